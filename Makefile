@@ -1,0 +1,42 @@
+# The two commands: `make run` and `make test`. Both create .venv when it is missing and
+# install tfaccel with the TensorFlow that fits this machine: the [gpu] extra when nvidia-smi
+# works, [cpu] otherwise. Both are fast when everything is already installed.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+FLAVOUR := $(shell nvidia-smi -L >/dev/null 2>&1 && echo gpu || echo cpu)
+RUN_STAMP := $(VENV)/.installed-$(FLAVOUR)
+TEST_STAMP := $(VENV)/.installed-$(FLAVOUR)-dev
+REPORT_ARGS ?=
+
+.PHONY: run test install install-dev lint clean
+
+run: $(RUN_STAMP)
+	$(BIN)/tfaccel report $(REPORT_ARGS)
+
+test: $(TEST_STAMP)
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/mypy
+	$(BIN)/python -m pytest
+
+install: $(RUN_STAMP)
+install-dev: $(TEST_STAMP)
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade "pip>=23.2"
+
+$(RUN_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e ".[$(FLAVOUR)]"
+	touch $@
+
+$(TEST_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e ".[$(FLAVOUR),dev]"
+	touch $@ $(RUN_STAMP)
+
+lint: $(TEST_STAMP)
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/mypy
+
+clean:
+	rm -rf $(VENV) build *.egg-info src/*.egg-info

@@ -1,0 +1,56 @@
+"""tfaccel: make TensorFlow/Keras training use the hardware it runs on, and show it.
+
+Importing tfaccel is cheap: it never imports TensorFlow. The public functions load their
+modules on first use.
+
+Example:
+    >>> import tfaccel
+    >>> inv = tfaccel.devices()          # CPU, GPUs, TPUs and their peaks; no TensorFlow import
+    >>> report = tfaccel.doctor()        # why TensorFlow does (not) use the GPU
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tfaccel.errors import TfaccelError
+
+__version__ = "0.1.0"
+
+__all__ = ["TfaccelError", "__version__", "devices", "doctor", "setup"]
+
+if TYPE_CHECKING:
+    from tfaccel.doctor import DoctorReport
+    from tfaccel.inventory import Inventory
+    from tfaccel.runtime import RuntimeConfig
+
+
+def devices(*, tf: bool = False) -> Inventory:
+    """Return the devices of this machine and what they can do (``tfaccel devices``).
+
+    Args:
+        tf: also ask TensorFlow (in a subprocess) which devices it registers.
+    """
+    from tfaccel import inventory, probe
+
+    return inventory.build(probe.snapshot(deep=tf))
+
+
+def doctor(*, deep: bool = False, log: str | None = None) -> DoctorReport:
+    """Diagnose why TensorFlow does or does not use the accelerators (``tfaccel doctor``).
+
+    Args:
+        deep: import TensorFlow in a subprocess and read what it logs.
+        log: the text of a TensorFlow log or traceback to diagnose as well.
+    """
+    from tfaccel import doctor as _doctor
+    from tfaccel import probe
+
+    return _doctor.diagnose(probe.snapshot(deep=deep), log=log)
+
+
+def setup(*args: Any, **kwargs: Any) -> RuntimeConfig:
+    """Configure the TensorFlow runtime; see :func:`tfaccel.runtime.setup`."""
+    from tfaccel import runtime
+
+    return runtime.setup(*args, **kwargs)

@@ -1,0 +1,5 @@
+"""``python -m tfaccel``."""
+
+from tfaccel.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,66 @@
+"""The ``tfaccel`` command line: parse, call the library, render. No logic lives here.
+
+Each command is a module of this package exposing ``add_parser(subparsers)`` and
+``run(args) -> int``; ``main(argv)`` takes argv so tests call it directly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from tfaccel import __version__
+from tfaccel.errors import TfaccelError
+
+__all__ = ["COMMANDS", "EXIT_CODES", "main"]
+
+# (command, module): the order is the order --help lists them in.
+COMMANDS: tuple[tuple[str, str], ...] = (
+    ("devices", "tfaccel.cli.devices"),
+    ("doctor", "tfaccel.cli.doctor"),
+    ("run", "tfaccel.cli.run"),
+    ("report", "tfaccel.cli.report"),
+)
+
+EXIT_CODES = """exit codes:
+  0  success; for doctor: no check failed
+  1  doctor found at least one failure (status 'fail')
+     ('tfaccel run' passes the script's own exit code through)
+  2  usage error: a bad argument or input file (the message says what and how to fix it)
+  3  internal error in tfaccel (please report it with 'tfaccel doctor --save-snapshot FILE')
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tfaccel",
+        description="Make TensorFlow/Keras training use the hardware it runs on, and show it.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"tfaccel {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for _name, module_name in COMMANDS:
+        module = importlib.import_module(module_name)
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI with ``argv`` (default: ``sys.argv[1:]``) and return the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        code: int = args.handler(args)
+    except TfaccelError as exc:
+        print(f"tfaccel: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("tfaccel: interrupted", file=sys.stderr)
+        return 130
+    return code

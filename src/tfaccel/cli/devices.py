@@ -1,0 +1,48 @@
+"""``tfaccel devices``: which devices this machine has and what they can do."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "devices",
+        help="list the CPU, NVIDIA GPUs and TPUs, their features and peaks",
+        description=(
+            "List the CPU (cores, DL instruction sets, memory, estimated peak), NVIDIA GPUs "
+            "through NVML (memory, compute capability, SMs, driver, utilisation, datasheet "
+            "peaks) and TPUs. Does not import TensorFlow unless --tf is given."
+        ),
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    p.add_argument(
+        "--tf",
+        action="store_true",
+        help="also ask TensorFlow (in a subprocess) which devices it registers, and its build",
+    )
+    p.add_argument(
+        "--tf-timeout", type=float, default=120.0, metavar="S", help="seconds allowed for --tf"
+    )
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from tfaccel import inventory, probe
+
+    snap = probe.snapshot(deep=args.tf, deep_timeout_s=args.tf_timeout)
+    inv = inventory.build(snap)
+    if args.json:
+        doc: dict[str, Any] = inv.to_dict()
+        json.dump(doc, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    from tfaccel.report.text import console, render_inventory
+
+    console().print(render_inventory(inv))
+    return 0

@@ -1,0 +1,107 @@
+"""``tfaccel doctor``: why TensorFlow does or does not use the GPU, and the fix."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from tfaccel.errors import UsageError
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "doctor",
+        help="check why TensorFlow does (not) use the GPU; diagnose a pasted log",
+        description=(
+            "Run ordered checks (driver, CUDA libraries, cuDNN, compute capability, TensorFlow "
+            "build, environment), each with its status, the evidence seen and the exact fix. "
+            "Without --deep it never imports TensorFlow. With --log it diagnoses a TensorFlow "
+            "log or traceback instead of this machine."
+        ),
+        epilog=(
+            "exit codes: 0 no check failed, 1 at least one failure found, 2 usage error "
+            "(bad argument or unreadable input)"
+        ),
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    p.add_argument(
+        "--log",
+        metavar="FILE",
+        help="diagnose this TensorFlow log or traceback ('-' reads standard input)",
+    )
+    p.add_argument(
+        "--deep",
+        action="store_true",
+        help="also import TensorFlow in a subprocess (with a timeout) and read its log",
+    )
+    p.add_argument("--deep-timeout", type=float, default=120.0, metavar="S")
+    p.add_argument("--snapshot", metavar="FILE", help="diagnose a saved snapshot, not this machine")
+    p.add_argument(
+        "--save-snapshot",
+        metavar="FILE",
+        help="save everything probed to FILE (JSON) for a bug report",
+    )
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from tfaccel import doctor, probe
+    from tfaccel.snapshot import load_snapshot, save_snapshot
+
+    if args.snapshot and args.deep:
+        raise UsageError(
+            "--deep cannot be combined with --snapshot",
+            expected="--deep to probe this machine, or --snapshot FILE to replay a saved one",
+            received="both",
+            fix="drop --deep: a saved snapshot keeps the deep results it was saved with",
+        )
+    if args.deep_timeout <= 0:
+        raise UsageError(
+            "--deep-timeout must be positive",
+            expected="seconds > 0",
+            received=str(args.deep_timeout),
+            fix="e.g. --deep-timeout 120",
+        )
+    log_text = log_source = None
+    if args.log is not None:
+        log = doctor.read_log_file(args.log)
+        log_text, log_source = log.text, log.source
+    snap = None
+    if args.snapshot:
+        snap = load_snapshot(args.snapshot)
+    elif args.log is None or args.deep or args.save_snapshot:
+        snap = probe.snapshot(deep=args.deep, deep_timeout_s=args.deep_timeout)
+    if args.save_snapshot and snap is not None:
+        save_snapshot(snap, args.save_snapshot)
+    if snap is None:
+        report = doctor.DoctorReport(findings=[], log=doctor.match_log(log_text or ""))
+        if args.log is not None:
+            _note_log(report, log)
+    else:
+        report = doctor.diagnose(snap, log=log_text, log_source=log_source)
+        if args.log is not None and report.log is not None:
+            _note_log(report, log)
+    doc = report.to_dict()
+    if args.json:
+        json.dump(doc, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        from tfaccel.report.doctor_text import render_doctor
+        from tfaccel.report.text import console
+
+        out = console()
+        out.print(render_doctor(doc))
+        if args.save_snapshot:
+            out.print(f"snapshot saved to {args.save_snapshot}")
+    return int(report.exit_code)
+
+
+def _note_log(report: Any, log: Any) -> None:
+    """Carry the reader's notes (e.g. which part of a huge file was scanned) into the report."""
+    for note in getattr(log, "notes", []) or []:
+        if note not in report.log.notes:
+            report.log.notes.append(note)

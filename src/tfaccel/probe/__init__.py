@@ -1,0 +1,67 @@
+"""The only code that touches the system: /proc, /sys, NVML, dlopen, installed packages, env.
+
+``snapshot()`` gathers everything into a plain :class:`~tfaccel.snapshot.Snapshot`.
+It never imports TensorFlow in this process; ``deep=True`` imports it in a subprocess.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+
+from tfaccel.probe import cpu, deep, libs, nvml, packages, pci, system, tpu
+from tfaccel.snapshot import LibraryLoad, Snapshot
+
+_deep = deep  # the module; `deep` is also snapshot()'s flag
+
+__all__ = ["cpu", "deep", "libs", "nvml", "packages", "pci", "snapshot", "system", "tpu"]
+
+
+def snapshot(*, deep: bool = False, deep_timeout_s: float | None = None) -> Snapshot:
+    """Probe this machine.
+
+    Args:
+        deep: also import TensorFlow in a subprocess and record what it reports.
+        deep_timeout_s: seconds allowed for that import (default ``deep.DEFAULT_TIMEOUT_S``).
+
+    Returns:
+        A Snapshot; anything that could not be read is recorded as such, never raised.
+    """
+    from tfaccel import __version__
+
+    env = system.collect_env()
+    pci_devices = pci.collect()
+    distributions = packages.collect_distributions()
+    tf_build = packages.collect_tensorflow(distributions)
+    tools = packages.collect_tools(dict(os.environ))
+    snap = Snapshot(
+        created_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        tfaccel_version=__version__,
+        platform=system.collect_platform(),
+        cpu=cpu.collect(),
+        pci=pci_devices,
+        nvml=nvml.collect(),
+        driver=libs.collect_driver(),
+        distributions=distributions,
+        tensorflow=tf_build,
+        tools=tools,
+        tpu=tpu.collect(pci_devices, distributions),
+        env=env,
+    )
+    if tf_build.is_cuda_build:
+        snap.cuda_libs = _load_cuda_libs(
+            tf_build.cuda_version, tf_build.cudnn_version, tools.nvidia_wheel_lib_dirs
+        )
+    if deep:
+        timeout = deep_timeout_s if deep_timeout_s is not None else _deep.DEFAULT_TIMEOUT_S
+        snap.deep = _deep.run(timeout_s=timeout)
+    return snap
+
+
+def _load_cuda_libs(
+    cuda_version: str | None, cudnn_version: str | None, wheel_dirs: list[str]
+) -> list[LibraryLoad]:
+    return [
+        libs.load_library(component, soname, wheel_dirs)
+        for component, soname in libs.required_libraries(cuda_version, cudnn_version)
+    ]

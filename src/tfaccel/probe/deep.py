@@ -1,0 +1,128 @@
+"""``doctor --deep``: import TensorFlow in a subprocess and record what it says.
+
+The import runs in a child process with a timeout and raised log verbosity, so a crash
+(a signal such as SIGILL on a CPU without AVX), a hang or an exception becomes a value.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+
+from tfaccel.snapshot import DeepProbe
+
+__all__ = ["DEFAULT_TIMEOUT_S", "RESULT_MARKER", "run"]
+
+DEFAULT_TIMEOUT_S = 120.0
+RESULT_MARKER = "TFACCEL_DEEP_RESULT "
+_MAX_LOG_CHARS = 200_000
+
+_SCRIPT = r"""
+import json, sys
+out = {"tf_version": None, "built_with_cuda": None, "physical_devices": [],
+       "logical_devices": [], "gpu_details": [], "error": None}
+try:
+    import tensorflow as tf
+    out["tf_version"] = tf.__version__
+    out["built_with_cuda"] = bool(tf.test.is_built_with_cuda())
+    devices = tf.config.list_physical_devices()
+    out["physical_devices"] = [d.name.replace("/physical_device:", "") for d in devices]
+    gpus = tf.config.list_physical_devices("GPU")
+    for gpu in gpus:
+        details = tf.config.experimental.get_device_details(gpu)
+        out["gpu_details"].append({str(k): str(v) for k, v in details.items()})
+    # Listing logical devices starts the runtime: device creation errors are logged here.
+    out["logical_devices"] = [d.name for d in tf.config.list_logical_devices()]
+    if gpus:
+        with tf.device("/GPU:0"):
+            float(tf.reduce_sum(tf.matmul(tf.ones([64, 64]), tf.ones([64, 64]))))
+except BaseException as exc:
+    out["error"] = f"{type(exc).__name__}: {exc}"
+sys.stderr.flush()
+print("MARKER" + json.dumps(out), flush=True)
+""".replace("MARKER", RESULT_MARKER)
+
+
+def run(
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    python: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> DeepProbe:
+    """Import TensorFlow in a child process and collect devices, errors and its log.
+
+    Args:
+        timeout_s: seconds before the child is killed and the import reported as hung.
+        python: the interpreter to use (default: this one).
+        environ: the child's environment (default: this process's), log verbosity raised.
+    """
+    env = dict(os.environ if environ is None else environ)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "0")
+    env.setdefault("TF_CPP_VMODULE", "dso_loader=1,cuda_dnn=1,gpu_device=1")
+    start = time.monotonic()
+    probe = DeepProbe(ran=True, timeout_s=timeout_s)
+    with subprocess.Popen(
+        [python or sys.executable, "-c", _SCRIPT],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        text=True,
+        errors="replace",
+        start_new_session=True,
+    ) as proc:
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            stdout, stderr = proc.communicate()
+            probe.timed_out = True
+    probe.duration_s = round(time.monotonic() - start, 3)
+    probe.returncode = proc.returncode
+    probe.log = stderr[-_MAX_LOG_CHARS:]
+    _read_result(probe, stdout)
+    if probe.timed_out:
+        probe.error = f"importing TensorFlow did not finish within {timeout_s:g} s"
+    elif proc.returncode and proc.returncode < 0:
+        name = _signal_name(-proc.returncode)
+        probe.error = f"the TensorFlow process was killed by {name}"
+    elif proc.returncode and probe.error is None:
+        probe.error = f"the TensorFlow process exited with code {proc.returncode}"
+    probe.ok = probe.error is None and not probe.timed_out and proc.returncode == 0
+    return probe
+
+
+def _read_result(probe: DeepProbe, stdout: str) -> None:
+    for line in stdout.splitlines():
+        if not line.startswith(RESULT_MARKER):
+            continue
+        try:
+            data = json.loads(line[len(RESULT_MARKER) :])
+        except json.JSONDecodeError:
+            continue
+        probe.tf_version = data.get("tf_version")
+        probe.built_with_cuda = data.get("built_with_cuda")
+        probe.physical_devices = [str(d) for d in data.get("physical_devices") or []]
+        probe.logical_devices = [str(d) for d in data.get("logical_devices") or []]
+        probe.gpu_details = [
+            {str(k): str(v) for k, v in d.items()} for d in data.get("gpu_details") or []
+        ]
+        probe.error = data.get("error")
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"

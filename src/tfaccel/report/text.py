@@ -1,0 +1,161 @@
+"""Render results for a terminal with rich. Rendering only: no probing, no decisions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console, Group, RenderableType
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from tfaccel.inventory import Inventory, Peak
+
+__all__ = ["console", "fmt_bytes", "render_inventory", "render_peak"]
+
+
+def console(stderr: bool = False) -> Console:
+    """A console that strips colour when not writing to a terminal."""
+    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+
+
+def fmt_bytes(value: int | None) -> str:
+    """1536 MiB -> '1.5 GiB'; None -> 'n/a'."""
+    if value is None:
+        return "n/a"
+    size = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(size) < 1024 or unit == "TiB":
+            return f"{size:.1f} {unit}" if unit != "B" else f"{int(size)} B"
+        size /= 1024
+    return f"{size:.1f} TiB"
+
+
+def _na(value: Any, suffix: str = "") -> str:
+    return "n/a" if value is None else f"{value}{suffix}"
+
+
+def _rate(value: float) -> str:
+    return f"{value:.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def render_peak(peak: Peak | None) -> str:
+    """One line of peak rates, e.g. 'fp32 19.5, tf32 156, bf16 312 TFLOP/s; 1555 GB/s'."""
+    if peak is None:
+        return "n/a"
+    rates = [
+        f"{name} {_rate(value)}"
+        for name, value in (
+            ("fp32", peak.fp32_tflops),
+            ("tf32", peak.tf32_tflops),
+            ("fp16", peak.fp16_tflops),
+            ("bf16", peak.bf16_tflops),
+        )
+        if value is not None
+    ]
+    text = (", ".join(rates) + " TFLOP/s") if rates else "no rate known"
+    if peak.bandwidth_gbs is not None:
+        text += f"; {peak.bandwidth_gbs:g} GB/s"
+    return text
+
+
+def render_inventory(inv: Inventory) -> RenderableType:
+    """The ``tfaccel devices`` screen."""
+    parts: list[RenderableType] = [_cpu_table(inv)]
+    parts.append(_gpu_section(inv))
+    if inv.tpu is not None:
+        tpu = inv.tpu
+        line = (
+            f"TPU {tpu.info.accelerator_type or 'type unknown'}: "
+            f"{_na(tpu.info.chip_count)} chip(s), libtpu {_na(tpu.info.libtpu_version)}; "
+            f"peak {render_peak(tpu.peak)} ({tpu.peak_note})"
+        )
+        parts.append(Text(line))
+    else:
+        parts.append(Text.from_markup("[bold]TPU[/bold] none found"))
+    if inv.tensorflow is not None:
+        parts.append(_tf_table(inv))
+    return Group(*parts)
+
+
+def _cpu_table(inv: Inventory) -> Table:
+    cpu = inv.cpu
+    table = Table(title="CPU", title_justify="left", show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_row("model", escape(f"{cpu.model or 'unknown'} ({cpu.vendor or 'vendor unknown'})"))
+    cores = (
+        f"{_na(cpu.physical_cores)} physical, {_na(cpu.logical_cores)} logical, "
+        f"{_na(cpu.usable_cores)} usable by this process"
+    )
+    if cpu.cgroup_cpu_limit is not None:
+        cores += f", cgroup quota {cpu.cgroup_cpu_limit:g} cores"
+    table.add_row("cores", cores)
+    table.add_row("DL features", " ".join(cpu.features) or "none of AVX2/AVX-512/AMX/NEON")
+    table.add_row(
+        "memory",
+        f"{fmt_bytes(cpu.memory_total_bytes)} total, "
+        f"{fmt_bytes(cpu.memory_available_bytes)} available",
+    )
+    table.add_row("clock", f"{cpu.clock_mhz:g} MHz" if cpu.clock_mhz else "n/a")
+    table.add_row("peak (estimate)", escape(render_peak(cpu.peak)))
+    table.add_row("", escape(f"= {cpu.peak.formula}"))
+    return table
+
+
+def _gpu_section(inv: Inventory) -> RenderableType:
+    if not inv.gpus:
+        reason = f"NVML: {inv.nvml_error}" if inv.nvml_error else "NVML reports none"
+        line = f"[bold]NVIDIA GPUs[/bold] none ({escape(reason)})"
+        if inv.nvidia_pci_without_nvml:
+            line += (
+                f"; but {inv.nvidia_pci_without_nvml} NVIDIA device(s) on the PCI bus: "
+                "run 'tfaccel doctor'"
+            )
+        return Text.from_markup(line)
+    title = (
+        f"NVIDIA GPUs (driver {_na(inv.driver_version)}, "
+        f"driver supports CUDA up to {_na(inv.cuda_driver_version)})"
+    )
+    table = Table(title=escape(title), title_justify="left")
+    for col in ("#", "name", "CC", "SMs", "memory used/total", "util", "temp", "power", "peak"):
+        table.add_column(col)
+    for dev in inv.gpus:
+        g = dev.info
+        memory = f"{fmt_bytes(g.memory_used_bytes)} / {fmt_bytes(g.memory_total_bytes)}"
+        power = (
+            f"{g.power_draw_watts:.0f}/{g.power_limit_watts:.0f} W"
+            if g.power_draw_watts is not None and g.power_limit_watts is not None
+            else "n/a"
+        )
+        peak = render_peak(dev.peak) if dev.peak else dev.peak_note
+        table.add_row(
+            str(g.index),
+            escape(g.name),
+            _na(g.compute_capability),
+            _na(g.multiprocessor_count),
+            memory,
+            _na(g.utilization_gpu_percent, "%"),
+            _na(g.temperature_celsius, " C"),
+            power,
+            escape(peak),
+        )
+    return table
+
+
+def _tf_table(inv: Inventory) -> Table:
+    tfv = inv.tensorflow
+    assert tfv is not None
+    table = Table(title="TensorFlow", title_justify="left", show_header=False, box=None)
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_row("version", escape(_na(tfv.version)))
+    build = ", ".join(f"{k}={v}" for k, v in tfv.build.items()) or "build info not found"
+    table.add_row("build", escape(build))
+    table.add_row("physical devices", escape(", ".join(tfv.physical_devices) or "none"))
+    table.add_row("logical devices", escape(", ".join(tfv.logical_devices) or "none"))
+    for i, details in enumerate(tfv.gpu_details):
+        table.add_row(f"GPU:{i} details", escape(", ".join(f"{k}={v}" for k, v in details.items())))
+    if tfv.error:
+        table.add_row("error", escape(tfv.error))
+    return table
