@@ -17,9 +17,11 @@ from tfaccel.errors import TfaccelError
 
 __version__ = "0.1.0"
 
-__all__ = ["TfaccelError", "__version__", "devices", "doctor", "setup"]
+__all__ = ["TfaccelError", "__version__", "device", "devices", "doctor", "setup"]
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
     from tfaccel.doctor import DoctorReport
     from tfaccel.inventory import Inventory
     from tfaccel.runtime import RuntimeConfig
@@ -43,10 +45,9 @@ def doctor(*, deep: bool = False, log: str | None = None) -> DoctorReport:
         deep: import TensorFlow in a subprocess and read what it logs.
         log: the text of a TensorFlow log or traceback to diagnose as well.
     """
-    from tfaccel import doctor as _doctor
-    from tfaccel import probe
+    from tfaccel.doctor import check
 
-    return _doctor.diagnose(probe.snapshot(deep=deep), log=log)
+    return check(deep=deep, log=log)
 
 
 def setup(*args: Any, **kwargs: Any) -> RuntimeConfig:
@@ -54,3 +55,13 @@ def setup(*args: Any, **kwargs: Any) -> RuntimeConfig:
     from tfaccel import runtime
 
     return runtime.setup(*args, **kwargs)
+
+
+def device(spec: str) -> AbstractContextManager[Any]:
+    """``tf.device`` that refuses a device which does not exist; see :func:`tfaccel.runtime.device`.
+
+    Accepts ``'GPU:0'``, ``'/gpu:0'``, ``'/device:GPU:0'``, ``'cpu:0'``.
+    """
+    from tfaccel import runtime
+
+    return runtime.device(spec)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import traceback
 from collections.abc import Sequence
 
 from tfaccel import __version__
@@ -21,6 +22,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("devices", "tfaccel.cli.devices"),
     ("doctor", "tfaccel.cli.doctor"),
     ("run", "tfaccel.cli.run"),
+    ("bench", "tfaccel.cli.bench"),
     ("report", "tfaccel.cli.report"),
 )
 
@@ -63,4 +65,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("tfaccel: interrupted", file=sys.stderr)
         return 130
+    except Exception:  # a bug in tfaccel, not a user mistake: show everything
+        traceback.print_exc()
+        print(
+            "tfaccel: internal error. Please report it with the output above and the file "
+            "written by 'tfaccel doctor --save-snapshot snapshot.json'.",
+            file=sys.stderr,
+        )
+        return 3
     return code

@@ -29,6 +29,12 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="show the evidence of every check, not only problems",
+    )
+    p.add_argument(
         "--log",
         metavar="FILE",
         help="diagnose this TensorFlow log or traceback ('-' reads standard input)",
@@ -49,7 +55,8 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tfaccel import doctor, probe
+    from tfaccel import probe
+    from tfaccel.doctor import DoctorReport, diagnose, match_log, read_log_file
     from tfaccel.snapshot import load_snapshot, save_snapshot
 
     if args.snapshot and args.deep:
@@ -66,25 +73,19 @@ def run(args: argparse.Namespace) -> int:
             received=str(args.deep_timeout),
             fix="e.g. --deep-timeout 120",
         )
-    log_text = log_source = None
-    if args.log is not None:
-        log = doctor.read_log_file(args.log)
-        log_text, log_source = log.text, log.source
+    log = read_log_file(args.log) if args.log is not None else None
     snap = None
     if args.snapshot:
         snap = load_snapshot(args.snapshot)
-    elif args.log is None or args.deep or args.save_snapshot:
+    elif log is None or args.deep or args.save_snapshot:
         snap = probe.snapshot(deep=args.deep, deep_timeout_s=args.deep_timeout)
     if args.save_snapshot and snap is not None:
         save_snapshot(snap, args.save_snapshot)
     if snap is None:
-        report = doctor.DoctorReport(findings=[], log=doctor.match_log(log_text or ""))
-        if args.log is not None:
-            _note_log(report, log)
+        # A pasted log is diagnosed alone: it may come from another machine.
+        report = DoctorReport(findings=[], log=match_log(log) if log else None)
     else:
-        report = doctor.diagnose(snap, log=log_text, log_source=log_source)
-        if args.log is not None and report.log is not None:
-            _note_log(report, log)
+        report = diagnose(snap, log=log)
     doc = report.to_dict()
     if args.json:
         json.dump(doc, sys.stdout, indent=2)
@@ -94,14 +95,7 @@ def run(args: argparse.Namespace) -> int:
         from tfaccel.report.text import console
 
         out = console()
-        out.print(render_doctor(doc))
+        out.print(render_doctor(doc, verbose=args.verbose))
         if args.save_snapshot:
             out.print(f"snapshot saved to {args.save_snapshot}")
     return int(report.exit_code)
-
-
-def _note_log(report: Any, log: Any) -> None:
-    """Carry the reader's notes (e.g. which part of a huge file was scanned) into the report."""
-    for note in getattr(log, "notes", []) or []:
-        if note not in report.log.notes:
-            report.log.notes.append(note)

@@ -16,11 +16,13 @@ class Finding:
     Attributes:
         id: stable slug (``missing_cuda_libs``); never renamed.
         status: ``ok`` (checked, fine), ``warn`` (works, but worse than it could),
-            ``fail`` (the GPU or TensorFlow will not work as intended), ``skip`` (does not apply here).
+            ``fail`` (the GPU or TensorFlow will not work as intended),
+            ``skip`` (does not apply here).
         title: one line a user reads first.
         evidence: what was seen, one fact per line.
         fix: the exact command or change that mends it; None when there is nothing to do.
-        source: ``probe`` (from the machine), ``log`` (from a TensorFlow log), ``deep`` (TF subprocess).
+        source: ``probe`` (from the machine), ``log`` (from a TensorFlow log),
+            ``deep`` (the TensorFlow subprocess of ``doctor --deep``).
     """
 
     id: str

@@ -14,12 +14,16 @@ __all__ = ["STATUS_STYLE", "render_doctor"]
 STATUS_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
 
 
-def render_doctor(doc: dict[str, Any]) -> RenderableType:
-    """The ``tfaccel doctor`` screen from ``DoctorReport.to_dict()``."""
+def render_doctor(doc: dict[str, Any], *, verbose: bool = False) -> RenderableType:
+    """The ``tfaccel doctor`` screen from ``DoctorReport.to_dict()``.
+
+    Every check gets one line; the evidence and the fix follow for warnings and failures
+    (for every check with ``verbose``).
+    """
     parts: list[RenderableType] = []
     findings = doc.get("findings") or []
     if findings:
-        parts.append(_findings_table(findings))
+        parts.append(_findings_table(findings, verbose))
     log = doc.get("log")
     if log is not None:
         parts.append(_log_section(log))
@@ -30,22 +34,21 @@ def render_doctor(doc: dict[str, Any]) -> RenderableType:
     return Group(*parts)
 
 
-def _findings_table(findings: list[dict[str, Any]]) -> Table:
-    table = Table(title="Checks", title_justify="left", show_lines=True, expand=False)
+def _findings_table(findings: list[dict[str, Any]], verbose: bool) -> Table:
+    table = Table(box=None, show_header=False, pad_edge=False, expand=False)
     table.add_column("status", no_wrap=True)
-    table.add_column("check", no_wrap=True)
+    table.add_column("check", no_wrap=True, style="bold")
     table.add_column("what was seen")
-    table.add_column("fix")
     for f in findings:
         status = str(f.get("status", ""))
-        style = STATUS_STYLE.get(status, "")
-        seen = [escape(str(f.get("title", "")))]
-        seen += [f"[dim]- {escape(str(e))}[/dim]" for e in f.get("evidence") or []]
+        style = STATUS_STYLE.get(status, "none")
+        lines = [escape(str(f.get("title", "")))]
+        if verbose or status in ("warn", "fail"):
+            lines += [f"[dim]- {escape(str(e))}[/dim]" for e in f.get("evidence") or []]
+            if f.get("fix"):
+                lines.append(f"[bold]fix:[/bold] {escape(str(f['fix']))}")
         table.add_row(
-            f"[{style}]{escape(status)}[/{style}]" if style else escape(status),
-            escape(str(f.get("id", ""))),
-            "\n".join(seen),
-            escape(str(f.get("fix") or "")),
+            f"[{style}]{escape(status)}[/{style}]", escape(str(f.get("id", ""))), "\n".join(lines)
         )
     return table
 
@@ -68,8 +71,9 @@ def _log_section(log: dict[str, Any]) -> RenderableType:
             Text.from_markup(f"  [{style}]{status}[/{style}] [bold]{cause_id}[/bold]: {title}")
         )
         for line in cause.get("lines") or []:
-            number, text = (line[0], line[1]) if isinstance(line, (list, tuple)) else ("", line)
-            parts.append(Text(f"    line {number}: {str(text)[:200]}"))
+            parts.append(Text(f"    line {line.get('line')}: {str(line.get('text'))[:200]}"))
+        for detail in cause.get("details") or []:
+            parts.append(Text(f"    - {detail}"))
         if cause.get("fix"):
             parts.append(Text.from_markup(f"    fix: {escape(str(cause['fix']))}"))
     benign = log.get("benign") or []

@@ -1,0 +1,128 @@
+"""Why TensorFlow does or does not use the accelerators: rules over a Snapshot, and logs.
+
+``diagnose`` is a pure function: it reads a :class:`~tfaccel.snapshot.Snapshot` (and, when
+given, the text of a TensorFlow log) and returns a :class:`DoctorReport`. It touches nothing on
+the machine and never imports TensorFlow; ``tfaccel.probe`` does the looking.
+
+Example:
+    >>> from tfaccel.snapshot import Snapshot
+    >>> report = diagnose(Snapshot())
+    >>> report.exit_code
+    0
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from dataclasses import dataclass, field
+from typing import Any
+
+from tfaccel.doctor.logmatch import LogReport, LogText, match_log, read_log_file
+from tfaccel.doctor.model import STATUSES, Finding
+from tfaccel.doctor.rules import RULES, run_rules
+from tfaccel.snapshot import Snapshot
+
+__all__ = [
+    "RULES",
+    "DoctorReport",
+    "Finding",
+    "check",
+    "LogReport",
+    "LogText",
+    "diagnose",
+    "match_log",
+    "read_log_file",
+]
+
+
+@dataclass
+class DoctorReport:
+    """The findings of every rule, and what a log showed.
+
+    Attributes:
+        findings: one or more per rule, in rule order.
+        log: the log matcher's report when a log was given, else None.
+    """
+
+    findings: list[Finding] = field(default_factory=list)
+    log: LogReport | None = None
+
+    @property
+    def exit_code(self) -> int:
+        """1 when any finding or log cause failed, else 0 (``tfaccel doctor``'s exit code)."""
+        return 1 if self.counts()["fail"] else 0
+
+    def counts(self) -> dict[str, int]:
+        """How many findings and log causes have each status.
+
+        Returns:
+            ``{"ok": n, "warn": n, "fail": n, "skip": n}``.
+        """
+        counts: dict[str, int] = dict.fromkeys(STATUSES, 0)
+        statuses = [f.status for f in self.findings]
+        if self.log is not None:
+            statuses += [cause.status for cause in self.log.causes]
+        for status in statuses:
+            counts[status] = counts.get(status, 0) + 1
+        return counts
+
+    def finding(self, id: str) -> Finding | None:
+        """The first finding with this id, or None."""
+        return next((f for f in self.findings if f.id == id), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the report as JSON-ready values (``tfaccel doctor --json``)."""
+        return {
+            "findings": [f.to_dict() for f in self.findings],
+            "log": self.log.to_dict() if self.log is not None else None,
+            "summary": self.counts(),
+            "exit_code": self.exit_code,
+        }
+
+
+def diagnose(
+    snapshot: Snapshot, log: str | LogText | None = None, log_source: str | None = None
+) -> DoctorReport:
+    """Run every rule on ``snapshot`` and, when given, match ``log``.
+
+    Args:
+        snapshot: what ``tfaccel.probe.snapshot()`` found (or a saved one).
+        log: the text of a TensorFlow log or traceback, or a :class:`LogText` from
+            :func:`read_log_file`.
+        log_source: where the log came from (a path, ``<stdin>``), for the report.
+
+    Returns:
+        A :class:`DoctorReport`; its ``exit_code`` is 1 when anything failed.
+
+    Example:
+        >>> report = diagnose(Snapshot(), log="OOM when allocating tensor with shape[8,1024]")
+        >>> report.log.causes[0].id, report.exit_code
+        ('oom', 1)
+    """
+    log_report = match_log(log, source=log_source) if log is not None else None
+    return DoctorReport(run_rules(snapshot), log_report)
+
+
+def check(*, deep: bool = False, log: str | LogText | None = None) -> DoctorReport:
+    """Probe this machine and diagnose it: ``tfaccel.doctor()``.
+
+    Args:
+        deep: also import TensorFlow in a subprocess and read what it logs.
+        log: the text of a TensorFlow log or traceback to diagnose as well.
+    """
+    from tfaccel import probe
+
+    return diagnose(probe.snapshot(deep=deep), log=log)
+
+
+class _CallableModule(types.ModuleType):
+    """``tfaccel.doctor`` is both this package and the call ``tfaccel.doctor()``: once the
+    package is imported it replaces the function of that name on ``tfaccel``, so the package
+    itself must be callable."""
+
+    def __call__(self, *, deep: bool = False, log: str | LogText | None = None) -> DoctorReport:
+        return check(deep=deep, log=log)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -1,0 +1,488 @@
+"""The ``tfaccel report`` files: report.json, report.md and one self-contained report.html.
+
+:func:`build_document` assembles the JSON document (devices, doctor, bench run, derived tables,
+comparison with the last run); :func:`render_markdown` and :func:`render_html` render it;
+:func:`write_report` writes the three files and the PNG plots, each atomically (a temporary
+file renamed into place). Every piece of text that came from the system (device names, paths,
+doctor evidence) goes through :func:`html.escape` in the HTML.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import html
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tfaccel.errors import UsageError
+from tfaccel.snapshot import write_atomic
+
+__all__ = [
+    "ReportFiles",
+    "build_document",
+    "check_writable",
+    "fmt_num",
+    "fmt_pct",
+    "fmt_seconds",
+    "render_html",
+    "render_markdown",
+    "write_report",
+]
+
+SCHEMA = "tfaccel-report/1"
+PLOT_TITLES = {
+    "throughput": "Training throughput per configuration",
+    "roofline": "Roofline: matmul and bandwidth ceilings",
+    "step_times": "Step-time distributions",
+    "speedup": "Speedups",
+}
+
+
+# -- formatting (shared with the terminal renderer) ------------------------------------------
+
+
+def fmt_num(value: Any) -> str:
+    """1234.5 -> '1,234'; 12.34 -> '12.3'; 0.1234 -> '0.123'; None -> 'n/a'."""
+    if value is None:
+        return "n/a"
+    v = float(value)
+    if abs(v) >= 100:
+        return f"{v:,.0f}"
+    if abs(v) >= 10:
+        return f"{v:.1f}"
+    return f"{v:.3g}"
+
+
+def fmt_pct(value: Any) -> str:
+    """12.345 -> '12.3%'; None -> 'n/a'."""
+    if value is None:
+        return "n/a"
+    v = float(value)
+    return f"{v:.2f}%" if abs(v) < 1 else f"{v:.1f}%"
+
+
+def fmt_seconds(value: Any) -> str:
+    """0.0123 -> '12.3 ms'; 75 -> '75.0 s'; 300 -> '5 min 0 s'; None -> 'n/a'."""
+    if value is None:
+        return "n/a"
+    v = float(value)
+    if v < 1:
+        return f"{v * 1000:.3g} ms"
+    if v < 120:
+        return f"{v:.1f} s"
+    minutes, seconds = divmod(round(v), 60)
+    return f"{minutes} min {seconds} s"
+
+
+def _noise(rel_iqr: Any) -> str:
+    return "n/a" if rel_iqr is None else f"IQR {float(rel_iqr) * 100:.1f}%"
+
+
+# -- the document ----------------------------------------------------------------------------
+
+
+def build_document(
+    run: Any,
+    *,
+    devices: dict[str, Any] | None = None,
+    doctor: dict[str, Any] | None = None,
+    comparison: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The report.json document.
+
+    Args:
+        run: a :class:`tfaccel.bench.BenchRun`.
+        devices: ``Inventory.to_dict()``.
+        doctor: ``DoctorReport.to_dict()``.
+        comparison: :func:`tfaccel.bench.compare_runs` output, or None.
+    """
+    from tfaccel import __version__
+    from tfaccel.bench.analysis import summarize_run
+
+    return {
+        "schema": SCHEMA,
+        "generated_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "tfaccel_version": __version__,
+        "summary": summarize_run(run),
+        "comparison": comparison,
+        "devices": devices,
+        "doctor": doctor,
+        "bench": run.to_dict(),
+    }
+
+
+# -- Markdown --------------------------------------------------------------------------------
+
+
+def _md(value: Any) -> str:
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def _md_table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_md(c) for c in row) + " |" for row in rows]
+    return lines + [""]
+
+
+def _headline_text(h: dict[str, Any]) -> str:
+    return (
+        f"{h['model']} on {h['device_label']}: Keras default ({h['default_config']}) "
+        f"{fmt_num(h['default_images_per_s'])} images/s ({_noise(h['default_relative_iqr'])}); "
+        f"best configuration ({h['best_config']}) {fmt_num(h['best_images_per_s'])} images/s "
+        f"({_noise(h['best_relative_iqr'])}); ratio x{h['ratio']:.2f}: {h['verdict']}"
+    )
+
+
+def render_markdown(doc: dict[str, Any], plot_files: dict[str, str] | None = None) -> str:
+    """report.md: the same content as the HTML, as Markdown tables (plots linked as files)."""
+    s, bench = doc["summary"], doc["bench"]
+    out = [
+        "# tfaccel report",
+        "",
+        f"Generated {doc['generated_at']} by tfaccel {doc['tfaccel_version']}, TensorFlow "
+        f"{bench.get('tf_version')}; machine fingerprint `{bench['fingerprint']}`; "
+        f"run {bench.get('run_id')} ({bench['status']}).",
+        "",
+    ]
+    if s.get("headline"):
+        out += ["## Headline", "", _headline_text(s["headline"]), ""]
+    out += ["## Devices compared", ""]
+    out += _md_table(
+        ["model", "device", "best configuration", "images/s", "utilisation (of matmul)",
+         "MFU (of spec)", "time per epoch", "speedup over CPU"],
+        [[r["model"], r["device_label"], r["best_config"], fmt_num(r["images_per_s"]),
+          fmt_pct(r["utilisation_percent"]), fmt_pct(r["mfu_percent"]),
+          fmt_seconds(r["epoch_seconds"]),
+          "n/a" if r["speedup_over_cpu"] is None else f"x{r['speedup_over_cpu']:.2f}"]
+         for r in s["device_table"]],
+    )  # fmt: skip
+    out += ["## Training throughput", ""]
+    out += _md_table(
+        ["model", "device", "configuration", "images/s", "noise", "step", "epoch",
+         "model TFLOP/s", "utilisation", "MFU", "vs Keras default"],
+        [[r["model"], r["device"], r["config"], fmt_num(r["images_per_s"]),
+          _noise(r["relative_iqr"]), fmt_seconds(r["step_time_ms"] / 1000),
+          fmt_seconds(r["epoch_seconds"]), fmt_num(r["model_tflops"]),
+          fmt_pct(r["utilisation_percent"]), fmt_pct(r["mfu_percent"]), r["vs_default"] or "-"]
+         for r in s["models"]],
+    )  # fmt: skip
+    out += ["## Micro benchmarks", ""]
+    out += _md_table(
+        ["benchmark", "device", "configuration", "median", "unit", "noise", "% of spec peak",
+         "% of best measured"],
+        [[r["benchmark"], r["device"], r["config"], fmt_num(r["median"]), r["unit"],
+          _noise(r["relative_iqr"]), fmt_pct(r["percent_of_peak"]),
+          fmt_pct(r["percent_of_best"])] for r in s["micro"]],
+    )  # fmt: skip
+    if s.get("checks"):
+        out += ["## Checks", ""]
+        out += _md_table(
+            ["check", "device", "value", "threshold", "result"],
+            [[c["benchmark"], c["device"], f"{c['value']:.3f}", c["threshold"],
+              "pass" if c["passed"] else "FAIL"] for c in s["checks"]],
+        )  # fmt: skip
+    comparison = doc.get("comparison")
+    if comparison:
+        out += [f"## Against run {comparison['before_run_id']} "
+                f"({comparison['before_started_at']})", ""]  # fmt: skip
+        out += _md_table(
+            ["benchmark", "device", "configuration", "before", "after", "unit", "verdict"],
+            [[r["benchmark"], r["device"], r["config"], fmt_num(r["before"]),
+              fmt_num(r["after"]), r["unit"], r["verdict"]] for r in comparison["rows"]],
+        )  # fmt: skip
+    for name, path in (plot_files or {}).items():
+        out += [f"![{PLOT_TITLES.get(name, name)}]({path})", ""]
+    out += _md_doctor(doc.get("doctor"))
+    skipped = bench.get("skipped") or []
+    if skipped:
+        out += ["## Not measured", ""]
+        out += [f"- {_md(x['benchmark'])} on {_md(x['device'])}: {_md(x['reason'])}"
+                for x in skipped] + [""]  # fmt: skip
+    out += ["## Notes", ""] + [f"- {_md(n)}" for n in bench.get("notes") or []] + [""]
+    return "\n".join(out)
+
+
+def _md_doctor(doctor: dict[str, Any] | None) -> list[str]:
+    if not doctor:
+        return []
+    rows = [[f.get("status"), f.get("id"), f.get("title"), f.get("fix") or ""]
+            for f in doctor.get("findings") or []]  # fmt: skip
+    return ["## Doctor", "", *_md_table(["status", "check", "finding", "fix"], rows)]
+
+
+# -- HTML ------------------------------------------------------------------------------------
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;
+max-width:1200px;color:#1d2330;background:#fff;padding:0 16px}
+h1{margin-bottom:4px}h2{margin-top:32px;border-bottom:1px solid #d8dde6;padding-bottom:4px}
+.meta{color:#5a6372;font-size:14px}
+table{border-collapse:collapse;margin:8px 0 16px;font-size:14px}
+th,td{border:1px solid #d8dde6;padding:4px 8px;text-align:left;vertical-align:top}
+th{background:#f2f4f8}td.num{text-align:right;font-variant-numeric:tabular-nums}
+.headline{background:#eef5ff;border:1px solid #b8d4ff;border-radius:6px;padding:12px 16px;
+font-size:16px}.headline b{font-size:20px}
+.ok{color:#1a7f37}.warn{color:#9a6700}.fail{color:#cf222e;font-weight:bold}.skip{color:#6e7781}
+.better{color:#1a7f37}.worse{color:#cf222e;font-weight:bold}
+figure{margin:16px 0}figure img{max-width:100%;border:1px solid #d8dde6}
+figcaption{color:#5a6372;font-size:13px}
+"""
+
+
+def _e(value: Any) -> str:
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def _table(header: list[str], rows: list[list[Any]], numeric: set[int] | None = None) -> str:
+    numeric = numeric or set()
+    head = "".join(f"<th>{_e(h)}</th>" for h in header)
+    body = []
+    for row in rows:
+        cells = []
+        for i, cell in enumerate(row):
+            if isinstance(cell, _Raw):
+                cells.append(f"<td>{cell.html}</td>")
+            else:
+                cls = ' class="num"' if i in numeric else ""
+                cells.append(f"<td{cls}>{_e(cell)}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+@dataclass(frozen=True)
+class _Raw:
+    """Already-escaped HTML for a table cell."""
+
+    html: str
+
+
+def _status(status: Any) -> _Raw:
+    return _Raw(f'<span class="{_e(status)}">{_e(status)}</span>')
+
+
+def render_html(doc: dict[str, Any], plots: dict[str, bytes] | None = None) -> str:
+    """report.html: one self-contained page (CSS inline, plots as base64 PNG data URIs)."""
+    s, bench = doc["summary"], doc["bench"]
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>tfaccel report {_e(doc['generated_at'])}</title>",
+        f"<style>{_CSS}</style></head><body>",
+        "<h1>tfaccel report</h1>",
+        f'<p class="meta">Generated {_e(doc["generated_at"])} by tfaccel '
+        f"{_e(doc['tfaccel_version'])}, TensorFlow {_e(bench.get('tf_version'))}; machine "
+        f"fingerprint <code>{_e(bench['fingerprint'])}</code>; run {_e(bench.get('run_id'))} "
+        f"({_e(bench['status'])}), profile {_e((bench.get('options') or {}).get('profile'))}.</p>",
+    ]
+    h = s.get("headline")
+    if h:
+        parts.append(
+            '<div class="headline" id="headline">'
+            f"<div>{_e(h['model'])} on {_e(h['device_label'])}</div>"
+            f"<div>Keras default ({_e(h['default_config'])}): "
+            f"<b>{_e(fmt_num(h['default_images_per_s']))}</b> images/s "
+            f"({_e(_noise(h['default_relative_iqr']))})</div>"
+            f"<div>Best configuration ({_e(h['best_config'])}): "
+            f"<b>{_e(fmt_num(h['best_images_per_s']))}</b> images/s "
+            f"({_e(_noise(h['best_relative_iqr']))})</div>"
+            f"<div>Ratio <b>x{h['ratio']:.2f}</b>: {_e(h['verdict'])}</div></div>"
+        )
+    parts += ["<h2>Devices compared</h2>", _table(
+        ["model", "device", "best configuration", "images/s", "utilisation (of measured matmul)",
+         "MFU (of spec peak)", "time per 50,000-image epoch", "speedup over CPU"],
+        [[r["model"], r["device_label"], r["best_config"], fmt_num(r["images_per_s"]),
+          fmt_pct(r["utilisation_percent"]), fmt_pct(r["mfu_percent"]),
+          fmt_seconds(r["epoch_seconds"]),
+          "n/a" if r["speedup_over_cpu"] is None else f"x{r['speedup_over_cpu']:.2f}"]
+         for r in s["device_table"]], {3, 4, 5, 6, 7})]  # fmt: skip
+    parts += ["<h2>Training throughput</h2>", _table(
+        ["model", "device", "configuration", "images/s", "noise", "step time", "epoch",
+         "model TFLOP/s", "utilisation", "MFU", "against the Keras default"],
+        [[r["model"], r["device"], r["config"], fmt_num(r["images_per_s"]),
+          _noise(r["relative_iqr"]), fmt_seconds(r["step_time_ms"] / 1000),
+          fmt_seconds(r["epoch_seconds"]), fmt_num(r["model_tflops"]),
+          fmt_pct(r["utilisation_percent"]), fmt_pct(r["mfu_percent"]), r["vs_default"] or "-"]
+         for r in s["models"]], {3, 4, 5, 6, 7, 8, 9})]  # fmt: skip
+    for name, png in (plots or {}).items():
+        data = base64.b64encode(png).decode("ascii")
+        title = PLOT_TITLES.get(name, name)
+        parts.append(
+            f'<figure id="plot-{_e(name)}"><img alt="{_e(title)}" '
+            f'src="data:image/png;base64,{data}"><figcaption>{_e(title)}</figcaption></figure>'
+        )
+    parts += ["<h2>Micro benchmarks</h2>", _table(
+        ["benchmark", "device", "configuration", "median", "unit", "noise", "% of spec peak",
+         "% of best measured"],
+        [[r["benchmark"], r["device_label"], r["config"], fmt_num(r["median"]), r["unit"],
+          _noise(r["relative_iqr"]), fmt_pct(r["percent_of_peak"]),
+          fmt_pct(r["percent_of_best"])] for r in s["micro"]], {3, 5, 6, 7})]  # fmt: skip
+    if s.get("checks"):
+        parts += ["<h2>Checks</h2>", _table(
+            ["check", "device", "test accuracy", "threshold", "result"],
+            [[c["benchmark"], c["device"], f"{c['value']:.3f}", c["threshold"],
+              _status("ok" if c["passed"] else "fail")] for c in s["checks"]])]  # fmt: skip
+    parts += _html_comparison(doc.get("comparison"))
+    parts += _html_devices(doc.get("devices"))
+    parts += _html_doctor(doc.get("doctor"))
+    skipped = bench.get("skipped") or []
+    if skipped:
+        parts += ["<h2>Not measured</h2><ul>"]
+        parts += [f"<li>{_e(x['benchmark'])} on {_e(x['device'])}: {_e(x['reason'])}</li>"
+                  for x in skipped] + ["</ul>"]  # fmt: skip
+    parts += ["<h2>Notes</h2><ul>"]
+    parts += [f"<li>{_e(n)}</li>" for n in bench.get("notes") or []] + ["</ul>"]
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def _html_comparison(comparison: dict[str, Any] | None) -> list[str]:
+    if comparison is None:
+        return []
+    title = (
+        f"<h2>Against the last run ({_e(comparison['before_run_id'])}, "
+        f"{_e(comparison['before_started_at'])})</h2>"
+    )
+    rows = [[r["benchmark"], r["device"], r["config"], fmt_num(r["before"]), fmt_num(r["after"]),
+             r["unit"], _status(r["status"]), r["verdict"]] for r in comparison["rows"]]  # fmt: skip
+    header = ["benchmark", "device", "configuration", "before", "after", "unit", "status",
+              "verdict"]  # fmt: skip
+    return [title, _table(header, rows, {3, 4})]
+
+
+def _html_devices(devices: dict[str, Any] | None) -> list[str]:
+    if not devices:
+        return []
+    cpu = devices.get("cpu") or {}
+    peak = cpu.get("peak") or {}
+    rows = [[
+        "CPU", cpu.get("model"),
+        f"{cpu.get('physical_cores')} physical / {cpu.get('usable_cores')} usable cores; "
+        + " ".join(cpu.get("features") or []),
+        f"fp32 {fmt_num(peak.get('fp32_tflops'))}, bf16 {fmt_num(peak.get('bf16_tflops'))} "
+        f"TFLOP/s (estimate: {peak.get('formula')})",
+    ]]  # fmt: skip
+    for gpu in devices.get("gpus") or []:
+        info, gpeak = gpu.get("info") or {}, gpu.get("peak") or {}
+        memory = info.get("memory_total_bytes")
+        rows.append([
+            f"GPU {info.get('index')}", info.get("name"),
+            f"CC {info.get('compute_capability')}, "
+            f"{fmt_num(memory / 2**30) if memory else 'n/a'} GiB",
+            f"fp32 {fmt_num(gpeak.get('fp32_tflops'))}, bf16 {fmt_num(gpeak.get('bf16_tflops'))}"
+            f" TFLOP/s, {fmt_num(gpeak.get('bandwidth_gbs'))} GB/s ({gpu.get('peak_note')})",
+        ])  # fmt: skip
+    if not devices.get("gpus"):
+        rows.append(["GPU", "none", devices.get("nvml_error") or "NVML reports none", ""])
+    return ["<h2>Devices</h2>", _table(["kind", "model", "details", "peak"], rows)]
+
+
+def _html_doctor(doctor: dict[str, Any] | None) -> list[str]:
+    if not doctor:
+        return []
+    rows = []
+    for f in doctor.get("findings") or []:
+        evidence = "".join(f"<br><small>{_e(e)}</small>" for e in f.get("evidence") or [])
+        rows.append([_status(f.get("status")), f.get("id"),
+                     _Raw(_e(f.get("title")) + evidence), f.get("fix") or ""])  # fmt: skip
+    return ["<h2>Doctor</h2>", _table(["status", "check", "finding", "fix"], rows)]
+
+
+# -- files -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReportFiles:
+    """The files a report wrote."""
+
+    directory: Path
+    html: Path
+    json: Path
+    markdown: Path
+    plots: dict[str, Path]
+
+
+def check_writable(directory: str | Path) -> Path:
+    """Create ``directory`` if needed and check a file can be written there.
+
+    Raises:
+        UsageError: it cannot be created or written (the message names the path).
+    """
+    path = Path(directory).expanduser()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".tfaccel-write-test.", dir=path)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise UsageError(
+            f"The report directory {str(path)!r} is not writable",
+            expected="a directory that exists or can be created, and can be written",
+            received=f"{type(exc).__name__}: {exc.strerror or exc}",
+            fix="pass --out with a writable directory, e.g. --out ./tfaccel-report",
+        ) from None
+    return path
+
+
+def _write_bytes_atomic(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def write_report(
+    directory: str | Path, doc: dict[str, Any], plots: dict[str, bytes] | None = None
+) -> ReportFiles:
+    """Write report.html, report.json, report.md and plots/*.png into ``directory``.
+
+    Each file is written to a temporary name and renamed into place, so a reader never sees a
+    half-written file.
+
+    Raises:
+        UsageError: the directory cannot be created or written.
+    """
+    root = check_writable(directory)
+    plots = plots or {}
+    plot_paths: dict[str, Path] = {}
+    try:
+        if plots:
+            (root / "plots").mkdir(exist_ok=True)
+        for name, png in plots.items():
+            plot_paths[name] = root / "plots" / f"{name}.png"
+            _write_bytes_atomic(plot_paths[name], png)
+        files = ReportFiles(
+            directory=root,
+            html=root / "report.html",
+            json=root / "report.json",
+            markdown=root / "report.md",
+            plots=plot_paths,
+        )
+        doc = {**doc, "files": {"html": "report.html", "json": "report.json",
+                                "markdown": "report.md",
+                                "plots": {k: f"plots/{k}.png" for k in plots}}}  # fmt: skip
+        write_atomic(files.json, json.dumps(doc, indent=2, default=str) + "\n")
+        write_atomic(files.markdown, render_markdown(doc, doc["files"]["plots"]))
+        write_atomic(files.html, render_html(doc, plots))
+    except OSError as exc:
+        raise UsageError(
+            f"The report could not be written to {str(root)!r}",
+            expected="a writable directory with free space",
+            received=f"{type(exc).__name__}: {exc.strerror or exc}",
+            fix="pass --out with a writable directory",
+        ) from None
+    return files

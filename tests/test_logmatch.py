@@ -1,0 +1,420 @@
+"""The log matcher: real logs from public issues, TF >= 2.18 absl prefixes, noise, bad input."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from tfaccel.doctor import LogText, diagnose, match_log, read_log_file
+from tfaccel.doctor.logmatch import CAUSES, LogReport
+from tfaccel.errors import LogInputError
+from tfaccel.snapshot import Snapshot
+
+LOGS = Path(__file__).parent / "data" / "doctor-logs"
+INDEX = [json.loads(line) for line in (LOGS / "index.jsonl").read_text().splitlines() if line]
+ABSL = "E0000 00:00:1727000000.123456   12345 "  # TF >= 2.18 prefix
+
+
+def cause_ids(report: LogReport, status: str | None = None) -> list[str]:
+    return [c.id for c in report.causes if status is None or c.status == status]
+
+
+# --------------------------------------------------------------------------- shared logs
+
+
+@pytest.mark.parametrize("entry", [e for e in INDEX if e["cause"]], ids=lambda e: e["file"])
+def test_each_public_issue_log_yields_its_cause(entry: dict[str, str]) -> None:
+    report = match_log(read_log_file(str(LOGS / entry["file"])))
+    assert cause_ids(report, "fail") == [entry["cause"]]
+    assert cause_ids(report) == [entry["cause"]]
+    cause = report.causes[0]
+    assert cause.lines and cause.count >= 1
+    assert cause.fix == CAUSES[entry["cause"]].fix
+    assert report.matched
+
+
+def test_clean_cpu_startup_has_no_cause_and_labels_benign_lines() -> None:
+    report = match_log(read_log_file(str(LOGS / "clean_cpu_startup.log")))
+    assert report.causes == []
+    assert not report.matched
+    labels = {b.label: (b.count, b.first_line) for b in report.benign}
+    assert labels["absl logging not yet initialised"] == (2, 1)
+    assert labels["oneDNN notice (results may differ in the last bits)"] == (2, 2)
+    assert labels["CPU instructions notice"] == (2, 3)
+    assert report.summary == f"no known cause matched; {report.line_count} lines read"
+    assert (
+        diagnose(Snapshot(), log=read_log_file(str(LOGS / "clean_cpu_startup.log"))).exit_code == 0
+    )
+
+
+def test_details_are_extracted_from_the_shared_logs() -> None:
+    def details(name: str) -> list[str]:
+        return match_log((LOGS / name).read_text()).causes[0].details
+
+    assert details("10_missing_cuda_libs.log") == [
+        "missing libcusolver.so.11",
+        "missing libcudnn.so.8",
+    ]
+    assert details("13_cudnn_mismatch.log") == [
+        "loaded cuDNN 7301 (7.3.1), TensorFlow built with 7003 (7.0.3)"
+    ]
+    assert details("17_cc_too_low.log") == [
+        "GeForce GTX 660M: compute capability 3.0 < minimum 3.5"
+    ]
+    assert details("23_driver_older_than_ptx.log") == ["driver's CUDA 12.4 < PTX compiler 12.5.82"]
+    assert details("27_oom.log") == [
+        "tensor shape [5760,4,4,2048]: 188,743,680 elements, 720.0 MiB as float32"
+    ]
+
+
+# --------------------------------------------------------------------------- message variants
+
+
+ABSL_VARIANTS = [
+    (
+        "cuda_dnn.cc:535] Loaded runtime CuDNN library: 9.1.0 but source was compiled with: 9.3.0."
+        "  CuDNN library needs to have matching major version and equal or higher minor version.",
+        "cudnn_mismatch",
+        "fail",
+    ),
+    (
+        "gpu_device.cc:2344] Cannot dlopen some GPU libraries. Please make sure the missing "
+        "libraries mentioned above are installed properly. Skipping registering GPU devices...",
+        "missing_cuda_libs",
+        "fail",
+    ),
+    (
+        "cuda_executor.cc:1001] failed call to cuInit: INTERNAL: CUDA error: Failed call to "
+        "cuInit: UNKNOWN ERROR (303)",
+        "no_driver_or_hidden",
+        "fail",
+    ),
+    (
+        "cuda_executor.cc:1015] Could not find cuda drivers on your machine, GPU will not be used.",
+        "no_driver_or_hidden",
+        "fail",
+    ),
+    (
+        "gpu_device.cc:2431] TensorFlow was not built with CUDA kernel binaries compatible with "
+        "compute capability 12.0. CUDA kernels will be jit-compiled from PTX, which could take "
+        "30 minutes or longer.",
+        "cc_too_new",
+        "fail",
+    ),
+    (
+        "gpu_device.cc:2431] TensorFlow was not built with CUDA kernel binaries compatible with "
+        "compute capability 9.0. CUDA kernels will be jit-compiled from PTX, which could take "
+        "30 minutes or longer.",
+        "cc_too_new",
+        "warn",
+    ),
+    (
+        "gpu_device.cc:2365] Ignoring visible gpu device (device: 1, name: NVIDIA GeForce GT 710, "
+        "pci bus id: 0000:02:00.0, compute capability: 3.5) with core count: 1. The minimum "
+        "required count is 8. You can adjust this requirement with the env var "
+        "TF_MIN_GPU_MULTIPROCESSOR_COUNT.",
+        "gpu_too_few_cores",
+        "warn",
+    ),
+    (
+        "nvptx_compiler.cc:930] The NVIDIA driver's CUDA version is 12.2 which is older than the "
+        "ptxas CUDA version (12.3.107). Because the driver is older than the ptxas version, XLA is "
+        "disabling parallel compilation, which may slow down compilation.",
+        "driver_older_than_ptx",
+        "fail",
+    ),
+    (
+        "cuda_diagnostics.cc:135] kernel version 535.54.3 does not match DSO version 550.54.14 -- "
+        "cannot find working devices in this configuration",
+        "driver_mismatch",
+        "fail",
+    ),
+    ("libdevice not found at ./libdevice.10.bc", "xla_libdevice_ptxas", "fail"),
+    (
+        "bfc_allocator.cc:485] Allocator (GPU_0_bfc) ran out of memory trying to allocate 2.25GiB "
+        "(rounded to 2415919104)requested by op Conv2D",
+        "oom",
+        "fail",
+    ),
+    (
+        "bfc_allocator.cc:291] Allocator (GPU_0_bfc) ran out of memory trying to allocate 1.23GiB "
+        "with freed_by_count=0. The caller indicates that this is not a failure, but this may mean "
+        "that there could be performance gains if more memory were available.",
+        "oom",
+        "warn",
+    ),
+    (
+        "cuda_driver.cc:1000] failed to allocate 3.81G (4089446400 bytes) from device: "
+        "CUDA_ERROR_OUT_OF_MEMORY: out of memory",
+        "oom",
+        "fail",
+    ),
+    ("RuntimeError: CUDA build is not supported for Windows", "windows_native", "fail"),
+    (
+        "cpu_feature_guard.cc:37] The TensorFlow library was compiled to use AVX instructions, "
+        "but these aren't available on your machine.",
+        "cpu_no_avx",
+        "fail",
+    ),
+]
+
+
+@pytest.mark.parametrize(("message", "cause", "status"), ABSL_VARIANTS)
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        ABSL,
+        "2020-01-19 11:16:48.866550: E tensorflow/stream_executor/cuda/",
+        "W external/local_xla/xla/",
+    ],
+)
+def test_message_matches_under_any_prefix(
+    prefix: str, message: str, cause: str, status: str
+) -> None:
+    report = match_log(prefix + message + "\n")
+    assert [(c.id, c.status) for c in report.causes] == [(cause, status)]
+    number, shown = report.causes[0].lines[0]
+    assert number == 1 and shown.startswith(prefix.strip())
+
+
+def test_oom_with_type_gives_size_in_the_details() -> None:
+    line = (
+        ABSL + "OOM when allocating tensor with shape[64,3,224,224] and type float on "
+        "/job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc"
+    )
+    cause = match_log(line).causes[0]
+    assert cause.details == ["tensor shape [64,3,224,224]: 9,633,792 elements, 36.8 MiB as float"]
+
+
+def test_illegal_instruction_and_tensorflow_gpu_pip_error() -> None:
+    report = match_log("$ python -c 'import tensorflow'\nIllegal instruction (core dumped)\n")
+    assert cause_ids(report) == ["cpu_no_avx"]
+    pip = "ERROR: No matching distribution found for tensorflow-gpu==2.12.0"
+    assert cause_ids(match_log(pip)) == ["tensorflow_gpu_deprecated"]
+
+
+def test_ansi_colours_and_carriage_returns_are_stripped() -> None:
+    text = (
+        "Epoch 1/5\r 1/90 [..] - ETA: 9s\r 2/90 [..]\x1b[31m ResourceExhaustedError: OOM when "
+        "allocating tensor with shape[256,64,112,112]\x1b[0m\n"
+    )
+    report = match_log(text)
+    assert cause_ids(report) == ["oom"]
+    number, shown = report.causes[0].lines[0]
+    assert number == 3
+    assert "\x1b" not in shown and shown.startswith("2/90")
+
+
+# --------------------------------------------------------------------------- benign and structure
+
+
+def test_benign_noise_is_labelled_and_never_a_cause() -> None:
+    text = "\n".join(
+        [
+            ABSL + "cuda_dnn.cc:8310] Unable to register cuDNN factory: Attempting to register "
+            "factory for plugin cuDNN when one has already been registered",
+            ABSL + "cuda_fft.cc:607] Unable to register cuFFT factory: Attempting to register "
+            "factory for plugin cuFFT when one has already been registered",
+            ABSL + "cuda_blas.cc:1515] Unable to register cuBLAS factory: Attempting to register "
+            "factory for plugin cuBLAS when one has already been registered",
+            "I0000 00:00:1727.1 1 cuda_executor.cc:1001] could not open file to read NUMA node: "
+            "/sys/bus/pci/devices/0000:00:04.0/numa_node",
+            "successful NUMA node read from SysFS had negative value (-1), but there must be at "
+            "least one NUMA node, so returning NUMA node zero.",
+            "W tensorflow/compiler/tf2tensorrt/utils/py_utils.cc:38] TF-TRT Warning: Could not "
+            "find TensorRT",
+            "W tensorflow/stream_executor/platform/default/dso_loader.cc:64] Could not load "
+            "dynamic library 'libnvinfer.so.7'; dlerror: libnvinfer.so.7: cannot open shared "
+            "object file",
+            "I0000 00:00:1727.2 1 gpu_device.cc:2022] Created device /job:localhost/replica:0/"
+            "task:0/device:GPU:0 with 22282 MB memory:  -> device: 0, name: NVIDIA A10G",
+        ]
+    )
+    report = match_log(text)
+    assert report.causes == []
+    labels = {b.label: b.count for b in report.benign}
+    assert labels == {
+        "duplicate CUDA plugin registration (cuDNN/cuFFT/cuBLAS factory)": 3,
+        "NUMA node unknown (normal in VMs and containers)": 2,
+        "TensorRT not found (only TF-TRT needs it)": 2,
+        "TensorFlow created a GPU device": 1,
+    }
+    assert [b.first_line for b in report.benign] == [1, 4, 6, 8]
+
+
+def test_nothing_matched_says_so() -> None:
+    report = match_log("hello\nworld\n")
+    assert not report.matched
+    assert report.summary == "no known cause matched; 2 lines read"
+    data = report.to_dict()
+    assert data["matched"] is False and data["causes"] == [] and data["line_count"] == 2
+
+
+def test_several_causes_in_file_order_with_line_numbers_and_capped_lines() -> None:
+    oom = "OOM when allocating tensor with shape[32,1024,1024]"
+    lines = ["start", "Could not load dynamic library 'libcudnn.so.8'; dlerror: not found"]
+    lines += [f"{oom} step {i}" for i in range(8)]
+    report = match_log("\n".join(lines))
+    assert cause_ids(report) == ["missing_cuda_libs", "oom"]
+    missing, out_of_memory = report.causes
+    assert missing.lines == [(2, lines[1])]
+    assert out_of_memory.count == 8
+    assert [n for n, _ in out_of_memory.lines] == [3, 4, 5, 6, 7]
+    finding = out_of_memory.to_finding()
+    assert finding.source == "log" and "8 matching lines in all" in finding.evidence
+
+
+def test_a_line_counts_for_one_cause_only() -> None:
+    line = "failed call to cuInit: CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected"
+    report = match_log(line)
+    assert [(c.id, c.count) for c in report.causes] == [("no_driver_or_hidden", 1)]
+    mismatch = "failed call to cuInit: CUDA_ERROR_SYSTEM_DRIVER_MISMATCH: system has unsupported"
+    assert cause_ids(match_log(mismatch)) == ["driver_mismatch"]
+
+
+def test_very_long_string_is_scanned_in_head_and_tail() -> None:
+    filler = "x" * 99 + "\n"
+    text = "OOM when allocating tensor with shape[1]\n" + filler * 100_000
+    text += "failed call to cuInit: CUDA_ERROR_NO_DEVICE\n" + filler * 400_000
+    text += "Illegal instruction\n"
+    report = match_log(text)
+    assert cause_ids(report) == ["oom", "cpu_no_avx"]  # the middle one was skipped
+    assert "scanned the first 8 Mi and the last 24 Mi" in report.notes[0]
+
+
+# --------------------------------------------------------------------------- read_log_file
+
+
+def test_read_log_file_missing(tmp_path: Path) -> None:
+    with pytest.raises(LogInputError) as info:
+        read_log_file(str(tmp_path / "nope.log"))
+    message = str(info.value)
+    assert "does not exist" in message
+    assert "Expected:" in message and "Received: no such file" in message and "Fix:" in message
+
+
+def test_read_log_file_directory(tmp_path: Path) -> None:
+    with pytest.raises(LogInputError, match="is a directory"):
+        read_log_file(str(tmp_path))
+
+
+@pytest.mark.parametrize(("content", "what"), [(b"", "is empty"), (b"  \n\t\n", "only whitespace")])
+def test_read_log_file_empty_or_whitespace(tmp_path: Path, content: bytes, what: str) -> None:
+    path = tmp_path / "empty.log"
+    path.write_bytes(content)
+    with pytest.raises(LogInputError, match=what):
+        read_log_file(str(path))
+
+
+def test_read_log_file_binary_with_nul_bytes(tmp_path: Path) -> None:
+    path = tmp_path / "model.h5"
+    path.write_bytes(b"\x89HDF\r\n\x1a\n\x00\x00\x00\x00" + bytes(range(256)) * 10)
+    with pytest.raises(LogInputError, match="NUL bytes"):
+        read_log_file(str(path))
+
+
+def test_read_log_file_mostly_undecodable(tmp_path: Path) -> None:
+    path = tmp_path / "noise.bin"
+    path.write_bytes(bytes(range(128, 256)) * 100)
+    with pytest.raises(LogInputError, match="undecodable"):
+        read_log_file(str(path))
+
+
+def test_read_log_file_without_permission(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "secret.log"
+    path.write_text("OOM when allocating tensor with shape[1]\n")
+    if os.geteuid() != 0:  # root reads anything: fake the refusal there
+        path.chmod(0)
+    else:
+
+        def refuse(*args: object, **kwargs: object) -> None:
+            raise PermissionError(13, "Permission denied", str(path))
+
+        monkeypatch.setattr("builtins.open", refuse)
+    with pytest.raises(LogInputError) as info:
+        read_log_file(str(path))
+    assert "cannot be read" in str(info.value)
+    assert "Permission denied" in str(info.value)
+    assert "chmod u+r" in str(info.value)
+
+
+def test_read_log_file_dash_reads_stdin(monkeypatch: pytest.MonkeyPatch) -> None:
+    data = (LOGS / "27_oom.log").read_bytes()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+    log = read_log_file("-")
+    assert log.source == "<stdin>" and not log.partial
+    assert cause_ids(match_log(log)) == ["oom"]
+    assert match_log(log).source == "<stdin>"
+
+
+def test_read_log_file_empty_stdin(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"")))
+    with pytest.raises(LogInputError, match="Standard input is empty"):
+        read_log_file("-")
+
+
+def test_read_log_file_big_stdin_keeps_head_and_tail(monkeypatch: pytest.MonkeyPatch) -> None:
+    block = (b"y" * 1023 + b"\n") * 1024
+    data = b"Illegal instruction\n" + block * 40 + b"OOM when allocating tensor with shape[2]\n"
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+    log = read_log_file("-")
+    assert log.partial and log.size_bytes == len(data)
+    assert cause_ids(match_log(log)) == ["cpu_no_avx", "oom"]
+
+
+def test_read_log_file_utf16_from_powershell(tmp_path: Path) -> None:
+    path = tmp_path / "ps.log"
+    path.write_bytes((LOGS / "07_no_driver_or_hidden.log").read_text().encode("utf-16"))
+    log = read_log_file(str(path))
+    assert cause_ids(match_log(log)) == ["no_driver_or_hidden"]
+    assert log.notes == ["decoded as utf-16 (byte-order mark)"]
+
+
+def test_read_log_file_invalid_utf8_is_replaced_not_refused(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.log"
+    path.write_bytes("Gerät: ".encode("latin-1") + b"OOM when allocating tensor with shape[4]\n")
+    assert cause_ids(match_log(read_log_file(path))) == ["oom"]
+
+
+def test_read_log_file_200_mb_scans_head_and_tail_only(tmp_path: Path) -> None:
+    path = tmp_path / "huge.log"
+    line = b"I0000 00:00:1727.1 1 training.py:10] step done, loss=0.123\n"
+    block = line * (2**20 // len(line))
+    with path.open("wb") as fh:
+        fh.write(b"W0000 00:00:1.0 1 gpu_device.cc:2344] Cannot dlopen some GPU libraries.\n")
+        for i in range(200):
+            fh.write(block)
+            if i == 100:  # in the skipped middle: must not be seen
+                fh.write(b"Illegal instruction\n")
+        fh.write(b"OOM when allocating tensor with shape[1024,1024,256] and type float\n")
+    size = path.stat().st_size
+    try:
+        log = read_log_file(str(path))
+    finally:
+        path.unlink()  # do not leave 200 MB in pytest's kept temporary directories
+    assert isinstance(log, LogText) and log.partial
+    assert log.size_bytes == size > 199 * 2**20
+    assert log.bytes_scanned == 32 * 2**20
+    assert "scanned the first 8 MiB and the last 24 MiB" in log.notes[0]
+    report = match_log(log)
+    assert cause_ids(report) == ["missing_cuda_libs", "oom"]
+    assert report.notes == log.notes
+    assert report.to_dict()["bytes_scanned"] == 32 * 2**20
+
+
+def test_read_log_file_stdin_that_cannot_be_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Closed(io.RawIOBase):
+        def readable(self) -> bool:
+            return True
+
+        def readinto(self, buffer: object) -> int:
+            raise OSError("reading from stdin while output is captured")
+
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BufferedReader(Closed())))
+    with pytest.raises(LogInputError, match="Standard input cannot be read"):
+        read_log_file("-")
