@@ -1,0 +1,183 @@
+"""``tfaccel run [OPTIONS] SCRIPT [ARGS...]``: set the runtime up, then run a script unchanged.
+
+The script runs in this process as ``__main__`` (like ``python SCRIPT ARGS...``) after
+``tfaccel.setup()`` applied the options, so it needs no tfaccel code. ``sys.argv`` is
+``[SCRIPT, *ARGS]``; its exit status is this command's; an exception in it prints its own
+traceback (not tfaccel's) and exits 1. tfaccel's options go before SCRIPT, everything after
+SCRIPT belongs to the script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import runpy
+import sys
+import traceback
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from tfaccel.errors import UsageError
+
+__all__ = ["add_parser", "run", "run_script"]
+
+# option -> the setup() setting it sets; values are parsed by tfaccel.runtime.parse_setting
+_OPTIONS = {
+    "--devices": "devices",
+    "--memory": "memory",
+    "--precision": "precision",
+    "--jit": "jit",
+    "--threads": "threads",
+    "--logical-devices": "logical_devices",
+    "--seed": "seed",
+}
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "run",
+        help="set up devices, memory, precision, XLA and threads, then run a script",
+        description=(
+            "Apply tfaccel.setup() with these options, then run SCRIPT in this process as "
+            "__main__ with sys.argv = [SCRIPT, ARGS...]. Options go before SCRIPT; everything "
+            "after it is passed to the script. Each option also has a TFACCEL_* variable "
+            "(TFACCEL_MEMORY=growth); options win. The script's exit status is returned."
+        ),
+    )
+    p.add_argument("--devices", metavar="IDS", help="GPUs to use: indices ('0,1'), 'all' or 'none'")
+    p.add_argument(
+        "--memory",
+        metavar="M",
+        help="'growth', a per-GPU limit in MiB (4096) or a fraction of GPU memory (0.5)",
+    )
+    p.add_argument(
+        "--precision",
+        metavar="P",
+        help="auto, float32, mixed_float16 or mixed_bfloat16 (Keras global policy)",
+    )
+    p.add_argument("--jit", metavar="J", help="XLA auto-clustering: auto, on or off")
+    p.add_argument("--threads", metavar="N[,M]", help="intra-op threads, or intra,inter ('4,2')")
+    p.add_argument(
+        "--logical-devices",
+        metavar="N",
+        help="split the first GPU (or the CPU) into N logical devices",
+    )
+    p.add_argument("--deterministic", action="store_true", help="turn op determinism on (slower)")
+    p.add_argument("--seed", metavar="N", help="seed Python, NumPy and TensorFlow")
+    p.add_argument(
+        "--json-config",
+        metavar="FILE",
+        help="also write the applied configuration as JSON to FILE",
+    )
+    p.add_argument("--quiet", action="store_true", help="do not print the configuration to stderr")
+    p.add_argument(
+        "script_and_args",
+        nargs=argparse.REMAINDER,
+        metavar="SCRIPT [ARGS ...]",
+        help="the Python script and its own arguments",
+    )
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Set the runtime up as the options say, run the script, return its exit status."""
+    from tfaccel import runtime
+
+    script, script_args = _split_command(args.script_and_args)
+    settings = _settings(args)
+    config = runtime.setup(**settings)
+    if not args.quiet:
+        print(config, file=sys.stderr)
+    if args.json_config:
+        _write_config(Path(args.json_config), config.to_json())
+    return run_script(script, script_args)
+
+
+def _write_config(path: Path, text: str) -> None:
+    try:
+        path.write_text(text + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(
+            f"The configuration cannot be written to {str(path)!r}",
+            expected="a writable file path for --json-config",
+            received=f"{type(exc).__name__}: {exc.strerror or exc}",
+            fix="pass a path in an existing, writable directory",
+        ) from None
+
+
+def _split_command(words: list[str]) -> tuple[str, list[str]]:
+    if words and words[0] == "--":
+        words = words[1:]
+    if not words:
+        raise UsageError(
+            "No script to run",
+            expected="tfaccel run [OPTIONS] SCRIPT [ARGS...]",
+            received="no SCRIPT",
+            fix="name the script after the options: tfaccel run --memory growth train.py",
+        )
+    script = words[0]
+    path = Path(script)
+    if not path.is_file() and not (path / "__main__.py").is_file():
+        raise UsageError(
+            f"The script {script!r} does not exist",
+            expected="a Python file (or a directory with __main__.py)",
+            received=f"{script!r} (working directory {os.getcwd()})",
+            fix="check the path; tfaccel's options go before SCRIPT, the script's after it",
+        )
+    return script, words[1:]
+
+
+def _settings(args: argparse.Namespace) -> dict[str, Any]:
+    from tfaccel.runtime import parse_setting
+
+    settings: dict[str, Any] = {}
+    for option, name in _OPTIONS.items():
+        text = getattr(args, name)
+        if text is not None:
+            settings[name] = parse_setting(name, text, source=option)
+    if args.deterministic:
+        settings["deterministic"] = True
+    return settings
+
+
+def run_script(script: str, script_args: list[str]) -> int:
+    """Run ``script`` as ``__main__`` with ``sys.argv = [script, *script_args]``.
+
+    Returns:
+        The script's exit status: 0 when it ends, its ``SystemExit`` code, or 1 after an
+        exception (whose traceback, starting at the script's own frames, goes to stderr).
+    """
+    saved_argv, saved_path = sys.argv, sys.path[:]
+    sys.argv = [script, *script_args]
+    sys.path[0:1] = [str(Path(script).resolve().parent)]  # as `python SCRIPT` sets it
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as exc:
+        return _exit_status(exc.code)
+    except Exception as exc:  # the script's own error: show it as Python would, exit 1
+        _print_script_traceback(exc, script)
+        return 1
+    finally:
+        sys.argv = saved_argv
+        sys.path[:] = saved_path
+    return 0
+
+
+def _exit_status(code: object) -> int:
+    """What Python itself makes of ``sys.exit(code)``."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+def _print_script_traceback(exc: BaseException, script: str) -> None:
+    """Print the traceback from the script's first frame on, without tfaccel's and runpy's."""
+    targets = {os.path.abspath(script), os.path.abspath(os.path.join(script, "__main__.py"))}
+    tb: TracebackType | None = exc.__traceback__
+    while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) not in targets:
+        tb = tb.tb_next
+    traceback.print_exception(type(exc), exc, tb, file=sys.stderr)

@@ -1,0 +1,234 @@
+"""``tfaccel run SCRIPT``: the settings reach the script, its arguments and exit status pass through.
+
+One real process shows the whole path with TensorFlow; the rest call ``main`` in this process
+with ``tfaccel.runtime.setup`` replaced by a recorder, since they test what happens around it
+(argument handling, exit statuses, tracebacks), not TensorFlow.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from runtime_helpers import clean_env
+
+from tfaccel import runtime
+from tfaccel.cli import main
+
+USER_SCRIPT = """
+import json, sys
+import tensorflow as tf
+
+devices = [d.name for d in tf.config.list_logical_devices("CPU")]
+print(json.dumps({
+    "argv": sys.argv,
+    "name": __name__,
+    "cpus": devices,
+    "threads": tf.config.threading.get_intra_op_parallelism_threads(),
+    "jit": tf.config.optimizer.get_jit(),
+}))
+sys.exit(int(sys.argv[-1]))
+"""
+
+
+def test_run_applies_settings_then_runs_the_script_with_its_arguments(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(USER_SCRIPT)
+    config_file = tmp_path / "config.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tfaccel",
+            "run",
+            "--logical-devices",
+            "2",
+            "--threads",
+            "2",
+            "--jit",
+            "on",
+            "--json-config",
+            str(config_file),
+            str(script),
+            "--epochs",
+            "3",
+            "--threads",
+            "9",
+            "--",
+            "3",
+        ],
+        capture_output=True,
+        text=True,
+        env=clean_env({"TFACCEL_SEED": "5"}),
+        timeout=300,
+    )
+    assert done.returncode == 3, done.stderr  # the script's exit status
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["argv"] == [str(script), "--epochs", "3", "--threads", "9", "--", "3"]
+    assert seen["name"] == "__main__"
+    assert seen["cpus"] == ["/device:CPU:0", "/device:CPU:1"]
+    assert seen["threads"] == 2 and seen["jit"] == "autoclustering"
+    assert "tfaccel runtime setup:" in done.stderr and "logical_devices  applied" in done.stderr
+    settings = json.loads(config_file.read_text())["settings"]
+    assert settings["seed"]["source"] == "TFACCEL_SEED" and settings["seed"]["applied"] == 5
+
+
+# --- around setup(), in this process ---------------------------------------------------------
+
+
+@pytest.fixture
+def setup_calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """Replace setup() by a recorder that returns an empty RuntimeConfig."""
+    calls: list[dict[str, Any]] = []
+
+    def fake_setup(**kwargs: Any) -> runtime.RuntimeConfig:
+        calls.append(kwargs)
+        return runtime.RuntimeConfig(settings=())
+
+    monkeypatch.setattr(runtime, "setup", fake_setup)
+    return calls
+
+
+def _script(tmp_path: Path, body: str) -> str:
+    path = tmp_path / "user_script.py"
+    path.write_text(textwrap.dedent(body))
+    return str(path)
+
+
+def test_options_are_parsed_into_setup_arguments(
+    tmp_path: Path, setup_calls: list[dict[str, Any]]
+) -> None:
+    script = _script(tmp_path, "pass\n")
+    options = ["--devices", "0,1", "--memory", "0.5", "--precision", "auto", "--jit", "off"]
+    options += ["--threads", "4,2", "--logical-devices", "2", "--deterministic", "--seed", "1"]
+    assert main(["run", *options, "--quiet", script]) == 0
+    assert setup_calls == [
+        {
+            "devices": (0, 1),
+            "memory": 0.5,
+            "precision": "auto",
+            "jit": False,
+            "threads": (4, 2),
+            "logical_devices": 2,
+            "deterministic": True,
+            "seed": 1,
+        }
+    ]
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "stderr"),
+    [
+        ("import sys\nsys.exit()\n", 0, ""),
+        ("import sys\nsys.exit(5)\n", 5, ""),
+        ("raise SystemExit('bye')\n", 1, "bye"),
+        ("x = 1\n", 0, ""),
+    ],
+)
+def test_the_scripts_exit_status_passes_through(
+    tmp_path: Path,
+    setup_calls: list[dict[str, Any]],
+    capsys: pytest.CaptureFixture[str],
+    body: str,
+    status: int,
+    stderr: str,
+) -> None:
+    assert main(["run", "--quiet", _script(tmp_path, body)]) == status
+    assert capsys.readouterr().err.strip() == stderr
+
+
+def test_an_exception_in_the_script_shows_its_own_traceback(
+    tmp_path: Path, setup_calls: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = _script(
+        tmp_path,
+        """
+        def load(path):
+            raise FileNotFoundError(path)
+
+        load("data.csv")
+        """,
+    )
+    assert main(["run", "--quiet", script]) == 1
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert lines[0] == "Traceback (most recent call last):"
+    assert lines[1].startswith(f'  File "{script}", line 5, in <module>')
+    assert lines[-1] == "FileNotFoundError: data.csv"
+    assert "runpy" not in err and "tfaccel" not in err
+
+
+def test_a_syntax_error_in_the_script_is_shown_without_tfaccel_frames(
+    tmp_path: Path, setup_calls: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", "--quiet", _script(tmp_path, "def broken(:\n")]) == 1
+    err = capsys.readouterr().err
+    assert "SyntaxError" in err and "tfaccel" not in err
+
+
+def test_argv_and_path_are_restored_and_dashes_after_the_script_are_kept(
+    tmp_path: Path, setup_calls: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = _script(
+        tmp_path, "import sys\nprint(sys.argv, sys.path[0] == __file__.rsplit('/', 1)[0])\n"
+    )
+    argv, path = sys.argv[:], sys.path[:]
+    assert main(["run", "--quiet", "--", script, "a", "--", "-b"]) == 0
+    assert capsys.readouterr().out.strip() == f"[{script!r}, 'a', '--', '-b'] True"
+    assert sys.argv == argv and sys.path == path
+
+
+def test_the_configuration_goes_to_stderr_unless_quiet(
+    tmp_path: Path, setup_calls: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = _script(tmp_path, "print('hello')\n")
+    assert main(["run", script]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "hello\n"
+    assert captured.err.startswith("tfaccel runtime setup:")
+
+
+def test_missing_script_is_a_usage_error_before_any_setup(
+    tmp_path: Path, setup_calls: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", "--memory", "growth", str(tmp_path / "nope.py")]) == 2
+    err = capsys.readouterr().err
+    assert "nope.py' does not exist" in err and "Fix:" in err
+    assert main(["run", "--quiet"]) == 2
+    assert "No script to run" in capsys.readouterr().err
+    assert setup_calls == []
+
+
+def test_bad_option_value_is_a_usage_error_naming_the_option(
+    tmp_path: Path, setup_calls: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", "--memory", "-5", _script(tmp_path, "pass\n")]) == 2
+    assert "--memory -5 is not a valid GPU memory setting" in capsys.readouterr().err
+    assert setup_calls == []
+
+
+def test_a_setup_error_is_reported_and_the_script_does_not_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def refuse(**kwargs: Any) -> runtime.RuntimeConfig:
+        raise runtime.RuntimeSetupError("GPU 3 does not exist", fix="pass an index that exists")
+
+    monkeypatch.setattr(runtime, "setup", refuse)
+    assert main(["run", "--devices", "3", _script(tmp_path, "print('ran')\n")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "tfaccel: error: GPU 3 does not exist" in captured.err
+
+
+def test_unwritable_json_config_is_a_usage_error(
+    tmp_path: Path, setup_calls: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "missing-dir" / "config.json"
+    script = _script(tmp_path, "print('ran')\n")
+    assert main(["run", "--quiet", "--json-config", str(target), script]) == 2
+    captured = capsys.readouterr()
+    assert "cannot be written" in captured.err and captured.out == ""
