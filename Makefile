@@ -5,6 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 FLAVOUR := $(shell nvidia-smi -L >/dev/null 2>&1 && echo gpu || echo cpu)
+KERNELS := $(if $(filter gpu,$(FLAVOUR)),kernels-cu12,kernels)
 RUN_STAMP := $(VENV)/.installed-$(FLAVOUR)
 TEST_STAMP := $(VENV)/.installed-$(FLAVOUR)-dev
 REPORT_ARGS ?=
@@ -31,7 +32,7 @@ $(RUN_STAMP): pyproject.toml | $(BIN)/python
 	touch $@
 
 $(TEST_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e ".[$(FLAVOUR),dev]"
+	$(BIN)/python -m pip install -q -e ".[$(FLAVOUR),dev,$(KERNELS)]"
 	touch $@ $(RUN_STAMP)
 
 lint: $(TEST_STAMP)

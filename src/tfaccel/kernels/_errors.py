@@ -1,0 +1,43 @@
+"""The errors and the warning of ``tfaccel.kernels`` (no numba import here)."""
+
+from __future__ import annotations
+
+from tfaccel.errors import TfaccelError
+
+__all__ = ["SIMULATOR_HINT", "KernelBackendError", "SimulatorWarning", "missing_numba", "no_gpu"]
+
+SIMULATOR_HINT = (
+    "to check kernels without a GPU, run them on numba-cuda's CUDA simulator: set "
+    "NUMBA_ENABLE_CUDASIM=1 in the environment before numba is imported, e.g. "
+    "`NUMBA_ENABLE_CUDASIM=1 python script.py`"
+)
+
+
+class KernelBackendError(TfaccelError):
+    """The kernels cannot run here: numba-cuda is missing, or there is no usable CUDA GPU."""
+
+
+class SimulatorWarning(UserWarning):
+    """Kernels run on numba-cuda's CUDA simulator: results are right, timings mean nothing."""
+
+
+def missing_numba(exc: ImportError) -> KernelBackendError:
+    """The error raised when numba or numba-cuda cannot be imported."""
+    return KernelBackendError(
+        "tfaccel.kernels needs numba and numba-cuda, which are not installed",
+        expected="importable numba and numba-cuda",
+        received=f"ImportError: {exc}",
+        fix="pip install 'tfaccel[kernels]'; or pass fallback=\"numpy\" to compute with the "
+        "NumPy references",
+    )
+
+
+def no_gpu(reason: str) -> KernelBackendError:
+    """The error raised when no CUDA GPU can run a kernel and the simulator is off."""
+    return KernelBackendError(
+        "there is no usable CUDA GPU to run the kernel, and the CUDA simulator is off",
+        expected="an NVIDIA GPU with a working driver and CUDA libraries, or the simulator",
+        received=reason,
+        fix=f"on a GPU machine, run `tfaccel doctor` to see what is missing; {SIMULATOR_HINT}; "
+        'or pass fallback="numpy" to compute with the NumPy references',
+    )
