@@ -22,6 +22,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("devices", "tfaccel.cli.devices"),
     ("doctor", "tfaccel.cli.doctor"),
     ("run", "tfaccel.cli.run"),
+    ("launch", "tfaccel.cli.launch"),
     ("bench", "tfaccel.cli.bench"),
     ("report", "tfaccel.cli.report"),
 )
@@ -29,9 +30,11 @@ COMMANDS: tuple[tuple[str, str], ...] = (
 EXIT_CODES = """exit codes:
   0  success; for doctor: no check failed
   1  doctor found at least one failure (status 'fail')
-     ('tfaccel run' passes the script's own exit code through)
+     ('tfaccel run' passes the script's own exit code through; 'tfaccel launch' exits
+     with the failed worker's status, 128+N when it was killed by signal N)
   2  usage error: a bad argument or input file (the message says what and how to fix it)
   3  internal error in tfaccel (please report it with 'tfaccel doctor --save-snapshot FILE')
+  130 interrupted (Ctrl-C)
 """
 
 

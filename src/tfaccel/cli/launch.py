@@ -1,0 +1,142 @@
+"""``tfaccel launch -n N [OPTIONS] SCRIPT [ARGS...]``: N local workers of one cluster.
+
+Starts ``python SCRIPT ARGS`` N times with the ``TF_CONFIG`` of an N-worker cluster on free
+loopback ports, prefixes each worker's output lines with its rank, stops every worker when one
+fails (or on Ctrl-C) and exits with the failed worker's status; ``--restarts K`` restarts the
+group up to K times. The work is :func:`tfaccel.distribute.launcher.launch`.
+
+Also runnable alone: ``python -m tfaccel.cli.launch -n 2 train.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from tfaccel.errors import TfaccelError, UsageError
+
+__all__ = ["add_parser", "main", "run"]
+
+DESCRIPTION = (
+    "Start N worker processes of one TensorFlow cluster on this machine: each runs "
+    "'python SCRIPT ARGS' with its TF_CONFIG (a cluster of N workers on free ports of --host, "
+    "127.0.0.1 by default) and TFACCEL_LAUNCH_RANK/_WORKERS/_ATTEMPT. Output lines are "
+    "prefixed with the worker's rank. When a worker fails the others are stopped (SIGTERM, "
+    "then SIGKILL after --grace seconds, to each worker's process group) and the command "
+    "exits with the failed worker's status (128+N when killed by signal N); with --restarts "
+    "K the whole group is restarted up to K times (a script training with "
+    "tfaccel.distribute.train(checkpoint_dir=...) resumes from its last checkpoint). Ctrl-C "
+    "stops every worker and exits 130. TensorFlow's multi-worker runtime takes SIGTERM as a "
+    "preemption notice and keeps running, so a stopped worker usually ends with the SIGKILL. "
+    "Options go before SCRIPT; everything after it is passed to the script."
+)
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "launch",
+        help="run a training script as N local workers of one cluster, restarting on failure",
+        description=DESCRIPTION,
+    )
+    _arguments(p)
+    p.set_defaults(handler=run)
+
+
+def _arguments(p: argparse.ArgumentParser) -> None:
+    from tfaccel.distribute.launcher import DEFAULT_GRACE_S, DEFAULT_HOST
+
+    p.add_argument(
+        "-n", "--workers", type=int, required=True, metavar="N", help="worker processes (>= 1)"
+    )
+    p.add_argument(
+        "--restarts",
+        type=int,
+        default=0,
+        metavar="K",
+        help="restart the whole group up to K times after a failure (default 0)",
+    )
+    p.add_argument(
+        "--port-base",
+        type=int,
+        metavar="P",
+        help="use ports P..P+N-1 (checked to be free); default: free ports, new ones per restart",
+    )
+    p.add_argument(
+        "--host",
+        default=DEFAULT_HOST,
+        help=f"the address the workers reach each other at (default {DEFAULT_HOST})",
+    )
+    p.add_argument(
+        "--grace",
+        type=float,
+        default=DEFAULT_GRACE_S,
+        metavar="S",
+        help=f"seconds from SIGTERM to SIGKILL when stopping workers (default {DEFAULT_GRACE_S:g})",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON document (exit code, attempts, ports, exit statuses) on stdout; "
+        "the workers' output then goes to stderr",
+    )
+    p.add_argument(
+        "script_and_args",
+        nargs=argparse.REMAINDER,
+        metavar="SCRIPT [ARGS ...]",
+        help="the Python script and its own arguments",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Launch the workers as the options say; return the exit status (see the description)."""
+    from tfaccel.distribute.launcher import launch
+
+    script, script_args = _split_command(args.script_and_args)
+    result = launch(
+        script,
+        script_args,
+        workers=args.workers,
+        restarts=args.restarts,
+        host=args.host,
+        port_base=args.port_base,
+        grace_s=args.grace,
+        stdout=sys.stderr if args.json else sys.stdout,
+    )
+    if args.json:
+        print(result.to_json())
+    return result.exit_code
+
+
+def _split_command(words: list[str]) -> tuple[str, list[str]]:
+    if words and words[0] == "--":
+        words = words[1:]
+    if not words:
+        raise UsageError(
+            "No script to launch",
+            expected="tfaccel launch -n N [OPTIONS] SCRIPT [ARGS...]",
+            received="no SCRIPT",
+            fix="name the script after the options: tfaccel launch -n 2 train.py --epochs 3",
+        )
+    return words[0], words[1:]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``tfaccel launch`` on its own: parse ``argv`` (default ``sys.argv[1:]``), run, return
+    the exit status; a TfaccelError prints its message and returns its exit code (2)."""
+    parser = argparse.ArgumentParser(prog="tfaccel launch", description=DESCRIPTION)
+    _arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except TfaccelError as exc:
+        print(f"tfaccel: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("tfaccel: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

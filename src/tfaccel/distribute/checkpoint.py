@@ -1,0 +1,138 @@
+"""Checkpoints of data-parallel training: every worker saves, only the chief keeps.
+
+Under MultiWorkerMirroredStrategy every worker must take part in each save (a save may need
+values from all of them), but only the chief's files are the checkpoint: the others write to
+a temporary directory of their own and delete it right after (the pattern of TensorFlow's
+multi-worker guide). Every worker resumes from the chief's directory, so on a real cluster
+``checkpoint_dir`` must be on a file system all workers share.
+
+Besides the model and optimizer, a checkpoint holds the global step (where to resume), the
+epoch, and the global batch size and steps per epoch it was written with, so a resume with a
+different batch or epoch length (which would resume at the wrong place in the data) is an
+error rather than a silent mistake.
+
+Example:
+    >>> keeper = Checkpointer(directory, {"model": model, "optimizer": optimizer},
+    ...                       is_chief=choice.is_chief, task=choice.task)
+    >>> start = keeper.restore(global_batch_size=64, steps_per_epoch=10)   # 0 when fresh
+    >>> keeper.save(step=20, epoch=2)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from tfaccel.errors import TfaccelError
+
+__all__ = ["CheckpointError", "Checkpointer"]
+
+
+class CheckpointError(TfaccelError):
+    """A checkpoint cannot be resumed by this run."""
+
+
+class Checkpointer:
+    """Save and restore model, optimizer, step and epoch with ``tf.train.CheckpointManager``.
+
+    Args:
+        directory: the checkpoint directory (the chief's; shared by all workers).
+        objects: the trackable objects to save ("model", "optimizer", ...).
+        is_chief: this process writes the real checkpoint.
+        task: this process's task ("worker:1"), used to name its temporary directory.
+        max_to_keep: checkpoints the chief keeps.
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        objects: Mapping[str, Any],
+        *,
+        is_chief: bool = True,
+        task: str | None = None,
+        max_to_keep: int = 3,
+    ) -> None:
+        import tensorflow as tf
+
+        self.directory = os.fspath(directory)
+        self.is_chief = is_chief
+        self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
+        self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
+        self.global_batch_size = tf.Variable(0, dtype=tf.int64, trainable=False)
+        self.steps_per_epoch = tf.Variable(0, dtype=tf.int64, trainable=False)
+        self.checkpoint = tf.train.Checkpoint(
+            step=self.step,
+            epoch=self.epoch,
+            global_batch_size=self.global_batch_size,
+            steps_per_epoch=self.steps_per_epoch,
+            **objects,
+        )
+        if is_chief:
+            self.write_directory = self.directory
+        else:
+            name = re.sub(r"[^A-Za-z0-9_]+", "_", task or "worker")
+            self.write_directory = os.path.join(self.directory, f"workertemp_{name}")
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint, self.write_directory, max_to_keep=max_to_keep if is_chief else 1
+        )
+
+    @property
+    def latest(self) -> str | None:
+        """The chief's newest checkpoint, None when there is none."""
+        import tensorflow as tf
+
+        found: str | None = tf.train.latest_checkpoint(self.directory)
+        return found
+
+    def restore(self, *, global_batch_size: int, steps_per_epoch: int) -> int:
+        """Load the newest checkpoint, if any; return the global step to resume at.
+
+        Raises:
+            CheckpointError: the checkpoint does not match the model or optimizer, or was
+                written with another global batch size or steps per epoch.
+        """
+        path = self.latest
+        if path is None:
+            return 0
+        status = self.checkpoint.restore(path)
+        try:
+            status.assert_existing_objects_matched()
+        except AssertionError as exc:
+            raise CheckpointError(
+                f"The checkpoint {path} does not match this model and optimizer",
+                expected="a checkpoint written by the same model_fn and optimizer",
+                received=str(exc).strip().splitlines()[0],
+                fix="use a new checkpoint_dir, or the model_fn/optimizer_fn that wrote it",
+            ) from None
+        status.expect_partial()
+        for name, wanted in (
+            ("global_batch_size", global_batch_size),
+            ("steps_per_epoch", steps_per_epoch),
+        ):
+            saved = int(getattr(self, name).numpy())
+            if saved != wanted:
+                raise CheckpointError(
+                    f"The checkpoint {path} was written with {name}={saved}",
+                    expected=f"{name}={saved}, so training resumes at the same place in the data",
+                    received=f"{name}={wanted}",
+                    fix=f"pass {name}={saved} to resume, or use a new checkpoint_dir",
+                )
+        return int(self.step.numpy())
+
+    def save(
+        self, *, step: int, epoch: int, global_batch_size: int, steps_per_epoch: int
+    ) -> str | None:
+        """Save on every worker; return the checkpoint path on the chief, None elsewhere."""
+        import tensorflow as tf
+
+        self.step.assign(step)
+        self.epoch.assign(epoch)
+        self.global_batch_size.assign(global_batch_size)
+        self.steps_per_epoch.assign(steps_per_epoch)
+        path: str = self.manager.save(checkpoint_number=step)
+        if self.is_chief:
+            return path
+        tf.io.gfile.rmtree(self.write_directory)
+        return None

@@ -1,0 +1,385 @@
+"""Pick the ``tf.distribute`` strategy for this process, and say why.
+
+The decision is a pure function of plain facts (:func:`decide`), so each rule is tested by
+building the facts by hand; :func:`strategy` gathers the facts (the probe layer, the
+environment, TensorFlow's device configuration, none of which starts TensorFlow's runtime)
+and builds the strategy. The rules, first match wins:
+
+1. a Cloud TPU is attached: ``TPUStrategy``;
+2. ``TF_CONFIG`` describes a cluster: ``MultiWorkerMirroredStrategy`` (RING all-reduce over
+   gRPC on CPUs, NCCL on GPUs);
+3. a Slurm step of several tasks (``srun``): ``MultiWorkerMirroredStrategy`` through
+   ``SlurmClusterResolver``;
+4. several GPUs: ``MirroredStrategy`` with NCCL all-reduce (copies through one device when
+   one GPU is split into logical GPUs, which NCCL cannot pair);
+5. one GPU: ``OneDeviceStrategy`` on it;
+6. the CPU split into several logical devices (``tfaccel.setup(logical_devices=N)``):
+   ``MirroredStrategy`` over them, since asking for them is asking to run data-parallel
+   code on one machine (it shares the same cores: it checks correctness, not speed);
+7. otherwise ``OneDeviceStrategy`` on the CPU.
+
+Example:
+    >>> import tfaccel.distribute as dist
+    >>> choice = dist.strategy()
+    >>> print(choice)
+    OneDeviceStrategy (1 replica): no TPU, no cluster (TF_CONFIG, Slurm), no GPU
+    >>> with choice.strategy.scope():
+    ...     model = make_model()
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tfaccel.distribute.cluster import (
+    ClusterConfig,
+    SlurmAllocation,
+    parse_tf_config,
+    slurm_allocation,
+)
+from tfaccel.errors import TfaccelError
+
+__all__ = [
+    "SLURM_PORT_BASE",
+    "Decision",
+    "Facts",
+    "StrategyChoice",
+    "StrategyError",
+    "decide",
+    "strategy",
+]
+
+SLURM_PORT_BASE = 8888
+"""The first port ``SlurmClusterResolver`` gives the tasks of a node (TensorFlow's default)."""
+
+
+class StrategyError(TfaccelError):
+    """The strategy the facts call for cannot be created here."""
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the choice depends on; plain values, so tests build them by hand.
+
+    Attributes:
+        tpu_present: the probe found a Cloud TPU.
+        tpu_name: ``TPU_NAME`` when set (a TPU node), else None (a TPU VM: "local").
+        cluster: the validated ``TF_CONFIG``, None when it is not set.
+        slurm: the Slurm step of several tasks, None outside one.
+        gpus: the GPUs TensorFlow will use (visible physical GPUs).
+        logical_gpus: the logical GPUs they are split into (equal to ``gpus`` unless split).
+        logical_cpus: the logical CPU devices configured (1 unless split).
+    """
+
+    tpu_present: bool = False
+    tpu_name: str | None = None
+    cluster: ClusterConfig | None = None
+    slurm: SlurmAllocation | None = None
+    gpus: int = 0
+    logical_gpus: int = 0
+    logical_cpus: int = 1
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Which strategy, over which devices, with which all-reduce, and why.
+
+    Attributes:
+        kind: "tpu", "multi_worker", "mirrored" or "one_device".
+        reason: why, in one sentence.
+        devices: the local devices of a MirroredStrategy or OneDeviceStrategy.
+        communication: how gradients are summed: "NCCL", "RING", "ReductionToOneDevice",
+            "TPU" or "none".
+    """
+
+    kind: str
+    reason: str
+    devices: tuple[str, ...] = ()
+    communication: str = "none"
+
+
+_CLASS_NAMES = {
+    "tpu": "TPUStrategy",
+    "multi_worker": "MultiWorkerMirroredStrategy",
+    "mirrored": "MirroredStrategy",
+    "one_device": "OneDeviceStrategy",
+}
+
+
+@dataclass(frozen=True)
+class StrategyChoice:
+    """The strategy built for this process, and why it was chosen.
+
+    Attributes:
+        strategy: the ``tf.distribute.Strategy``.
+        kind: "tpu", "multi_worker", "mirrored" or "one_device".
+        reason: why this strategy, in one sentence.
+        num_replicas: replicas in sync over the whole cluster.
+        num_workers: processes taking part (1 unless multi-worker).
+        is_chief: this process writes the checkpoints and the summaries.
+        task: this process's task ("worker:1"), None outside a cluster.
+        communication: how gradients are summed ("NCCL", "RING", ...).
+
+    Example:
+        >>> choice = tfaccel.distribute.strategy()
+        >>> choice.kind, choice.num_replicas
+        ('mirrored', 2)
+    """
+
+    strategy: Any
+    kind: str
+    reason: str
+    num_replicas: int
+    num_workers: int = 1
+    is_chief: bool = True
+    task: str | None = None
+    communication: str = "none"
+
+    @property
+    def name(self) -> str:
+        """The strategy's class as TensorFlow documents it ("MirroredStrategy")."""
+        return _CLASS_NAMES.get(self.kind, type(self.strategy).__name__)
+
+    def __str__(self) -> str:
+        replicas = f"{self.num_replicas} replica{'s' if self.num_replicas != 1 else ''}"
+        where = f", {self.num_workers} workers, this is {self.task}" if self.task else ""
+        comm = f", {self.communication} all-reduce" if self.communication != "none" else ""
+        return f"{self.name} ({replicas}{where}{comm}): {self.reason}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "strategy": self.name,
+            "kind": self.kind,
+            "reason": self.reason,
+            "num_replicas": self.num_replicas,
+            "num_workers": self.num_workers,
+            "is_chief": self.is_chief,
+            "task": self.task,
+            "communication": self.communication,
+        }
+
+
+def decide(facts: Facts) -> Decision:
+    """Choose the strategy from the facts (pure; see the module docstring for the rules).
+
+    Example:
+        >>> decide(Facts(gpus=4, logical_gpus=4)).kind
+        'mirrored'
+    """
+    if facts.tpu_present:
+        where = f"TPU_NAME={facts.tpu_name}" if facts.tpu_name else "a TPU on this host"
+        return Decision("tpu", f"a Cloud TPU was found ({where})", communication="TPU")
+    comm = "NCCL" if facts.gpus else "RING"
+    if facts.cluster is not None:
+        return _cluster_decision(facts.cluster, comm)
+    if facts.slurm is not None:
+        slurm = facts.slurm
+        return Decision(
+            "multi_worker",
+            f"Slurm job {slurm.job_id} runs {slurm.num_tasks} tasks; this is task {slurm.proc_id}",
+            communication=comm,
+        )
+    if facts.logical_gpus > 1:
+        devices = tuple(f"/gpu:{i}" for i in range(facts.logical_gpus))
+        if facts.logical_gpus > facts.gpus:
+            return Decision(
+                "mirrored",
+                f"{facts.gpus} GPU(s) split into {facts.logical_gpus} logical GPUs; NCCL "
+                "cannot pair devices of one GPU, so gradients are summed on one device",
+                devices,
+                "ReductionToOneDevice",
+            )
+        return Decision("mirrored", f"{facts.gpus} GPUs on this machine", devices, "NCCL")
+    if facts.logical_gpus == 1 or facts.gpus == 1:
+        return Decision("one_device", "one GPU on this machine", ("/gpu:0",))
+    if facts.logical_cpus > 1:
+        devices = tuple(f"/cpu:{i}" for i in range(facts.logical_cpus))
+        return Decision(
+            "mirrored",
+            f"no GPU; the CPU is split into {facts.logical_cpus} logical devices "
+            "(they share its cores: data parallel for correctness, not speed)",
+            devices,
+            "ReductionToOneDevice",
+        )
+    return Decision("one_device", "no TPU, no cluster (TF_CONFIG, Slurm), no GPU", ("/cpu:0",))
+
+
+def _cluster_decision(cluster: ClusterConfig, comm: str) -> Decision:
+    if cluster.task_type == "evaluator":
+        return Decision(
+            "one_device",
+            "TF_CONFIG says this task is the evaluator, which does not join training",
+            ("/gpu:0",) if comm == "NCCL" else ("/cpu:0",),
+        )
+    workers = cluster.num_workers
+    return Decision(
+        "multi_worker",
+        f"{cluster.source} describes a cluster of {workers} worker{'s' if workers != 1 else ''}",
+        communication=comm,
+    )
+
+
+# --------------------------------------------------------------------------- building
+
+_BUILT: dict[Decision, StrategyChoice] = {}
+
+
+def strategy(*, environ: Mapping[str, str] | None = None) -> StrategyChoice:
+    """Choose and build the ``tf.distribute`` strategy for this process.
+
+    Call it first, before any TensorFlow op or model: a multi-worker strategy starts this
+    process's gRPC server and must do so before TensorFlow's runtime starts. Called again
+    with the same facts it returns the same object (a process joins a cluster once).
+
+    Args:
+        environ: the environment to read ``TF_CONFIG`` and ``SLURM_*`` from (default
+            ``os.environ``).
+
+    Returns:
+        A StrategyChoice: ``.strategy`` is the strategy, ``str(choice)`` says which and why.
+
+    Raises:
+        ClusterConfigError: ``TF_CONFIG`` is malformed, or a Slurm allocation is not usable.
+        StrategyError: TensorFlow could not create the strategy (the message has its reason).
+
+    Example:
+        >>> choice = tfaccel.distribute.strategy()
+        >>> print(choice)
+        MirroredStrategy (2 replicas, ReductionToOneDevice all-reduce): no GPU; the CPU ...
+        >>> with choice.strategy.scope():
+        ...     model = build_model()
+    """
+    env = os.environ if environ is None else environ
+    cluster = parse_tf_config(env.get("TF_CONFIG"))  # bad TF_CONFIG: fail before importing TF
+    slurm = slurm_allocation(env) if cluster is None else None
+    facts = _facts(env, cluster, slurm)
+    decision = decide(facts)
+    if decision not in _BUILT:
+        _BUILT[decision] = _build(decision, facts)
+    return _BUILT[decision]
+
+
+def _facts(
+    env: Mapping[str, str], cluster: ClusterConfig | None, slurm: SlurmAllocation | None
+) -> Facts:
+    import tensorflow as tf
+
+    from tfaccel.probe import pci, tpu
+
+    tpu_info = tpu.collect(pci.collect())
+    gpus = tf.config.get_visible_devices("GPU")
+    logical_gpus = sum(len(tf.config.get_logical_device_configuration(g) or [g]) for g in gpus)
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    return Facts(
+        tpu_present=tpu_info.present,
+        tpu_name=env.get("TPU_NAME") or None,
+        cluster=cluster,
+        slurm=slurm,
+        gpus=len(gpus),
+        logical_gpus=logical_gpus,
+        logical_cpus=len(tf.config.get_logical_device_configuration(cpu) or [cpu]),
+    )
+
+
+def _build(decision: Decision, facts: Facts) -> StrategyChoice:
+    import tensorflow as tf
+
+    try:
+        if decision.kind == "tpu":
+            return _tpu(tf, decision, facts)
+        if decision.kind == "multi_worker":
+            return _multi_worker(tf, decision, facts)
+    except (ValueError, RuntimeError, tf.errors.OpError) as exc:
+        raise StrategyError(
+            f"TensorFlow could not create the {_CLASS_NAMES[decision.kind]} chosen because "
+            f"{decision.reason}",
+            expected="a strategy created before any other TensorFlow op in this process",
+            received=f"{type(exc).__name__}: {str(exc).strip().splitlines()[0]}",
+            fix="call tfaccel.distribute.strategy() (or train()) first in the script; for a "
+            "cluster, check that every worker's address (TF_CONFIG or the Slurm step) is "
+            "reachable from the others",
+        ) from exc
+    if decision.kind == "mirrored":
+        ops = (
+            tf.distribute.NcclAllReduce()
+            if decision.communication == "NCCL"
+            else tf.distribute.ReductionToOneDevice(reduce_to_device="/cpu:0")
+        )
+        made = tf.distribute.MirroredStrategy(list(decision.devices), cross_device_ops=ops)
+    else:
+        made = tf.distribute.OneDeviceStrategy(decision.devices[0])
+    return StrategyChoice(
+        made,
+        decision.kind,
+        decision.reason,
+        int(made.num_replicas_in_sync),
+        communication=decision.communication,
+    )
+
+
+def _multi_worker(tf: Any, decision: Decision, facts: Facts) -> StrategyChoice:
+    implementations = tf.distribute.experimental.CommunicationImplementation
+    options = tf.distribute.experimental.CommunicationOptions(
+        implementation=implementations.RING
+        if decision.communication == "RING"
+        else implementations.NCCL
+    )
+    if facts.cluster is not None:
+        config = facts.cluster
+        resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+            tf.train.ClusterSpec({job: list(tasks) for job, tasks in config.cluster.items()}),
+            task_type=config.task_type,
+            task_id=config.task_index,
+            rpc_layer=config.rpc_layer,
+            num_accelerators={"GPU": facts.gpus},
+        )
+        task, is_chief, workers = config.task, config.is_chief, config.num_workers
+    else:
+        assert facts.slurm is not None  # decide() chose multi_worker for a cluster or Slurm
+        # SlurmClusterResolver turns Slurm's hosts and tasks per node into addresses. Its GPU
+        # bookkeeping is not used: it fails without GPUs (tensorflow#56894), and TF has listed
+        # the GPUs already, so CUDA_VISIBLE_DEVICES cannot be re-assigned. Each task uses the
+        # GPUs it sees (bound by srun --gpus-per-task or --gpu-bind).
+        slurm = facts.slurm
+        addresses = tf.distribute.cluster_resolver.SlurmClusterResolver(
+            port_base=SLURM_PORT_BASE,
+            gpus_per_node=slurm.max_tasks_per_node,
+            gpus_per_task=1,
+            auto_set_gpu=False,
+        )
+        spec = addresses.cluster_spec()
+        resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+            spec,
+            task_type=addresses.task_type,
+            task_id=addresses.task_id,
+            rpc_layer="grpc",
+            num_accelerators={"GPU": facts.gpus},
+        )
+        task = f"worker:{slurm.proc_id}"
+        is_chief, workers = slurm.is_chief, slurm.num_tasks
+    made = tf.distribute.MultiWorkerMirroredStrategy(
+        cluster_resolver=resolver, communication_options=options
+    )
+    return StrategyChoice(
+        made,
+        "multi_worker",
+        decision.reason,
+        int(made.num_replicas_in_sync),
+        num_workers=workers,
+        is_chief=is_chief,
+        task=task,
+        communication=decision.communication,
+    )
+
+
+def _tpu(tf: Any, decision: Decision, facts: Facts) -> StrategyChoice:
+    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=facts.tpu_name or "local")
+    tf.config.experimental_connect_to_cluster(resolver)
+    tf.tpu.experimental.initialize_tpu_system(resolver)
+    made = tf.distribute.TPUStrategy(resolver)
+    return StrategyChoice(
+        made, "tpu", decision.reason, int(made.num_replicas_in_sync), communication="TPU"
+    )

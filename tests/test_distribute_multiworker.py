@@ -1,0 +1,274 @@
+"""Real multi-worker training: worker processes on 127.0.0.1 started by ``tfaccel launch``.
+
+One small script trains a Dense(4)-Dense(1) model on 64 examples (global batch 16, 3 epochs
+of 4 steps, Adam, deterministic ops, fixed seed) with ``tfaccel.distribute.train`` and writes
+each worker's final weights. It runs:
+
+- as two workers, uninterrupted (the reference);
+- as one process (OneDeviceStrategy), same global batch;
+- as two workers whose rank 1 kills itself (SIGKILL) at step 5, mid-epoch, without restarts;
+- the same with ``--restarts 1``: the new group resumes from the checkpoint of step 3;
+- as two tasks of a (simulated) Slurm job step on 127.0.0.1, through SlurmClusterResolver.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from runtime_helpers import clean_env
+
+pytestmark = pytest.mark.slow
+
+TRAIN = """
+import argparse, json, os, signal
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--out", required=True)
+parser.add_argument("--ckpt")
+parser.add_argument("--kill-at", type=int)
+args = parser.parse_args()
+rank = os.environ.get("TFACCEL_LAUNCH_RANK", "solo")
+attempt = os.environ.get("TFACCEL_LAUNCH_ATTEMPT", "0")
+os.makedirs(args.out, exist_ok=True)
+with open(os.path.join(args.out, f"pid-{rank}-{attempt}"), "w") as f:
+    f.write(str(os.getpid()))
+
+import tfaccel
+import tfaccel.distribute as dist
+
+choice = dist.strategy()             # first: a worker starts its gRPC server here
+tfaccel.setup(deterministic=True)
+print(choice, flush=True)
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+rng = np.random.default_rng(0)
+x = rng.normal(size=(64, 3)).astype("float32")
+y = (x @ np.array([[1.0], [2.0], [-1.0]], "float32") + 0.5).astype("float32")
+
+
+def model_fn():
+    return keras.Sequential(
+        [keras.Input((3,)), keras.layers.Dense(4, activation="tanh"), keras.layers.Dense(1)]
+    )
+
+
+def dataset_fn(epoch):
+    return tf.data.Dataset.from_tensor_slices((x, y)).shuffle(64, seed=100 + epoch)
+
+
+def on_step(log):
+    if log.step == args.kill_at and rank == "1" and attempt == "0":
+        print(f"killing myself at step {log.step}", flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+result = dist.train(
+    model_fn, dataset_fn, epochs=3, global_batch_size=16, strategy=choice, seed=7,
+    optimizer_fn=lambda lr: keras.optimizers.Adam(lr), learning_rate=0.05,
+    checkpoint_dir=args.ckpt, checkpoint_every=3 if args.ckpt else None, on_step=on_step,
+)
+with open(os.path.join(args.out, f"result-{rank}.json"), "w") as f:
+    json.dump({"weights": [w.tolist() for w in result.model.get_weights()],
+               "result": result.to_dict(), "is_chief": choice.is_chief}, f)
+"""
+
+
+@pytest.fixture(scope="module")
+def script(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("scripts") / "train.py"
+    path.write_text(textwrap.dedent(TRAIN))
+    return path
+
+
+def env() -> dict[str, str]:
+    found = clean_env()
+    for name in ("TF_CONFIG", "SLURM_JOB_ID", "SLURM_NTASKS", "SLURM_STEP_NUM_TASKS"):
+        found.pop(name, None)
+    return found
+
+
+def launch(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tfaccel.cli.launch", *args],
+        capture_output=True,
+        text=True,
+        env=env(),
+        timeout=300,
+    )
+
+
+def results(out: Path) -> dict[str, dict[str, Any]]:
+    return {p.stem.split("-", 1)[1]: json.loads(p.read_text()) for p in out.glob("result-*.json")}
+
+
+def weights(found: dict[str, Any]) -> list[np.ndarray]:
+    return [np.asarray(w, dtype=np.float32) for w in found["weights"]]
+
+
+def alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def assert_no_worker_left(out: Path) -> None:
+    pids = {p.name: int(p.read_text()) for p in out.glob("pid-*")}
+    deadline = time.monotonic() + 5
+    while any(alive(pid) for pid in pids.values()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [name for name, pid in pids.items() if alive(pid)]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(script: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    base = tmp_path_factory.mktemp("uninterrupted")
+    done = launch("-n", "2", str(script), "--out", str(base / "out"), "--ckpt", str(base / "ckpt"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    return {"done": done, "results": results(base / "out"), "base": base}
+
+
+@pytest.fixture(scope="module")
+def solo(script: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = tmp_path_factory.mktemp("solo") / "out"
+    done = subprocess.run(
+        [sys.executable, str(script), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        env=env(),
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return results(out)["solo"]
+
+
+def test_two_workers_train_and_end_with_identical_weights(uninterrupted: dict[str, Any]) -> None:
+    found = uninterrupted["results"]
+    assert set(found) == {"0", "1"}
+    assert found["0"]["is_chief"] and not found["1"]["is_chief"]
+    for a, b in zip(weights(found["0"]), weights(found["1"]), strict=True):
+        np.testing.assert_array_equal(a, b)
+    result = found["0"]["result"]
+    assert (result["num_replicas"], result["global_step"]) == (2, 12)
+    assert "MultiWorkerMirroredStrategy" in result["strategy"]
+    assert result["history"][-1]["loss"] < result["history"][0]["loss"]
+
+
+def test_the_workers_output_is_prefixed_and_only_the_chief_prints_epochs(
+    uninterrupted: dict[str, Any],
+) -> None:
+    out = uninterrupted["done"].stdout.splitlines()
+    assert any(line.startswith("[0] MultiWorkerMirroredStrategy") for line in out)
+    assert any(line.startswith("[1] MultiWorkerMirroredStrategy") for line in out)
+    assert [line for line in out if line.startswith("[0] epoch ")]
+    assert not [line for line in out if line.startswith("[1] epoch ")]
+
+
+def test_only_the_chief_keeps_checkpoints(uninterrupted: dict[str, Any]) -> None:
+    ckpt = uninterrupted["base"] / "ckpt"
+    names = sorted(p.name for p in ckpt.iterdir())
+    assert "checkpoint" in names and "ckpt-12.index" in names
+    assert not [name for name in names if name.startswith("workertemp")]
+
+
+def test_two_workers_match_one_process_training_the_same_global_batch(
+    uninterrupted: dict[str, Any], solo: dict[str, Any]
+) -> None:
+    assert solo["result"]["num_replicas"] == 1
+    for a, b in zip(weights(uninterrupted["results"]["0"]), weights(solo), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_a_worker_killed_mid_epoch_stops_the_group_with_a_failure(
+    script: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    done = launch(
+        "-n", "2", "--grace", "1", str(script), "--out", str(out), "--ckpt", str(tmp_path / "c"),
+        "--kill-at", "5",
+    )  # fmt: skip
+    assert done.returncode == 128 + 9, done.stderr
+    assert "[1] killing myself at step 5" in done.stdout
+    assert "worker 1 was killed by SIGKILL; stopping the others" in done.stderr
+    assert not results(out)  # nobody finished
+    assert_no_worker_left(out)
+
+
+def test_with_a_restart_the_run_resumes_and_ends_like_an_uninterrupted_run(
+    script: Path, tmp_path: Path, uninterrupted: dict[str, Any]
+) -> None:
+    out = tmp_path / "out"
+    done = launch(
+        "-n", "2", "--restarts", "1", "--grace", "1", str(script), "--out", str(out),
+        "--ckpt", str(tmp_path / "c"), "--kill-at", "5",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "restarting all 2 workers" in done.stderr
+    found = results(out)
+    assert found["0"]["result"]["start_step"] == 3  # the checkpoint before the kill at step 5
+    assert found["0"]["result"]["global_step"] == 12
+    reference = weights(uninterrupted["results"]["0"])
+    for rank in ("0", "1"):
+        for a, b in zip(weights(found[rank]), reference, strict=True):
+            np.testing.assert_array_equal(a, b)
+    assert_no_worker_left(out)
+
+
+def _ports_free(*ports: int) -> bool:
+    import socket
+
+    for port in ports:
+        with socket.socket() as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT is free
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                return False
+    return True
+
+
+def test_a_slurm_step_of_two_tasks_trains_like_tf_config_workers(
+    script: Path, tmp_path: Path, uninterrupted: dict[str, Any]
+) -> None:
+    from tfaccel.distribute.choice import SLURM_PORT_BASE
+
+    if not _ports_free(SLURM_PORT_BASE, SLURM_PORT_BASE + 1):
+        pytest.skip(f"ports {SLURM_PORT_BASE} and {SLURM_PORT_BASE + 1} are in use here")
+    out = tmp_path / "out"
+    slurm = {
+        "SLURM_JOB_ID": "42",
+        "SLURM_NTASKS": "2",
+        "SLURM_STEP_NUM_TASKS": "2",
+        "SLURM_STEP_NODELIST": "127.0.0.1",
+        "SLURM_STEP_TASKS_PER_NODE": "2",
+    }
+    tasks = [
+        subprocess.Popen(
+            [sys.executable, str(script), "--out", str(out)],
+            env={**env(), **slurm, "SLURM_PROCID": str(rank), "TFACCEL_LAUNCH_RANK": str(rank)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for rank in range(2)
+    ]
+    outputs = [task.communicate(timeout=300)[0] for task in tasks]
+    assert [task.returncode for task in tasks] == [0, 0], "\n".join(outputs)
+    assert "Slurm job 42 runs 2 tasks; this is task 0" in outputs[0]
+    found = results(out)
+    assert found["0"]["is_chief"] and not found["1"]["is_chief"]
+    for rank in ("0", "1"):
+        for a, b in zip(weights(found[rank]), weights(uninterrupted["results"]["0"]), strict=True):
+            np.testing.assert_array_equal(a, b)
