@@ -8,7 +8,7 @@ FLAVOUR := $(shell nvidia-smi -L >/dev/null 2>&1 && echo gpu || echo cpu)
 KERNELS := $(if $(filter gpu,$(FLAVOUR)),kernels-cu12,kernels)
 RUN_STAMP := $(VENV)/.installed-$(FLAVOUR)
 TEST_STAMP := $(VENV)/.installed-$(FLAVOUR)-dev
-REPORT_ARGS ?=
+REPORT_ARGS ?= --quick
 
 .PHONY: run test install install-dev lint clean
 

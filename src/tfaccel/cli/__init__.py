@@ -29,7 +29,8 @@ COMMANDS: tuple[tuple[str, str], ...] = (
 
 EXIT_CODES = """exit codes:
   0  success; for doctor: no check failed
-  1  doctor found at least one failure (status 'fail')
+  1  doctor found at least one failure (status 'fail'); bench/report: a correctness check
+     (the digits convergence run) failed
      ('tfaccel run' passes the script's own exit code through; 'tfaccel launch' exits
      with the failed worker's status, 128+N when it was killed by signal N)
   2  usage error: a bad argument or input file (the message says what and how to fix it)

@@ -1,10 +1,11 @@
 """The ``tfaccel report`` files: report.json, report.md and one self-contained report.html.
 
 :func:`build_document` assembles the JSON document (devices, doctor, bench run, derived tables,
-comparison with the last run); :func:`render_markdown` and :func:`render_html` render it;
-:func:`write_report` writes the three files and the PNG plots, each atomically (a temporary
-file renamed into place). Every piece of text that came from the system (device names, paths,
-doctor evidence) goes through :func:`html.escape` in the HTML.
+comparison with the last run); :func:`report_tables` turns it into the tables every renderer
+shows (HTML, Markdown, and the terminal in ``tfaccel bench``); :func:`write_report` writes
+report.html, report.json, report.md and the PNG plots, each atomically (a temporary file renamed
+into place). Every piece of text that came from the system (device names, paths, doctor
+evidence) goes through :func:`html.escape` in the HTML.
 """
 
 from __future__ import annotations
@@ -15,22 +16,25 @@ import html
 import json
 import os
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tfaccel.errors import UsageError
-from tfaccel.snapshot import write_atomic
 
 __all__ = [
     "ReportFiles",
+    "Status",
+    "Table",
     "build_document",
     "check_writable",
     "fmt_num",
     "fmt_pct",
     "fmt_seconds",
+    "headline_text",
     "render_html",
     "render_markdown",
+    "report_tables",
     "write_report",
 ]
 
@@ -43,7 +47,7 @@ PLOT_TITLES = {
 }
 
 
-# -- formatting (shared with the terminal renderer) ------------------------------------------
+# -- formatting --------------------------------------------------------------------------------
 
 
 def fmt_num(value: Any) -> str:
@@ -59,7 +63,7 @@ def fmt_num(value: Any) -> str:
 
 
 def fmt_pct(value: Any) -> str:
-    """12.345 -> '12.3%'; None -> 'n/a'."""
+    """12.345 -> '12.3%'; 0.5 -> '0.50%'; None -> 'n/a'."""
     if value is None:
         return "n/a"
     v = float(value)
@@ -79,11 +83,22 @@ def fmt_seconds(value: Any) -> str:
     return f"{minutes} min {seconds} s"
 
 
-def _noise(rel_iqr: Any) -> str:
-    return "n/a" if rel_iqr is None else f"IQR {float(rel_iqr) * 100:.1f}%"
+def _iqr(rel_iqr: Any) -> str:
+    return "n/a" if rel_iqr is None else f"{float(rel_iqr) * 100:.1f}%"
 
 
-# -- the document ----------------------------------------------------------------------------
+def _vs_default(row: dict[str, Any]) -> str:
+    if row.get("speedup_vs_default") is None:
+        return "-"
+    where = "beyond" if row.get("vs_default_different") else "inside"
+    return f"x{row['speedup_vs_default']:.2f} ({where} the noise)"
+
+
+def _speedup(value: Any) -> str:
+    return "n/a" if value is None else f"x{float(value):.2f}"
+
+
+# -- the document and its tables ---------------------------------------------------------------
 
 
 def build_document(
@@ -116,7 +131,213 @@ def build_document(
     }
 
 
-# -- Markdown --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Status:
+    """A table cell that names a status (``ok``, ``fail``, ``better``, ``worse``...)."""
+
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass
+class Table:
+    """One table of a report: plain cell values (``Status`` for coloured ones)."""
+
+    key: str
+    title: str
+    header: list[str]
+    rows: list[list[Any]]
+    numeric: frozenset[int] = field(default_factory=frozenset)
+
+
+def headline_text(h: dict[str, Any]) -> str:
+    """The headline in one sentence: Keras default vs best configuration, ratio and noise."""
+    return (
+        f"{h['model']} on {h['device_label']}: Keras default ({h['default_config']}) "
+        f"{fmt_num(h['default_images_per_s'])} images/s (IQR {_iqr(h['default_relative_iqr'])}); "
+        f"best configuration ({h['best_config']}) {fmt_num(h['best_images_per_s'])} images/s "
+        f"(IQR {_iqr(h['best_relative_iqr'])}); ratio x{h['ratio']:.2f}: {h['verdict']}"
+    )
+
+
+def report_tables(summary: dict[str, Any], comparison: dict[str, Any] | None) -> list[Table]:
+    """The tables of a report, in order: devices, training, micro, checks, comparison."""
+    tables = [
+        Table(
+            "devices",
+            "Devices compared (best configuration of each)",
+            [
+                "model",
+                "device",
+                "best configuration",
+                "images/s",
+                "utilisation (of matmul)",
+                "MFU (of spec peak)",
+                "time per 50,000-image epoch",
+                "speedup over CPU",
+            ],
+            [
+                [
+                    r["model"],
+                    r["device_label"],
+                    r["best_config"],
+                    fmt_num(r["images_per_s"]),
+                    fmt_pct(r["utilisation_percent"]),
+                    fmt_pct(r["mfu_percent"]),
+                    fmt_seconds(r["epoch_seconds"]),
+                    _speedup(r["speedup_over_cpu"]),
+                ]
+                for r in summary["device_table"]
+            ],
+            frozenset({3, 4, 5, 6, 7}),
+        ),
+        Table(
+            "training",
+            "Training throughput",
+            [
+                "model",
+                "device",
+                "configuration",
+                "images/s",
+                "IQR",
+                "step time",
+                "epoch",
+                "model TFLOP/s",
+                "utilisation",
+                "MFU",
+                "vs the Keras default",
+            ],
+            [
+                [
+                    r["model"],
+                    r["device"],
+                    r["config"],
+                    fmt_num(r["images_per_s"]),
+                    _iqr(r["relative_iqr"]),
+                    fmt_seconds(r["step_time_ms"] / 1000),
+                    fmt_seconds(r["epoch_seconds"]),
+                    fmt_num(r["model_tflops"]),
+                    fmt_pct(r["utilisation_percent"]),
+                    fmt_pct(r["mfu_percent"]),
+                    _vs_default(r),
+                ]
+                for r in summary["models"]
+            ],
+            frozenset(range(3, 10)),
+        ),
+        Table(
+            "micro",
+            "Micro benchmarks",
+            [
+                "benchmark",
+                "device",
+                "configuration",
+                "median",
+                "unit",
+                "IQR",
+                "% of spec peak",
+                "% of best measured",
+            ],
+            [
+                [
+                    r["benchmark"],
+                    r["device"],
+                    r["config"],
+                    fmt_num(r["median"]),
+                    r["unit"],
+                    _iqr(r["relative_iqr"]),
+                    fmt_pct(r["percent_of_peak"]),
+                    fmt_pct(r["percent_of_best"]),
+                ]
+                for r in summary["micro"]
+            ],
+            frozenset({3, 5, 6, 7}),
+        ),
+        Table(
+            "checks",
+            "Checks",
+            ["check", "device", "test accuracy", "threshold", "result"],
+            [
+                [
+                    c["benchmark"],
+                    c["device"],
+                    f"{c['value']:.3f}",
+                    c["threshold"],
+                    Status("ok" if c["passed"] else "fail"),
+                ]
+                for c in summary.get("checks") or []
+            ],
+        ),
+    ]
+    if comparison is not None:
+        tables.append(
+            Table(
+                "comparison",
+                f"Against run {comparison['before_run_id']} ({comparison['before_started_at']})",
+                [
+                    "benchmark",
+                    "device",
+                    "configuration",
+                    "before",
+                    "after",
+                    "unit",
+                    "status",
+                    "verdict",
+                ],
+                [
+                    [
+                        r["benchmark"],
+                        r["device"],
+                        r["config"],
+                        fmt_num(r["before"]),
+                        fmt_num(r["after"]),
+                        r["unit"],
+                        Status(r["status"]),
+                        r["verdict"],
+                    ]
+                    for r in comparison["rows"]
+                ],
+                frozenset({3, 4}),
+            )
+        )
+    return [t for t in tables if t.rows]
+
+
+def _device_rows(devices: dict[str, Any]) -> list[list[Any]]:
+    cpu = devices.get("cpu") or {}
+    peak = cpu.get("peak") or {}
+    rows: list[list[Any]] = [
+        [
+            "CPU",
+            cpu.get("model"),
+            f"{cpu.get('physical_cores')} physical / {cpu.get('usable_cores')} usable cores; "
+            + " ".join(cpu.get("features") or []),
+            f"fp32 {fmt_num(peak.get('fp32_tflops'))}, bf16 {fmt_num(peak.get('bf16_tflops'))} "
+            f"TFLOP/s (estimate: {peak.get('formula')})",
+        ]
+    ]
+    for gpu in devices.get("gpus") or []:
+        info, gpeak = gpu.get("info") or {}, gpu.get("peak") or {}
+        memory = info.get("memory_total_bytes")
+        rows.append(
+            [
+                f"GPU {info.get('index')}",
+                info.get("name"),
+                f"CC {info.get('compute_capability')}, "
+                f"{fmt_num(memory / 2**30) if memory else 'n/a'} GiB",
+                f"fp32 {fmt_num(gpeak.get('fp32_tflops'))}, "
+                f"bf16 {fmt_num(gpeak.get('bf16_tflops'))} TFLOP/s, "
+                f"{fmt_num(gpeak.get('bandwidth_gbs'))} GB/s ({gpu.get('peak_note')})",
+            ]
+        )
+    if not devices.get("gpus"):
+        rows.append(["GPU", "none", devices.get("nvml_error") or "NVML reports none", ""])
+    return rows
+
+
+# -- Markdown ----------------------------------------------------------------------------------
 
 
 def _md(value: Any) -> str:
@@ -126,21 +347,12 @@ def _md(value: Any) -> str:
 def _md_table(header: list[str], rows: list[list[Any]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(_md(c) for c in row) + " |" for row in rows]
-    return lines + [""]
-
-
-def _headline_text(h: dict[str, Any]) -> str:
-    return (
-        f"{h['model']} on {h['device_label']}: Keras default ({h['default_config']}) "
-        f"{fmt_num(h['default_images_per_s'])} images/s ({_noise(h['default_relative_iqr'])}); "
-        f"best configuration ({h['best_config']}) {fmt_num(h['best_images_per_s'])} images/s "
-        f"({_noise(h['best_relative_iqr'])}); ratio x{h['ratio']:.2f}: {h['verdict']}"
-    )
+    return [*lines, ""]
 
 
 def render_markdown(doc: dict[str, Any], plot_files: dict[str, str] | None = None) -> str:
     """report.md: the same content as the HTML, as Markdown tables (plots linked as files)."""
-    s, bench = doc["summary"], doc["bench"]
+    bench = doc["bench"]
     out = [
         "# tfaccel report",
         "",
@@ -149,73 +361,35 @@ def render_markdown(doc: dict[str, Any], plot_files: dict[str, str] | None = Non
         f"run {bench.get('run_id')} ({bench['status']}).",
         "",
     ]
-    if s.get("headline"):
-        out += ["## Headline", "", _headline_text(s["headline"]), ""]
-    out += ["## Devices compared", ""]
-    out += _md_table(
-        ["model", "device", "best configuration", "images/s", "utilisation (of matmul)",
-         "MFU (of spec)", "time per epoch", "speedup over CPU"],
-        [[r["model"], r["device_label"], r["best_config"], fmt_num(r["images_per_s"]),
-          fmt_pct(r["utilisation_percent"]), fmt_pct(r["mfu_percent"]),
-          fmt_seconds(r["epoch_seconds"]),
-          "n/a" if r["speedup_over_cpu"] is None else f"x{r['speedup_over_cpu']:.2f}"]
-         for r in s["device_table"]],
-    )  # fmt: skip
-    out += ["## Training throughput", ""]
-    out += _md_table(
-        ["model", "device", "configuration", "images/s", "noise", "step", "epoch",
-         "model TFLOP/s", "utilisation", "MFU", "vs Keras default"],
-        [[r["model"], r["device"], r["config"], fmt_num(r["images_per_s"]),
-          _noise(r["relative_iqr"]), fmt_seconds(r["step_time_ms"] / 1000),
-          fmt_seconds(r["epoch_seconds"]), fmt_num(r["model_tflops"]),
-          fmt_pct(r["utilisation_percent"]), fmt_pct(r["mfu_percent"]), r["vs_default"] or "-"]
-         for r in s["models"]],
-    )  # fmt: skip
-    out += ["## Micro benchmarks", ""]
-    out += _md_table(
-        ["benchmark", "device", "configuration", "median", "unit", "noise", "% of spec peak",
-         "% of best measured"],
-        [[r["benchmark"], r["device"], r["config"], fmt_num(r["median"]), r["unit"],
-          _noise(r["relative_iqr"]), fmt_pct(r["percent_of_peak"]),
-          fmt_pct(r["percent_of_best"])] for r in s["micro"]],
-    )  # fmt: skip
-    if s.get("checks"):
-        out += ["## Checks", ""]
-        out += _md_table(
-            ["check", "device", "value", "threshold", "result"],
-            [[c["benchmark"], c["device"], f"{c['value']:.3f}", c["threshold"],
-              "pass" if c["passed"] else "FAIL"] for c in s["checks"]],
-        )  # fmt: skip
-    comparison = doc.get("comparison")
-    if comparison:
-        out += [f"## Against run {comparison['before_run_id']} "
-                f"({comparison['before_started_at']})", ""]  # fmt: skip
-        out += _md_table(
-            ["benchmark", "device", "configuration", "before", "after", "unit", "verdict"],
-            [[r["benchmark"], r["device"], r["config"], fmt_num(r["before"]),
-              fmt_num(r["after"]), r["unit"], r["verdict"]] for r in comparison["rows"]],
-        )  # fmt: skip
+    if doc["summary"].get("headline"):
+        out += ["## Headline", "", _md(headline_text(doc["summary"]["headline"])), ""]
+    for table in report_tables(doc["summary"], doc.get("comparison")):
+        out += [f"## {table.title}", "", *_md_table(table.header, table.rows)]
     for name, path in (plot_files or {}).items():
         out += [f"![{PLOT_TITLES.get(name, name)}]({path})", ""]
-    out += _md_doctor(doc.get("doctor"))
+    if doc.get("devices"):
+        out += [
+            "## Devices",
+            "",
+            *_md_table(["kind", "model", "details", "peak"], _device_rows(doc["devices"])),
+        ]
+    findings = (doc.get("doctor") or {}).get("findings") or []
+    if findings:
+        rows = [
+            [f.get("status"), f.get("id"), f.get("title"), f.get("fix") or ""] for f in findings
+        ]
+        out += ["## Doctor", "", *_md_table(["status", "check", "finding", "fix"], rows)]
     skipped = bench.get("skipped") or []
     if skipped:
         out += ["## Not measured", ""]
-        out += [f"- {_md(x['benchmark'])} on {_md(x['device'])}: {_md(x['reason'])}"
-                for x in skipped] + [""]  # fmt: skip
-    out += ["## Notes", ""] + [f"- {_md(n)}" for n in bench.get("notes") or []] + [""]
+        out += [
+            f"- {_md(x['benchmark'])} on {_md(x['device'])}: {_md(x['reason'])}" for x in skipped
+        ] + [""]
+    out += ["## Notes", "", *(f"- {_md(n)}" for n in bench.get("notes") or []), ""]
     return "\n".join(out)
 
 
-def _md_doctor(doctor: dict[str, Any] | None) -> list[str]:
-    if not doctor:
-        return []
-    rows = [[f.get("status"), f.get("id"), f.get("title"), f.get("fix") or ""]
-            for f in doctor.get("findings") or []]  # fmt: skip
-    return ["## Doctor", "", *_md_table(["status", "check", "finding", "fix"], rows)]
-
-
-# -- HTML ------------------------------------------------------------------------------------
+# -- HTML --------------------------------------------------------------------------------------
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;
@@ -227,8 +401,8 @@ th,td{border:1px solid #d8dde6;padding:4px 8px;text-align:left;vertical-align:to
 th{background:#f2f4f8}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .headline{background:#eef5ff;border:1px solid #b8d4ff;border-radius:6px;padding:12px 16px;
 font-size:16px}.headline b{font-size:20px}
-.ok{color:#1a7f37}.warn{color:#9a6700}.fail{color:#cf222e;font-weight:bold}.skip{color:#6e7781}
-.better{color:#1a7f37}.worse{color:#cf222e;font-weight:bold}
+.ok,.better{color:#1a7f37}.warn{color:#9a6700}.fail,.worse{color:#cf222e;font-weight:bold}
+.skip,.same{color:#6e7781}
 figure{margin:16px 0}figure img{max-width:100%;border:1px solid #d8dde6}
 figcaption{color:#5a6372;font-size:13px}
 """
@@ -238,22 +412,6 @@ def _e(value: Any) -> str:
     return html.escape("" if value is None else str(value), quote=True)
 
 
-def _table(header: list[str], rows: list[list[Any]], numeric: set[int] | None = None) -> str:
-    numeric = numeric or set()
-    head = "".join(f"<th>{_e(h)}</th>" for h in header)
-    body = []
-    for row in rows:
-        cells = []
-        for i, cell in enumerate(row):
-            if isinstance(cell, _Raw):
-                cells.append(f"<td>{cell.html}</td>")
-            else:
-                cls = ' class="num"' if i in numeric else ""
-                cells.append(f"<td{cls}>{_e(cell)}</td>")
-        body.append("<tr>" + "".join(cells) + "</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-
-
 @dataclass(frozen=True)
 class _Raw:
     """Already-escaped HTML for a table cell."""
@@ -261,13 +419,62 @@ class _Raw:
     html: str
 
 
-def _status(status: Any) -> _Raw:
-    return _Raw(f'<span class="{_e(status)}">{_e(status)}</span>')
+def _cell(value: Any, numeric: bool) -> str:
+    if isinstance(value, _Raw):
+        return f"<td>{value.html}</td>"
+    if isinstance(value, Status):
+        return f'<td><span class="{_e(value.text)}">{_e(value.text)}</span></td>'
+    attribute = ' class="num"' if numeric else ""
+    return f"<td{attribute}>{_e(value)}</td>"
+
+
+def _html_table(table: Table) -> str:
+    head = "".join(f"<th>{_e(h)}</th>" for h in table.header)
+    body = "".join(
+        "<tr>" + "".join(_cell(c, i in table.numeric) for i, c in enumerate(row)) + "</tr>"
+        for row in table.rows
+    )
+    return (
+        f'<h2 id="{_e(table.key)}">{_e(table.title)}</h2>'
+        f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    )
+
+
+def _html_headline(h: dict[str, Any]) -> str:
+    return (
+        '<div class="headline" id="headline">'
+        f"<div>{_e(h['model'])} on {_e(h['device_label'])}</div>"
+        f"<div>Keras default ({_e(h['default_config'])}): "
+        f"<b>{_e(fmt_num(h['default_images_per_s']))}</b> images/s "
+        f"(IQR {_e(_iqr(h['default_relative_iqr']))})</div>"
+        f"<div>Best configuration ({_e(h['best_config'])}): "
+        f"<b>{_e(fmt_num(h['best_images_per_s']))}</b> images/s "
+        f"(IQR {_e(_iqr(h['best_relative_iqr']))})</div>"
+        f"<div>Ratio <b>x{h['ratio']:.2f}</b>: {_e(h['verdict'])}</div></div>"
+    )
+
+
+def _html_doctor(doctor: dict[str, Any] | None) -> list[str]:
+    rows: list[list[Any]] = []
+    for f in (doctor or {}).get("findings") or []:
+        evidence = "".join(f"<br><small>{_e(e)}</small>" for e in f.get("evidence") or [])
+        rows.append(
+            [
+                Status(str(f.get("status"))),
+                f.get("id"),
+                _Raw(_e(f.get("title")) + evidence),
+                f.get("fix") or "",
+            ]
+        )
+    if not rows:
+        return []
+    return [_html_table(Table("doctor", "Doctor", ["status", "check", "finding", "fix"], rows))]
 
 
 def render_html(doc: dict[str, Any], plots: dict[str, bytes] | None = None) -> str:
     """report.html: one self-contained page (CSS inline, plots as base64 PNG data URIs)."""
-    s, bench = doc["summary"], doc["bench"]
+    bench = doc["bench"]
+    profile = (bench.get("options") or {}).get("profile")
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -278,37 +485,12 @@ def render_html(doc: dict[str, Any], plots: dict[str, bytes] | None = None) -> s
         f'<p class="meta">Generated {_e(doc["generated_at"])} by tfaccel '
         f"{_e(doc['tfaccel_version'])}, TensorFlow {_e(bench.get('tf_version'))}; machine "
         f"fingerprint <code>{_e(bench['fingerprint'])}</code>; run {_e(bench.get('run_id'))} "
-        f"({_e(bench['status'])}), profile {_e((bench.get('options') or {}).get('profile'))}.</p>",
+        f"({_e(bench['status'])}), profile {_e(profile)}.</p>",
     ]
-    h = s.get("headline")
-    if h:
-        parts.append(
-            '<div class="headline" id="headline">'
-            f"<div>{_e(h['model'])} on {_e(h['device_label'])}</div>"
-            f"<div>Keras default ({_e(h['default_config'])}): "
-            f"<b>{_e(fmt_num(h['default_images_per_s']))}</b> images/s "
-            f"({_e(_noise(h['default_relative_iqr']))})</div>"
-            f"<div>Best configuration ({_e(h['best_config'])}): "
-            f"<b>{_e(fmt_num(h['best_images_per_s']))}</b> images/s "
-            f"({_e(_noise(h['best_relative_iqr']))})</div>"
-            f"<div>Ratio <b>x{h['ratio']:.2f}</b>: {_e(h['verdict'])}</div></div>"
-        )
-    parts += ["<h2>Devices compared</h2>", _table(
-        ["model", "device", "best configuration", "images/s", "utilisation (of measured matmul)",
-         "MFU (of spec peak)", "time per 50,000-image epoch", "speedup over CPU"],
-        [[r["model"], r["device_label"], r["best_config"], fmt_num(r["images_per_s"]),
-          fmt_pct(r["utilisation_percent"]), fmt_pct(r["mfu_percent"]),
-          fmt_seconds(r["epoch_seconds"]),
-          "n/a" if r["speedup_over_cpu"] is None else f"x{r['speedup_over_cpu']:.2f}"]
-         for r in s["device_table"]], {3, 4, 5, 6, 7})]  # fmt: skip
-    parts += ["<h2>Training throughput</h2>", _table(
-        ["model", "device", "configuration", "images/s", "noise", "step time", "epoch",
-         "model TFLOP/s", "utilisation", "MFU", "against the Keras default"],
-        [[r["model"], r["device"], r["config"], fmt_num(r["images_per_s"]),
-          _noise(r["relative_iqr"]), fmt_seconds(r["step_time_ms"] / 1000),
-          fmt_seconds(r["epoch_seconds"]), fmt_num(r["model_tflops"]),
-          fmt_pct(r["utilisation_percent"]), fmt_pct(r["mfu_percent"]), r["vs_default"] or "-"]
-         for r in s["models"]], {3, 4, 5, 6, 7, 8, 9})]  # fmt: skip
+    if doc["summary"].get("headline"):
+        parts.append(_html_headline(doc["summary"]["headline"]))
+    tables = report_tables(doc["summary"], doc.get("comparison"))
+    parts += [_html_table(t) for t in tables if t.key in ("devices", "training")]
     for name, png in (plots or {}).items():
         data = base64.b64encode(png).decode("ascii")
         title = PLOT_TITLES.get(name, name)
@@ -316,84 +498,28 @@ def render_html(doc: dict[str, Any], plots: dict[str, bytes] | None = None) -> s
             f'<figure id="plot-{_e(name)}"><img alt="{_e(title)}" '
             f'src="data:image/png;base64,{data}"><figcaption>{_e(title)}</figcaption></figure>'
         )
-    parts += ["<h2>Micro benchmarks</h2>", _table(
-        ["benchmark", "device", "configuration", "median", "unit", "noise", "% of spec peak",
-         "% of best measured"],
-        [[r["benchmark"], r["device_label"], r["config"], fmt_num(r["median"]), r["unit"],
-          _noise(r["relative_iqr"]), fmt_pct(r["percent_of_peak"]),
-          fmt_pct(r["percent_of_best"])] for r in s["micro"]], {3, 5, 6, 7})]  # fmt: skip
-    if s.get("checks"):
-        parts += ["<h2>Checks</h2>", _table(
-            ["check", "device", "test accuracy", "threshold", "result"],
-            [[c["benchmark"], c["device"], f"{c['value']:.3f}", c["threshold"],
-              _status("ok" if c["passed"] else "fail")] for c in s["checks"]])]  # fmt: skip
-    parts += _html_comparison(doc.get("comparison"))
-    parts += _html_devices(doc.get("devices"))
+    parts += [_html_table(t) for t in tables if t.key not in ("devices", "training")]
+    if doc.get("devices"):
+        header = ["kind", "model", "details", "peak"]
+        parts.append(
+            _html_table(Table("inventory", "Devices", header, _device_rows(doc["devices"])))
+        )
     parts += _html_doctor(doc.get("doctor"))
     skipped = bench.get("skipped") or []
     if skipped:
-        parts += ["<h2>Not measured</h2><ul>"]
-        parts += [f"<li>{_e(x['benchmark'])} on {_e(x['device'])}: {_e(x['reason'])}</li>"
-                  for x in skipped] + ["</ul>"]  # fmt: skip
-    parts += ["<h2>Notes</h2><ul>"]
-    parts += [f"<li>{_e(n)}</li>" for n in bench.get("notes") or []] + ["</ul>"]
-    parts.append("</body></html>")
+        parts.append("<h2>Not measured</h2><ul>")
+        parts += [
+            f"<li>{_e(x['benchmark'])} on {_e(x['device'])}: {_e(x['reason'])}</li>"
+            for x in skipped
+        ]
+        parts.append("</ul>")
+    parts.append("<h2>Notes</h2><ul>")
+    parts += [f"<li>{_e(n)}</li>" for n in bench.get("notes") or []]
+    parts.append("</ul></body></html>")
     return "\n".join(parts)
 
 
-def _html_comparison(comparison: dict[str, Any] | None) -> list[str]:
-    if comparison is None:
-        return []
-    title = (
-        f"<h2>Against the last run ({_e(comparison['before_run_id'])}, "
-        f"{_e(comparison['before_started_at'])})</h2>"
-    )
-    rows = [[r["benchmark"], r["device"], r["config"], fmt_num(r["before"]), fmt_num(r["after"]),
-             r["unit"], _status(r["status"]), r["verdict"]] for r in comparison["rows"]]  # fmt: skip
-    header = ["benchmark", "device", "configuration", "before", "after", "unit", "status",
-              "verdict"]  # fmt: skip
-    return [title, _table(header, rows, {3, 4})]
-
-
-def _html_devices(devices: dict[str, Any] | None) -> list[str]:
-    if not devices:
-        return []
-    cpu = devices.get("cpu") or {}
-    peak = cpu.get("peak") or {}
-    rows = [[
-        "CPU", cpu.get("model"),
-        f"{cpu.get('physical_cores')} physical / {cpu.get('usable_cores')} usable cores; "
-        + " ".join(cpu.get("features") or []),
-        f"fp32 {fmt_num(peak.get('fp32_tflops'))}, bf16 {fmt_num(peak.get('bf16_tflops'))} "
-        f"TFLOP/s (estimate: {peak.get('formula')})",
-    ]]  # fmt: skip
-    for gpu in devices.get("gpus") or []:
-        info, gpeak = gpu.get("info") or {}, gpu.get("peak") or {}
-        memory = info.get("memory_total_bytes")
-        rows.append([
-            f"GPU {info.get('index')}", info.get("name"),
-            f"CC {info.get('compute_capability')}, "
-            f"{fmt_num(memory / 2**30) if memory else 'n/a'} GiB",
-            f"fp32 {fmt_num(gpeak.get('fp32_tflops'))}, bf16 {fmt_num(gpeak.get('bf16_tflops'))}"
-            f" TFLOP/s, {fmt_num(gpeak.get('bandwidth_gbs'))} GB/s ({gpu.get('peak_note')})",
-        ])  # fmt: skip
-    if not devices.get("gpus"):
-        rows.append(["GPU", "none", devices.get("nvml_error") or "NVML reports none", ""])
-    return ["<h2>Devices</h2>", _table(["kind", "model", "details", "peak"], rows)]
-
-
-def _html_doctor(doctor: dict[str, Any] | None) -> list[str]:
-    if not doctor:
-        return []
-    rows = []
-    for f in doctor.get("findings") or []:
-        evidence = "".join(f"<br><small>{_e(e)}</small>" for e in f.get("evidence") or [])
-        rows.append([_status(f.get("status")), f.get("id"),
-                     _Raw(_e(f.get("title")) + evidence), f.get("fix") or ""])  # fmt: skip
-    return ["<h2>Doctor</h2>", _table(["status", "check", "finding", "fix"], rows)]
-
-
-# -- files -----------------------------------------------------------------------------------
+# -- files -------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -436,6 +562,7 @@ def _write_bytes_atomic(path: Path, data: bytes) -> None:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; a report is meant to be shared
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -472,12 +599,20 @@ def write_report(
             markdown=root / "report.md",
             plots=plot_paths,
         )
-        doc = {**doc, "files": {"html": "report.html", "json": "report.json",
-                                "markdown": "report.md",
-                                "plots": {k: f"plots/{k}.png" for k in plots}}}  # fmt: skip
-        write_atomic(files.json, json.dumps(doc, indent=2, default=str) + "\n")
-        write_atomic(files.markdown, render_markdown(doc, doc["files"]["plots"]))
-        write_atomic(files.html, render_html(doc, plots))
+        doc = {
+            **doc,
+            "files": {
+                "html": "report.html",
+                "json": "report.json",
+                "markdown": "report.md",
+                "plots": {k: f"plots/{k}.png" for k in plots},
+            },
+        }
+        text = json.dumps(doc, indent=2, default=str) + "\n"
+        _write_bytes_atomic(files.json, text.encode("utf-8"))
+        markdown = render_markdown(doc, doc["files"]["plots"])
+        _write_bytes_atomic(files.markdown, markdown.encode("utf-8"))
+        _write_bytes_atomic(files.html, render_html(doc, plots).encode("utf-8"))
     except OSError as exc:
         raise UsageError(
             f"The report could not be written to {str(root)!r}",

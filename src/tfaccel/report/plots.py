@@ -66,8 +66,9 @@ def throughput(summary: dict[str, Any]) -> bytes | None:
         ax.invert_yaxis()
         ax.set_xlabel("training images/s (median, bars = IQR)")
         ax.set_title(_text(model))
-        for i, value in enumerate(medians):
-            ax.annotate(f" {value:,.0f}", (value, i), va="center", fontsize=8)
+        for i, r in enumerate(mine):
+            ax.annotate(f"  {r['images_per_s']:,.0f}", (r["q3"], i), va="center", fontsize=8)
+        ax.set_xlim(0, max(r["q3"] for r in mine) * 1.15)
         ax.grid(axis="x", alpha=0.3)
     return _png(fig)
 
@@ -85,8 +86,12 @@ def step_times(summary: dict[str, Any]) -> bytes | None:
         tick_labels=[_text(f"{r['model']} {r['device']}: {r['config']}") for r in rows],
     )
     ax.invert_yaxis()
-    ax.set_xscale("log")
-    ax.set_xlabel("step time, ms (one point per timed sample; log scale)")
+    values = [v for r in rows for v in r["step_time_samples_ms"] if v > 0]
+    wide = bool(values) and max(values) / min(values) > 20
+    if wide:
+        ax.set_xscale("log")
+    scale = "; log scale" if wide else ""
+    ax.set_xlabel(f"step time, ms (whiskers over the timed samples{scale})")
     ax.grid(axis="x", alpha=0.3)
     return _png(fig)
 
@@ -96,7 +101,7 @@ def roofline(summary: dict[str, Any]) -> bytes | None:
     devices = [d for d in summary.get("roofline") or [] if d.get("measured_tflops")]
     if not devices:
         return None
-    fig = _figure(6 * len(devices), 4.5)
+    fig = _figure(9 * len(devices), 4.5)
     axes = fig.subplots(1, len(devices), squeeze=False)
     for ax, dev in zip(axes[0, :], devices, strict=True):
         intensities = [p["intensity"] for p in dev["points"]] or [1.0]
@@ -113,8 +118,13 @@ def roofline(summary: dict[str, Any]) -> bytes | None:
             ax.plot(xs, ys, color=color, label=f"measured {dtype} ({ceiling:.3g} TFLOP/s)")
             spec = (dev.get("spec_tflops") or {}).get(dtype)
             if spec:
-                ax.axhline(spec, color=color, linestyle="--", alpha=0.6,
-                           label=f"spec {dtype} peak ({spec:.3g})")  # fmt: skip
+                ax.axhline(
+                    spec,
+                    color=color,
+                    linestyle="--",
+                    alpha=0.6,
+                    label=f"spec {dtype} peak ({spec:.3g})",
+                )
         if bandwidth:
             ax.plot([], [], " ", label=f"measured bandwidth {bandwidth:.3g} GB/s (slope)")
         for point in dev["points"]:
@@ -125,7 +135,7 @@ def roofline(summary: dict[str, Any]) -> bytes | None:
         ax.set_ylabel("TFLOP/s")
         ax.set_title(_text(dev["device_label"]), fontsize=10)
         ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=7, loc="lower right")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     return _png(fig)
 
 

@@ -1,0 +1,531 @@
+"""SQLite history of benchmark results, keyed by a machine fingerprint.
+
+One database file (default ``$XDG_DATA_HOME/tfaccel/results.sqlite``, else
+``~/.local/share/tfaccel/results.sqlite``) with two tables::
+
+    runs(id, started_at, finished_at, fingerprint, fingerprint_json, tfaccel_version,
+         tf_version, status, details_json)
+    results(id, run_id, benchmark, config_json, metric, unit, median, q1, q3, n,
+            samples_json, extra_json)
+
+A run is recorded with status ``running`` when it starts; its results and its final status
+(``complete``, or ``incomplete`` when it was interrupted) are written in ONE transaction at the
+end. A process killed in between leaves the database valid (SQLite's journal rolls the
+half-written transaction back), earlier runs intact, and the killed run ``running`` with no
+results; queries only ever read ``complete`` runs.
+
+The fingerprint hashes what makes figures comparable: CPU model, cores and flags, GPU names
+and memory, the driver, and the TensorFlow and tfaccel versions.
+
+Example:
+    >>> from tfaccel import store
+    >>> with store.ResultsStore() as db:                      # doctest: +SKIP
+    ...     run = db.last_run(store.machine_fingerprint().digest)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tfaccel.errors import TfaccelError
+
+if TYPE_CHECKING:
+    from tfaccel.snapshot import Snapshot
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "Fingerprint",
+    "ResultRecord",
+    "ResultsStore",
+    "RunRecord",
+    "StoreError",
+    "best_setting",
+    "default_path",
+    "machine_fingerprint",
+]
+
+SCHEMA_VERSION = 1
+DEFAULT_TIMEOUT_S = 2.0
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    started_at TEXT NOT NULL,
+    finished_at TEXT,
+    fingerprint TEXT NOT NULL,
+    fingerprint_json TEXT NOT NULL,
+    tfaccel_version TEXT NOT NULL,
+    tf_version TEXT,
+    status TEXT NOT NULL CHECK (status IN ('running', 'complete', 'incomplete')),
+    details_json TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX IF NOT EXISTS runs_by_fingerprint ON runs (fingerprint, status, id);
+CREATE TABLE IF NOT EXISTS results (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    benchmark TEXT NOT NULL,
+    config_json TEXT NOT NULL,
+    metric TEXT NOT NULL,
+    unit TEXT NOT NULL,
+    median REAL NOT NULL,
+    q1 REAL NOT NULL,
+    q3 REAL NOT NULL,
+    n INTEGER NOT NULL,
+    samples_json TEXT NOT NULL,
+    extra_json TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX IF NOT EXISTS results_by_run ON results (run_id, benchmark);
+"""
+
+
+class StoreError(TfaccelError):
+    """The results database cannot be opened, read or written."""
+
+
+def default_path() -> Path:
+    """``$XDG_DATA_HOME/tfaccel/results.sqlite``, else ``~/.local/share/tfaccel/...``."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "tfaccel" / "results.sqlite"
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """What makes two runs comparable; ``digest`` is a short hash of ``data``."""
+
+    digest: str
+    data: dict[str, Any]
+
+
+def machine_fingerprint(snapshot: Snapshot | None = None) -> Fingerprint:
+    """The fingerprint of a machine: devices, driver, TensorFlow and tfaccel versions.
+
+    Args:
+        snapshot: a probed Snapshot (default: probe this machine now; TensorFlow is not
+            imported).
+
+    Returns:
+        A :class:`Fingerprint` whose ``digest`` keys runs in the store.
+    """
+    if snapshot is None:
+        from tfaccel import probe
+
+        snapshot = probe.snapshot()
+    cpu = snapshot.cpu
+    data: dict[str, Any] = {
+        "cpu_model": cpu.model,
+        "cpu_physical_cores": cpu.physical_cores,
+        "cpu_usable_cores": cpu.usable_cores,
+        "cpu_flags": sorted(cpu.flags),
+        "gpus": [
+            {"name": g.name, "memory_total_bytes": g.memory_total_bytes} for g in snapshot.nvml.gpus
+        ],
+        "driver_version": snapshot.nvml.driver_version,
+        "tf_version": snapshot.tensorflow.version,
+        "tf_distribution": snapshot.tensorflow.distribution,
+        "tfaccel_version": snapshot.tfaccel_version,
+    }
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    return Fingerprint(hashlib.sha256(text.encode()).hexdigest()[:16], data)
+
+
+@dataclass
+class ResultRecord:
+    """One measured figure of a run: robust statistics plus the raw samples."""
+
+    benchmark: str
+    config: dict[str, Any]
+    metric: str
+    unit: str
+    median: float
+    q1: float
+    q3: float
+    n: int
+    samples: list[float]
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RunRecord:
+    """One row of ``runs``."""
+
+    id: int
+    started_at: str
+    finished_at: str | None
+    fingerprint: str
+    fingerprint_data: dict[str, Any]
+    tfaccel_version: str
+    tf_version: str | None
+    status: str
+    details: dict[str, Any]
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+class ResultsStore:
+    """The results database. Use it as a context manager, or call :meth:`close`.
+
+    Args:
+        path: the SQLite file (created with its directory when missing; default
+            :func:`default_path`).
+        timeout_s: how long to wait for another process's lock before giving up.
+
+    Raises:
+        StoreError: the file cannot be created, is not a SQLite database (corrupt), or is
+            locked by another process for longer than ``timeout_s``.
+    """
+
+    def __init__(self, path: str | Path | None = None, *, timeout_s: float = DEFAULT_TIMEOUT_S):
+        self.path = Path(path).expanduser() if path is not None else default_path()
+        self.timeout_s = timeout_s
+        if self.path.is_dir():
+            raise StoreError(
+                f"The results database path {str(self.path)!r} is a directory",
+                expected="a file path (it is created when missing)",
+                received="a directory",
+                fix=f"pass --db {self.path / 'results.sqlite'}",
+            )
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn = sqlite3.connect(str(self.path), timeout=timeout_s, isolation_level=None)
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(
+                f"The results database {str(self.path)!r} cannot be opened",
+                expected="a writable location",
+                received=str(exc),
+                fix="pass --db with a path in a writable directory",
+            ) from None
+        try:
+            with self._guard("opened"):
+                self._conn.execute("PRAGMA foreign_keys = ON")
+                self._init_schema()
+        except StoreError:
+            self._conn.close()
+            raise
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def __enter__(self) -> ResultsStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection (an open transaction is rolled back)."""
+        self._conn.close()
+
+    def _guard(self, action: str) -> _Guard:
+        return _Guard(self, action)
+
+    def _init_schema(self) -> None:
+        row = self._conn.execute(
+            "SELECT name FROM sqlite_master WHERE type='table' AND name='meta'"
+        ).fetchone()
+        if row is not None:
+            version = self._conn.execute(
+                "SELECT value FROM meta WHERE key='schema_version'"
+            ).fetchone()
+            if version is not None and int(version[0]) > SCHEMA_VERSION:
+                raise StoreError(
+                    f"The results database {str(self.path)!r} was written by a newer tfaccel",
+                    expected=f"schema version <= {SCHEMA_VERSION}",
+                    received=f"schema version {version[0]}",
+                    fix="upgrade tfaccel, or pass --db with another file",
+                )
+            return
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    self._conn.execute(statement)
+            self._conn.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
+                (str(SCHEMA_VERSION),),
+            )
+            self._conn.execute("COMMIT")
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def begin_run(
+        self,
+        fingerprint: Fingerprint,
+        *,
+        started_at: str,
+        tfaccel_version: str,
+        tf_version: str | None,
+        details: dict[str, Any] | None = None,
+    ) -> int:
+        """Record that a run started (status ``running``) and return its id."""
+        with self._guard("written"):
+            cur = self._conn.execute(
+                "INSERT INTO runs (started_at, fingerprint, fingerprint_json, tfaccel_version,"
+                " tf_version, status, details_json) VALUES (?, ?, ?, ?, ?, 'running', ?)",
+                (
+                    started_at,
+                    fingerprint.digest,
+                    _dumps(fingerprint.data),
+                    tfaccel_version,
+                    tf_version,
+                    _dumps(details or {}),
+                ),
+            )
+            assert cur.lastrowid is not None
+            return cur.lastrowid
+
+    def finish_run(
+        self,
+        run_id: int,
+        results: Iterable[ResultRecord],
+        *,
+        finished_at: str,
+        status: str = "complete",
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        """Write a run's results and final status in one transaction.
+
+        Args:
+            run_id: the id :meth:`begin_run` returned.
+            results: the figures (consumed inside the transaction).
+            finished_at: ISO 8601 time.
+            status: ``complete``, or ``incomplete`` for an interrupted run (kept for the
+                record, never used for comparisons).
+            details: replaces the run's details (options, devices, skipped benchmarks...).
+        """
+        if status not in ("complete", "incomplete"):
+            raise ValueError(f"status must be 'complete' or 'incomplete', got {status!r}")
+        with self._guard("written"):
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                for r in results:
+                    self._conn.execute(
+                        "INSERT INTO results (run_id, benchmark, config_json, metric, unit,"
+                        " median, q1, q3, n, samples_json, extra_json)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        (
+                            run_id,
+                            r.benchmark,
+                            _dumps(r.config),
+                            r.metric,
+                            r.unit,
+                            r.median,
+                            r.q1,
+                            r.q3,
+                            r.n,
+                            json.dumps(r.samples),
+                            _dumps(r.extra),
+                        ),
+                    )
+                sets, params = "status = ?, finished_at = ?", [status, finished_at]
+                if details is not None:
+                    sets += ", details_json = ?"
+                    params.append(_dumps(details))
+                self._conn.execute(f"UPDATE runs SET {sets} WHERE id = ?", (*params, run_id))
+                self._conn.execute("COMMIT")
+            except BaseException:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                raise
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def runs(self, fingerprint: str | None = None, *, limit: int = 50) -> list[RunRecord]:
+        """The most recent runs (every status), newest first, optionally of one fingerprint."""
+        query = "SELECT * FROM runs"
+        params: tuple[Any, ...] = ()
+        if fingerprint is not None:
+            query += " WHERE fingerprint = ?"
+            params = (fingerprint,)
+        query += " ORDER BY id DESC LIMIT ?"
+        with self._guard("read"):
+            rows = self._conn.execute(query, (*params, limit)).fetchall()
+        return [_run(row) for row in rows]
+
+    def get_run(self, run_id: int) -> RunRecord | None:
+        """The run with this id, or None."""
+        with self._guard("read"):
+            row = self._conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+        return _run(row) if row is not None else None
+
+    def last_run(self, fingerprint: str, *, before: int | None = None) -> RunRecord | None:
+        """The newest ``complete`` run of ``fingerprint`` (older than run ``before`` if given)."""
+        query = "SELECT * FROM runs WHERE fingerprint = ? AND status = 'complete'"
+        params: list[Any] = [fingerprint]
+        if before is not None:
+            query += " AND id < ?"
+            params.append(before)
+        with self._guard("read"):
+            row = self._conn.execute(query + " ORDER BY id DESC LIMIT 1", params).fetchone()
+        return _run(row) if row is not None else None
+
+    def results(self, run_id: int, benchmark: str | None = None) -> list[ResultRecord]:
+        """The results of a run, in the order they were written."""
+        query = (
+            "SELECT benchmark, config_json, metric, unit, median, q1, q3, n, samples_json,"
+            " extra_json FROM results WHERE run_id = ?"
+        )
+        params: list[Any] = [run_id]
+        if benchmark is not None:
+            query += " AND benchmark = ?"
+            params.append(benchmark)
+        with self._guard("read"):
+            rows = self._conn.execute(query + " ORDER BY id", params).fetchall()
+        return [
+            ResultRecord(
+                benchmark=b,
+                config=json.loads(c),
+                metric=m,
+                unit=u,
+                median=med,
+                q1=q1,
+                q3=q3,
+                n=n,
+                samples=json.loads(s),
+                extra=json.loads(e),
+            )
+            for b, c, m, u, med, q1, q3, n, s, e in rows
+        ]
+
+    def best_setting(
+        self, fingerprint: str, model_name: str, key: str, *, device: str | None = None
+    ) -> Any | None:
+        """The measured best value of one setting for a model on this machine.
+
+        Reads the newest complete run of ``fingerprint`` that measured ``model_name``
+        (training images/s), takes the best result for each value of ``key`` in the
+        configurations (e.g. ``jit``: True/False, ``precision``: ``float32`` /
+        ``mixed_bfloat16``), and returns the winning value only when it beats the runner-up
+        beyond the measured noise (their interquartile ranges do not overlap).
+
+        Args:
+            fingerprint: :func:`machine_fingerprint` digest.
+            model_name: benchmark name of the model (``reference_cnn``, ``mlp``, ``resnet20``).
+            key: configuration key (``jit``, ``precision``, ``batch_size``, ``feed``).
+            device: only results of this device (``cpu``, ``gpu:0``...).
+
+        Returns:
+            The value, or None when nothing was measured or the difference is inside the noise
+            (then keep the default).
+        """
+        with self._guard("read"):
+            row = self._conn.execute(
+                "SELECT r.id FROM runs r WHERE r.fingerprint = ? AND r.status = 'complete'"
+                " AND EXISTS (SELECT 1 FROM results s WHERE s.run_id = r.id AND s.benchmark = ?)"
+                " ORDER BY r.id DESC LIMIT 1",
+                (fingerprint, model_name),
+            ).fetchone()
+        if row is None:
+            return None
+        best: dict[str, ResultRecord] = {}
+        values: dict[str, Any] = {}
+        for r in self.results(row[0], model_name):
+            if r.metric != "images_per_s" or key not in r.config:
+                continue
+            if device is not None and r.config.get("device") != device:
+                continue
+            tag = _dumps(r.config[key])
+            values[tag] = r.config[key]
+            if tag not in best or r.median > best[tag].median:
+                best[tag] = r
+        if not best:
+            return None
+        ranked = sorted(best.items(), key=lambda item: item[1].median, reverse=True)
+        if len(ranked) > 1 and ranked[0][1].q1 <= ranked[1][1].q3:
+            return None
+        return values[ranked[0][0]]
+
+
+def best_setting(
+    fingerprint: str,
+    model_name: str,
+    key: str,
+    *,
+    device: str | None = None,
+    path: str | Path | None = None,
+) -> Any | None:
+    """:meth:`ResultsStore.best_setting` on the database at ``path`` (default location).
+
+    Returns None without creating anything when the database does not exist yet.
+
+    Example:
+        >>> from tfaccel import store
+        >>> fp = store.machine_fingerprint().digest                 # doctest: +SKIP
+        >>> store.best_setting(fp, "reference_cnn", "jit", device="cpu")  # doctest: +SKIP
+        False
+
+    Raises:
+        StoreError: the database is corrupt or locked.
+    """
+    db_path = Path(path).expanduser() if path is not None else default_path()
+    if not db_path.exists():
+        return None
+    with ResultsStore(db_path) as db:
+        return db.best_setting(fingerprint, model_name, key, device=device)
+
+
+def _run(row: tuple[Any, ...]) -> RunRecord:
+    rid, started, finished, fp, fp_json, version, tf_version, status, details = row
+    return RunRecord(
+        id=rid,
+        started_at=started,
+        finished_at=finished,
+        fingerprint=fp,
+        fingerprint_data=json.loads(fp_json),
+        tfaccel_version=version,
+        tf_version=tf_version,
+        status=status,
+        details=json.loads(details),
+    )
+
+
+class _Guard:
+    """Turns sqlite3 errors into StoreErrors that say what happened and what to do."""
+
+    def __init__(self, store: ResultsStore, action: str) -> None:
+        self.store = store
+        self.action = action
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
+        if exc is None or not isinstance(exc, sqlite3.Error):
+            return
+        path = str(self.store.path)
+        text = str(exc)
+        if "locked" in text or "busy" in text:
+            raise StoreError(
+                f"The results database {path!r} is locked by another process",
+                expected=f"the lock released within {self.store.timeout_s:g} s",
+                received=text,
+                fix="wait for the other tfaccel run to finish, or pass --db with another file",
+            ) from None
+        if isinstance(exc, sqlite3.DatabaseError) and (
+            "not a database" in text or "malformed" in text or "corrupt" in text
+        ):
+            raise StoreError(
+                f"The results database {path!r} is corrupt",
+                expected="a SQLite database written by tfaccel",
+                received=text,
+                fix=f"move it away (mv {path} {path}.corrupt); tfaccel then starts a new one",
+            ) from None
+        raise StoreError(
+            f"The results database {path!r} could not be {self.action}",
+            expected="a readable and writable SQLite file",
+            received=f"{type(exc).__name__}: {text}",
+            fix="check the file's permissions and free disk space, or pass --db with another file",
+        ) from None

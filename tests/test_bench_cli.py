@@ -1,0 +1,185 @@
+"""`tfaccel bench` end to end on this machine (tiny --smoke sizes; figures checked for sanity,
+never against the clock), its history and --compare, and every bad input as a clear error."""
+
+from __future__ import annotations
+
+import json
+import math
+import pickle
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tfaccel.cli import main
+from tfaccel.store import ResultsStore
+
+
+def _run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _assert_clear_error(code: int, err: str, *needles: str) -> None:
+    assert code == 2
+    assert "tfaccel: error:" in err and "Traceback" not in err
+    assert "Fix:" in err
+    for needle in needles:
+        assert needle in err
+
+
+@pytest.fixture(scope="module")
+def smoke_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("bench") / "results.sqlite"
+
+
+@pytest.mark.slow
+def test_smoke_bench_json_is_sane_and_recorded(
+    smoke_db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = [
+        "bench",
+        "--smoke",
+        "--only",
+        "matmul,bandwidth,vector_add,transfer,conv2d,mlp",
+        "--repeats",
+        "3",
+        "--db",
+        str(smoke_db),
+        "--json",
+    ]
+    code, out, _ = _run_cli(capsys, *argv)
+    assert code == 0
+    doc = json.loads(out)
+    run = doc["run"]
+    assert run["status"] == "complete" and run["run_id"] == 1
+    by_benchmark: dict[str, list[dict[str, Any]]] = {}
+    for m in run["measurements"]:
+        by_benchmark.setdefault(m["benchmark"], []).append(m)
+        assert len(m["samples"]) == 3
+        assert all(math.isfinite(v) and v > 0 for v in m["samples"])
+    assert {"matmul", "bandwidth", "vector_add", "conv2d", "mlp"} <= set(by_benchmark)
+    assert any(s["benchmark"] == "transfer" and "host CPU" in s["reason"] for s in run["skipped"])
+    matmul = doc["summary"]["micro"][0]
+    assert matmul["percent_of_best"] is not None and 0 < matmul["percent_of_best"] <= 100
+    mlp = [r for r in doc["summary"]["models"] if r["model"] == "mlp"]
+    assert {r["config"] for r in mlp} >= {"fit(numpy) bs32 fp32", "tf.data bs256 fp32"}
+    for r in mlp:
+        assert r["flops_per_image"] == 3 * 2 * (784 * 16 + 16 * 10)  # the tiny MLP, counted
+        assert r["epoch_seconds"] == pytest.approx(50_000 / r["images_per_s"])
+        assert r["utilisation_percent"] > 0
+    with ResultsStore(smoke_db) as db:
+        (record,) = db.runs()
+        assert record.status == "complete" and len(db.results(record.id)) == len(
+            run["measurements"]
+        )
+
+
+@pytest.mark.slow
+def test_second_run_compares_with_the_first(
+    smoke_db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = [
+        "bench",
+        "--smoke",
+        "--only",
+        "matmul,vector_add",
+        "--repeats",
+        "3",
+        "--db",
+        str(smoke_db),
+        "--compare",
+    ]
+    code, out, _ = _run_cli(capsys, *argv)
+    assert code == 0
+    assert "Against run 1" in out and "recorded as run 2" in out
+    code, out, _ = _run_cli(capsys, *argv[:-1], "--json", "--compare")
+    comparison = json.loads(out)["comparison"]
+    assert comparison["before_run_id"] == 2
+    assert {r["benchmark"] for r in comparison["rows"]} == {"matmul", "vector_add"}
+    assert all(r["status"] in ("better", "worse", "same") for r in comparison["rows"])
+
+
+@pytest.mark.parametrize(
+    ("argv", "needles"),
+    [
+        (["--only", "matmul,warp_drive"], ["Unknown benchmark 'warp_drive'", "reference_cnn"]),
+        (["--device", "tpu:0"], ["Unknown device 'tpu:0'"]),
+        (["--batch-size", "0"], ["positive integer", "Received: 0"]),
+        (["--repeats", "0"], ["at least 1"]),
+        (["--data", "imagenet:/data"], ["--data value is not understood"]),
+    ],
+)
+def test_bad_arguments_are_clear_errors(
+    argv: list[str], needles: list[str], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, _, err = _run_cli(capsys, "bench", "--db", str(tmp_path / "r.sqlite"), *argv)
+    _assert_clear_error(code, err, *needles)
+
+
+def test_a_gpu_tensorflow_does_not_see(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = _run_cli(
+        capsys, "bench", "--device", "gpu:7", "--only", "matmul", "--db", str(tmp_path / "r.sqlite")
+    )
+    _assert_clear_error(code, err, "does not see the device 'gpu:7'")
+    with ResultsStore(tmp_path / "r.sqlite") as db:
+        assert db.runs() == []  # rejected before a run was recorded
+
+
+def test_batch_larger_than_the_data(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = _run_cli(
+        capsys,
+        "bench",
+        "--smoke",
+        "--only",
+        "mlp",
+        "--data",
+        "synthetic:64",
+        "--batch-size",
+        "128",
+        "--db",
+        str(tmp_path / "r.sqlite"),
+    )
+    _assert_clear_error(code, err, "batch size 128 is larger than the data for mlp (64 images")
+
+
+def test_corrupt_or_truncated_cifar_directory(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    root = tmp_path / "cifar-10-batches-py"
+    root.mkdir()
+    code, _, err = _run_cli(
+        capsys, "bench", "--only", "reference_cnn", "--no-save", "--data", f"cifar10:{root}"
+    )
+    _assert_clear_error(code, err, "data_batch_1' is missing")
+    for name in (
+        "data_batch_1",
+        "data_batch_2",
+        "data_batch_3",
+        "data_batch_4",
+        "data_batch_5",
+        "test_batch",
+    ):
+        (root / name).write_bytes(pickle.dumps({b"data": b"x" * 100, b"labels": [1]})[:40])
+    code, _, err = _run_cli(
+        capsys, "bench", "--only", "reference_cnn", "--no-save", "--data", f"cifar10:{root}"
+    )
+    _assert_clear_error(code, err, "'data_batch_1' is corrupt", "truncated")
+
+
+def test_locked_and_corrupt_database(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "r.sqlite"
+    ResultsStore(path).close()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        code, _, err = _run_cli(capsys, "bench", "--only", "matmul", "--db", str(path))
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    _assert_clear_error(code, err, "is locked by another process")
+    path.write_bytes(b"\x00garbage" * 512)
+    code, _, err = _run_cli(capsys, "bench", "--only", "matmul", "--db", str(path))
+    _assert_clear_error(code, err, "is corrupt", f"mv {path}")

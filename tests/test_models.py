@@ -1,0 +1,51 @@
+"""The reference model builders: shapes, sizes, per-layer precision, tiny versions."""
+
+from __future__ import annotations
+
+import pytest
+
+from tfaccel import models
+from tfaccel.errors import UsageError
+
+keras = pytest.importorskip("keras")
+
+
+def test_reference_cnn_is_the_keras_cifar10_example() -> None:
+    model = models.build("reference_cnn")
+    assert model.input_shape == (None, 32, 32, 3)
+    assert model.output_shape == (None, 10)
+    assert model.count_params() == 1_250_858  # the Keras example's parameter count
+    kinds = [type(layer).__name__ for layer in model.layers]
+    assert kinds.count("Conv2D") == 4 and kinds.count("Dense") == 2
+
+
+def test_mlp_and_resnet20_shapes() -> None:
+    mlp = models.build("mlp")
+    assert mlp.input_shape == (None, 28, 28) and mlp.output_shape == (None, 10)
+    resnet = models.build("resnet20")
+    assert resnet.output_shape == (None, 10)
+    convs = [layer for layer in resnet.layers if type(layer).__name__ == "Conv2D"]
+    assert len(convs) == 19 + 2  # 19 3x3 convolutions + 2 projection shortcuts
+    assert 0.26e6 < resnet.count_params() < 0.28e6  # ResNet-20: ~0.27M parameters
+
+
+def test_mixed_precision_is_per_layer_and_the_output_stays_float32() -> None:
+    model = models.build("reference_cnn", tiny=True, dtype="mixed_bfloat16")
+    first = model.layers[0]
+    assert first.compute_dtype == "bfloat16" and first.variable_dtype == "float32"
+    assert model.layers[-1].compute_dtype == "float32"
+    assert keras.config.dtype_policy().name == "float32"  # the global policy is untouched
+
+
+def test_tiny_versions_keep_the_input_shape() -> None:
+    for name, info in models.MODELS.items():
+        tiny = models.build(name, tiny=True)
+        assert tiny.input_shape[1:] == info.input_shape
+        assert tiny.count_params() < models.build(name).count_params() / 10
+
+
+def test_bad_names_and_depths_are_clear_errors() -> None:
+    with pytest.raises(UsageError, match="Unknown model"):
+        models.build("vgg16")
+    with pytest.raises(UsageError, match="6n\\+2"):
+        models.resnet20(depth=21)

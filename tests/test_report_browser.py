@@ -1,0 +1,104 @@
+"""`tfaccel report` end to end (tiny --smoke sizes), then the HTML opened in headless Chromium:
+the screenshot is not blank, the key figures are in the page, and a device name carrying a
+<script> tag is shown as text, never run."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tfaccel import probe
+from tfaccel.cli import main
+from tfaccel.report.html import fmt_num
+
+EVIL = "<script>alert(1)</script>"
+CHROMIUM = shutil.which("chromium") or (
+    "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None
+)
+
+
+@pytest.fixture(scope="module")
+def report_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    snap = probe.snapshot()
+    snap.cpu.model = f"{EVIL} Test CPU"
+    out = tmp_path_factory.mktemp("report")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(probe, "snapshot", lambda **_: snap)
+        code = main(
+            [
+                "report",
+                "--smoke",
+                "--only",
+                "matmul,vector_add,reference_cnn,digits",
+                "--repeats",
+                "3",
+                "--out",
+                str(out / "site"),
+                "--db",
+                str(out / "results.sqlite"),
+            ]
+        )
+    assert code == 0
+    yield out / "site"
+
+
+@pytest.mark.slow
+def test_report_files_and_key_figures(report_dir: Path) -> None:
+    doc: dict[str, Any] = json.loads((report_dir / "report.json").read_text())
+    assert {"summary", "devices", "doctor", "bench", "comparison"} <= set(doc)
+    assert doc["doctor"]["findings"]  # the doctor's checks are in the report
+    page = (report_dir / "report.html").read_text()
+    headline = doc["summary"]["headline"]
+    for value in (headline["default_images_per_s"], headline["best_images_per_s"]):
+        assert fmt_num(value) in page
+    assert f"x{headline['ratio']:.2f}" in page
+    for row in doc["summary"]["micro"]:
+        assert fmt_num(row["median"]) in page
+    assert "Devices compared" in page and "time per 50,000-image epoch" in page
+    assert page.count("data:image/png;base64,") >= 3
+    assert EVIL not in page and "&lt;script&gt;alert(1)&lt;/script&gt; Test CPU" in page
+    markdown = (report_dir / "report.md").read_text()
+    assert "## Devices compared" in markdown and fmt_num(headline["best_images_per_s"]) in markdown
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CHROMIUM is None, reason="Requires: chromium (apt-get install chromium)")
+def test_report_renders_in_headless_chromium(report_dir: Path, tmp_path: Path) -> None:
+    from matplotlib import image
+
+    shot = tmp_path / "report.png"
+    args = [
+        str(CHROMIUM),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        f"--screenshot={shot}",
+        "--window-size=1280,2000",
+        (report_dir / "report.html").resolve().as_uri(),
+    ]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    pixels = image.imread(str(shot))[..., :3]
+    assert pixels.shape[:2] == (2000, 1280)
+    assert pixels.std() > 0.05  # not a blank page
+    non_white = (pixels.min(axis=2) < 0.9).mean()
+    assert non_white > 0.02  # text, tables and plots cover part of the page
+    dump = [a for a in args if not a.startswith(("--screenshot", "--window-size"))]
+    dom = subprocess.run(
+        [*dump[:-1], "--dump-dom", dump[-1]], capture_output=True, text=True, timeout=120
+    ).stdout
+    assert "Devices compared" in dom
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; Test CPU" in dom  # shown as text
+    assert EVIL not in dom  # never an element

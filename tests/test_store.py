@@ -1,0 +1,205 @@
+"""The SQLite results store: history written and read back, comparisons by fingerprint,
+atomic runs (a SIGKILLed writer leaves the database valid and earlier runs intact), and clear
+errors for a locked or corrupt database."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tfaccel import store
+from tfaccel.snapshot import GpuInfo, Snapshot
+from tfaccel.store import Fingerprint, ResultRecord, ResultsStore, StoreError
+
+FP = Fingerprint("abc123", {"cpu_model": "test"})
+
+
+def _record(benchmark: str = "matmul", median: float = 1.0, **config: object) -> ResultRecord:
+    samples = [median * f for f in (0.98, 0.99, 1.0, 1.01, 1.02)]
+    return ResultRecord(
+        benchmark=benchmark,
+        config={"device": "cpu", **config},
+        metric="images_per_s" if benchmark == "reference_cnn" else "tflops",
+        unit="images/s" if benchmark == "reference_cnn" else "TFLOP/s",
+        median=median,
+        q1=samples[1],
+        q3=samples[3],
+        n=5,
+        samples=samples,
+    )
+
+
+def _write_run(db: ResultsStore, records: list[ResultRecord], status: str = "complete") -> int:
+    run_id = db.begin_run(
+        FP, started_at="2025-01-01T00:00:00+00:00", tfaccel_version="0.1.0", tf_version="2.21.0"
+    )
+    db.finish_run(run_id, records, finished_at="2025-01-01T00:01:00+00:00", status=status)
+    return run_id
+
+
+def test_default_path_follows_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    assert store.default_path() == tmp_path / "tfaccel" / "results.sqlite"
+    monkeypatch.delenv("XDG_DATA_HOME")
+    assert store.default_path() == Path.home() / ".local/share/tfaccel/results.sqlite"
+
+
+def test_history_is_written_and_read_back(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "results.sqlite"
+    with ResultsStore(path) as db:
+        first = _write_run(db, [_record(n=512, dtype="float32"), _record("conv2d", 2.0)])
+        second = _write_run(db, [_record(median=1.5, n=512, dtype="float32")])
+        _write_run(db, [_record(median=9.0)], status="incomplete")
+    with ResultsStore(path) as db:
+        last = db.last_run(FP.digest)
+        assert last is not None and last.id == second and last.status == "complete"
+        assert last.fingerprint_data == FP.data and last.tf_version == "2.21.0"
+        assert db.last_run(FP.digest, before=second).id == first  # type: ignore[union-attr]
+        results = db.results(first)
+        assert [r.benchmark for r in results] == ["matmul", "conv2d"]
+        assert results[0].config == {"device": "cpu", "n": 512, "dtype": "float32"}
+        assert results[0].samples == pytest.approx([0.98, 0.99, 1.0, 1.01, 1.02])
+        assert [r.status for r in db.runs(FP.digest)] == ["incomplete", "complete", "complete"]
+        assert db.last_run("another-machine") is None
+
+
+def test_fingerprint_changes_with_devices_and_versions() -> None:
+    snap = Snapshot(tfaccel_version="0.1.0")
+    snap.cpu.model, snap.cpu.flags = "Xeon", ["avx2", "avx512f"]
+    snap.tensorflow.version = "2.21.0"
+    base = store.machine_fingerprint(snap)
+    assert base == store.machine_fingerprint(snap)
+    snap.nvml.gpus = [GpuInfo(name="NVIDIA A100", memory_total_bytes=80 << 30)]
+    with_gpu = store.machine_fingerprint(snap)
+    snap.tensorflow.version = "2.22.0"
+    assert len({base.digest, with_gpu.digest, store.machine_fingerprint(snap).digest}) == 3
+
+
+def test_best_setting_only_beyond_the_noise(tmp_path: Path) -> None:
+    path = tmp_path / "r.sqlite"
+    assert store.best_setting(FP.digest, "reference_cnn", "jit", path=path) is None
+    assert not path.exists()  # looking up never creates a database
+    with ResultsStore(path) as db:
+        _write_run(
+            db,
+            [
+                _record("reference_cnn", 1000.0, jit=False, precision="float32"),
+                _record("reference_cnn", 400.0, jit=True, precision="float32"),
+                _record("reference_cnn", 1600.0, jit=False, precision="mixed_bfloat16"),
+                _record("reference_cnn", 1610.0, jit=True, precision="mixed_bfloat16"),
+            ],
+        )
+    assert store.best_setting(FP.digest, "reference_cnn", "precision", path=path) == (
+        "mixed_bfloat16"
+    )
+    # best jit=True (1610) vs best jit=False (1600): inside the noise, so no recommendation
+    assert store.best_setting(FP.digest, "reference_cnn", "jit", path=path) is None
+    assert store.best_setting(FP.digest, "reference_cnn", "jit", device="gpu:0", path=path) is None
+    assert store.best_setting(FP.digest, "mlp", "jit", path=path) is None
+
+
+def test_locked_database_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "r.sqlite"
+    with ResultsStore(path) as db:
+        _write_run(db, [_record()])
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(StoreError, match="locked by another process") as info:
+            ResultsStore(path, timeout_s=0.1)
+        assert info.value.fix and "--db" in info.value.fix
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+
+def test_lock_taken_while_open_is_a_clear_error_on_write(tmp_path: Path) -> None:
+    path = tmp_path / "r.sqlite"
+    with ResultsStore(path, timeout_s=0.1) as db:
+        holder = sqlite3.connect(path, isolation_level=None)
+        holder.execute("BEGIN EXCLUSIVE")
+        try:
+            with pytest.raises(StoreError, match="locked"):
+                _write_run(db, [_record()])
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+
+
+def test_corrupt_database_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "r.sqlite"
+    path.write_bytes(os.urandom(4096))
+    with pytest.raises(StoreError, match="corrupt") as info:
+        ResultsStore(path)
+    assert info.value.fix and "mv" in info.value.fix
+    assert path.read_bytes()  # left as it was, for the user to inspect
+
+
+def test_directory_and_newer_schema_are_clear_errors(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="is a directory"):
+        ResultsStore(tmp_path)
+    path = tmp_path / "r.sqlite"
+    ResultsStore(path).close()
+    con = sqlite3.connect(path)
+    con.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    con.commit()
+    con.close()
+    with pytest.raises(StoreError, match="newer tfaccel"):
+        ResultsStore(path)
+
+
+_WRITER = textwrap.dedent(
+    """
+    import sys, time
+    from tfaccel.store import Fingerprint, ResultRecord, ResultsStore
+
+    fp = Fingerprint("abc123", {})
+    big = [float(i) for i in range(20000)]  # ~200 KB per row: the transaction spills to disk
+
+    def rows(count, announce):
+        for i in range(count):
+            yield ResultRecord("matmul", {"device": "cpu", "i": i}, "tflops", "TFLOP/s",
+                               1.0, 0.9, 1.1, len(big), big)
+            if announce and i == 30:
+                print("MID-WRITE", flush=True)
+                time.sleep(60)
+
+    db = ResultsStore(sys.argv[1])
+    first = db.begin_run(fp, started_at="t0", tfaccel_version="0.1.0", tf_version=None)
+    db.finish_run(first, rows(3, False), finished_at="t1")
+    second = db.begin_run(fp, started_at="t2", tfaccel_version="0.1.0", tf_version=None)
+    db.finish_run(second, rows(100, True), finished_at="t3")
+    """
+)
+
+
+def test_a_killed_writer_leaves_the_database_valid_and_history_intact(tmp_path: Path) -> None:
+    path = tmp_path / "r.sqlite"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _WRITER, str(path)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "MID-WRITE"
+        journal = Path(str(path) + "-journal")
+        assert journal.exists()  # the transaction is half written
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    con = sqlite3.connect(path)
+    assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    con.close()
+    with ResultsStore(path) as db:
+        runs = db.runs()
+        assert [(r.id, r.status) for r in runs] == [(2, "running"), (1, "complete")]
+        assert len(db.results(1)) == 3 and db.results(2) == []
+        assert db.last_run("abc123").id == 1  # type: ignore[union-attr]
+        _write_run(db, [_record()])  # and it takes new runs
