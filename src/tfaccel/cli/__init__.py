@@ -22,20 +22,20 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("devices", "tfaccel.cli.devices"),
     ("doctor", "tfaccel.cli.doctor"),
     ("run", "tfaccel.cli.run"),
+    ("profile", "tfaccel.cli.profile"),
     ("launch", "tfaccel.cli.launch"),
     ("bench", "tfaccel.cli.bench"),
     ("report", "tfaccel.cli.report"),
 )
 
 EXIT_CODES = """exit codes:
-  0  success; for doctor: no check failed
-  1  doctor found at least one failure (status 'fail'); bench/report: a correctness check
-     (the digits convergence run) failed
-     ('tfaccel run' passes the script's own exit code through; 'tfaccel launch' exits
-     with the failed worker's status, 128+N when it was killed by signal N)
-  2  usage error: a bad argument or input file (the message says what and how to fix it)
-  3  internal error in tfaccel (please report it with 'tfaccel doctor --save-snapshot FILE')
-  130 interrupted (Ctrl-C)
+  0    success; for doctor: no check failed
+  1    doctor found a failure (status 'fail'); bench/report: the digits convergence check failed
+  2    usage error: a bad argument or input (the message says what was wrong and the fix)
+  3    internal error in tfaccel (please report it with 'tfaccel doctor --save-snapshot FILE')
+  130  interrupted (Ctrl-C)
+  'tfaccel run' and 'tfaccel profile SCRIPT' return the script's own exit code; 'tfaccel launch'
+  returns the failed worker's status (128+N when it was killed by signal N).
 """
 
 

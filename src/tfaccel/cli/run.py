@@ -20,7 +20,7 @@ from typing import Any
 
 from tfaccel.errors import UsageError
 
-__all__ = ["add_parser", "run", "run_script"]
+__all__ = ["add_parser", "run", "run_script", "split_command"]
 
 # option -> the setup() setting it sets; values are parsed by tfaccel.runtime.parse_setting
 _OPTIONS = {
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     """Set the runtime up as the options say, run the script, return its exit status."""
     from tfaccel import runtime
 
-    script, script_args = _split_command(args.script_and_args)
+    script, script_args = split_command(args.script_and_args)
     settings = _settings(args)
     config = runtime.setup(**settings)
     if not args.quiet:
@@ -106,15 +106,23 @@ def _write_config(path: Path, text: str) -> None:
         ) from None
 
 
-def _split_command(words: list[str]) -> tuple[str, list[str]]:
+def split_command(
+    words: list[str], *, command: str = "run", example: str = "--memory growth train.py"
+) -> tuple[str, list[str]]:
+    """Split ``SCRIPT [ARGS...]`` and check the script exists (``command`` names the
+    subcommand and ``example`` an invocation of it in the messages).
+
+    Raises:
+        UsageError: no script, or the script does not exist.
+    """
     if words and words[0] == "--":
         words = words[1:]
     if not words:
         raise UsageError(
             "No script to run",
-            expected="tfaccel run [OPTIONS] SCRIPT [ARGS...]",
+            expected=f"tfaccel {command} [OPTIONS] SCRIPT [ARGS...]",
             received="no SCRIPT",
-            fix="name the script after the options: tfaccel run --memory growth train.py",
+            fix=f"name the script after the options: tfaccel {command} {example}",
         )
     script = words[0]
     path = Path(script)

@@ -8,13 +8,14 @@ Tests pass a fake binding module as ``nvml=`` (the hardware binding boundary).
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, TypeVar
 
 from tfaccel.snapshot import GpuInfo, NvmlInfo
 
-__all__ = ["collect", "load_binding"]
+__all__ = ["GpuSample", "Sampler", "collect", "load_binding", "open_sampler"]
 
 T = TypeVar("T")
 
@@ -125,3 +126,73 @@ def _int(value: Any) -> int | None:
 def _milli(value: Any) -> float | None:
     number = _int(value)
     return number / 1000.0 if number is not None else None
+
+
+@dataclass(frozen=True)
+class GpuSample:
+    """One cheap reading of a GPU: utilisation (``utilization.gpu``) and memory used."""
+
+    index: int
+    utilization_gpu_percent: int | None
+    memory_used_bytes: int | None
+
+
+class Sampler:
+    """An open NVML session that reads utilisation and memory of some GPUs, repeatedly.
+
+    NVML's ``utilization.gpu`` is the share of the last sample period (1/6 s to 1 s,
+    depending on the GPU) in which a kernel was running. Call :meth:`close` when done.
+    """
+
+    def __init__(
+        self, nvml: Any, error_type: type[BaseException], handles: list[tuple[int, Any]]
+    ) -> None:
+        self._nvml = nvml
+        self._error_type = error_type
+        self.handles = handles
+
+    def sample(self) -> list[GpuSample]:
+        out = []
+        for index, handle in self.handles:
+            util = _query(self._nvml.nvmlDeviceGetUtilizationRates, self._error_type, handle)
+            mem = _query(self._nvml.nvmlDeviceGetMemoryInfo, self._error_type, handle)
+            out.append(
+                GpuSample(
+                    index=index,
+                    utilization_gpu_percent=_int(getattr(util, "gpu", None)),
+                    memory_used_bytes=_int(getattr(mem, "used", None)),
+                )
+            )
+        return out
+
+    def close(self) -> None:
+        _query(self._nvml.nvmlShutdown, self._error_type)
+
+
+def open_sampler(indices: Sequence[int] | None = None, nvml: Any = None) -> Sampler | str:
+    """Open NVML for repeated samples of the GPUs ``indices`` (NVML numbering; None: all).
+
+    Returns:
+        A Sampler, or the reason (text) when NVML cannot be used or reports no such GPU.
+    """
+    if nvml is None:
+        loaded = load_binding()
+        if isinstance(loaded, str):
+            return loaded
+        nvml = loaded
+    error_type: type[BaseException] = getattr(nvml, "NVMLError", OSError)
+    try:
+        nvml.nvmlInit()
+    except (error_type, OSError) as exc:
+        return f"NVML cannot be initialised: {_text(str(exc)) or type(exc).__name__}"
+    count = _query(nvml.nvmlDeviceGetCount, error_type, default=0)
+    wanted = range(count if isinstance(count, int) else 0) if indices is None else indices
+    handles = []
+    for index in wanted:
+        handle = _query(nvml.nvmlDeviceGetHandleByIndex, error_type, index)
+        if handle is not None:
+            handles.append((index, handle))
+    if not handles:
+        _query(nvml.nvmlShutdown, error_type)
+        return "NVML reports no GPU" if indices is None else f"NVML has no GPU {list(indices)}"
+    return Sampler(nvml, error_type, handles)

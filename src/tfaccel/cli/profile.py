@@ -1,0 +1,157 @@
+"""``tfaccel profile``: what limits training, measured and said in plain words.
+
+Two forms:
+
+* ``tfaccel profile [OPTIONS] SCRIPT [ARGS...]`` runs the script as ``__main__`` (like
+  ``tfaccel run``) with a ``PerformanceCallback`` added to each ``model.fit`` and the training
+  data instrumented, or reports the ``tfaccel.profile.StepTimer`` its custom loop uses.
+* ``tfaccel profile --model reference-cnn [--steps N] [--batch-size B] [--trace DIR]`` trains a
+  reference model for N steps on synthetic data.
+
+Both print a table (step time split into input wait, step and host overhead; examples/s;
+memory; GPU use), the top ops of a trace with ``--trace DIR``, and the diagnosis: each
+finding with its evidence, the change and the predicted gain. ``--json`` prints one JSON
+document on stdout instead; the live lines go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Any
+
+from tfaccel.errors import UsageError
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "profile",
+        help="measure what limits training (input, Python, memory...) and what to change",
+        description=(
+            "Profile a script's model.fit (or its tfaccel.profile.StepTimer loop), or a "
+            "reference model with --model. Options go before SCRIPT; everything after it is "
+            "passed to the script, whose exit status is returned."
+        ),
+    )
+    p.add_argument(
+        "--model",
+        metavar="NAME",
+        help="profile a reference model instead of a script: reference-cnn, mlp, resnet20",
+    )
+    p.add_argument(
+        "--steps",
+        type=int,
+        metavar="N",
+        help="--model: measured steps after warm-up (default 50); script: stop each fit "
+        "after warm-up + N steps (default: run to the end)",
+    )
+    p.add_argument("--warmup", type=int, default=5, metavar="N", help="warm-up steps (default 5)")
+    p.add_argument(
+        "--batch-size", type=int, default=64, metavar="B", help="--model: batch size (default 64)"
+    )
+    p.add_argument(
+        "--input",
+        choices=("pipeline", "generator"),
+        default="pipeline",
+        help="--model: feed through tfaccel.data.pipeline (default) or a naive from_generator",
+    )
+    p.add_argument(
+        "--precision",
+        default="float32",
+        choices=("float32", "mixed_float16", "mixed_bfloat16"),
+        help="--model: Keras dtype policy (default float32)",
+    )
+    p.add_argument("--tiny", action="store_true", help="--model: the small version (smoke runs)")
+    p.add_argument(
+        "--trace",
+        metavar="DIR",
+        help="capture a TensorFlow Profiler trace in DIR (tensorboard --logdir DIR) and list "
+        "the top ops by self time",
+    )
+    p.add_argument(
+        "--trace-steps", type=int, default=20, metavar="N", help="steps in the trace (default 20)"
+    )
+    p.add_argument("--top", type=int, default=10, metavar="N", help="ops listed (default 10)")
+    p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    p.add_argument("--quiet", action="store_true", help="no live line during training")
+    p.add_argument(
+        "script_and_args",
+        nargs=argparse.REMAINDER,
+        metavar="SCRIPT [ARGS ...]",
+        help="the Python script and its own arguments",
+    )
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Profile the model or the script; print the report; return 0 or the script's status."""
+    from tfaccel.profile import command, text
+
+    if args.model and args.script_and_args:
+        raise UsageError(
+            "Give either --model or a SCRIPT, not both",
+            expected="tfaccel profile --model NAME, or tfaccel profile [OPTIONS] SCRIPT",
+            received=f"--model {args.model} and {args.script_and_args[0]!r}",
+            fix="drop one of them",
+        )
+    if args.model:
+        profile = command.profile_model(
+            args.model,
+            steps=50 if args.steps is None else args.steps,
+            warmup=args.warmup,
+            batch_size=args.batch_size,
+            input=args.input,
+            precision=args.precision,
+            tiny=args.tiny,
+            trace_dir=args.trace,
+            trace_steps=args.trace_steps,
+            live=not args.quiet,
+        )
+        if args.json:
+            _print_json({"command": "profile", **profile.to_dict()})
+        else:
+            print(text.report(profile.measurement, profile.diagnosis, top=args.top))
+        return 0
+    from tfaccel.cli.run import run_script, split_command
+
+    script, script_args = split_command(
+        args.script_and_args, command="profile", example="--steps 100 train.py"
+    )
+    result = command.profile_script(
+        script,
+        script_args,
+        run_script,
+        steps=args.steps,
+        warmup=args.warmup,
+        trace_dir=args.trace,
+        trace_steps=args.trace_steps,
+        live=not args.quiet,
+    )
+    if args.json:
+        _print_json({"command": "profile", **result.to_dict()})
+    else:
+        for label, measurement, diagnosis in result.runs:
+            if len(result.runs) > 1:
+                print(f"== {label} ==")
+            print(text.report(measurement, diagnosis, top=args.top))
+    return result.exit_status
+
+
+def _print_json(document: dict[str, Any]) -> None:
+    print(json.dumps(_finite(document), indent=2, default=str))
+    sys.stdout.flush()
+
+
+def _finite(value: Any) -> Any:
+    """JSON has no infinity or NaN: they become null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value

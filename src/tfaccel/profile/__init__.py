@@ -1,0 +1,50 @@
+"""What limits training, measured per step and said in plain words.
+
+* :class:`StepTimer` times a custom loop (``with timer.input(): ...``, ``with timer.step(): ...``);
+  ``tfaccel.keras.PerformanceCallback`` does the same inside ``model.fit``.
+* :func:`diagnose` turns a :class:`Measurement` into findings (input-bound, host overhead,
+  launch-bound, copies, memory headroom, 16-bit share, CPU saturation, collectives), each
+  with its evidence, the change and the predicted gain; it refuses with too few steps.
+* :mod:`tfaccel.profile.trace` captures a TensorFlow Profiler trace and lists the top ops.
+
+Importing this package imports neither TensorFlow nor Keras.
+
+Example:
+    >>> from tfaccel.profile import StepTimer
+    >>> timer = StepTimer(warmup_steps=5, batch_size=64)
+    >>> for _ in range(100):  # doctest: +SKIP
+    ...     with timer.input():
+    ...         batch = next(it)
+    ...     with timer.step() as step:
+    ...         step.wait(train_step(batch))
+    >>> print(timer.report())  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from tfaccel.profile.diagnosis import THRESHOLDS, Diagnosis, Finding, diagnose, speedup
+from tfaccel.profile.records import (
+    MIN_STEPS,
+    Figures,
+    Measurement,
+    RunContext,
+    StepRecord,
+    compute_figures,
+)
+from tfaccel.profile.timer import StepHandle, StepTimer
+
+__all__ = [
+    "MIN_STEPS",
+    "THRESHOLDS",
+    "Diagnosis",
+    "Figures",
+    "Finding",
+    "Measurement",
+    "RunContext",
+    "StepHandle",
+    "StepRecord",
+    "StepTimer",
+    "compute_figures",
+    "diagnose",
+    "speedup",
+]

@@ -1,0 +1,134 @@
+"""Profile an unchanged script: ``keras.Model.fit`` gains a PerformanceCallback for a while.
+
+While :func:`patch_fit` is active, every ``fit`` call
+
+* puts the session's ``PerformanceCallback`` first in ``callbacks`` (unless the script passes
+  its own, which is then used), one callback for the whole script so its figures add up;
+* instruments the training data for the input wait: a ``tf.data.Dataset`` through the
+  public :func:`tfaccel.profile.clock.instrument`; arrays, generators and ``PyDataset`` through
+  Keras' data adapter (``keras.src.trainers.data_adapters.get_data_adapter``, the dataset Keras
+  builds is wrapped the same way). That is a Keras internal: where it is missing, the input
+  wait is reported as not measured, with the reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import Iterator
+from typing import Any
+
+from tfaccel.errors import UsageError
+from tfaccel.profile.session import Session
+
+__all__ = ["patch_fit"]
+
+_KERAS_DEFAULT_BATCH = 32
+
+
+@contextlib.contextmanager
+def patch_fit(session: Session) -> Iterator[None]:
+    """Patch ``keras.Model.fit`` for the duration of the block (see the module notes)."""
+    import keras
+
+    original = keras.Model.fit
+    own = "fit" in keras.Model.__dict__
+    signature = inspect.signature(original)
+
+    def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(self, *args, **kwargs)
+        arguments = bound.arguments
+        session.fit_calls += 1
+        callback = _callback(session, arguments)
+        x = arguments.get("x")
+        if type(self.distribute_strategy).__name__ != "_DefaultDistributionStrategy":
+            return original(*bound.args, **bound.kwargs)  # input not measurable: leave it be
+        with _instrumented_input(x, callback) as replacement:
+            if replacement is not None:
+                arguments["x"] = replacement
+            return original(*bound.args, **bound.kwargs)
+
+    keras.Model.fit = fit
+    try:
+        yield
+    finally:
+        if own:
+            keras.Model.fit = original
+        else:
+            del keras.Model.fit
+
+
+def _callback(session: Session, arguments: dict[str, Any]) -> Any:
+    from tfaccel.profile.keras_callback import PerformanceCallback
+
+    given = arguments.get("callbacks")
+    callbacks = list(given) if isinstance(given, (list, tuple)) else ([given] if given else [])
+    mine = [c for c in callbacks if isinstance(c, PerformanceCallback)]
+    if mine:
+        callback = mine[0]
+    else:
+        callback = session.callback
+        if callback is None:
+            callback = session.callback = PerformanceCallback()
+        callbacks.insert(0, callback)
+    arguments["callbacks"] = callbacks
+    x = arguments.get("x")
+    batch = arguments.get("batch_size")
+    if callback.recorder.context.batch_size is None and _is_array_input(x):
+        callback.recorder.context.batch_size = int(batch or _KERAS_DEFAULT_BATCH)
+    return callback
+
+
+def _is_array_input(x: Any) -> bool:
+    import tensorflow as tf
+
+    return x is not None and not isinstance(x, tf.data.Dataset) and not callable(x)
+
+
+@contextlib.contextmanager
+def _instrumented_input(x: Any, callback: Any) -> Iterator[Any]:
+    """Yield a replacement for ``x`` (an instrumented dataset) or None, and hook Keras' data
+    adapter for the other kinds of input while the block runs."""
+    import tensorflow as tf
+
+    from tfaccel.profile.clock import instrument
+
+    if isinstance(x, tf.data.Dataset):
+        replacement = None
+        try:
+            replacement = instrument(x, callback.clock)
+        except UsageError as exc:
+            callback.recorder.measurement.notes.append(f"input wait not measured: {exc.what}")
+        yield replacement
+        return
+    try:
+        from keras.src.trainers import data_adapters
+    except ImportError:
+        data_adapters = None
+    if data_adapters is None or not hasattr(data_adapters, "get_data_adapter"):
+        callback.recorder.measurement.notes.append(
+            "input wait not measured: this Keras has no data-adapter hook; pass "
+            "tfaccel.keras.instrument(dataset) to fit"
+        )
+        yield None
+        return
+    original = data_adapters.get_data_adapter
+    calls = {"n": 0}
+
+    def get_data_adapter(*args: Any, **kwargs: Any) -> Any:
+        adapter = original(*args, **kwargs)
+        calls["n"] += 1
+        if calls["n"] == 1:  # the training data; a second call is the validation data
+            make = adapter.get_tf_dataset
+
+            def get_tf_dataset() -> Any:
+                return instrument(make(), callback.clock)
+
+            adapter.get_tf_dataset = get_tf_dataset
+        return adapter
+
+    data_adapters.get_data_adapter = get_data_adapter
+    try:
+        yield None
+    finally:
+        data_adapters.get_data_adapter = original

@@ -1,0 +1,163 @@
+"""Memory and GPU utilisation while steps run.
+
+* Device memory: on a GPU, TensorFlow's allocator (``tf.config.experimental.get_memory_info``:
+  bytes of live tensors now and at the peak, not the pool TF reserved); on the CPU, the
+  process's resident memory (RSS now, and its peak from ``getrusage``).
+* GPU utilisation and memory used: NVML, sampled every ``interval_s`` in a background thread
+  (:class:`GpuMonitor`), summarised over the measured steps only.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from tfaccel.profile.records import GpuUsage, MemoryUsage
+
+__all__ = ["GpuMonitor", "gpu_facts", "read_memory", "visible_nvml_indices"]
+
+
+def visible_nvml_indices(cuda_visible_devices: str | None) -> list[int] | None:
+    """The NVML indices of the GPUs this process may use: the integers of
+    ``CUDA_VISIBLE_DEVICES`` (None: all). UUIDs and other forms also give None (all)."""
+    if cuda_visible_devices is None:
+        return None
+    parts = [p.strip() for p in cuda_visible_devices.split(",") if p.strip()]
+    if not parts or not all(p.isdigit() for p in parts):
+        return None
+    return [int(p) for p in parts]
+
+
+class GpuMonitor:
+    """Samples NVML utilisation and memory of the visible GPUs in a daemon thread.
+
+    Args:
+        interval_s: seconds between samples.
+        indices: NVML indices to sample (None: all).
+        nvml: the binding module (tests pass a fake).
+    """
+
+    def __init__(
+        self, interval_s: float = 0.2, indices: list[int] | None = None, nvml: Any = None
+    ) -> None:
+        self.interval_s = interval_s
+        self.indices = indices
+        self._nvml = nvml
+        self._samples: list[tuple[float, Any]] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._sampler: Any = None
+        self.note: str | None = None
+
+    def start(self) -> bool:
+        """Open NVML and start sampling; False (with :attr:`note` set) when NVML is unusable."""
+        from tfaccel.probe import nvml
+
+        if self._thread is not None and self._thread.is_alive():
+            return True
+        opened = nvml.open_sampler(self.indices, nvml=self._nvml)
+        if isinstance(opened, str):
+            self.note = opened
+            return False
+        self._sampler = opened
+        self._stop = threading.Event()
+        self._take()
+        self._thread = threading.Thread(target=self._run, name="tfaccel-gpu-monitor", daemon=True)
+        self._thread.start()
+        return True
+
+    def _take(self) -> None:
+        self._samples.append((time.perf_counter(), self._sampler.sample()))
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self._take()
+
+    def stop(self) -> None:
+        """Stop sampling (the samples stay; :meth:`start` resumes)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5 * self.interval_s + 1)
+            self._thread = None
+        if self._sampler is not None:
+            self._take()
+            self._sampler.close()
+            self._sampler = None
+
+    def usage(self, since: float, until: float) -> list[GpuUsage]:
+        """Per-GPU summary of the samples taken in [since, until]."""
+        per_gpu: dict[int, list[Any]] = {}
+        for stamp, readings in list(self._samples):
+            if since <= stamp <= until:
+                for reading in readings:
+                    per_gpu.setdefault(reading.index, []).append(reading)
+        out = []
+        for index in sorted(per_gpu):
+            readings = per_gpu[index]
+            utils = [
+                r.utilization_gpu_percent for r in readings if r.utilization_gpu_percent is not None
+            ]
+            mems = [r.memory_used_bytes for r in readings if r.memory_used_bytes is not None]
+            out.append(
+                GpuUsage(
+                    index=index,
+                    samples=len(readings),
+                    utilization_mean_percent=sum(utils) / len(utils) if utils else None,
+                    utilization_max_percent=float(max(utils)) if utils else None,
+                    memory_used_max_bytes=max(mems) if mems else None,
+                )
+            )
+        return out
+
+
+def gpu_facts() -> tuple[str | None, float | None, int | None]:
+    """Name, compute capability and memory of the first GPU TensorFlow sees (None each when
+    unknown): TF's device details, NVML's memory total."""
+    import tensorflow as tf
+
+    gpus = tf.config.list_physical_devices("GPU")
+    if not gpus:
+        return None, None, None
+    details = tf.config.experimental.get_device_details(gpus[0])
+    name = details.get("device_name")
+    cc = details.get("compute_capability")
+    capability = float(f"{cc[0]}.{cc[1]}") if isinstance(cc, tuple) and len(cc) == 2 else None
+    total = None
+    from tfaccel.probe import nvml, system
+
+    info = nvml.collect()
+    indices = visible_nvml_indices(system.collect_env().get("CUDA_VISIBLE_DEVICES"))
+    first = indices[0] if indices else 0
+    for gpu in info.gpus:
+        if gpu.index == first:
+            total = gpu.memory_total_bytes
+    return name, capability, total
+
+
+def read_memory(device_kind: str, usage: MemoryUsage | None = None) -> MemoryUsage:
+    """Read memory now into ``usage`` (a new one when None): the GPU with the highest peak,
+    or this process's RSS."""
+    from tfaccel.probe import process
+
+    if device_kind == "gpu":
+        import tensorflow as tf
+
+        best: tuple[str, int, int] | None = None
+        for device in tf.config.list_logical_devices("GPU"):
+            name = device.name.replace("/device:", "")
+            info = tf.config.experimental.get_memory_info(name)
+            current, peak = int(info.get("current", 0)), int(info.get("peak", 0))
+            if best is None or peak > best[2]:
+                best = (name, current, peak)
+        if best is not None:
+            usage = usage or MemoryUsage(kind="gpu", device=best[0])
+            usage.current_bytes, usage.peak_bytes = best[1], best[2]
+            usage.note = "TensorFlow tensors (get_memory_info), not the pool TF reserved"
+            return usage
+    usage = usage or MemoryUsage(kind="process", device="CPU")
+    usage.current_bytes = process.rss_bytes()
+    peaks = [b for b in (process.peak_rss_bytes(), usage.current_bytes, usage.peak_bytes) if b]
+    usage.peak_bytes = max(peaks) if peaks else None
+    usage.note = "process resident memory (RSS); the peak is since the process started"
+    return usage

@@ -1,0 +1,63 @@
+"""The profiling session ``tfaccel profile SCRIPT`` opens around a user's script.
+
+While a session is open, every :class:`~tfaccel.profile.StepTimer` and
+``PerformanceCallback`` created registers its recorder here and takes the session's settings
+where the user gave none (the trace directory, the step limit), so the command can report on
+what the script measured without the script knowing about it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Session", "current", "open_session"]
+
+
+@dataclass
+class Session:
+    """Settings for the timers of one script run, and the recorders they created.
+
+    Attributes:
+        warmup_steps: warm-up steps for timers created without an explicit value.
+        max_steps: stop ``fit`` after warm-up plus this many steps (None: never).
+        trace_dir: capture a profiler trace of ``trace_steps`` steps after the warm-up.
+        trace_steps: steps in the trace.
+        live: print the live line.
+        recorders: the recorders created during the session, in order.
+    """
+
+    warmup_steps: int = 5
+    max_steps: int | None = None
+    trace_dir: str | None = None
+    trace_steps: int = 20
+    live: bool = True
+    recorders: list[Any] = field(default_factory=list)
+    fit_calls: int = 0
+    callback: Any = None  # the PerformanceCallback added to fit calls
+
+    def register(self, recorder: Any) -> None:
+        self.recorders.append(recorder)
+        if self.trace_dir and any(r.trace_dir for r in self.recorders[:-1]):
+            recorder.trace_dir = None  # one trace per session: the first timer's
+
+
+_CURRENT: Session | None = None
+
+
+def current() -> Session | None:
+    """The open session, if any."""
+    return _CURRENT
+
+
+@contextlib.contextmanager
+def open_session(session: Session) -> Iterator[Session]:
+    """Make ``session`` current for the duration of the block."""
+    global _CURRENT
+    previous, _CURRENT = _CURRENT, session
+    try:
+        yield session
+    finally:
+        _CURRENT = previous

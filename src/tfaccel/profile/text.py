@@ -1,0 +1,252 @@
+"""Plain-text rendering of profiles: the live line, the final table, the findings, the top ops.
+
+Plain text (no terminal control codes), so it mixes with Keras' progress bar and reads the same
+in a log file.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Sequence
+from typing import Any
+
+from tfaccel.profile.records import Figures, GpuUsage, Measurement, MemoryUsage
+
+__all__ = ["findings_text", "live_line", "report", "summary_table", "top_ops_text"]
+
+
+def _ms(summary: Any) -> str:
+    return "-" if summary is None else f"{summary.median * 1e3:.2f} ms"
+
+
+def _spread(summary: Any) -> str:
+    if summary is None:
+        return ""
+    return f"{summary.q1 * 1e3:.2f}-{summary.q3 * 1e3:.2f} ms"
+
+
+def _pct(share: float | None) -> str:
+    return "-" if share is None else f"{share * 100:.1f}%"
+
+
+def _bytes(n: float | None) -> str:
+    if n is None:
+        return "?"
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{n:.0f} B"
+
+
+def live_line(
+    step: int,
+    figures: Figures,
+    memory: MemoryUsage | None,
+    gpus: Sequence[GpuUsage],
+    input_note: str | None = None,
+) -> str:
+    """One line for the steps since the previous line."""
+    parts = [f"tfaccel: step {step}"]
+    parts.append(f"{_ms(figures.period_s or figures.step_s)}/step")
+    shares = []
+    if figures.input_share is not None:
+        shares.append(f"input {_pct(figures.input_share)}")
+    elif input_note:
+        shares.append("input ?")
+    if figures.host_share is not None:
+        shares.append(f"host {_pct(figures.host_share)}")
+    if shares:
+        parts.append(" ".join(shares))
+    if figures.examples_per_s is not None:
+        parts.append(f"{figures.examples_per_s:.0f} ex/s")
+    for gpu in gpus:
+        if gpu.utilization_mean_percent is not None:
+            parts.append(f"GPU{gpu.index} {gpu.utilization_mean_percent:.0f}%")
+    if memory is not None and memory.current_bytes is not None:
+        label = "mem" if memory.kind == "gpu" else "rss"
+        parts.append(f"{label} {_bytes(memory.current_bytes)} (peak {_bytes(memory.peak_bytes)})")
+    return " | ".join(parts)
+
+
+def summary_table(m: Measurement) -> str:
+    """The final figures of a run."""
+    f = m.figures()
+    ctx = m.context
+    device = ctx.gpu_name or ctx.device_kind.upper()
+    head = (
+        f"tfaccel profile: {f.steps} steps measured ({f.warmup_steps} warm-up excluded"
+        + (f", {f.traced_steps_excluded} traced excluded" if f.traced_steps_excluded else "")
+        + f"), {ctx.source} on {device}"
+    )
+    rows = [("", "median", "q1-q3", "share")]
+    rows.append(("step", _ms(f.period_s or f.step_s), _spread(f.period_s or f.step_s), "100%"))
+    if f.input_s is not None:
+        rows.append(
+            ("  waiting for input", _ms(f.input_s), _spread(f.input_s), _pct(f.input_share))
+        )
+    else:
+        rows.append(("  waiting for input", "not measured", "", ""))
+    rows.append(("  in the step (synced)", _ms(f.busy_s), _spread(f.busy_s), _pct(f.busy_share)))
+    rows.append(("  host, between steps", _ms(f.host_s), _spread(f.host_s), _pct(f.host_share)))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    lines = [head]
+    lines += [
+        "  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
+    ]
+    extra = []
+    if f.examples_per_s is not None:
+        extra.append(
+            ("throughput", f"{f.examples_per_s:.0f} examples/s ({f.steps_per_s:.1f} steps/s)")
+        )
+    elif f.steps_per_s is not None:
+        extra.append(("throughput", f"{f.steps_per_s:.1f} steps/s (batch size unknown)"))
+    if m.input_note:
+        extra.append(("input", m.input_note))
+    if m.memory is not None:
+        mem = m.memory
+        what = "TF tensors" if mem.kind == "gpu" else "RSS"
+        limit = f" of {_bytes(mem.limit_bytes)}" if mem.limit_bytes else ""
+        extra.append(
+            (
+                "memory",
+                f"{what} {_bytes(mem.current_bytes)} now, peak {_bytes(mem.peak_bytes)}"
+                f"{limit} ({mem.device})",
+            )
+        )
+    for gpu in m.gpus:
+        util = (
+            "?" if gpu.utilization_mean_percent is None else f"{gpu.utilization_mean_percent:.0f}%"
+        )
+        top = "?" if gpu.utilization_max_percent is None else f"{gpu.utilization_max_percent:.0f}%"
+        extra.append(
+            (
+                f"GPU {gpu.index}",
+                f"utilisation mean {util} (max {top}), memory used max "
+                f"{_bytes(gpu.memory_used_max_bytes)}; {gpu.samples} NVML samples",
+            )
+        )
+    if not m.gpus and m.gpu_note:
+        extra.append(("GPU", m.gpu_note))
+    if m.cpu_seconds is not None and m.wall_seconds and ctx.usable_cores:
+        busy = m.cpu_seconds / m.wall_seconds
+        extra.append(
+            (
+                "CPU",
+                f"{busy:.2f} of {ctx.usable_cores} usable cores busy "
+                f"({_pct(busy / ctx.usable_cores)})",
+            )
+        )
+    if m.synthetic is not None:
+        s = m.synthetic
+        extra.append(
+            (
+                "synthetic re-run",
+                f"{_ms(s.step_s)} per step on one ready batch (no pipeline) vs "
+                f"{_ms(s.real_step_s)} with the real input ({s.steps} steps)",
+            )
+        )
+    elif m.synthetic_note:
+        extra.append(("synthetic re-run", m.synthetic_note))
+    width = max((len(k) for k, _ in extra), default=0)
+    lines += [f"  {k.ljust(width)}  {v}" for k, v in extra]
+    lines += [f"  note: {n}" for n in m.notes]
+    return "\n".join(lines)
+
+
+def findings_text(diagnosis: Any) -> str:
+    """The diagnosis: problems with evidence, change and gain; then what is fine or skipped."""
+    if diagnosis.refused:
+        return "Diagnosis refused: " + diagnosis.refused
+    lines = ["Diagnosis:"]
+    problems = diagnosis.problems
+    if not problems:
+        lines.append("  nothing limits this run beyond the checks' thresholds")
+    for finding in problems:
+        lines.append(f"  [{finding.status.upper()}] {finding.title}")
+        lines += _wrapped("evidence", finding.evidence)
+        if finding.change:
+            lines += _wrapped("change", finding.change)
+        if finding.gain:
+            lines += _wrapped("gain", finding.gain)
+    fine = [f for f in diagnosis.findings if f.status == "ok"]
+    if fine:
+        lines.append("  fine: " + "; ".join(f"{f.id} ({_short(f)})" for f in fine))
+    skipped = [f for f in diagnosis.findings if f.status == "skipped"]
+    for finding in skipped:
+        lines.append(f"  skipped {finding.id}: {finding.evidence}")
+    return "\n".join(lines)
+
+
+_PRIMARY = {
+    "input_bound": ("input_share", "input wait"),
+    "host_overhead": ("host_share", "host overhead"),
+    "launch_bound": ("launch_share_estimate", "launch estimate"),
+    "host_device_copies": ("copy_share", "copies"),
+    "memory_headroom": ("peak_share", "peak memory"),
+    "low_16bit_share": ("sixteen_bit_share", "16-bit share"),
+    "tf_data_cpu": ("cpu_busy_share", "CPU busy"),
+    "collectives": ("collective_share", "collectives"),
+    "replica_imbalance": ("imbalance_share", "imbalance"),
+}
+
+
+def _short(finding: Any) -> str:
+    key, label = _PRIMARY.get(finding.id, ("", ""))
+    value = finding.numbers.get(key)
+    if isinstance(value, float):
+        return f"{label} {value * 100:.1f}%"
+    return "within thresholds"
+
+
+def _wrapped(label: str, body: str) -> list[str]:
+    out = []
+    for i, para in enumerate(body.splitlines()):
+        if para.startswith("    "):
+            out.append("        " + para.strip())
+            continue
+        prefix = f"    {label}: " if i == 0 else "      "
+        out += textwrap.wrap(para, width=100, initial_indent=prefix, subsequent_indent="      ")
+    return out
+
+
+def top_ops_text(trace: Any, n: int = 10) -> str:
+    """The ``n`` ops with the largest self time in a trace, per step."""
+    if trace is None:
+        return ""
+    head = (
+        f"Trace: {trace.path or 'not written'} (open with: tensorboard --logdir <DIR>, Profile tab)"
+    )
+    if trace.error:
+        return head + "\n  ops not listed: " + trace.error
+    steps = max(trace.steps, 1)
+    total = sum(op.self_time_us for op in trace.ops) or 1.0
+    rows = [("self/step", "share", "where", "type", "op")]
+    for op in trace.top(n):
+        rows.append(
+            (
+                f"{op.self_time_us / steps / 1e3:.3f} ms",
+                f"{op.self_time_us / total * 100:.1f}%",
+                op.where,
+                op.type,
+                op.name if len(op.name) <= 70 else "..." + op.name[-67:],
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    lines = [head, f"  top {len(rows) - 1} ops by self time over {trace.steps} traced steps:"]
+    for row in rows:
+        lines.append(
+            "  "
+            + "  ".join(c.ljust(w) for c, w in zip(row[:4], widths, strict=True))
+            + "  "
+            + row[4]
+        )
+    return "\n".join(lines)
+
+
+def report(measurement: Measurement, diagnosis: Any, *, top: int = 10) -> str:
+    """Table, top ops (when traced) and findings."""
+    parts = [summary_table(measurement)]
+    if measurement.trace is not None:
+        parts.append(top_ops_text(measurement.trace, top))
+    parts.append(findings_text(diagnosis))
+    return "\n\n".join(parts)

@@ -1,0 +1,203 @@
+"""``StepTimer``: the figures of ``PerformanceCallback`` for a custom training loop.
+
+Example:
+    >>> timer = StepTimer(warmup_steps=5, batch_size=64)
+    >>> it = iter(dataset)
+    >>> for _ in range(steps):
+    ...     with timer.input():
+    ...         batch = next(it)
+    ...     with timer.step() as step:
+    ...         loss = train_step(batch)
+    ...         step.wait(loss)          # the clock stops when loss is on the host
+    >>> print(timer.report())            # table and diagnosis
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any, TextIO
+
+from tfaccel.profile import session as session_module
+from tfaccel.profile.diagnosis import Diagnosis, diagnose
+from tfaccel.profile.recorder import Recorder
+from tfaccel.profile.records import MIN_STEPS, Measurement
+
+__all__ = ["StepHandle", "StepTimer"]
+
+_NO_INPUT_NOTE = (
+    "not measured: wrap the fetch in `with timer.input(): batch = next(it)` to measure it"
+)
+
+
+class StepHandle:
+    """Given by ``timer.step()``; :meth:`wait` names the values the clock waits for."""
+
+    def __init__(self) -> None:
+        self.values: list[Any] = []
+        self.examples: int | None = None
+
+    def wait(self, *values: Any) -> None:
+        """Stop the clock only when these values (tensors, arrays) are on the host."""
+        self.values.extend(values)
+
+
+class StepTimer:
+    """Times the steps of a custom loop: input wait, step (device synchronised), host overhead.
+
+    A step starts at the first ``input()`` (or ``step()``) after the previous step, and ends
+    when its ``step()`` block ends and the device has finished: the values given to
+    ``StepHandle.wait`` are read back, else (``sync=True``) every GPU is synchronised
+    (``tf.test.experimental.sync_devices``; on the CPU, TensorFlow's ops have finished when
+    they return). Python between steps is host overhead.
+
+    Args:
+        warmup_steps: first steps excluded from every figure.
+        batch_size: examples per step (for examples/s); ``step(examples=n)`` overrides it.
+        log_every: a live line every this many measured steps (0: never).
+        live: print the live line to ``stream`` (default stderr).
+        stream: where the live line goes.
+        sample_gpu: sample GPU utilisation through NVML when TensorFlow sees a GPU.
+        tensorboard_dir: write the live figures as TensorBoard scalars there.
+        trace_dir: capture a TensorFlow Profiler trace of ``trace_steps`` steps after warm-up.
+        trace_steps: steps in the trace.
+        sync: synchronise the GPUs at the end of a step without ``wait`` values.
+
+    Example:
+        >>> with timer.step() as step:
+        ...     step.wait(train_step(batch))
+    """
+
+    def __init__(
+        self,
+        *,
+        warmup_steps: int | None = None,
+        batch_size: int | None = None,
+        log_every: int = 50,
+        live: bool | None = None,
+        stream: TextIO | None = None,
+        sample_gpu: bool = True,
+        tensorboard_dir: str | None = None,
+        trace_dir: str | None = None,
+        trace_steps: int | None = None,
+        sync: bool = True,
+    ) -> None:
+        active = session_module.current()
+        self._recorder = Recorder(
+            source="custom loop",
+            warmup_steps=warmup_steps
+            if warmup_steps is not None
+            else (active.warmup_steps if active else 5),
+            log_every=log_every,
+            live=live if live is not None else (active.live if active else True),
+            stream=stream,
+            sample_gpu=sample_gpu,
+            tensorboard_dir=tensorboard_dir,
+            trace_dir=trace_dir or (active.trace_dir if active else None),
+            trace_steps=trace_steps or (active.trace_steps if active else 20),
+            batch_size=batch_size,
+        )
+        if active is not None:
+            active.register(self._recorder)
+        self.sync = sync
+        self._start: float | None = None
+        self._input_s = 0.0
+        self._had_input = False
+        self._gpu: bool | None = None
+
+    @property
+    def recorder(self) -> Recorder:
+        return self._recorder
+
+    def _begin(self, now: float) -> None:
+        if self._start is None:
+            self._start = now
+            self._recorder.begin(now)
+
+    @contextlib.contextmanager
+    def input(self) -> Iterator[None]:
+        """Time fetching the next batch: ``with timer.input(): batch = next(it)``."""
+        begin = time.perf_counter()
+        self._begin(begin)
+        yield
+        self._input_s += time.perf_counter() - begin
+        self._had_input = True
+
+    @contextlib.contextmanager
+    def step(self, examples: int | None = None) -> Iterator[StepHandle]:
+        """Time one training step; an exception inside it records nothing and propagates."""
+        begin = time.perf_counter()
+        self._begin(begin)
+        handle = StepHandle()
+        handle.examples = examples
+        try:
+            yield handle
+            self._synchronise(handle.values)
+        except BaseException:
+            self._start, self._input_s, self._had_input = None, 0.0, False
+            self._recorder.break_chain()
+            raise
+        end = time.perf_counter()
+        start = self._start if self._start is not None else begin
+        input_s = self._input_s if self._had_input else None
+        if input_s is None:
+            self._recorder.measurement.input_note = _NO_INPUT_NOTE
+        self._recorder.end(start, input_s, end - begin, handle.examples)
+        self._start, self._input_s, self._had_input = None, 0.0, False
+
+    def _synchronise(self, values: list[Any]) -> None:
+        if values:
+            for value in values:
+                _to_host(value)
+            return
+        if not self.sync or "tensorflow" not in sys.modules:
+            return
+        import tensorflow as tf
+
+        if self._gpu is None:
+            self._gpu = bool(tf.config.list_logical_devices("GPU"))
+        sync = getattr(tf.test.experimental, "sync_devices", None)
+        if self._gpu and sync is not None:
+            sync()
+
+    def pause(self) -> None:
+        """The time until the next step is not host overhead (evaluation, checkpointing)."""
+        self._recorder.break_chain()
+
+    def measurement(self) -> Measurement:
+        """Stop sampling and return what was measured."""
+        return self._recorder.finish()
+
+    def diagnose(self, *, min_steps: int = MIN_STEPS) -> Diagnosis:
+        """Diagnose the steps so far (see :func:`tfaccel.profile.diagnose`)."""
+        return diagnose(self.measurement(), min_steps=min_steps)
+
+    def report(self) -> str:
+        """The final table and the diagnosis, as text."""
+        from tfaccel.profile import text
+
+        measurement = self.measurement()
+        return text.report(measurement, diagnose(measurement))
+
+    def __enter__(self) -> StepTimer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._recorder.finish()
+
+
+def _to_host(value: Any) -> None:
+    import numpy as np
+
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            _to_host(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _to_host(item)
+    elif hasattr(value, "numpy"):
+        value.numpy()
+    else:
+        np.asarray(value)

@@ -1,0 +1,263 @@
+"""``PerformanceCallback`` inside real Keras ``fit`` runs on the CPU (tiny reference CNN).
+
+A pipeline made slow on purpose (a ``tf.py_function`` that sleeps in ``map``) is diagnosed
+input-bound with the size of the wait it adds, and the synthetic re-run agrees; the same model
+fed by ``tfaccel.data.pipeline`` is not input-bound; Python slept between steps is host
+overhead; too few steps are refused. One TensorFlow runtime for the whole module.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+keras = pytest.importorskip("keras")
+
+import tfaccel.data  # noqa: E402
+from tfaccel import models  # noqa: E402
+from tfaccel.errors import UsageError  # noqa: E402
+from tfaccel.keras import PerformanceCallback, instrument  # noqa: E402
+from tfaccel.profile import synthetic  # noqa: E402
+from tfaccel.profile.clock import InputClock, difference  # noqa: E402
+from tfaccel.profile.trace import device_busy_us  # noqa: E402
+from tfaccel.timing import summarize  # noqa: E402
+
+BATCH = 32
+WARMUP = 3
+STEPS = 25
+
+
+@pytest.fixture(scope="module")
+def data() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    x = rng.random((BATCH * 16, 32, 32, 3), dtype=np.float32)
+    return x, rng.integers(0, 10, BATCH * 16).astype(np.int32)
+
+
+@pytest.fixture(scope="module")
+def model(data: tuple[np.ndarray, np.ndarray]) -> Any:
+    net = models.build("reference_cnn", tiny=True)
+    net.compile(optimizer="rmsprop", loss="sparse_categorical_crossentropy")
+    net.fit(*data, batch_size=BATCH, epochs=1, steps_per_epoch=3, verbose=0)  # trace it once
+    return net
+
+
+def _callback(**kwargs: Any) -> PerformanceCallback:
+    options: dict[str, Any] = {"warmup_steps": WARMUP, "live": False, "summary": False}
+    options.update(kwargs)
+    return PerformanceCallback(**options)
+
+
+def _fit(model: Any, ds: Any, callbacks: list[Any], steps: int = STEPS) -> None:
+    model.fit(
+        ds, steps_per_epoch=WARMUP + steps, epochs=1, verbose=0, shuffle=False, callbacks=callbacks
+    )
+
+
+def _fast(data: tuple[np.ndarray, np.ndarray]) -> Any:
+    return tfaccel.data.pipeline(data, BATCH, seed=0, repeat=True, drop_remainder=True)
+
+
+def _slow(data: tuple[np.ndarray, np.ndarray], sleep_s: float) -> Any:
+    def sleepy(x: Any) -> Any:
+        time.sleep(sleep_s)
+        return x
+
+    def slow_map(x: Any, y: Any) -> Any:
+        x = tf.py_function(sleepy, [x], tf.float32)
+        x.set_shape((BATCH, 32, 32, 3))
+        return x, y
+
+    base = tf.data.Dataset.from_tensor_slices(data).batch(BATCH, drop_remainder=True)
+    return base.repeat().map(slow_map)
+
+
+def test_tfaccel_pipeline_feeds_the_model_without_input_wait(model: Any, data: Any) -> None:
+    callback = _callback()
+    _fit(model, instrument(_fast(data)), [callback])
+    measurement = callback.measurement()
+    figures = measurement.figures()
+    assert figures.steps == STEPS and figures.warmup_steps == WARMUP
+    assert figures.input_share is not None and figures.input_share < 0.05
+    assert figures.examples_per_s is not None and figures.examples_per_s > 0
+    finding = callback.diagnose().get("input_bound")
+    assert finding is not None and finding.status == "ok"
+    # on a CPU-only run the re-run on a ready batch happens anyway (the pipeline shares cores)
+    assert measurement.synthetic is not None and measurement.synthetic.steps == 20
+    assert measurement.context.pipeline is not None  # the pipeline's own record was found
+    assert measurement.context.batch_size == BATCH
+
+
+def test_slow_pipeline_is_input_bound_by_the_wait_it_adds(model: Any, data: Any) -> None:
+    calibration = _callback()
+    _fit(model, instrument(_fast(data)), [calibration])
+    busy = calibration.measurement().figures().busy_s
+    assert busy is not None
+    # the pipeline sleeps twice as long as a step computes: with tf.data's prefetch the
+    # step waits about (sleep - compute), half of each period
+    sleep_s = min(max(2 * busy.median, 0.01), 0.06)
+    callback = _callback()
+    _fit(model, instrument(_slow(data, sleep_s)), [callback])
+    measurement = callback.measurement()
+    figures = measurement.figures()
+    assert figures.period_s is not None and figures.input_s is not None and figures.busy_s
+    assert figures.period_s.median == pytest.approx(sleep_s, rel=0.35)  # the pipeline sets the pace
+    # the wait is what the sleep adds beyond the compute it overlaps
+    expected_wait = sleep_s - figures.busy_s.median
+    assert figures.input_s.median == pytest.approx(expected_wait, abs=0.003 + 0.25 * sleep_s)
+    assert figures.input_share is not None and 0.25 <= figures.input_share <= 0.75
+    synthetic_run = measurement.synthetic
+    assert synthetic_run is not None, measurement.synthetic_note
+    # an independent path: the same train function on one ready batch, no pipeline at all
+    assert synthetic_run.input_share >= 0.2
+    finding = callback.diagnose().get("input_bound")
+    assert finding is not None and finding.status == "high"
+    assert finding.numbers["confirmed"] is True
+    assert "tfaccel.data.pipeline(" in (finding.change or "")
+
+
+def test_python_between_steps_is_host_overhead(model: Any, data: Any) -> None:
+    class Busy(keras.callbacks.Callback):  # type: ignore[name-defined]
+        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            time.sleep(0.006)
+
+    callback = _callback()
+    _fit(model, instrument(_fast(data)), [callback, Busy()])
+    figures = callback.measurement().figures()
+    assert figures.host_s is not None and 0.006 <= figures.host_s.median < 0.012
+    finding = callback.diagnose().get("host_overhead")
+    assert finding is not None and finding.status == "high"
+    assert "steps_per_execution" in (finding.change or "")
+
+
+def test_too_few_steps_are_refused(model: Any, data: Any) -> None:
+    callback = _callback()
+    _fit(model, instrument(_fast(data)), [callback], steps=4)
+    diagnosis = callback.diagnose()
+    assert diagnosis.refused is not None and "only 4 step(s)" in diagnosis.refused
+
+
+def test_uninstrumented_data_says_the_wait_is_not_measured(model: Any, data: Any) -> None:
+    callback = _callback(batch_size=BATCH, clock=InputClock())
+    model.fit(*data, batch_size=BATCH, epochs=1, verbose=0, callbacks=[callback])
+    measurement = callback.measurement()
+    assert measurement.input_note is not None and "instrument" in measurement.input_note
+    figures = measurement.figures()
+    assert figures.input_share is None and figures.examples_per_s is not None
+    finding = callback.diagnose().get("input_bound")
+    assert finding is not None and finding.status == "skipped"
+
+
+def test_live_lines_summary_and_tensorboard_scalars(model: Any, data: Any, tmp_path: Path) -> None:
+    stream = io.StringIO()
+    callback = PerformanceCallback(
+        warmup_steps=WARMUP, log_every=10, tensorboard_dir=str(tmp_path), stream=stream
+    )
+    _fit(model, instrument(_fast(data)), [callback], steps=20)
+    out = stream.getvalue()
+    assert out.count("tfaccel: step ") == 2 and "ex/s" in out
+    assert "20 steps measured (3 warm-up excluded), keras fit on CPU" in out
+    assert "Diagnosis:" in out
+    tags = set()
+    for event_file in tmp_path.glob("events.out.tfevents.*"):
+        for event in tf.compat.v1.train.summary_iterator(str(event_file)):
+            tags |= {value.tag for value in event.summary.value}
+    assert {"tfaccel/step_time_ms", "tfaccel/input_wait_percent"} <= tags
+
+
+def test_max_steps_stops_fit_after_the_warmup(model: Any, data: Any) -> None:
+    callback = _callback(max_steps=5)
+    _fit(model, instrument(_fast(data)), [callback], steps=50)
+    assert callback.measurement().figures().steps == 5
+
+
+def test_trace_is_captured_and_its_top_ops_listed(model: Any, data: Any, tmp_path: Path) -> None:
+    callback = _callback(trace_dir=str(tmp_path), trace_steps=4)
+    _fit(model, instrument(_fast(data)), [callback], steps=14)
+    measurement = callback.measurement()
+    trace = measurement.trace
+    assert trace is not None and trace.error is None and trace.steps == 4
+    assert Path(trace.path).name.endswith(".xplane.pb")
+    assert any("Conv2D" in op.type for op in trace.top(10))
+    figures = measurement.figures()
+    assert figures.traced_steps_excluded == 4 and figures.steps == 10
+
+
+def test_steps_per_execution_makes_input_not_measurable(data: Any) -> None:
+    net = models.mlp(input_shape=(32, 32, 3), hidden=(8,))
+    net.compile(optimizer="sgd", loss="sparse_categorical_crossentropy", steps_per_execution=2)
+    callback = _callback(warmup_steps=1)
+    net.fit(
+        instrument(_fast(data)),
+        steps_per_epoch=8,
+        epochs=1,
+        verbose=0,
+        shuffle=False,
+        callbacks=[callback],
+    )
+    measurement = callback.measurement()
+    assert measurement.input_note is not None and "steps_per_execution" in measurement.input_note
+    assert measurement.records[-1].examples == 2 * BATCH
+
+
+def test_synthetic_rerun_restores_the_weights(model: Any, data: Any) -> None:
+    before = [w.copy() for w in model.get_weights()]
+    batch = synthetic.first_batch(_fast(data))
+    run = synthetic.rerun(model, batch, summarize([0.01] * 5), steps=3, warmup=1)
+    assert run.steps == 3 and run.step_s.median > 0
+    for a, b in zip(before, model.get_weights(), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_instrument_keeps_the_elements_and_counts_them(data: Any) -> None:
+    ds = tf.data.Dataset.from_tensor_slices(data).batch(BATCH)
+    clock = InputClock()
+    assert clock.read() is None
+    wrapped = instrument(ds, clock)
+    assert int(wrapped.cardinality()) == int(ds.cardinality())
+    before = clock.read()
+    for a, b in zip(ds, wrapped, strict=True):
+        np.testing.assert_array_equal(a[0].numpy(), b[0].numpy())
+    wait, examples, fetches = difference(before, clock.read())
+    assert fetches == 16 and examples == BATCH * 16 and wait is not None and wait >= 0
+    with pytest.raises(UsageError, match=r"tf\.data\.Dataset"):
+        instrument(data)
+
+
+def test_instrument_measures_the_wait_of_a_pipeline_without_prefetch() -> None:
+    def sleepy(x: Any) -> Any:
+        time.sleep(0.02)
+        return x
+
+    slow = tf.data.Dataset.range(100).map(lambda v: tf.py_function(sleepy, [v], tf.int64))
+    clock = InputClock()
+    it = iter(instrument(slow, clock))
+    next(it)
+    before = clock.read()
+    for _ in range(6):
+        next(it)
+        time.sleep(0.005)  # the consumer's "step": shorter than the pipeline
+    wait, examples, fetches = difference(before, clock.read())
+    assert fetches == 6 and examples == 6 and wait is not None
+    assert wait / 6 == pytest.approx(0.015, abs=0.008)  # 20 ms per element, 5 ms overlapped
+
+
+def test_device_busy_time_from_an_xspace() -> None:
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    space = xplane_pb2.XSpace()
+    for index, spans in enumerate([[(0, 10), (5, 20)], [(0, 5)]]):
+        plane = space.planes.add(name=f"/device:GPU:{index}")
+        line = plane.lines.add(name="Stream #1(Compute)", timestamp_ns=1000)
+        for begin_us, end_us in spans:
+            line.events.add(offset_ps=begin_us * 10**6, duration_ps=(end_us - begin_us) * 10**6)
+        plane.lines.add(name="Steps").events.add(offset_ps=0, duration_ps=10**12)
+    space.planes.add(name="/host:CPU")
+    busy = device_busy_us(space.SerializeToString())
+    assert busy == {"/device:GPU:0": 20.0, "/device:GPU:1": 5.0}

@@ -1,0 +1,192 @@
+"""``tfaccel profile``: --model runs, scripts calling fit or using StepTimer, and bad input
+(a script that raises, one that never trains, a missing script, N = 0). In-process, with the
+command added to the CLI's table for the test."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("tensorflow")
+
+from tfaccel.cli import main
+
+
+def _script(tmp_path: Path, body: str, name: str = "train.py") -> str:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(body))
+    return str(path)
+
+
+FIT_SCRIPT = """
+import sys, time
+import keras
+import numpy as np
+from tfaccel import models
+
+class Busy(keras.callbacks.Callback):
+    def on_train_batch_end(self, batch, logs=None):
+        time.sleep(float(sys.argv[1]))
+
+model = models.build("reference_cnn", tiny=True)
+model.compile(optimizer="rmsprop", loss="sparse_categorical_crossentropy")
+x = np.random.rand(640, 32, 32, 3).astype("float32")
+y = np.random.randint(0, 10, 640).astype("int32")
+model.fit(x, y, batch_size=32, epochs=1, verbose=0, callbacks=[Busy()])
+print("trained")
+sys.exit(int(sys.argv[2]))
+"""
+
+
+def test_model_json_has_figures_diagnosis_pipeline_and_trace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = tmp_path / "trace"
+    argv = ["profile", "--model", "reference-cnn", "--tiny", "--steps", "12", "--warmup", "2"]
+    argv += ["--batch-size", "16", "--trace", str(trace), "--trace-steps", "3", "--json"]
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    doc = json.loads(out)
+    assert doc["command"] == "profile" and doc["target"]["model"] == "reference_cnn"
+    figures = doc["measurement"]["figures"]
+    assert figures["steps"] == 12 and figures["warmup_steps"] == 2
+    assert figures["input_share"] is not None and figures["examples_per_s"] > 0
+    assert doc["pipeline"]["source"] == "arrays"
+    assert doc["diagnosis"]["refused"] is None
+    ids = [f["id"] for f in doc["diagnosis"]["findings"]]
+    assert ids[:2] == ["input_bound", "host_overhead"] and "memory_headroom" in ids
+    traced = doc["measurement"]["trace"]
+    assert traced["error"] is None and traced["steps"] == 3 and traced["top_ops"]
+    assert list(trace.glob("plugins/profile/*/*.xplane.pb"))
+    assert "tfaccel: step" in err  # the live line goes to stderr
+
+
+def test_model_text_report(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["profile", "--model", "mlp", "--tiny", "--steps", "10", "--warmup", "1", "--quiet"]
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    assert "10 steps measured (1 warm-up excluded), keras fit on CPU" in out
+    assert "Diagnosis:" in out and "tfaccel: step" not in err
+
+
+def test_too_few_model_steps_are_refused_in_the_report(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["profile", "--model", "mlp", "--tiny", "--steps", "3", "--warmup", "1", "--quiet"]
+    assert main(argv) == 0
+    assert "Diagnosis refused: only 3 step(s) measured" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--model", "reference-cnn", "--steps", "0"], "at least 1"),
+        (["--model", "reference-cnn", "--warmup", "-1"], "cannot be negative"),
+        (["--model", "transformer"], "Unknown model"),
+        (["--model", "mlp", "some_script.py"], "either --model or a SCRIPT"),
+        ([], "No script to run"),
+        (["does/not/exist.py"], "does not exist"),
+    ],
+    ids=["zero-steps", "negative-warmup", "unknown-model", "both", "nothing", "missing-script"],
+)
+def test_bad_input_exits_2_with_the_fix(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["profile", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Fix:" in err
+
+
+def test_script_zero_steps_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    script = _script(tmp_path, "print('never runs')\n")
+    assert main(["profile", "--steps", "0", script]) == 2
+    captured = capsys.readouterr()
+    assert "at least 1" in captured.err and "never runs" not in captured.out
+
+
+def test_script_fit_gets_the_callback_and_host_overhead_is_found(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = _script(tmp_path, FIT_SCRIPT)
+    assert main(["profile", "--quiet", "--warmup", "3", script, "0.006", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "trained" in out
+    assert "17 steps measured (3 warm-up excluded), keras fit on CPU" in out
+    assert "[HIGH] Host overhead" in out
+    assert "waiting for input" in out and "not measured" not in out.split("Diagnosis")[0]
+
+
+def test_script_json_and_exit_status_pass_through(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = _script(tmp_path, FIT_SCRIPT)
+    assert main(["profile", "--quiet", "--json", "--steps", "10", script, "0", "3"]) == 3
+    out = capsys.readouterr().out
+    doc = json.loads(out[out.index("{") :])
+    assert doc["exit_status"] == 3 and doc["fit_calls"] == 1
+    (run,) = doc["runs"]
+    assert run["label"] == "keras fit"
+    assert run["measurement"]["figures"]["steps"] == 10  # --steps stopped fit early
+    assert run["measurement"]["context"]["batch_size"] == 32
+
+
+def test_script_with_a_step_timer_loop(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    script = _script(
+        tmp_path,
+        """
+        import time
+        from tfaccel.profile import StepTimer
+
+        timer = StepTimer(batch_size=8)
+        for _ in range(20):
+            with timer.input():
+                time.sleep(0.004)
+            with timer.step():
+                time.sleep(0.004)
+        """,
+    )
+    assert main(["profile", "--quiet", "--warmup", "2", script]) == 0
+    out = capsys.readouterr().out
+    assert "18 steps measured (2 warm-up excluded), custom loop on CPU" in out
+    assert "[HIGH] Input-bound" in out
+
+
+def test_script_that_raises_shows_the_users_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = _script(
+        tmp_path,
+        """
+        def load_data():
+            raise FileNotFoundError("data.npz is missing")
+
+        load_data()
+        """,
+    )
+    assert main(["profile", script]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err
+    assert f'File "{script}", line 5, in <module>' in err and "in load_data" in err
+    assert "FileNotFoundError: data.npz is missing" in err
+    assert "runpy" not in err and "tfaccel/profile" not in err
+
+
+def test_script_that_never_trains_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = _script(tmp_path, "print('hello')\n")
+    assert main(["profile", script]) == 2
+    captured = capsys.readouterr()
+    assert "hello" in captured.out
+    assert "ran to its end without a training step" in captured.err
+    assert "StepTimer" in captured.err
+
+
+def test_fit_is_restored_after_the_script(tmp_path: Path) -> None:
+    import keras
+
+    before = keras.Model.fit
+    script = _script(tmp_path, "import keras\nassert keras.Model.fit.__name__ == 'fit'\n")
+    assert main(["profile", "--quiet", script]) == 2
+    assert keras.Model.fit is before
