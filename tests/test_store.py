@@ -70,6 +70,26 @@ def test_history_is_written_and_read_back(tmp_path: Path) -> None:
         assert db.last_run("another-machine") is None
 
 
+def test_a_tune_run_is_not_the_last_bench_run(tmp_path: Path) -> None:
+    with ResultsStore(tmp_path / "results.sqlite") as db:
+        bench_run = _write_run(db, [_record()])
+        tune_run = db.begin_run(
+            FP,
+            started_at="2025-01-02T00:00:00+00:00",
+            tfaccel_version="0.1.0",
+            tf_version="2.21.0",
+            details={"kind": "tune"},
+        )
+        db.finish_run(
+            tune_run,
+            [_record(median=3.0)],
+            finished_at="2025-01-02T00:01:00+00:00",
+            status="complete",
+        )
+        assert db.last_run(FP.digest).id == bench_run  # type: ignore[union-attr]
+        assert db.last_run(FP.digest, kind="tune").id == tune_run  # type: ignore[union-attr]
+
+
 def test_fingerprint_changes_with_devices_and_versions() -> None:
     snap = Snapshot(tfaccel_version="0.1.0")
     snap.cpu.model, snap.cpu.flags = "Xeon", ["avx2", "avx512f"]

@@ -17,14 +17,16 @@ from tfaccel.errors import TfaccelError
 
 __version__ = "0.1.0"
 
-__all__ = ["TfaccelError", "__version__", "device", "devices", "doctor", "setup"]
+__all__ = ["TfaccelError", "__version__", "device", "devices", "doctor", "setup", "tune"]
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
     from contextlib import AbstractContextManager
 
     from tfaccel.doctor import DoctorReport
     from tfaccel.inventory import Inventory
     from tfaccel.runtime import RuntimeConfig
+    from tfaccel.tune import TuneResult
 
 
 def devices(*, tf: bool = False) -> Inventory:
@@ -65,3 +67,16 @@ def device(spec: str) -> AbstractContextManager[Any]:
     from tfaccel import runtime
 
     return runtime.device(spec)
+
+
+def tune(
+    model_fn: Callable[[], Any],
+    data: Any,
+    budget_s: float = 300.0,
+    space: Mapping[str, Any] | None = None,
+    **options: Any,
+) -> TuneResult:
+    """Find the fastest training configuration on this machine; see :func:`tfaccel.tune.tune`."""
+    from tfaccel.tune.api import tune as run
+
+    return run(model_fn, data, budget_s, space, **options)

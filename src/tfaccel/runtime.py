@@ -255,6 +255,9 @@ class Hardware:
         measured_jit: XLA on (True) or off (False) as measured for this machine and model in
             the results store, None when there is no measurement.
         measured_jit_reason: how the measurement reads, or why none was used.
+        measured_precision: the fastest precision measured for this machine and model in the
+            results store (``tfaccel tune``, ``tfaccel bench``), None when there is none.
+        measured_precision_reason: how that measurement reads, or why none was used.
     """
 
     gpus: tuple[GpuFacts, ...] = ()
@@ -264,6 +267,8 @@ class Hardware:
     usable_cores: int | None = None
     measured_jit: bool | None = None
     measured_jit_reason: str = "no measurement for this machine in the results store"
+    measured_precision: str | None = None
+    measured_precision_reason: str = "no measurement for this machine in the results store"
 
 
 @dataclass(frozen=True)
@@ -775,7 +780,9 @@ def _decide_precision(
     if wanted is None:
         _record(plan, request, "precision", state.precision, "unchanged", "Keras policy as set")
         return
-    if wanted == "auto":
+    if wanted == "auto" and hw.measured_precision is not None:
+        policy, reason = hw.measured_precision, hw.measured_precision_reason
+    elif wanted == "auto":
         policy, reason = _auto_precision(hw, gpus)
     else:
         policy, reason = wanted, "as requested"
@@ -978,8 +985,10 @@ def setup(
             of each GPU's memory (float in (0, 1]). Not combinable with growth from
             TF_FORCE_GPU_ALLOW_GROWTH. Without a GPU it is recorded as not applicable.
         precision: "auto", "float32", "mixed_float16" or "mixed_bfloat16" (Keras global
-            policy). Auto: mixed_float16 on GPUs of compute capability >= 7.0, mixed_bfloat16
-            on TPUs and on CPUs with avx512_bf16 or amx_bf16, float32 otherwise.
+            policy). Auto: the fastest precision measured for this machine and model in the
+            results store (``tfaccel tune``) when there is one; else mixed_float16 on GPUs of
+            compute capability >= 7.0, mixed_bfloat16 on TPUs and on CPUs with avx512_bf16 or
+            amx_bf16, float32 otherwise.
         jit: XLA auto-clustering (``tf.config.optimizer.set_jit``): True, False, or "auto": the
             measured result for this machine and model when the results store has one, else on
             for GPU and off on CPU.
@@ -1054,6 +1063,7 @@ def _read_hardware(tf: ModuleType, request: Request) -> Hardware:
     )
     device = "gpu:0" if gpus and request.get("devices") != "none" else "cpu"
     measured, measured_reason = _measured_jit(request, device)
+    precision, precision_reason = _measured_precision(request, device)
     return Hardware(
         gpus=gpus,
         nvml_gpus=nvml_gpus,
@@ -1062,6 +1072,8 @@ def _read_hardware(tf: ModuleType, request: Request) -> Hardware:
         usable_cores=cpu.usable_cores,
         measured_jit=measured,
         measured_jit_reason=measured_reason,
+        measured_precision=precision,
+        measured_precision_reason=precision_reason,
     )
 
 
@@ -1115,6 +1127,28 @@ def _measured_jit(request: Request, device: str) -> tuple[bool | None, str]:
             if value is not None:
                 verdict = "faster" if value else "slower"
                 return bool(value), f"measured here on {device} ({model}): XLA {verdict}"
+    except TfaccelError as exc:  # a broken history must not stop training; the reason says so
+        return None, f"the results store could not be read ({exc.what})"
+    return None, f"no clear measurement on this machine's {device} in the results store"
+
+
+def _measured_precision(request: Request, device: str) -> tuple[str | None, str]:
+    """The fastest precision measured for this machine in the results store (``tfaccel tune``).
+
+    Looked up like the XLA setting (the model's own name, then the reference CNN), only when
+    ``precision="auto"``; a result inside the measured noise counts as no result.
+    """
+    if request.get("precision") != "auto":
+        return None, "not looked up"
+    from tfaccel import store
+
+    models = dict.fromkeys(m for m in (request.model_name, REFERENCE_MODEL) if m)
+    try:
+        fingerprint = store.machine_fingerprint().digest
+        for model in models:
+            value = store.best_setting(fingerprint, model, "precision", device=device)
+            if value in PRECISIONS and value != "auto":
+                return str(value), f"measured here on {device} ({model}): {value} fastest"
     except TfaccelError as exc:  # a broken history must not stop training; the reason says so
         return None, f"the results store could not be read ({exc.what})"
     return None, f"no clear measurement on this machine's {device} in the results store"

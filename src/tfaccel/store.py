@@ -359,10 +359,16 @@ class ResultsStore:
             row = self._conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
         return _run(row) if row is not None else None
 
-    def last_run(self, fingerprint: str, *, before: int | None = None) -> RunRecord | None:
-        """The newest ``complete`` run of ``fingerprint`` (older than run ``before`` if given)."""
-        query = "SELECT * FROM runs WHERE fingerprint = ? AND status = 'complete'"
-        params: list[Any] = [fingerprint]
+    def last_run(
+        self, fingerprint: str, *, before: int | None = None, kind: str = "bench"
+    ) -> RunRecord | None:
+        """The newest ``complete`` run of ``fingerprint`` (older than run ``before`` if given)
+        of one kind: ``details["kind"]``, "bench" when absent ("tune" for ``tfaccel tune``)."""
+        query = (
+            "SELECT * FROM runs WHERE fingerprint = ? AND status = 'complete'"
+            " AND COALESCE(json_extract(details_json, '$.kind'), 'bench') = ?"
+        )
+        params: list[Any] = [fingerprint, kind]
         if before is not None:
             query += " AND id < ?"
             params.append(before)

@@ -204,7 +204,6 @@ class TrainingSampler:
         return seconds / (timed_steps * self.global_batch)  # seconds per image
 
 
-_Sample = TrainingSampler  # the name tfaccel.tune.trials imports
 
 
 def _read_back(model: Any) -> None:

@@ -25,6 +25,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("profile", "tfaccel.cli.profile"),
     ("launch", "tfaccel.cli.launch"),
     ("bench", "tfaccel.cli.bench"),
+    ("tune", "tfaccel.cli.tune"),
     ("report", "tfaccel.cli.report"),
 )
 
@@ -33,7 +34,7 @@ EXIT_CODES = """exit codes:
   1    doctor found a failure (status 'fail'); bench/report: the digits convergence check failed
   2    usage error: a bad argument or input (the message says what was wrong and the fix)
   3    internal error in tfaccel (please report it with 'tfaccel doctor --save-snapshot FILE')
-  130  interrupted (Ctrl-C)
+  130  interrupted (Ctrl-C); 'tfaccel tune' prints the best configuration found so far
   'tfaccel run' and 'tfaccel profile SCRIPT' return the script's own exit code; 'tfaccel launch'
   returns the failed worker's status (128+N when it was killed by signal N).
 """

@@ -1,0 +1,274 @@
+"""``tfaccel.tune`` on the reference CNN against the Keras default and an exhaustive grid.
+
+In one process, on this machine's default device:
+
+1. ``tfaccel.tune`` searches the space below within ``--budget`` seconds (wall time measured).
+2. An exhaustive grid times every configuration of the same space: each is built and warmed up,
+   then all are timed in ``--rounds`` interleaved rounds of ``--sample-seconds`` samples (the
+   same sample length and final-rung rounds the tuner uses), stopping after ``--grid-limit``
+   seconds.
+3. One interleaved comparison (``--compare-rounds`` rounds of ``--compare-calls`` samples each,
+   after one warm-up round) of the Keras default (``fit`` on NumPy arrays, batch 32, float32,
+   no XLA), the tuned configuration and the grid's best, on the models the grid built. It is
+   longer than the grid's rounds because it decides the checks: on this machine a
+   configuration fed from NumPy arrays runs in one of two speeds per ``fit`` call (up to 1.8x
+   apart), so its median needs many calls to settle.
+
+The space: batch {32, 64, 128, 256} x precision {float32, the device's 16-bit mixed policy} x
+XLA {off, on} x feed {numpy fit, tfaccel.data.pipeline} = 32 configurations. These are the
+settings REFERENCE.md section 5 found to matter for this model (batch and feed, bfloat16, XLA
+3x slower on this CPU); batch 256 is where the hand-tuned 2x was measured, and 32 configurations
+keep the grid to about ten minutes on 2 cores (XLA's compiles and slow steps are most of it).
+
+Checks (exit status 1 when one fails): tuned / Keras default >= 1.5; tuned >= 95% of the grid's
+best; the tuner's time <= 30% of the grid's.
+
+    python benchmarks/bench_tune.py [--budget 150] [--grid-limit 1800] [--json] [--out FILE]
+                                    [--smoke]
+
+``--smoke`` runs the tiny model on a 8-configuration space with short samples: it checks that
+everything runs; its figures mean nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Any
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import tfaccel.tune
+from tfaccel.bench.training import KERAS_DEFAULT
+from tfaccel.timing import compare, measure_interleaved, summarize
+from tfaccel.tune.hooks import reference_hooks
+from tfaccel.tune.space import Config
+from tfaccel.tune.trials import TfRunner
+
+MIN_RATIO_OVER_DEFAULT = 1.5
+MIN_SHARE_OF_GRID_BEST = 0.95
+MAX_SHARE_OF_GRID_TIME = 0.30
+
+
+def _space(mixed: str, smoke: bool) -> dict[str, Any]:
+    return {
+        "batch_size": [32, 64] if smoke else [32, 64, 128, 256],
+        "precision": ["float32"] if smoke else ["float32", mixed],
+        "jit": [False, True],
+        "feed": ["numpy", "pipeline"],
+    }
+
+
+def _configs(space: dict[str, Any]) -> list[Config]:
+    return [
+        Config(b, p, j, f)
+        for b in space["batch_size"]
+        for p in space["precision"]
+        for j in space["jit"]
+        for f in space["feed"]
+    ]
+
+
+def run_tuner(hooks: Any, space: dict[str, Any], args: argparse.Namespace) -> tuple[Any, float]:
+    began = time.monotonic()
+    result = tfaccel.tune.tune(
+        hooks.model_fn,
+        hooks.data,
+        args.budget,
+        space,
+        model_name=hooks.model_name,
+        sample_s=args.sample_seconds,
+        final_rounds=args.rounds,
+        store=False,
+        progress=not args.json,
+    )
+    return result, time.monotonic() - began
+
+
+def run_grid(
+    runner: TfRunner, configs: list[Config], args: argparse.Namespace
+) -> tuple[dict[Config, list[float]], float, list[str]]:
+    """Prepare every configuration, then time all in interleaved rounds (stopping at the limit)."""
+    began = time.monotonic()
+    notes: list[str] = []
+    ready = []
+    for index, config in enumerate(configs):
+        if time.monotonic() - began > args.grid_limit:
+            notes.append(f"grid time limit: {len(configs) - index} configurations not built")
+            break
+        _status(f"grid: building {index + 1}/{len(configs)} {config.label()}", args)
+        runner.prepare(config)
+        ready.append(config)
+    samples: dict[Config, list[float]] = {c: [] for c in ready}
+    for round_index in range(args.rounds):
+        if time.monotonic() - began > args.grid_limit:
+            notes.append(f"grid time limit: stopped after {round_index} round(s)")
+            break
+        _status(f"grid: round {round_index + 1}/{args.rounds}", args)
+        shift = round_index % len(ready)
+        order = ready[shift:] + ready[:shift]  # rotate who goes first, as the timing core does
+        seconds = measure_interleaved(
+            {c.label(): (lambda c=c: runner.sample(c)) for c in order}, repeats=1, warmup=0
+        )
+        for config in ready:
+            samples[config].extend(1.0 / s for s in seconds[config.label()])
+    return samples, time.monotonic() - began, notes
+
+
+def final_comparison(
+    runner: TfRunner, named: dict[str, Config], args: argparse.Namespace
+) -> dict[str, Any]:
+    unique = dict.fromkeys(named.values())
+    calls = args.compare_calls
+
+    def timed(config: Config) -> float:  # seconds per image over `calls` consecutive samples
+        return sum(runner.sample(config) for _ in range(calls)) / calls
+
+    seconds = measure_interleaved(
+        {c.label(): (lambda c=c: timed(c)) for c in unique},
+        repeats=args.compare_rounds,
+        warmup=1,
+    )
+    summaries = {c: summarize([1.0 / s for s in seconds[c.label()]]) for c in unique}
+    default, tuned, best = (summaries[named[k]] for k in ("default", "tuned", "grid_best"))
+    return {
+        "images_per_s": {
+            k: {"config": c.label(), **summaries[c].to_dict()} for k, c in named.items()
+        },
+        "tuned_over_default": tuned.median / default.median,
+        "tuned_over_default_verdict": compare(default, tuned, higher_is_better=True).verdict,
+        "tuned_over_grid_best": tuned.median / best.median,
+        "tuned_vs_grid_best_verdict": compare(best, tuned, higher_is_better=True).verdict,
+    }
+
+
+def _status(text: str, args: argparse.Namespace) -> None:
+    if not args.json:
+        print(f"  {text}", file=sys.stderr, flush=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--budget", type=float, default=150.0, help="the tuner's budget (s)")
+    parser.add_argument("--grid-limit", type=float, default=1800.0, help="grid time limit (s)")
+    parser.add_argument("--sample-seconds", type=float, default=1.0)
+    parser.add_argument("--rounds", type=int, default=5, help="final rounds (tuner and grid)")
+    parser.add_argument("--compare-rounds", type=int, default=15)
+    parser.add_argument(
+        "--compare-calls", type=int, default=2, help="samples per comparison sample (longer)"
+    )
+    parser.add_argument("--examples", type=int, default=10_000)
+    parser.add_argument("--smoke", action="store_true", help="tiny model, 8 configurations")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--out", metavar="FILE", help="also write the JSON document to FILE")
+    args = parser.parse_args()
+    if args.smoke:
+        args.sample_seconds, args.rounds, args.compare_rounds, args.compare_calls = 0.05, 3, 3, 1
+        args.budget, args.examples = min(args.budget, 60.0), 512
+
+    hooks = reference_hooks("reference_cnn", smoke=args.smoke, examples=args.examples)
+    from tfaccel.tune.trials import device_name, hardware_precisions
+
+    mixed = next((p for p in hardware_precisions() if p != "float32"), "mixed_bfloat16")
+    space = _space(mixed, args.smoke)
+    configs = _configs(space)
+    x, y = hooks.data
+
+    result, tune_s = run_tuner(hooks, space, args)
+    assert result.best is not None
+    _status("tuner done", args)
+    runner = TfRunner(hooks.model_fn, x, y, sample_s=args.sample_seconds)
+    grid, grid_s, notes = run_grid(runner, configs, args)
+    grid_best = max(grid, key=lambda c: summarize(grid[c]).median)
+    default = Config(KERAS_DEFAULT.batch_size, KERAS_DEFAULT.precision, KERAS_DEFAULT.jit, "numpy")
+    _status("comparing", args)
+    comparison = final_comparison(
+        runner, {"default": default, "tuned": result.best, "grid_best": grid_best}, args
+    )
+    doc = {
+        "device": device_name(),
+        "space": space,
+        "configurations": len(configs),
+        "tuner": {
+            "seconds": tune_s,
+            "budget_s": args.budget,
+            "best": result.best.label(),
+            "reason": result.reason,
+            "trials": len(result.trials),
+            "timed_samples": sum(len(s) for t in result.trials for s in t.rung_samples.values()),
+            "table": result.table(),
+        },
+        "grid": {
+            "seconds": grid_s,
+            "best": grid_best.label(),
+            "rows": sorted(
+                ({"config": c.label(), **summarize(v).to_dict()} for c, v in grid.items() if v),
+                key=lambda r: -r["median"],
+            ),
+            "notes": notes,
+        },
+        "comparison": comparison,
+        "tuner_share_of_grid_time": tune_s / grid_s,
+    }
+    doc["checks"] = {
+        f"tuned >= {MIN_RATIO_OVER_DEFAULT}x Keras default": comparison["tuned_over_default"]
+        >= MIN_RATIO_OVER_DEFAULT,
+        f"tuned >= {MIN_SHARE_OF_GRID_BEST:.0%} of the grid's best": comparison[
+            "tuned_over_grid_best"
+        ]
+        >= MIN_SHARE_OF_GRID_BEST,
+        f"tuner time <= {MAX_SHARE_OF_GRID_TIME:.0%} of the grid's": doc["tuner_share_of_grid_time"]
+        <= MAX_SHARE_OF_GRID_TIME,
+    }
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=2, default=str)
+    if args.json:
+        print(json.dumps(doc, indent=2, default=str))
+    else:
+        _print(doc)
+    return 0 if all(doc["checks"].values()) or args.smoke else 1
+
+
+def _print(doc: dict[str, Any]) -> None:
+    tuner, grid, comparison = doc["tuner"], doc["grid"], doc["comparison"]
+    print(f"device: {doc['device']}; space: {doc['configurations']} configurations")
+    print(
+        f"\ntuner: {tuner['seconds']:.0f} s (budget {tuner['budget_s']:g} s), "
+        f"{tuner['timed_samples']} timed samples; best {tuner['best']}\n  why: {tuner['reason']}"
+    )
+    for row in tuner["table"]:
+        print("  " + "  ".join(str(cell) for cell in row).rstrip())
+    print(f"\ngrid: {grid['seconds']:.0f} s; best {grid['best']}")
+    for row in grid["rows"]:
+        print(
+            f"  {row['config']:40} {row['median']:8.0f} img/s  IQR "
+            f"{row['relative_iqr'] * 100:5.1f}%"
+        )
+    for note in grid["notes"]:
+        print(f"  note: {note}")
+    print("\ninterleaved comparison (median images/s, IQR):")
+    for name, row in comparison["images_per_s"].items():
+        print(
+            f"  {name:10} {row['config']:40} {row['median']:8.0f}  "
+            f"IQR {row['relative_iqr'] * 100:5.1f}%"
+        )
+    print(
+        f"  tuned / default   x{comparison['tuned_over_default']:.2f} "
+        f"({comparison['tuned_over_default_verdict']})"
+    )
+    print(
+        f"  tuned / grid best x{comparison['tuned_over_grid_best']:.3f} "
+        f"({comparison['tuned_vs_grid_best_verdict']})"
+    )
+    print(f"  tuner time / grid time: {doc['tuner_share_of_grid_time'] * 100:.0f}%")
+    print()
+    for check, passed in doc["checks"].items():
+        print(f"  {'PASS' if passed else 'FAIL'}  {check}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,132 @@
+"""``tfaccel tune SCRIPT | --model NAME``: find the fastest configuration, store it for setup()."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from tfaccel.errors import UsageError
+
+__all__ = ["EXIT_INTERRUPTED", "add_parser", "run"]
+
+EXIT_INTERRUPTED = 130
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "tune",
+        help="find the fastest batch size, precision, XLA and input settings for a model",
+        description=(
+            "Search batch size (up to the largest that fits in memory), precision, XLA, the "
+            "input feed (fit on arrays or tfaccel.data.pipeline) and its knobs, and thread "
+            "counts, within a time budget. Candidates are timed interleaved; losers are dropped "
+            "early; a configuration wins only when it is faster beyond the noise, else the "
+            "simpler one does. The winner is stored in the results database, where "
+            "tfaccel.setup(precision='auto', jit='auto') finds it. SCRIPT defines model_fn() "
+            "(returning a compiled Keras model) and data (or data()) returning (x, y), or "
+            "tfaccel_tune() returning dict(model_fn=..., data=...); its training code must sit "
+            "under if __name__ == '__main__':. Ctrl-C stops and prints the best so far."
+        ),
+    )
+    p.add_argument("script", nargs="?", metavar="SCRIPT", help="the training script to tune")
+    p.add_argument(
+        "--model",
+        metavar="NAME",
+        help="tune a reference model on synthetic data instead: reference-cnn, mlp, resnet20",
+    )
+    p.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="time the search may take (default 300)",
+    )
+    p.add_argument(
+        "--space",
+        action="append",
+        default=[],
+        metavar="KEY=VALUES",
+        help="values to search for one setting, repeatable: batch_size=64,128,256 (or auto), "
+        "precision=float32,mixed_bfloat16 (or auto), jit=off,on, feed=numpy,pipeline, "
+        "cache=auto,off, prefetch=auto,1,0, num_parallel_calls=auto,1, threads=default,2:1",
+    )
+    p.add_argument("--batch-cap", type=int, metavar="N", help="largest batch size to try")
+    p.add_argument(
+        "--margin",
+        type=float,
+        default=0.1,
+        metavar="F",
+        help="fraction kept below the largest batch that fitted in memory (default 0.1)",
+    )
+    p.add_argument(
+        "--sample-seconds",
+        type=float,
+        default=1.0,
+        metavar="S",
+        help="length of one timed sample (default 1.0)",
+    )
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=5,
+        metavar="N",
+        help="interleaved rounds of the final comparison (default 5)",
+    )
+    p.add_argument(
+        "--smoke",
+        action="store_true",
+        help="with --model: the tiny model on 512 examples (checks the machinery only)",
+    )
+    p.add_argument(
+        "--db",
+        metavar="PATH",
+        help="results database (default $XDG_DATA_HOME/tfaccel/results.sqlite)",
+    )
+    p.add_argument("--no-save", action="store_true", help="do not store the result")
+    p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Tune the script or model; print the result (text or JSON); 130 when interrupted."""
+    from tfaccel.tune.api import tune_model, tune_script
+    from tfaccel.tune.space import parse_space_text
+
+    if bool(args.script) == bool(args.model):
+        raise UsageError(
+            "Tell tfaccel tune what to tune: a SCRIPT or --model, not both",
+            expected="tfaccel tune train.py, or tfaccel tune --model reference-cnn",
+            received=f"SCRIPT={args.script!r}, --model={args.model!r}",
+            fix="pass exactly one of them",
+        )
+    if args.smoke and not args.model:
+        raise UsageError(
+            "--smoke applies to --model only",
+            expected="tfaccel tune --model reference-cnn --smoke",
+            received=f"SCRIPT {args.script!r} with --smoke",
+            fix="drop --smoke, or tune a reference model",
+        )
+    options: dict[str, Any] = {
+        "space": parse_space_text(args.space) or None,
+        "batch_cap": args.batch_cap,
+        "margin": args.margin,
+        "sample_s": args.sample_seconds,
+        "final_rounds": args.rounds,
+        "store": False if args.no_save else (args.db or True),
+        "progress": not args.no_progress,
+    }
+    if args.budget is not None:
+        options["budget_s"] = args.budget
+    if args.model:
+        result = tune_model(args.model, smoke=args.smoke, **options)
+    else:
+        result = tune_script(args.script, **options)
+    if args.json:
+        json.dump(result.to_dict(), sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+    else:
+        print(result)
+    return EXIT_INTERRUPTED if result.interrupted else 0

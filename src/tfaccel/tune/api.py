@@ -1,0 +1,463 @@
+"""``tfaccel.tune``: the three entry points (a model function, a script, a reference model).
+
+Each checks its input before importing TensorFlow, runs the search
+(:func:`tfaccel.tune.search.search`) on :class:`~tfaccel.tune.trials.TfRunner`, then the thread
+stage when asked and possible, and records the winner in the results database.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from tfaccel.tune._errors import BudgetError, SpaceError, TuneError
+from tfaccel.tune.batch import is_oom_error
+from tfaccel.tune.hooks import Hooks, load_script, reference_hooks
+from tfaccel.tune.result import TuneResult
+from tfaccel.tune.search import Event, Runner, SearchOutcome, SearchSettings, pick_winner, search
+from tfaccel.tune.space import Space, parse_space
+
+__all__ = ["DEFAULT_BUDGET_S", "tune", "tune_model", "tune_script"]
+
+DEFAULT_BUDGET_S = 300.0
+"""Five minutes: enough to screen the default space of a small model on a CPU."""
+
+StoreTarget = bool | str | Path
+
+
+def tune(
+    model_fn: Callable[[], Any],
+    data: Any,
+    budget_s: float = DEFAULT_BUDGET_S,
+    space: Mapping[str, Any] | None = None,
+    *,
+    model_name: str | None = None,
+    batch_cap: int | None = None,
+    margin: float = 0.1,
+    is_oom: Callable[[BaseException], bool] = is_oom_error,
+    store: StoreTarget = True,
+    sample_s: float = 1.0,
+    final_rounds: int = 5,
+    pipeline_kwargs: Mapping[str, Any] | None = None,
+    progress: bool = True,
+    runner: Runner | None = None,
+) -> TuneResult:
+    """Find the fastest training configuration of a model on this machine, within a budget.
+
+    Searches batch size, precision, XLA, the feed (``fit`` on arrays or
+    ``tfaccel.data.pipeline``) and the pipeline's knobs, measuring every candidate with the
+    shared timing core (interleaved, median and IQR) and dropping losers early (successive
+    halving). A configuration wins only when it is faster beyond the noise; otherwise the
+    simpler one does (float32 < mixed, XLA off < on, numpy feed < pipeline, default knobs <
+    changed, smaller batch). The winner is stored in the results database, so
+    ``tfaccel.setup(precision="auto", jit="auto", model=model)`` applies it on this machine.
+
+    Thread counts cannot change inside one process once TensorFlow runs; search them with
+    :func:`tune_script` or ``tfaccel tune SCRIPT --space threads=...``.
+
+    Args:
+        model_fn: builds and compiles the model, e.g. ``lambda: make_model()``. Called once per
+            configuration with the precision set as the Keras global policy; layers with an
+            explicit dtype keep it.
+        data: ``(x, y)`` arrays.
+        budget_s: seconds the search may take (the search ends sooner when it is done).
+        space: what to search (:data:`tfaccel.tune.space.DEFAULT_SPACE` for the keys left out),
+            e.g. ``{"batch_size": [64, 128, 256], "jit": False}``.
+        model_name: the name the result is stored under (default: the model's ``name``; pass
+            the same model to ``setup(model=...)``).
+        batch_cap: the largest batch size (default 1024 for ``batch_size="auto"``); a batch
+            never exceeds the number of examples.
+        margin: fraction kept below the largest batch that fitted in memory.
+        is_oom: which exceptions mean "out of memory" (default:
+            ``tf.errors.ResourceExhaustedError`` and ``MemoryError``): the trial is released
+            and the search goes on.
+        store: True (the default results database), False (do not store), or a database path.
+        sample_s: seconds per timed sample.
+        final_rounds: interleaved rounds of the final comparison.
+        pipeline_kwargs: fixed ``tfaccel.data.pipeline`` arguments (``map_fn``, ``seed``...).
+        progress: show a progress bar with the current best on stderr.
+        runner: runs the trials (default: TensorFlow); tests inject timings through it.
+
+    Returns:
+        A :class:`~tfaccel.tune.result.TuneResult`: ``best``, every trial, the calls that
+        reproduce it (``setup_kwargs()``, ``compile_kwargs()``, ``pipeline_kwargs()``,
+        ``code()``). After Ctrl-C: the best so far, ``interrupted=True``.
+
+    Raises:
+        SpaceError: an unknown space key or value.
+        BudgetError: the budget cannot pay for one trial (the message says how much can).
+        ModelFnError: ``model_fn`` raised or returned no compiled model (with its traceback).
+        TuneError: bad data (not (x, y), empty), or the first trial failed.
+
+    Example:
+        >>> import tfaccel
+        >>> def model_fn():
+        ...     model = keras.Sequential([...], name="my_net")
+        ...     model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+        ...     return model
+        >>> result = tfaccel.tune(model_fn, (x_train, y_train), budget_s=300)  # doctest: +SKIP
+        >>> print(result)                                                       # doctest: +SKIP
+        >>> result.setup_kwargs()                                               # doctest: +SKIP
+        {'precision': 'mixed_bfloat16', 'jit': False}
+    """
+    hooks = Hooks(
+        model_fn=model_fn,
+        data=data,
+        source="tfaccel.tune()",
+        model_fn_name="",
+        model_name=model_name,
+        pipeline_kwargs=dict(pipeline_kwargs) if pipeline_kwargs else None,
+    )
+    if not callable(model_fn):
+        raise TuneError(
+            "model_fn is not callable",
+            expected="a function that builds, compiles and returns a keras.Model",
+            received=type(model_fn).__name__,
+            fix="pass the function itself (model_fn), not a model (model_fn())",
+        )
+    return _tune(
+        hooks,
+        budget_s,
+        space,
+        batch_cap=batch_cap,
+        margin=margin,
+        is_oom=is_oom,
+        store=store,
+        sample_s=sample_s,
+        final_rounds=final_rounds,
+        progress=progress,
+        runner=runner,
+    )
+
+
+def tune_script(
+    path: str | Path,
+    budget_s: float = DEFAULT_BUDGET_S,
+    space: Mapping[str, Any] | None = None,
+    **options: Any,
+) -> TuneResult:
+    """:func:`tune` with the model and data a script defines (``tfaccel tune SCRIPT``).
+
+    The script defines ``model_fn()`` and ``data`` (or ``data()``), or ``tfaccel_tune()``
+    returning ``dict(model_fn=..., data=(x, y), space=..., model_name=..., pipeline_kwargs=...)``
+    (see :mod:`tfaccel.tune.hooks`). ``space`` here overrides the script's keys. Thread counts
+    in the space are measured in fresh processes.
+
+    Args:
+        path: the script.
+        budget_s / space / options: as for :func:`tune` (``model_name``, ``batch_cap``,
+            ``margin``, ``is_oom``, ``store``, ``sample_s``, ``final_rounds``, ``progress``).
+
+    Example:
+        >>> result = tfaccel.tune.tune_script("train.py", budget_s=600)  # doctest: +SKIP
+    """
+    hooks = load_script(path)
+    merged = {**(hooks.space or {}), **(space or {})}
+    if options.get("model_name"):
+        hooks.model_name = options.pop("model_name")
+    options.pop("model_name", None)
+    return _tune(hooks, budget_s, merged, **options)
+
+
+def tune_model(
+    name: str = "reference_cnn",
+    budget_s: float = DEFAULT_BUDGET_S,
+    space: Mapping[str, Any] | None = None,
+    *,
+    smoke: bool = False,
+    examples: int | None = None,
+    **options: Any,
+) -> TuneResult:
+    """:func:`tune` on a tfaccel reference model and synthetic data (``tfaccel tune --model``).
+
+    Args:
+        name: ``reference_cnn`` (``reference-cnn``), ``mlp`` or ``resnet20``.
+        budget_s / space / options: as for :func:`tune`.
+        smoke: the tiny model on 512 examples (checks the machinery; figures mean nothing).
+        examples: synthetic examples (default 10,000).
+
+    Example:
+        >>> result = tfaccel.tune.tune_model("reference_cnn", budget_s=300)  # doctest: +SKIP
+    """
+    hooks = reference_hooks(name, smoke=smoke, examples=examples)
+    options.pop("model_name", None)
+    return _tune(hooks, budget_s, space, **options)
+
+
+def _tune(
+    hooks: Hooks,
+    budget_s: float,
+    space: Mapping[str, Any] | None,
+    *,
+    batch_cap: int | None = None,
+    margin: float = 0.1,
+    is_oom: Callable[[BaseException], bool] = is_oom_error,
+    store: StoreTarget = True,
+    sample_s: float = 1.0,
+    final_rounds: int = 5,
+    progress: bool = True,
+    runner: Runner | None = None,
+) -> TuneResult:
+    """Check everything, search in this process, search threads in workers, store."""
+    from tfaccel.tune.trials import check_data
+
+    parsed = parse_space(space)
+    x, y, count = check_data(hooks.data)
+    settings = _settings(budget_s, sample_s, final_rounds, batch_cap, margin)
+    threads = _thread_values(parsed, hooks)
+    tf_runner = None
+    if runner is None:
+        tf_runner = _tf_runner(hooks, parsed, x, y, sample_s)
+        runner = tf_runner
+    resolved = _resolve_precision(parsed)
+    began = time.monotonic()
+    with _policy_kept(), _progress_bar(progress) as on_event:
+        outcome = search(
+            resolved,
+            runner,
+            dataset_size=count,
+            settings=settings,
+            is_oom=is_oom,
+            on_event=on_event,
+        )
+    device = str(getattr(runner, "device", "cpu"))
+    name = hooks.model_name or getattr(runner, "model_name", None) or "model"
+    if tf_runner is not None:
+        tf_runner.close()
+    result = _result(outcome, name, device, resolved, settings.budget_s)
+    if threads and result.best is not None and not result.interrupted:
+        _thread_search(result, hooks, threads, settings, began)
+    result.elapsed_s = time.monotonic() - began
+    _store(result, store)
+    return result
+
+
+def _tf_runner(hooks: Hooks, space: Space, x: Any, y: Any, sample_s: float) -> Any:
+    from tfaccel.tune.trials import TfRunner, resolve_pipeline
+
+    if "pipeline" in space.feed:
+        resolve_pipeline()  # a missing module fails now, not in the middle of the search
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    return TfRunner(
+        hooks.model_fn,
+        x,
+        y,
+        sample_s=sample_s,
+        pipeline_kwargs=hooks.pipeline_kwargs,
+        model_fn_name=hooks.model_fn_name or None,
+    )
+
+
+def _settings(
+    budget_s: float, sample_s: float, final_rounds: int, batch_cap: int | None, margin: float
+) -> SearchSettings:
+    _check_number("sample_s", sample_s, "a number of seconds > 0, e.g. 1.0", lambda v: v > 0)
+    _check_number("margin", margin, "a fraction in [0, 1), e.g. 0.1", lambda v: 0 <= v < 1)
+    if not _is_int(final_rounds) or final_rounds < 1:
+        raise _bad_option("final_rounds", final_rounds, "an integer >= 1, e.g. 5")
+    if batch_cap is not None and (not _is_int(batch_cap) or batch_cap < 1):
+        raise _bad_option("batch_cap", batch_cap, "an integer >= 1, or None")
+    _check_number("budget_s", budget_s, "a number of seconds > 0, e.g. 300", lambda v: v > 0)
+    settings = SearchSettings(
+        budget_s=float(budget_s),
+        sample_s=float(sample_s),
+        final_rounds=final_rounds,
+        batch_cap=batch_cap,
+        margin=float(margin),
+    )
+    if budget_s < settings.min_budget_s:
+        needed = math.ceil(settings.min_budget_s)
+        raise BudgetError(
+            f"A budget of {budget_s:g} s is too small for one trial",
+            expected=f"at least {needed} s: building the model, its first (traced) steps and "
+            f"one timed sample of {sample_s:g} s (a trial takes about 4 samples' time); a "
+            "useful search of the default space takes minutes",
+            received=f"budget_s={budget_s:g}",
+            fix=f"pass a budget of {needed} s or more (tfaccel tune --budget {needed}); "
+            f"{math.ceil(DEFAULT_BUDGET_S)} s searches the default space of a small model",
+        )
+    return settings
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_number(name: str, value: Any, expected: str, ok: Callable[[float], bool]) -> None:
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not number or not math.isfinite(value) or not ok(value):
+        raise _bad_option(name, value, expected)
+
+
+def _bad_option(name: str, value: Any, expected: str) -> TuneError:
+    return TuneError(
+        f"The argument {name}={value!r} is not valid",
+        expected=expected,
+        received=repr(value),
+        fix=f"pass {name}= {expected.split('e.g. ')[-1]}"
+        if "e.g." in expected
+        else f"pass {name}= {expected}",
+    )
+
+
+def _thread_values(space: Space, hooks: Hooks) -> tuple[Any, ...]:
+    """The thread settings to time in workers (empty: only TensorFlow's default)."""
+    if all(value is None for value in space.threads):
+        return ()
+    if not hooks.recipe:
+        raise SpaceError(
+            "Thread counts cannot be searched by tfaccel.tune(model_fn, data)",
+            expected="threads searched through a script or a reference model, whose model a "
+            "fresh process can rebuild (TensorFlow fixes its thread pools when it starts, so "
+            "each setting needs its own process)",
+            received="threads=" + ", ".join(repr(v) for v in space.threads),
+            fix="use tfaccel.tune.tune_script('train.py', space={'threads': [...]}) or "
+            "tfaccel tune train.py --space threads=default,2:1; or drop 'threads'",
+        )
+    return space.threads
+
+
+def _resolve_precision(space: Space) -> Space:
+    if not isinstance(space.precision, str):
+        return space
+    from dataclasses import replace
+
+    from tfaccel.tune.trials import hardware_precisions
+
+    return replace(space, precision=hardware_precisions())
+
+
+class _policy_kept:
+    """Keep the caller's Keras global dtype policy (trials and clear_session change it)."""
+
+    def __enter__(self) -> None:
+        import sys
+
+        keras = sys.modules.get("keras")
+        self.saved = keras.mixed_precision.global_policy().name if keras is not None else None
+
+    def __exit__(self, *exc: object) -> None:
+        import sys
+
+        keras = sys.modules.get("keras")
+        if keras is not None:
+            keras.mixed_precision.set_global_policy(self.saved or "float32")
+
+
+class _progress_bar:
+    """A rich progress bar on stderr (elapsed time against the budget, the current best)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.progress: Any = None
+        self.task: Any = None
+
+    def __enter__(self) -> Callable[[Event], None] | None:
+        if not self.enabled:
+            return None
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        self.progress = Progress(
+            SpinnerColumn(),
+            TextColumn("[bold]tfaccel tune[/bold]"),
+            BarColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.description}"),
+            console=Console(stderr=True),
+            transient=True,
+        )
+        self.progress.start()
+        self.task = self.progress.add_task("starting", total=None)
+        return self.update
+
+    def update(self, event: Event) -> None:
+        from rich.markup import escape
+
+        text = event.phase
+        if event.best is not None:
+            label, rate = event.best
+            text += f" | best: {label} {rate:.0f}/s"
+        self.progress.update(
+            self.task,
+            total=event.budget_s,
+            completed=min(event.elapsed_s, event.budget_s),
+            description=escape(text),
+        )
+
+    def __exit__(self, *exc: object) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+
+def _result(
+    outcome: SearchOutcome, name: str, device: str, space: Space, budget_s: float
+) -> TuneResult:
+    decision = outcome.decision
+    return TuneResult(
+        best=decision.winner if decision else None,
+        reason=decision.reason if decision else "nothing was timed",
+        trials=outcome.trials,
+        model_name=name,
+        device=device,
+        space=space,
+        budget_s=budget_s,
+        elapsed_s=outcome.elapsed_s,
+        interrupted=outcome.interrupted,
+        batch_search=outcome.batch_search,
+        final_rounds=outcome.final_rounds,
+        notes=list(outcome.notes),
+    )
+
+
+def _thread_search(
+    result: TuneResult,
+    hooks: Hooks,
+    values: tuple[Any, ...],
+    settings: SearchSettings,
+    began: float,
+) -> None:
+    """Time the winner under each thread setting in worker processes; keep the best."""
+    from tfaccel.tune.threads import thread_stage
+
+    assert result.best is not None
+    winner_trial = result.best_trial
+    rung = (winner_trial.last_rung or 0) + 1 if winner_trial else 1
+    try:
+        trials = thread_stage(
+            hooks.recipe,
+            result.best,
+            values,
+            rung=rung,
+            sample_s=settings.sample_s,
+            remaining=lambda: settings.budget_s - (time.monotonic() - began),
+        )
+    except KeyboardInterrupt:
+        result.interrupted = True
+        result.notes.append("interrupted (Ctrl-C) during the thread search: threads not tuned")
+        return
+    result.trials += trials
+    timed = {t.config: t.summary for t in trials if t.summary is not None}
+    if not timed:
+        result.notes.append("no thread setting could be timed (budget or worker errors)")
+        return
+    decision = pick_winner(timed)
+    result.best = decision.winner
+    result.reason = f"{result.reason}; threads (fresh processes): {decision.reason}"
+
+
+def _store(result: TuneResult, store: StoreTarget) -> None:
+    if store is False or result.best is None:
+        return
+    from tfaccel.store import StoreError
+    from tfaccel.tune.record import record
+
+    path = None if store is True else Path(store)
+    try:
+        record(result, path)
+    except StoreError as exc:
+        result.notes.append(f"not stored: {exc.what}")

@@ -1,0 +1,99 @@
+"""Record a tune result in the results database, where ``tfaccel.setup`` finds it.
+
+A tune run is one run of :class:`tfaccel.store.ResultsStore` (``details["kind"] == "tune"``,
+with the whole trial table in its details) holding ONE result: the winner's images/s, under
+the model's name, with a configuration carrying ``device``, ``precision``, ``jit``,
+``batch_size``, ``feed`` and the pipeline knobs. ``store.best_setting(fingerprint, model,
+"jit" | "precision", device=...)`` reads the newest complete run that measured the model and,
+finding one value per key, returns the winner's: the search has already decided, beyond the
+noise or by simplicity, so ``setup(jit="auto", precision="auto", model=model)`` applies exactly
+the configuration tune chose. An interrupted search is recorded as ``incomplete``, which
+``best_setting`` never reads.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import sys
+from pathlib import Path
+from typing import Any
+
+from tfaccel.tune.result import TuneResult
+
+__all__ = ["record", "store_config"]
+
+
+def store_config(result: TuneResult) -> dict[str, Any]:
+    """The configuration dict stored with the winner (the keys ``best_setting`` reads)."""
+    assert result.best is not None
+    return {"device": result.device, **result.best.to_dict()}
+
+
+def record(result: TuneResult, path: str | Path | None = None) -> int:
+    """Write ``result`` to the results database; set and return its run id.
+
+    Args:
+        result: a tune result.
+        path: the database (default: :func:`tfaccel.store.default_path`).
+
+    Returns:
+        The run id.
+
+    Raises:
+        StoreError: the database cannot be opened or written.
+    """
+    from tfaccel import __version__
+    from tfaccel.store import ResultRecord, ResultsStore, machine_fingerprint
+
+    fingerprint = machine_fingerprint()
+    tf = sys.modules.get("tensorflow")
+    details = {
+        "kind": "tune",
+        "model_name": result.model_name,
+        "device": result.device,
+        "best": result.best.to_dict() if result.best is not None else None,
+        "reason": result.reason,
+        "trials": [t.to_dict() for t in result.trials],
+        "space": result.space.to_dict(),
+        "budget_s": result.budget_s,
+        "elapsed_s": result.elapsed_s,
+        "notes": result.notes,
+    }
+    records = []
+    summary = result.best_summary
+    if result.best is not None and summary is not None:
+        records.append(
+            ResultRecord(
+                benchmark=result.model_name,
+                config=store_config(result),
+                metric="images_per_s",
+                unit="images/s",
+                median=summary.median,
+                q1=summary.q1,
+                q3=summary.q3,
+                n=summary.n,
+                samples=list(result.best_trial.samples) if result.best_trial else [],
+                extra={"tuned": True, "reason": result.reason},
+            )
+        )
+    with ResultsStore(path) as db:
+        run_id = db.begin_run(
+            fingerprint,
+            started_at=_now(),
+            tfaccel_version=__version__,
+            tf_version=getattr(tf, "__version__", None),
+            details=details,
+        )
+        db.finish_run(
+            run_id,
+            records,
+            finished_at=_now(),
+            status="incomplete" if result.interrupted or not records else "complete",
+            details=details,
+        )
+        result.run_id, result.db_path = run_id, str(db.path)
+    return run_id
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")

@@ -1,0 +1,264 @@
+"""What ``tfaccel.tune`` returns: the best configuration, every trial, and how to reproduce it.
+
+Plain data with ``to_dict`` (the ``--json`` document) and ``str()`` (the text report).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tfaccel.timing import Summary, summarize
+from tfaccel.tune.batch import BatchSearch
+from tfaccel.tune.search import Trial
+from tfaccel.tune.space import KNOB_DEFAULTS, Config, Space, simplicity
+
+__all__ = ["Speedup", "TuneResult"]
+
+
+@dataclass(frozen=True)
+class Speedup:
+    """The winner against the simplest configuration timed in the same rung.
+
+    Attributes:
+        ratio: images/s of the winner / images/s of the baseline (medians).
+        baseline: the simplest configuration the search timed.
+        rung: the rung both were timed in (interleaved).
+    """
+
+    ratio: float
+    baseline: Config
+    rung: int
+
+
+@dataclass
+class TuneResult:
+    """The outcome of ``tfaccel.tune``.
+
+    Attributes:
+        best: the configuration to use (None when nothing was timed).
+        reason: why it won.
+        trials: every configuration considered, in the order tried.
+        model_name: the name the result is stored under (the Keras model's name by default).
+        device: ``cpu`` or ``gpu:0``.
+        space: the space searched.
+        budget_s / elapsed_s: seconds allowed and spent.
+        interrupted: Ctrl-C ended the search; ``best`` is the best so far.
+        batch_search: the memory search, when batch sizes were "auto".
+        final_rounds: interleaved rounds behind the decision.
+        notes: facts a reader needs.
+        run_id / db_path: where the result was stored (None: not stored).
+
+    Example:
+        >>> result = tfaccel.tune(model_fn, (x, y), budget_s=120)      # doctest: +SKIP
+        >>> result.best.label(), result.setup_kwargs()                 # doctest: +SKIP
+        ('bs256 mixed_bfloat16 pipeline xla=off', {'precision': 'mixed_bfloat16', 'jit': False})
+    """
+
+    best: Config | None
+    reason: str
+    trials: list[Trial]
+    model_name: str
+    device: str
+    space: Space
+    budget_s: float
+    elapsed_s: float
+    interrupted: bool = False
+    batch_search: BatchSearch | None = None
+    final_rounds: int = 0
+    notes: list[str] = field(default_factory=list)
+    run_id: int | None = None
+    db_path: str | None = None
+
+    # -- the best ---------------------------------------------------------------------------
+
+    @property
+    def best_trial(self) -> Trial | None:
+        """The winner's trial."""
+        return next((t for t in self.trials if t.config == self.best), None)
+
+    @property
+    def best_summary(self) -> Summary | None:
+        """The winner's images/s in the rung that decided."""
+        trial = self.best_trial
+        return trial.summary if trial is not None else None
+
+    @property
+    def speedup(self) -> Speedup | None:
+        """The winner against the simplest configuration timed in a rung with it."""
+        winner = self.best_trial
+        if winner is None:
+            return None
+        timed = [t for t in self.trials if t.rung_samples and t.config != self.best]
+        for trial in sorted(timed, key=lambda t: simplicity(t.config)):
+            common = set(trial.rung_samples) & set(winner.rung_samples)
+            if common:
+                rung = max(common)
+                ratio = (
+                    summarize(winner.rung_samples[rung]).median
+                    / summarize(trial.rung_samples[rung]).median
+                )
+                return Speedup(ratio, trial.config, rung)
+        return None
+
+    # -- reproducing it ---------------------------------------------------------------------
+
+    def setup_kwargs(self) -> dict[str, Any]:
+        """The ``tfaccel.setup(...)`` arguments of the winner: precision, XLA, threads."""
+        if self.best is None:
+            return {}
+        kwargs: dict[str, Any] = {"precision": self.best.precision, "jit": self.best.jit}
+        if self.best.threads is not None:
+            intra, inter = self.best.threads
+            kwargs["threads"] = (intra, inter) if inter is not None else intra
+        return kwargs
+
+    def compile_kwargs(self) -> dict[str, Any]:
+        """The ``model.compile(...)`` argument that reproduces the XLA setting."""
+        return {"jit_compile": self.best.jit} if self.best is not None else {}
+
+    def pipeline_kwargs(self) -> dict[str, Any] | None:
+        """The ``tfaccel.data.pipeline(source, ...)`` arguments, None for the numpy feed."""
+        if self.best is None or self.best.feed != "pipeline":
+            return None
+        kwargs: dict[str, Any] = {"batch_size": self.best.batch_size}
+        kwargs.update(
+            {k: v for k, v in self.best.pipeline_knobs().items() if v != KNOB_DEFAULTS[k]}
+        )
+        return kwargs
+
+    def fit_kwargs(self) -> dict[str, Any]:
+        """The ``model.fit(x, y, ...)`` arguments for the numpy feed (``batch_size``)."""
+        if self.best is None or self.best.feed != "numpy":
+            return {}
+        return {"batch_size": self.best.batch_size}
+
+    def code(self) -> str:
+        """Python lines that reproduce the winner in a training script."""
+        if self.best is None:
+            return ""
+        lines = [
+            f"tfaccel.setup({_kwargs(self.setup_kwargs())})  # first, before building the model",
+            f"model.compile(..., {_kwargs(self.compile_kwargs())})",
+        ]
+        pipeline = self.pipeline_kwargs()
+        if pipeline is not None:
+            lines.append(f"dataset = tfaccel.data.pipeline((x, y), {_kwargs(pipeline)})")
+            lines.append("model.fit(dataset, ...)")
+        else:
+            lines.append(f"model.fit(x, y, {_kwargs(self.fit_kwargs())}, ...)")
+        return "\n".join(lines)
+
+    # -- output -----------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (``tfaccel tune --json``)."""
+        summary = self.best_summary
+        speedup = self.speedup
+        return {
+            "model_name": self.model_name,
+            "device": self.device,
+            "best": self.best.to_dict() if self.best is not None else None,
+            "best_label": self.best.label() if self.best is not None else None,
+            "images_per_s": summary.to_dict() if summary is not None else None,
+            "reason": self.reason,
+            "speedup": None
+            if speedup is None
+            else {
+                "ratio": speedup.ratio,
+                "baseline": speedup.baseline.to_dict(),
+                "baseline_label": speedup.baseline.label(),
+                "rung": speedup.rung,
+            },
+            "setup": self.setup_kwargs(),
+            "compile": self.compile_kwargs(),
+            "pipeline": self.pipeline_kwargs(),
+            "fit": self.fit_kwargs(),
+            "code": self.code(),
+            "trials": [t.to_dict() for t in self.trials],
+            "space": self.space.to_dict(),
+            "batch_search": self.batch_search.to_dict() if self.batch_search else None,
+            "budget_s": self.budget_s,
+            "elapsed_s": self.elapsed_s,
+            "final_rounds": self.final_rounds,
+            "interrupted": self.interrupted,
+            "notes": self.notes,
+            "run_id": self.run_id,
+            "db_path": self.db_path,
+        }
+
+    def table(self) -> list[tuple[str, str, str, str, str, str]]:
+        """Rows (configuration, images/s median, spread, samples, status, note) of every trial.
+
+        The winner first, then the trials that went furthest (the last rung, fastest first),
+        then out of memory, errors and skipped ones. The spread is the interquartile range
+        relative to the median, of the samples of the last rung the trial was timed in.
+        """
+        rows = []
+        for trial in sorted(self.trials, key=self._rank):
+            summary = trial.summary
+            note = "winner" if trial.config == self.best else trial.note
+            rows.append(
+                (
+                    trial.config.label(),
+                    f"{summary.median:.0f}" if summary else "-",
+                    f"+-{summary.relative_iqr * 100:.1f}%" if summary and summary.n > 1 else "-",
+                    str(summary.n) if summary else "0",
+                    trial.status,
+                    note,
+                )
+            )
+        return rows
+
+    def _rank(self, trial: Trial) -> tuple[int, int, float]:
+        summary = trial.summary
+        median = summary.median if summary is not None else 0.0
+        if trial.config == self.best:
+            return (0, 0, 0.0)
+        status = ("ok", "dropped", "oom", "error", "skipped", "pending")
+        group = 1 + (status.index(trial.status) if trial.status in status else len(status))
+        return (group, -(trial.last_rung or 0), -median)
+
+    def __str__(self) -> str:
+        head = (
+            f"tfaccel tune: {self.model_name} on {self.device}, {self.elapsed_s:.0f} s of a "
+            f"{self.budget_s:g} s budget"
+        )
+        if self.interrupted:
+            head += " (interrupted: best so far)"
+        lines = [head]
+        summary = self.best_summary
+        if self.best is None or summary is None:
+            lines.append("no configuration was timed")
+        else:
+            best = f"best: {self.best.label()}  {summary.median:.0f} images/s"
+            speedup = self.speedup
+            if speedup is not None:
+                best += (
+                    f", x{speedup.ratio:.2f} over {speedup.baseline.label()} (timed together in "
+                    f"rung {speedup.rung})"
+                )
+            lines += [best, f"why: {self.reason}"]
+        lines += ["", *_render_table(self.table())]
+        if self.best is not None:
+            lines += ["", "reproduce:", *("  " + line for line in self.code().splitlines())]
+        lines += [f"note: {note}" for note in self.notes]
+        if self.run_id is not None:
+            lines.append(f"stored as run {self.run_id} in {self.db_path}")
+        return "\n".join(lines)
+
+
+def _kwargs(kwargs: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+
+
+def _render_table(rows: list[tuple[str, str, str, str, str, str]]) -> list[str]:
+    header = ("configuration", "images/s", "spread", "n", "status", "note")
+    table = [header, *rows]
+    widths = [max(len(row[i]) for row in table) for i in range(5)]
+    right = (False, True, True, True, False)
+    out = []
+    for row in table:
+        cells = [row[i].rjust(widths[i]) if right[i] else row[i].ljust(widths[i]) for i in range(5)]
+        out.append(("  " + "  ".join([*cells, row[5]])).rstrip())
+    return out

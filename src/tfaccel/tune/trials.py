@@ -1,0 +1,306 @@
+"""Trials on TensorFlow: build the user's model per configuration, feed it, time it.
+
+A trial sets the Keras dtype policy while ``model_fn()`` builds the model (so its layers take
+the precision), sets ``model.jit_compile``, and times ``fit`` exactly as ``tfaccel bench``
+does (:mod:`tfaccel.bench.training`): the clock runs from the end of the first batch to the
+moment the last update is visible on the host. The pipeline feed goes through
+``tfaccel.data.pipeline``; the numpy feed is ``model.fit(x, y, batch_size=...)``.
+
+TensorFlow and Keras are imported inside the functions.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from tfaccel.tune._errors import ModelFnError, TuneError, user_traceback
+from tfaccel.tune.space import Config
+
+__all__ = [
+    "TfRunner",
+    "build_model",
+    "check_data",
+    "device_name",
+    "hardware_precisions",
+    "resolve_pipeline",
+]
+
+
+def check_data(data: Any) -> tuple[Any, Any, int]:
+    """Check the training data: a pair ``(x, y)`` of arrays with the same, non-zero length.
+
+    Returns:
+        (x, y, number of examples).
+
+    Raises:
+        TuneError: not a pair, lengths differ, or no examples.
+
+    Example:
+        >>> import numpy as np
+        >>> check_data((np.zeros((10, 3)), np.zeros(10)))[2]
+        10
+    """
+    if not isinstance(data, (tuple, list)) or len(data) != 2:
+        raise TuneError(
+            "The training data is not a pair (x, y)",
+            expected="data=(x, y): NumPy arrays (or array-likes) with one row per example",
+            received=type(data).__name__ + (f" of length {len(data)}" if _sized(data) else ""),
+            fix="pass data=(x_train, y_train)",
+        )
+    x, y = data
+    if isinstance(x, Mapping) or isinstance(y, Mapping):
+        raise TuneError(
+            "The training data's x or y is a dict (a multi-input or multi-output model)",
+            expected="x and y as single arrays with one row per example",
+            received=f"x: {type(x).__name__}, y: {type(y).__name__}",
+            fix="tune a single-input version of the model, or tune with arrays of the same "
+            "shapes and sizes; the settings found carry over",
+        )
+    if not _sized(x) or not _sized(y):
+        raise TuneError(
+            "The training data's x or y has no length",
+            expected="arrays with one row per example",
+            received=f"x: {type(x).__name__}, y: {type(y).__name__}",
+            fix="pass NumPy arrays, e.g. data=(np.asarray(x), np.asarray(y))",
+        )
+    count = len(x)
+    if count == 0:
+        raise TuneError(
+            "The training data is empty",
+            expected="at least one example (two batches for the numpy feed)",
+            received=f"x with 0 rows (y with {len(y)})",
+            fix="pass the training arrays, not an empty split",
+        )
+    if len(y) != count:
+        raise TuneError(
+            "The training data's x and y have different lengths",
+            expected="one label row per example",
+            received=f"{count} rows of x, {len(y)} of y",
+            fix="pass matching arrays",
+        )
+    return x, y, count
+
+
+def _sized(value: Any) -> bool:
+    try:
+        len(value)
+    except TypeError:
+        return False
+    return True
+
+
+def describe(fn: Callable[..., Any]) -> str:
+    """How to name the user's function in a message: ``module.qualname``."""
+    module = getattr(fn, "__module__", None)
+    name = getattr(fn, "__qualname__", None) or repr(fn)
+    return f"{module}.{name}" if module and module != "builtins" else name
+
+
+def build_model(model_fn: Callable[[], Any], precision: str, *, name: str | None = None) -> Any:
+    """Call the user's ``model_fn`` under the Keras dtype policy ``precision``.
+
+    The global policy is set while ``model_fn`` runs and restored after, so layers built without
+    an explicit dtype take the precision.
+
+    Args:
+        model_fn: builds and compiles a Keras model.
+        precision: a Keras dtype policy name.
+        name: how to name the function in errors (default: its module and name).
+
+    Returns:
+        The compiled model.
+
+    Raises:
+        ModelFnError: ``model_fn`` raised (the message holds its traceback), or returned
+            something that is not a compiled Keras model.
+    """
+    import keras
+
+    shown = name or describe(model_fn)
+    previous = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy(precision)
+    try:
+        model = model_fn()
+    except Exception as exc:
+        raise ModelFnError(
+            f"Your model_fn {shown} raised {type(exc).__name__}: {_first_line(exc)}",
+            expected="model_fn() to build, compile and return a keras.Model",
+            received="this traceback, from your code:\n" + user_traceback(exc),
+            fix=f"fix the error in {shown}; calling it alone reproduces it",
+        ) from exc
+    finally:
+        keras.mixed_precision.set_global_policy(previous)
+    if not isinstance(model, keras.Model):
+        raise ModelFnError(
+            f"Your model_fn {shown} did not return a Keras model",
+            expected="a compiled keras.Model",
+            received=type(model).__name__,
+            fix="end model_fn with model.compile(optimizer=..., loss=...) and return model",
+        )
+    if not getattr(model, "compiled", False):
+        raise ModelFnError(
+            f"Your model_fn {shown} returned a model that is not compiled",
+            expected="a compiled keras.Model (tune times model.fit, which needs a loss and an "
+            "optimizer)",
+            received=f"an uncompiled {type(model).__name__} named {model.name!r}",
+            fix="call model.compile(optimizer=..., loss=...) in model_fn before returning it",
+        )
+    return model
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0][:300] if lines else "(no message)"
+
+
+def resolve_pipeline() -> Callable[..., Any]:
+    """``tfaccel.data.pipeline``, imported on first use.
+
+    Raises:
+        TuneError: the module is not installed with this tfaccel.
+    """
+    try:
+        package = importlib.import_module("tfaccel.data")
+        found = getattr(package, "pipeline", None)
+        if found is None or not callable(found):
+            found = getattr(importlib.import_module("tfaccel.data.pipeline"), "pipeline", None)
+    except ImportError as exc:
+        raise TuneError(
+            "tfaccel.data.pipeline cannot be imported, so the pipeline feed cannot be tried",
+            expected="tfaccel.data.pipeline",
+            received=f"ImportError: {exc}",
+            fix="reinstall tfaccel, or search the numpy feed only: space={'feed': ['numpy']}",
+        ) from None
+    if found is None or not callable(found):
+        raise TuneError(
+            "tfaccel.data has no pipeline function",
+            expected="tfaccel.data.pipeline(source, batch_size, ...)",
+            received=repr(found),
+            fix="reinstall tfaccel, or search the numpy feed only: space={'feed': ['numpy']}",
+        )
+    return found
+
+
+def device_name() -> str:
+    """Where Keras trains by default: ``gpu:0`` when TensorFlow sees a GPU, else ``cpu``."""
+    import tensorflow as tf
+
+    return "gpu:0" if tf.config.list_physical_devices("GPU") else "cpu"
+
+
+def hardware_precisions() -> tuple[str, ...]:
+    """The precisions worth trying here (:func:`tfaccel.tune.space.auto_precisions`)."""
+    import tensorflow as tf
+
+    from tfaccel.probe import cpu as probe_cpu
+    from tfaccel.probe import tpu as probe_tpu
+    from tfaccel.tune.space import auto_precisions
+
+    ccs: list[float | None] = []
+    for gpu in tf.config.list_physical_devices("GPU"):
+        cc = tf.config.experimental.get_device_details(gpu).get("compute_capability")
+        ccs.append(float(f"{cc[0]}.{cc[1]}") if cc else None)
+    return auto_precisions(ccs, probe_cpu.collect().flags, tpu=probe_tpu.collect().present)
+
+
+class TfRunner:
+    """Runs trials of the user's model on TensorFlow (the :class:`~tfaccel.tune.search.Runner`).
+
+    Each prepared configuration keeps its own model and, for the pipeline feed, its dataset,
+    until it is released.
+
+    Args:
+        model_fn: builds and compiles the model.
+        x / y: the training data.
+        sample_s: the length of one timed sample (the step count adapts to it).
+        pipeline_kwargs: more ``tfaccel.data.pipeline`` arguments, the same for every trial
+            (``map_fn``, ``shuffle_buffer``, ``seed``...).
+        pipeline_fn: the pipeline function (default: ``tfaccel.data.pipeline``).
+        model_fn_name: how errors name ``model_fn``.
+    """
+
+    def __init__(
+        self,
+        model_fn: Callable[[], Any],
+        x: Any,
+        y: Any,
+        *,
+        sample_s: float = 1.0,
+        pipeline_kwargs: Mapping[str, Any] | None = None,
+        pipeline_fn: Callable[..., Any] | None = None,
+        model_fn_name: str | None = None,
+    ) -> None:
+        self.model_fn = model_fn
+        self.x = x
+        self.y = y
+        self.sample_s = sample_s
+        self.pipeline_kwargs = dict(pipeline_kwargs or {})
+        self.pipeline_fn = pipeline_fn
+        self.model_fn_name = model_fn_name
+        self.model_name: str | None = None
+        self._samplers: dict[Config, Any] = {}
+
+    @property
+    def device(self) -> str:
+        """Where the trials train (``cpu`` or ``gpu:0``)."""
+        return device_name()
+
+    def prepare(self, config: Config) -> None:
+        """Build the model for ``config`` and run the warm-up call (tracing, first steps)."""
+        from tfaccel.bench.data import ImageData
+        from tfaccel.bench.training import TrainConfig, TrainingSampler
+
+        model = build_model(self.model_fn, config.precision, name=self.model_fn_name)
+        if self.model_name is None:
+            self.model_name = str(model.name)
+        model.jit_compile = config.jit
+        feed = "tf.data" if config.feed == "pipeline" else "numpy"
+        dataset = self.dataset(config) if config.feed == "pipeline" else None
+        sampler = TrainingSampler(
+            model,
+            TrainConfig(feed, config.batch_size, config.precision, config.jit),
+            ImageData(self.x, self.y, "training data"),
+            dataset,
+            1,
+            self.sample_s,
+        )
+        sampler()  # the warm-up: traces the train step, adapts the step count
+        self._samplers[config] = sampler
+
+    def dataset(self, config: Config) -> Any:
+        """The ``tfaccel.data.pipeline`` dataset of a pipeline-feed configuration, repeated
+        (``repeat=True``) and in whole batches (``drop_remainder=True``) for timing."""
+        pipeline = self.pipeline_fn or resolve_pipeline()
+        fixed = {"drop_remainder": True, "repeat": True}
+        return pipeline(
+            (self.x, self.y),
+            config.batch_size,
+            **{**self.pipeline_kwargs, **config.pipeline_knobs(), **fixed},
+        )
+
+    def sample(self, config: Config) -> float:
+        """One timed ``fit`` call: seconds per training example."""
+        seconds: float = self._samplers[config]()
+        return seconds
+
+    def release(self, config: Config, *, failed: bool) -> None:
+        """Drop the configuration's model; after a failure also clear Keras' session."""
+        self._samplers.pop(config, None)
+        if failed:
+            import keras
+
+            keras.backend.clear_session()  # collects garbage too
+        else:
+            gc.collect()
+
+    def holds(self, config: Config) -> bool:
+        """Whether ``config`` is prepared and not released."""
+        return config in self._samplers
+
+    def close(self) -> None:
+        """Release every configuration."""
+        self._samplers.clear()
+        gc.collect()

@@ -1,0 +1,38 @@
+"""benchmarks/bench_tune.py runs end to end (smoke: tiny model) and its figures are sane.
+
+Benchmarks are not timed tests: this checks the script works and its numbers are consistent,
+never a wall-clock bound or a speed-up.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from runtime_helpers import clean_env
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_bench_tune_smoke_runs_and_reports_sane_figures() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_tune.py"), "--smoke", "--json"],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["configurations"] == 8 and len(doc["grid"]["rows"]) == 8
+    assert 0 < doc["tuner"]["seconds"] and 0 < doc["grid"]["seconds"]
+    assert doc["tuner_share_of_grid_time"] == doc["tuner"]["seconds"] / doc["grid"]["seconds"]
+    figures = doc["comparison"]["images_per_s"]
+    assert set(figures) == {"default", "tuned", "grid_best"}
+    assert figures["default"]["config"] == "bs32 float32 numpy xla=off"
+    assert all(row["median"] > 0 and row["n"] == 3 for row in figures.values())
+    ratio = figures["tuned"]["median"] / figures["default"]["median"]
+    assert abs(doc["comparison"]["tuned_over_default"] - ratio) < 1e-9
+    assert len(doc["checks"]) == 3 and all(isinstance(v, bool) for v in doc["checks"].values())
