@@ -96,7 +96,7 @@ def test_cpu_peak_formula() -> None:
     assert peak.estimate
     assert peak.fp32_tflops == pytest.approx(2 * 2.7 * 64 / 1000)
     assert peak.bf16_tflops == pytest.approx(2 * 2.7 * 1024 / 1000)
-    assert "2 cores x 2.70 GHz x 64" in (peak.formula or "")
+    assert "2 cores x 2.70 GHz (reported) x 64" in (peak.formula or "")
     avx2 = inventory.cpu_peak(
         CpuInfo(
             physical_cores=8,
