@@ -98,22 +98,18 @@ class PerformanceCallback(keras.callbacks.Callback):
     ) -> None:
         super().__init__()
         active = session_module.current()
-        self.recorder = Recorder(
-            source="keras fit",
-            warmup_steps=warmup_steps
-            if warmup_steps is not None
-            else (active.warmup_steps if active else 5),
+        self.recorder: Recorder = session_module.recorder(
+            "keras fit",
+            warmup_steps=warmup_steps,
+            live=live,
+            trace_dir=trace_dir,
+            trace_steps=trace_steps,
             log_every=log_every,
-            live=live if live is not None else (active.live if active else True),
             stream=stream,
             sample_gpu=sample_gpu,
             tensorboard_dir=tensorboard_dir,
-            trace_dir=trace_dir or (active.trace_dir if active else None),
-            trace_steps=trace_steps or (active.trace_steps if active else 20),
             batch_size=batch_size,
         )
-        if active is not None:
-            active.register(self.recorder)
         self.stream = stream
         self.summary = summary if summary is not None else active is None
         self.confirm = confirm

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Session", "current", "open_session"]
+__all__ = ["Session", "current", "open_session", "recorder"]
 
 
 @dataclass
@@ -61,3 +61,39 @@ def open_session(session: Session) -> Iterator[Session]:
         yield session
     finally:
         _CURRENT = previous
+
+
+def recorder(
+    source: str,
+    *,
+    warmup_steps: int | None,
+    live: bool | None,
+    trace_dir: str | None,
+    trace_steps: int | None,
+    **options: Any,
+) -> Any:
+    """A :class:`~tfaccel.profile.recorder.Recorder` for a new timer or callback: the
+    arguments the user left as None take the open session's settings (or the defaults), and
+    the recorder is registered with the session.
+
+    Args:
+        source: "keras fit" or "custom loop".
+        warmup_steps, live, trace_dir, trace_steps: as given by the user, None for unset.
+        **options: passed to the Recorder as they are.
+    """
+    from tfaccel.profile.recorder import Recorder
+
+    active = current()
+    made = Recorder(
+        source=source,
+        warmup_steps=(
+            warmup_steps if warmup_steps is not None else (active.warmup_steps if active else 5)
+        ),
+        live=live if live is not None else (active.live if active else True),
+        trace_dir=trace_dir or (active.trace_dir if active else None),
+        trace_steps=trace_steps or (active.trace_steps if active else 20),
+        **options,
+    )
+    if active is not None:
+        active.register(made)
+    return made

@@ -84,23 +84,18 @@ class StepTimer:
         trace_steps: int | None = None,
         sync: bool = True,
     ) -> None:
-        active = session_module.current()
-        self._recorder = Recorder(
-            source="custom loop",
-            warmup_steps=warmup_steps
-            if warmup_steps is not None
-            else (active.warmup_steps if active else 5),
+        self._recorder: Recorder = session_module.recorder(
+            "custom loop",
+            warmup_steps=warmup_steps,
+            live=live,
+            trace_dir=trace_dir,
+            trace_steps=trace_steps,
             log_every=log_every,
-            live=live if live is not None else (active.live if active else True),
             stream=stream,
             sample_gpu=sample_gpu,
             tensorboard_dir=tensorboard_dir,
-            trace_dir=trace_dir or (active.trace_dir if active else None),
-            trace_steps=trace_steps or (active.trace_steps if active else 20),
             batch_size=batch_size,
         )
-        if active is not None:
-            active.register(self._recorder)
         self.sync = sync
         self._start: float | None = None
         self._input_s = 0.0
