@@ -386,15 +386,21 @@ def save_snapshot(snap: Snapshot, path: str | os.PathLike[str]) -> None:
     write_atomic(Path(path), snap.to_json() + "\n")
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that a reader sees the old file or the whole new one."""
+def write_atomic(path: Path, content: str | bytes, *, mode: int = 0o644) -> None:
+    """Write ``content`` to ``path`` so that a reader sees the old file or the whole new one.
+
+    Text is written as UTF-8. The file gets ``mode`` (mkstemp alone would leave it 0600,
+    while a report or a snapshot is meant to be shared).
+    """
     directory = path.parent if str(path.parent) else Path(".")
+    data = content.encode("utf-8") if isinstance(content, str) else content
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         try:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tfaccel.errors import UsageError
+from tfaccel.snapshot import write_atomic
 
 __all__ = [
     "ReportFiles",
@@ -555,23 +556,6 @@ def check_writable(directory: str | Path) -> Path:
     return path
 
 
-def _write_bytes_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; a report is meant to be shared
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-
-
 def write_report(
     directory: str | Path, doc: dict[str, Any], plots: dict[str, bytes] | None = None
 ) -> ReportFiles:
@@ -591,7 +575,7 @@ def write_report(
             (root / "plots").mkdir(exist_ok=True)
         for name, png in plots.items():
             plot_paths[name] = root / "plots" / f"{name}.png"
-            _write_bytes_atomic(plot_paths[name], png)
+            write_atomic(plot_paths[name], png)
         files = ReportFiles(
             directory=root,
             html=root / "report.html",
@@ -609,10 +593,10 @@ def write_report(
             },
         }
         text = json.dumps(doc, indent=2, default=str) + "\n"
-        _write_bytes_atomic(files.json, text.encode("utf-8"))
+        write_atomic(files.json, text.encode("utf-8"))
         markdown = render_markdown(doc, doc["files"]["plots"])
-        _write_bytes_atomic(files.markdown, markdown.encode("utf-8"))
-        _write_bytes_atomic(files.html, render_html(doc, plots).encode("utf-8"))
+        write_atomic(files.markdown, markdown.encode("utf-8"))
+        write_atomic(files.html, render_html(doc, plots).encode("utf-8"))
     except OSError as exc:
         raise UsageError(
             f"The report could not be written to {str(root)!r}",
