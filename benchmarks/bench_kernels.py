@@ -19,37 +19,6 @@ from tfaccel.errors import TfaccelError
 from tfaccel.kernels import KernelBackendError, bench
 
 
-def _text(result: bench.KernelBenchResult) -> str:
-    lines = [f"{result.device} (compute capability {result.compute_capability})", ""]
-    lines.append(
-        f"vector_add vs device copy (target >= {bench.TARGET_COPY_SHARE:.0%} of copy bandwidth)"
-    )
-    for row in result.vector_add:
-        lines.append(
-            f"  {row.elements:>11,} x {row.dtype}: {row.kernel_gb_per_s:8.1f} GB/s vs copy "
-            f"{row.copy_gb_per_s:8.1f} GB/s = {row.share_of_copy:6.1%} "
-            f"(noise +-{row.kernel_seconds.relative_iqr:.1%})"
-            f"{'' if row.meets_target else '  below target'}"
-        )
-    lines.append("")
-    lines.append(
-        f"matmul vs tf.matmul/cuBLAS (target >= {bench.TARGET_CUBLAS_SHARE:.0%} for large sizes)"
-    )
-    for mm in result.matmul:
-        lines.append(f"  {mm.size}^3 {mm.dtype}: cuBLAS {mm.cublas_tflops:7.2f} TFLOP/s")
-        for tile in mm.tiles:
-            best = "  <- best" if tile.tile == mm.best_tile else ""
-            lines.append(
-                f"    tile {tile.tile:>2}: {tile.tflops:7.2f} TFLOP/s = "
-                f"{tile.share_of_cublas:6.1%} of cuBLAS (max rel. error "
-                f"{tile.max_relative_error:.1e}){best}"
-            )
-    if result.notes:
-        lines.append("")
-        lines.extend(f"note: {note}" for note in result.notes)
-    return "\n".join(lines)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=list(bench.DEFAULT_SIZES))
@@ -78,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     else:
-        print(_text(result))
+        print(bench.render_text(result))
     return 0
 
 

@@ -183,3 +183,18 @@ def test_locked_and_corrupt_database(capsys: pytest.CaptureFixture[str], tmp_pat
     path.write_bytes(b"\x00garbage" * 512)
     code, _, err = _run_cli(capsys, "bench", "--only", "matmul", "--db", str(path))
     _assert_clear_error(code, err, "is corrupt", f"mv {path}")
+
+
+def test_kernels_bench_without_a_gpu_says_why_it_skipped(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from tfaccel import kernels
+
+    if kernels.backend() == "cuda":
+        pytest.skip("a real GPU is here: tests/test_kernels_gpu.py measures it")
+    code, out, _ = _run_cli(capsys, "bench", "--kernels", "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["kernels"] is None
+    assert "needs an NVIDIA GPU" in doc["skipped"]
+    code, out, _ = _run_cli(capsys, "bench", "--kernels")
+    assert code == 0 and out.startswith("kernels not measured:")

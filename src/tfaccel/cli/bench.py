@@ -92,6 +92,15 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="compare with the last run of this machine and flag changes beyond noise",
     )
+    p.add_argument(
+        "--kernels",
+        action="store_true",
+        help=(
+            "measure the tfaccel.kernels CUDA kernels instead: vector_add against the copy "
+            "bandwidth, matmul against cuBLAS, tile sizes compared (NVIDIA GPU only; "
+            "elsewhere it says why it skipped)"
+        ),
+    )
     p.set_defaults(handler=run)
 
 
@@ -213,6 +222,8 @@ def run(args: argparse.Namespace) -> int:
     from tfaccel import bench, probe
     from tfaccel.store import ResultsStore
 
+    if args.kernels:
+        return run_kernels(args)
     options = options_from(args)
     db = None if args.no_save and not args.compare else ResultsStore(args.db)
     try:
@@ -257,3 +268,25 @@ def _last(db: Any, result: Any) -> Any:
 
     record = db.last_run(result.fingerprint)
     return bench.load_run(db, record.id) if record is not None else None
+
+
+def run_kernels(args: argparse.Namespace) -> int:
+    """``tfaccel bench --kernels``: the kernels against the GPU, or the reason it skipped."""
+    from tfaccel.kernels import KernelBackendError
+    from tfaccel.kernels import bench as kernel_bench
+
+    try:
+        result = kernel_bench.run(repeats=args.repeats, warmup=args.warmup)
+    except KernelBackendError as exc:  # no GPU, or only the simulator: a skip, with the reason
+        if args.json:
+            json.dump({"kernels": None, "skipped": str(exc)}, sys.stdout)
+            sys.stdout.write("\n")
+        else:
+            print(f"kernels not measured: {exc}")
+        return 0
+    if args.json:
+        json.dump({"kernels": result.to_dict(), "skipped": None}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(kernel_bench.render_text(result))
+    return 0

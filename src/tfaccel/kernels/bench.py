@@ -41,6 +41,7 @@ __all__ = [
     "MatmulRow",
     "TileResult",
     "VectorAddRow",
+    "render_text",
     "require_gpu",
     "run",
 ]
@@ -442,3 +443,33 @@ def run(
         matmul=matmul_rows,
         notes=tuple(notes),
     )
+
+
+def render_text(result: KernelBenchResult) -> str:
+    """The result as plain text: one line per vector size, matmul size and tile."""
+    lines = [f"{result.device} (compute capability {result.compute_capability})", ""]
+    lines.append(f"vector_add vs device copy (target >= {TARGET_COPY_SHARE:.0%} of copy bandwidth)")
+    for row in result.vector_add:
+        lines.append(
+            f"  {row.elements:>11,} x {row.dtype}: {row.kernel_gb_per_s:8.1f} GB/s vs copy "
+            f"{row.copy_gb_per_s:8.1f} GB/s = {row.share_of_copy:6.1%} "
+            f"(noise +-{row.kernel_seconds.relative_iqr:.1%})"
+            f"{'' if row.meets_target else '  below target'}"
+        )
+    lines.append("")
+    lines.append(
+        f"matmul vs tf.matmul/cuBLAS (target >= {TARGET_CUBLAS_SHARE:.0%} for large sizes)"
+    )
+    for mm in result.matmul:
+        lines.append(f"  {mm.size}^3 {mm.dtype}: cuBLAS {mm.cublas_tflops:7.2f} TFLOP/s")
+        for tile in mm.tiles:
+            best = "  <- best" if tile.tile == mm.best_tile else ""
+            lines.append(
+                f"    tile {tile.tile:>2}: {tile.tflops:7.2f} TFLOP/s = "
+                f"{tile.share_of_cublas:6.1%} of cuBLAS (max rel. error "
+                f"{tile.max_relative_error:.1e}){best}"
+            )
+    if result.notes:
+        lines.append("")
+        lines.extend(f"note: {note}" for note in result.notes)
+    return "\n".join(lines)
