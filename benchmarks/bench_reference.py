@@ -2,7 +2,7 @@
 
 In one process, on the CPU (or --device gpu:0):
 
-1. The Keras CIFAR-10 CNN (REFERENCE.md section 5) trained with the Keras default (``fit`` on
+1. The Keras CIFAR-10 CNN (the reference CNN) trained with the Keras default (``fit`` on
    NumPy arrays, batch 32, float32) and with tf.data at batch 256 + prefetch in float32 and in
    the device's 16-bit mixed precision, each with XLA off and on, all interleaved; prints
    images/s medians, their IQR, the best configuration and its ratio over the default with the

@@ -16,8 +16,8 @@ In one process, on this machine's default device:
 
 The space: batch {32, 64, 128, 256} x precision {float32, the device's 16-bit mixed policy} x
 XLA {off, on} x feed {numpy fit, tfaccel.data.pipeline} = 32 configurations. These are the
-settings REFERENCE.md section 5 found to matter for this model (batch and feed, bfloat16, XLA
-3x slower on this CPU); batch 256 is where the hand-tuned 2x was measured, and 32 configurations
+settings found to matter for this model on CPUs (batch and feed, bfloat16, XLA
+3x slower); batch 256 is where the hand-tuned 2x was measured, and 32 configurations
 keep the grid to about ten minutes on 2 cores (XLA's compiles and slow steps are most of it).
 
 Checks (exit status 1 when one fails): tuned / Keras default >= 1.5; tuned >= 95% of the grid's

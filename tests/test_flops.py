@@ -104,7 +104,7 @@ def test_reference_models_by_hand() -> None:
         + 2 * 512 * 10
     )
     assert cnn.forward == expected == 41_482_240
-    assert cnn.training == 124_446_720  # ~0.124 GFLOP per training image (REFERENCE.md)
+    assert cnn.training == 124_446_720  # ~0.124 GFLOP per training image
     assert count_model(models.build("mlp")).forward == 2 * (784 * 512 + 512 * 512 + 512 * 10)
     resnet = count_model(models.build("resnet20"))
     convs = (

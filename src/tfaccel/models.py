@@ -33,7 +33,7 @@ def reference_cnn(
     dense_units: int = 512,
     dtype: str = "float32",
 ) -> keras.Model:
-    """The Keras CIFAR-10 example CNN (REFERENCE.md section 5).
+    """The Keras CIFAR-10 example CNN (the reference CNN of ``tfaccel bench``).
 
     conv32(same)-conv32-pool-conv64(same)-conv64-pool-dense512-dense10, ReLU, dropout
     0.25/0.25/0.5; about 0.124 GFLOP per training image at the default sizes (see

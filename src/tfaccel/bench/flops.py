@@ -15,7 +15,7 @@ The convention (the one MFU figures use, e.g. PaLM appendix B):
 
 Layers with weights that none of these rules covers are listed in ``FlopCount.uncounted`` rather
 than guessed. For the reference CNN this gives 41.5 MFLOP forward, 0.124 GFLOP per training
-image (REFERENCE.md section 5).
+image.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What limits training, in plain words: rules over a :class:`Measurement`, pure functions.
 
-Thresholds (REFERENCE.md section 4, the TensorFlow Profiler's conventions):
+Thresholds (the TensorFlow Profiler's conventions):
 
 * input-bound: input time / step time >= 20% highly, >= 5% moderately; confirmed by the
   same steps re-run on one batch already on the device, when that run exists;
