@@ -147,6 +147,24 @@ def diagnose(measurement: Measurement, *, min_steps: int = MIN_STEPS) -> Diagnos
     return Diagnosis(figures, findings=[rule(measurement, figures) for rule in rules])
 
 
+class Reports:
+    """``diagnose()`` and ``report()`` for a timer or callback that has ``measurement()``."""
+
+    def measurement(self) -> Measurement:
+        raise NotImplementedError
+
+    def diagnose(self, *, min_steps: int = MIN_STEPS) -> Diagnosis:
+        """Diagnose the measured steps (see :func:`tfaccel.profile.diagnose`)."""
+        return diagnose(self.measurement(), min_steps=min_steps)
+
+    def report(self) -> str:
+        """The final table, the top ops of a trace when one was taken, and the diagnosis."""
+        from tfaccel.profile import text
+
+        measurement = self.measurement()
+        return text.report(measurement, diagnose(measurement))
+
+
 # --- helpers ----------------------------------------------------------------------------------
 
 
@@ -171,6 +189,27 @@ def _gain(share: float, figures: Figures, what: str) -> str:
             f" ({figures.examples_per_s:.0f} -> {figures.examples_per_s * factor:.0f} examples/s)"
         )
     return text
+
+
+def _graded(
+    finding_id: str,
+    share: float,
+    f: Figures,
+    title: str,
+    evidence: str,
+    numbers: dict[str, Any],
+    *,
+    change: str,
+    lost: str,
+    thresholds: str | None = None,
+) -> Finding:
+    """A finding graded by the share of the step it costs (``THRESHOLDS[thresholds or id]``);
+    the change and the predicted gain are offered only when it is not ok."""
+    status = _level(thresholds or finding_id, share)
+    if status == "ok":
+        return Finding(finding_id, "ok", title, evidence, numbers=numbers)
+    gain = _gain(share, f, lost)
+    return Finding(finding_id, status, title, evidence, change=change, gain=gain, numbers=numbers)
 
 
 def _skip(finding_id: str, title: str, reason: str) -> Finding:
@@ -222,17 +261,15 @@ def _input_bound(m: Measurement, f: Figures) -> Finding:
                 "does anyway)"
             )
         )
-    status = _level("input_bound", share)
-    if status == "ok":
-        return Finding("input_bound", "ok", title, evidence, numbers=numbers)
-    return Finding(
+    return _graded(
         "input_bound",
-        status,
+        share,
+        f,
         title,
         evidence,
+        numbers,
         change=_input_change(m),
-        gain=_gain(share, f, "input wait"),
-        numbers=numbers,
+        lost="input wait",
     )
 
 
@@ -286,9 +323,6 @@ def _host_overhead(m: Measurement, f: Figures) -> Finding:
         f"{_pct(share)} of the time passes between the end of one step and the start of the "
         f"next (median {_ms(f.host_s.median if f.host_s else None)} of a {_ms(_period(f))} step)"
     )
-    status = _level("host_overhead", share)
-    if status == "ok":
-        return Finding("host_overhead", "ok", title, evidence, numbers=numbers)
     if m.context.source == "keras fit":
         change = (
             "Run several steps per Python call and keep per-step Python light:\n"
@@ -304,14 +338,15 @@ def _host_overhead(m: Measurement, f: Figures) -> Finding:
             "and avoid .numpy(), print() and NumPy work on tensors between steps (log every N "
             "steps, not every step)."
         )
-    return Finding(
+    return _graded(
         "host_overhead",
-        status,
+        share,
+        f,
         title,
         evidence,
+        numbers,
         change=change,
-        gain=_gain(share, f, "time between steps"),
-        numbers=numbers,
+        lost="time between steps",
     )
 
 
@@ -354,21 +389,19 @@ def _launch_bound(m: Measurement, f: Figures) -> Finding:
         f"explained by input wait and host overhead: an estimated {_pct(share)} goes to launching "
         f"kernels (ops shorter than {SMALL_OP_US:.0f} us on average count as small)"
     )
-    status = _level("launch_bound", share)
-    if status == "ok":
-        return Finding("launch_bound", "ok", title, evidence, numbers=numbers)
-    return Finding(
+    return _graded(
         "launch_bound",
-        status,
+        share,
+        f,
         title,
         evidence,
+        numbers,
         change=(
             "Fuse small ops with XLA and give each launch more work:\n"
             "    model.compile(..., jit_compile=True)   # or tfaccel.setup(jit='auto')\n"
             "and a larger batch size; steps_per_execution=16 also cuts per-step launches."
         ),
-        gain=_gain(share, f, "launch gap"),
-        numbers=numbers,
+        lost="launch gap",
     )
 
 
@@ -398,22 +431,20 @@ def _host_device_copies(m: Measurement, f: Figures) -> Finding:
         f"{copies / steps:.1f} host<->device copies per step taking {copy_us / steps:.0f} us "
         f"({_pct(share)} of a {_ms(period)} step)"
     )
-    status = _level("host_device_copies", share)
-    if status == "ok":
-        return Finding("host_device_copies", "ok", title, evidence, numbers=numbers)
-    return Finding(
+    return _graded(
         "host_device_copies",
-        status,
+        share,
+        f,
         title,
         evidence,
+        numbers,
         change=(
             "Copy the next batch while the step runs, and keep tensors on the device:\n"
             "    ds = tfaccel.data.pipeline(..., "
             f'batch_size={m.context.batch_size or 64}, device="GPU:0")\n'
             "and no .numpy() / NumPy operations on tensors inside the step."
         ),
-        gain=_gain(share, f, "copy time"),
-        numbers=numbers,
+        lost="copy time",
     )
 
 
@@ -630,21 +661,19 @@ def _collectives(m: Measurement, f: Figures) -> Finding:
         f"collective ops take {_ms(per_step)} per step ({_pct(share)} of {_ms(period)}) "
         f"over {m.context.replicas} replicas"
     )
-    status = _level("collectives", share)
-    if status == "ok":
-        return Finding("collectives", "ok", title, evidence, numbers=numbers)
-    return Finding(
+    return _graded(
         "collectives",
-        status,
+        share,
+        f,
         title,
         evidence,
+        numbers,
         change=(
             "Communicate less often or less: a larger per-replica batch, mixed precision "
             "(half the gradient bytes), or gradient accumulation; on one machine prefer "
             "NCCL all-reduce (MirroredStrategy's default on GPUs)"
         ),
-        gain=_gain(share, f, "collective time"),
-        numbers=numbers,
+        lost="collective time",
     )
 
 
@@ -667,16 +696,15 @@ def _replica_imbalance(m: Measurement, f: Figures) -> Finding:
     evidence = (
         f"device busy time ranges {least / 1e3:.1f}-{most / 1e3:.1f} ms ({_pct(share)} apart)"
     )
-    status = _level("collectives", share)
-    if status == "ok":
-        return Finding("replica_imbalance", "ok", title, evidence, numbers=numbers)
-    return Finding(
+    return _graded(
         "replica_imbalance",
-        status,
+        share,
+        f,
         title,
         evidence,
+        numbers,
         change="Give every replica the same work: equal per-replica batches (drop_remainder=True), "
         "identical GPUs, nothing else running on the slow one (nvidia-smi)",
-        gain=_gain(share, f, "wait for the slowest replica"),
-        numbers=numbers,
+        lost="wait for the slowest replica",
+        thresholds="collectives",
     )

@@ -31,7 +31,7 @@ import keras
 
 from tfaccel.profile import session as session_module
 from tfaccel.profile.clock import INPUT_CLOCK, InputClock, difference
-from tfaccel.profile.diagnosis import THRESHOLDS, Diagnosis, diagnose
+from tfaccel.profile.diagnosis import THRESHOLDS, Reports, diagnose
 from tfaccel.profile.recorder import Recorder
 from tfaccel.profile.records import MIN_STEPS, Measurement, compute_figures
 
@@ -51,7 +51,7 @@ _STRATEGY = (
 )
 
 
-class PerformanceCallback(keras.callbacks.Callback):
+class PerformanceCallback(Reports, keras.callbacks.Callback):
     """Measures each training step and tells what limits training.
 
     Args:
@@ -177,17 +177,6 @@ class PerformanceCallback(keras.callbacks.Callback):
     def measurement(self) -> Measurement:
         """What was measured so far (stops the GPU sampler)."""
         return self.recorder.finish()
-
-    def diagnose(self, *, min_steps: int = MIN_STEPS) -> Diagnosis:
-        """Diagnose the measured steps (see :func:`tfaccel.profile.diagnose`)."""
-        return diagnose(self.measurement(), min_steps=min_steps)
-
-    def report(self) -> str:
-        """The final table, the top ops of a trace, and the diagnosis, as text."""
-        from tfaccel.profile import text
-
-        measurement = self.measurement()
-        return text.report(measurement, diagnose(measurement))
 
     # --- internals -----------------------------------------------------------------------
 

@@ -21,9 +21,9 @@ from collections.abc import Iterator
 from typing import Any, TextIO
 
 from tfaccel.profile import session as session_module
-from tfaccel.profile.diagnosis import Diagnosis, diagnose
+from tfaccel.profile.diagnosis import Reports
 from tfaccel.profile.recorder import Recorder
-from tfaccel.profile.records import MIN_STEPS, Measurement
+from tfaccel.profile.records import Measurement
 
 __all__ = ["StepHandle", "StepTimer"]
 
@@ -44,7 +44,7 @@ class StepHandle:
         self.values.extend(values)
 
 
-class StepTimer:
+class StepTimer(Reports):
     """Times the steps of a custom loop: input wait, step (device synchronised), host overhead.
 
     A step starts at the first ``input()`` (or ``step()``) after the previous step, and ends
@@ -164,17 +164,6 @@ class StepTimer:
     def measurement(self) -> Measurement:
         """Stop sampling and return what was measured."""
         return self._recorder.finish()
-
-    def diagnose(self, *, min_steps: int = MIN_STEPS) -> Diagnosis:
-        """Diagnose the steps so far (see :func:`tfaccel.profile.diagnose`)."""
-        return diagnose(self.measurement(), min_steps=min_steps)
-
-    def report(self) -> str:
-        """The final table and the diagnosis, as text."""
-        from tfaccel.profile import text
-
-        measurement = self.measurement()
-        return text.report(measurement, diagnose(measurement))
 
     def __enter__(self) -> StepTimer:
         return self
