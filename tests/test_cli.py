@@ -202,3 +202,15 @@ def test_deep_and_snapshot_together_is_a_usage_error(tmp_path: Path, capsys: pyt
     assert main(["doctor", "--deep", "--snapshot", str(tmp_path / "x.json")]) == 2
     assert "--deep cannot be combined with --snapshot" in capsys.readouterr().err
 
+
+
+def test_json_output_is_strict_json(capsys: pytest.CaptureFixture[str]) -> None:
+    from tfaccel.cli._output import print_json
+
+    print_json({"ratio": float("nan"), "rows": [float("inf"), 1.5], "path": Path("/x")})
+    out = capsys.readouterr().out
+    assert json.loads(out, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}")) == {
+        "ratio": None,
+        "rows": [None, 1.5],
+        "path": "/x",
+    }

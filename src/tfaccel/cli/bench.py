@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import sys
 from typing import Any
+
+from tfaccel.cli._output import print_json
 
 __all__ = [
     "RichProgress",
@@ -249,8 +249,7 @@ def run(args: argparse.Namespace) -> int:
             "comparison": comparison,
             "db": None if db is None else str(db.path),
         }
-        json.dump(doc, sys.stdout, indent=2, default=str)
-        sys.stdout.write("\n")
+        print_json(doc)
         return 1 if failed else 0
     from tfaccel.report.text import console
 
@@ -279,14 +278,12 @@ def run_kernels(args: argparse.Namespace) -> int:
         result = kernel_bench.run(repeats=args.repeats, warmup=args.warmup)
     except KernelBackendError as exc:  # no GPU, or only the simulator: a skip, with the reason
         if args.json:
-            json.dump({"kernels": None, "skipped": str(exc)}, sys.stdout)
-            sys.stdout.write("\n")
+            print_json({"kernels": None, "skipped": str(exc)})
         else:
             print(f"kernels not measured: {exc}")
         return 0
     if args.json:
-        json.dump({"kernels": result.to_dict(), "skipped": None}, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json({"kernels": result.to_dict(), "skipped": None})
     else:
         print(kernel_bench.render_text(result))
     return 0

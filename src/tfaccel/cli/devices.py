@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from typing import Any
+
+from tfaccel.cli._output import print_json
 
 __all__ = ["add_parser", "run"]
 
@@ -38,9 +38,7 @@ def run(args: argparse.Namespace) -> int:
     snap = probe.snapshot(deep=args.tf, deep_timeout_s=args.tf_timeout)
     inv = inventory.build(snap)
     if args.json:
-        doc: dict[str, Any] = inv.to_dict()
-        json.dump(doc, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json(inv.to_dict())
         return 0
     from tfaccel.report.text import console, render_inventory
 

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from typing import Any
 
+from tfaccel.cli._output import print_json
 from tfaccel.errors import UsageError
 
 __all__ = ["add_parser", "run"]
@@ -88,8 +87,7 @@ def run(args: argparse.Namespace) -> int:
         report = diagnose(snap, log=log)
     doc = report.to_dict()
     if args.json:
-        json.dump(doc, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json(doc)
     else:
         from tfaccel.report.doctor_text import render_doctor
         from tfaccel.report.text import console

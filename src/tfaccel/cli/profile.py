@@ -17,11 +17,9 @@ document on stdout instead; the live lines go to stderr.
 from __future__ import annotations
 
 import argparse
-import json
-import math
-import sys
 from typing import Any
 
+from tfaccel.cli._output import print_json
 from tfaccel.errors import UsageError
 
 __all__ = ["add_parser", "run"]
@@ -112,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
             live=not args.quiet,
         )
         if args.json:
-            _print_json({"command": "profile", **profile.to_dict()})
+            print_json({"command": "profile", **profile.to_dict()})
         else:
             print(text.report(profile.measurement, profile.diagnosis, top=args.top))
         return 0
@@ -132,26 +130,10 @@ def run(args: argparse.Namespace) -> int:
         live=not args.quiet,
     )
     if args.json:
-        _print_json({"command": "profile", **result.to_dict()})
+        print_json({"command": "profile", **result.to_dict()})
     else:
         for label, measurement, diagnosis in result.runs:
             if len(result.runs) > 1:
                 print(f"== {label} ==")
             print(text.report(measurement, diagnosis, top=args.top))
     return result.exit_status
-
-
-def _print_json(document: dict[str, Any]) -> None:
-    print(json.dumps(_finite(document), indent=2, default=str))
-    sys.stdout.flush()
-
-
-def _finite(value: Any) -> Any:
-    """JSON has no infinity or NaN: they become null."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value

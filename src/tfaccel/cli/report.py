@@ -8,9 +8,9 @@ with the last run of this machine.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from typing import Any
+
+from tfaccel.cli._output import print_json
 
 __all__ = ["DEFAULT_OUT", "add_parser", "run"]
 
@@ -73,8 +73,7 @@ def run(args: argparse.Namespace) -> int:
             db.close()
     written = {"html": str(files.html), "json": str(files.json), "markdown": str(files.markdown)}
     if args.json:
-        json.dump({**doc, "written": written}, sys.stdout, indent=2, default=str)
-        sys.stdout.write("\n")
+        print_json({**doc, "written": written})
         return 0
     from rich.rule import Rule
 

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from typing import Any
 
+from tfaccel.cli._output import print_json
 from tfaccel.errors import UsageError
 
 __all__ = ["EXIT_INTERRUPTED", "add_parser", "run"]
@@ -125,8 +124,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         result = tune_script(args.script, **options)
     if args.json:
-        json.dump(result.to_dict(), sys.stdout, indent=2, default=str)
-        sys.stdout.write("\n")
+        print_json(result.to_dict())
     else:
         print(result)
     return EXIT_INTERRUPTED if result.interrupted else 0
