@@ -27,7 +27,7 @@ import json
 import math
 import sys
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
@@ -1110,48 +1110,51 @@ def _match_nvml(
 
 
 def _measured_jit(request: Request, device: str) -> tuple[bool | None, str]:
-    """XLA on or off as measured for this machine in the results store (``tfaccel bench``).
+    """XLA on or off as measured for this machine in the results store (``tfaccel bench``,
+    ``tfaccel tune``); only asked when ``jit="auto"``."""
 
-    Looks up the model's own benchmark name first, then the reference CNN; only asked when
-    ``jit="auto"``. A result inside the measured noise counts as no result.
-    """
-    if request.get("jit") != "auto":
-        return None, "not looked up"
-    from tfaccel import store
+    def read(value: Any) -> tuple[bool, str] | None:
+        return None if value is None else (bool(value), f"XLA {'faster' if value else 'slower'}")
 
-    models = dict.fromkeys(m for m in (request.model_name, REFERENCE_MODEL) if m)
-    try:
-        fingerprint = store.machine_fingerprint().digest
-        for model in models:
-            value = store.best_setting(fingerprint, model, "jit", device=device)
-            if value is not None:
-                verdict = "faster" if value else "slower"
-                return bool(value), f"measured here on {device} ({model}): XLA {verdict}"
-    except TfaccelError as exc:  # a broken history must not stop training; the reason says so
-        return None, f"the results store could not be read ({exc.what})"
-    return None, f"no clear measurement on this machine's {device} in the results store"
+    return _measured(request, device, "jit", read)
 
 
 def _measured_precision(request: Request, device: str) -> tuple[str | None, str]:
-    """The fastest precision measured for this machine in the results store (``tfaccel tune``).
+    """The fastest precision measured for this machine in the results store; only asked when
+    ``precision="auto"``."""
 
-    Looked up like the XLA setting (the model's own name, then the reference CNN), only when
-    ``precision="auto"``; a result inside the measured noise counts as no result.
-    """
-    if request.get("precision") != "auto":
+    def read(value: Any) -> tuple[str, str] | None:
+        if value in PRECISIONS and value != "auto":
+            return str(value), f"{value} fastest"
+        return None
+
+    return _measured(request, device, "precision", read)
+
+
+def _measured(
+    request: Request, device: str, key: str, read: Callable[[Any], tuple[Any, str] | None]
+) -> tuple[Any, str]:
+    """Look ``key`` up in the results store for this machine: the model's own benchmark name
+    first, then the reference CNN. A result inside the measured noise counts as no result, and
+    a broken store is a reason, not an error: it must not stop training."""
+    if request.get(key) != "auto":
         return None, "not looked up"
     from tfaccel import store
 
+    nothing = f"no clear measurement on this machine's {device} in the results store"
+    if not store.default_path().exists():
+        return None, nothing  # nothing measured yet: no need to probe the machine
     models = dict.fromkeys(m for m in (request.model_name, REFERENCE_MODEL) if m)
     try:
         fingerprint = store.machine_fingerprint().digest
         for model in models:
-            value = store.best_setting(fingerprint, model, "precision", device=device)
-            if value in PRECISIONS and value != "auto":
-                return str(value), f"measured here on {device} ({model}): {value} fastest"
-    except TfaccelError as exc:  # a broken history must not stop training; the reason says so
+            found = read(store.best_setting(fingerprint, model, key, device=device))
+            if found is not None:
+                value, verdict = found
+                return value, f"measured here on {device} ({model}): {verdict}"
+    except TfaccelError as exc:
         return None, f"the results store could not be read ({exc.what})"
-    return None, f"no clear measurement on this machine's {device} in the results store"
+    return None, nothing
 
 
 def _read_state(tf: ModuleType) -> RuntimeState:
