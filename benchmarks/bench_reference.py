@@ -35,7 +35,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from tfaccel import inventory, probe
 from tfaccel.bench import micro
 from tfaccel.bench.analysis import headline, model_rows
-from tfaccel.bench.data import synthetic
+from tfaccel.bench.datasets import synthetic
 from tfaccel.bench.options import PROFILES
 from tfaccel.bench.results import BenchRun, Measurement
 from tfaccel.bench.targets import resolve_targets

@@ -41,12 +41,12 @@ from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import tfaccel.tune
+import tfaccel.tuning
 from tfaccel.bench.training import KERAS_DEFAULT
 from tfaccel.timing import compare, measure_interleaved, summarize
-from tfaccel.tune.hooks import reference_hooks
-from tfaccel.tune.space import Config
-from tfaccel.tune.trials import TfRunner
+from tfaccel.tuning.hooks import reference_hooks
+from tfaccel.tuning.space import Config
+from tfaccel.tuning.trials import TfRunner
 
 MIN_RATIO_OVER_DEFAULT = 1.5
 MIN_SHARE_OF_GRID_BEST = 0.95
@@ -74,7 +74,7 @@ def _configs(space: dict[str, Any]) -> list[Config]:
 
 def run_tuner(hooks: Any, space: dict[str, Any], args: argparse.Namespace) -> tuple[Any, float]:
     began = time.monotonic()
-    result = tfaccel.tune.tune(
+    result = tfaccel.tuning.tune(
         hooks.model_fn,
         hooks.data,
         args.budget,
@@ -170,7 +170,7 @@ def main() -> int:
         args.budget, args.examples = min(args.budget, 60.0), 512
 
     hooks = reference_hooks("reference_cnn", smoke=args.smoke, examples=args.examples)
-    from tfaccel.tune.trials import device_name, hardware_precisions
+    from tfaccel.tuning.trials import device_name, hardware_precisions
 
     mixed = next((p for p in hardware_precisions() if p != "float32"), "mixed_bfloat16")
     space = _space(mixed, args.smoke)

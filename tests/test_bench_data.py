@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tfaccel.bench.data import CIFAR10_FILES, DataError, digits_split, load_cifar10, synthetic
+from tfaccel.bench.datasets import CIFAR10_FILES, DataError, digits_split, load_cifar10, synthetic
 
 PER_BATCH = 8
 

@@ -21,7 +21,7 @@ _MIRRORED = textwrap.dedent(
     import tensorflow as tf
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    from tfaccel.bench.data import synthetic
+    from tfaccel.bench.datasets import synthetic
     from tfaccel.bench.options import PROFILES
     from tfaccel.bench.targets import Target
     from tfaccel.bench.training import TrainConfig, train_throughput

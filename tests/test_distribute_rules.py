@@ -13,8 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tfaccel.distribute import ClusterConfigError, Facts, decide, parse_tf_config
+from tfaccel.distribute.batches import check_divisible
 from tfaccel.distribute.cluster import local_cluster, slurm_allocation
-from tfaccel.distribute.data import check_divisible
 from tfaccel.distribute.split import balance
 from tfaccel.errors import TfaccelError, UsageError
 

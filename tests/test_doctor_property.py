@@ -11,8 +11,8 @@ from typing import Any, Union
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tfaccel.doctor import DoctorReport, diagnose, match_log
-from tfaccel.doctor.model import STATUSES
+from tfaccel.diagnosis import DoctorReport, diagnose, match_log
+from tfaccel.findings import STATUSES
 from tfaccel.snapshot import Snapshot
 
 # Values that reach the rules' branches, mixed with odd ones: empty, not a version, half a version.

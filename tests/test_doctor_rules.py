@@ -9,9 +9,9 @@ import json
 
 import pytest
 
-from tfaccel.doctor import DoctorReport, diagnose
-from tfaccel.doctor.model import Finding
-from tfaccel.doctor.rules import RULES
+from tfaccel.diagnosis import DoctorReport, diagnose
+from tfaccel.diagnosis.rules import RULES
+from tfaccel.findings import Finding
 from tfaccel.snapshot import (
     CpuInfo,
     DeepProbe,
@@ -201,8 +201,10 @@ def test_report_to_dict_is_json_with_summary_and_exit_code() -> None:
     report = diagnose(this_machine(), log="OOM when allocating tensor with shape[8,3]")
     data = json.loads(json.dumps(report.to_dict()))
     assert set(data) == {"findings", "log", "summary", "exit_code"}
-    assert set(data["findings"][0]) == {"id", "status", "title", "evidence", "fix", "source"}
-    assert set(data["summary"]) == {"ok", "warn", "fail", "skip"}
+    assert set(data["findings"][0]) == {
+        "id", "status", "title", "evidence", "numbers", "fix", "gain", "source"
+    }
+    assert set(data["summary"]) == {"ok", "skip", "info", "warn", "fail"}
     assert data["log"]["causes"][0]["id"] == "oom"
     assert data["exit_code"] == 1 == report.exit_code  # the log's failure counts
     assert sum(data["summary"].values()) == len(data["findings"]) + 1

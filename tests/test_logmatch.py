@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tfaccel.doctor import LogText, diagnose, match_log, read_log_file
-from tfaccel.doctor.logmatch import CAUSES, LogReport
+from tfaccel.diagnosis import LogText, diagnose, match_log, read_log_file
+from tfaccel.diagnosis.logmatch import CAUSES, LogReport
 from tfaccel.errors import LogInputError
 from tfaccel.snapshot import Snapshot
 

@@ -284,7 +284,7 @@ def test_describe_refuses_other_datasets() -> None:
 def test_accelerator_database_is_still_shipped_in_the_package() -> None:
     from importlib import resources
 
-    text = resources.files("tfaccel").joinpath("data/accelerators.csv").read_text("utf-8")
+    text = resources.files("tfaccel").joinpath("accelerators.csv").read_text("utf-8")
     assert text.splitlines()[0]
 
 

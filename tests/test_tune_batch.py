@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tfaccel.tune.batch import auto_batch_sizes, find_batch_size, is_oom_error
+from tfaccel.tuning.batch import auto_batch_sizes, find_batch_size, is_oom_error
 
 
 class FakeOom(Exception):

@@ -22,10 +22,10 @@ SCENARIO = textwrap.dedent(
     import json
     import tfaccel
     tfaccel.setup(memory=1024)
-    import tfaccel.tune
-    from tfaccel.tune.trials import hardware_precisions
+    import tfaccel.tuning
+    from tfaccel.tuning.trials import hardware_precisions
     space = {"precision": ["float32"], "jit": [False], "feed": ["pipeline"]}
-    result = tfaccel.tune.tune_model(
+    result = tfaccel.tuning.tune_model(
         "reference_cnn", 300, space, examples=20_000, batch_cap=16_384, sample_s=0.2,
         final_rounds=3, store=False, progress=False,
     )

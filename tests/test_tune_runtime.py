@@ -15,10 +15,10 @@ import pytest
 from tfaccel import runtime, store
 from tfaccel.runtime import Hardware, RuntimeState
 from tfaccel.timing import summarize
-from tfaccel.tune import Config, SearchSettings, TuneResult
-from tfaccel.tune.record import record
-from tfaccel.tune.search import Trial
-from tfaccel.tune.space import parse_space
+from tfaccel.tuning import Config, SearchSettings, TuneResult
+from tfaccel.tuning.record import record
+from tfaccel.tuning.search import Trial
+from tfaccel.tuning.space import parse_space
 
 CPU_BF16 = Hardware(cpu_flags=frozenset({"avx512f", "avx512_bf16"}))
 

@@ -12,8 +12,8 @@ from collections.abc import Callable
 import pytest
 
 from tfaccel.timing import summarize
-from tfaccel.tune import BudgetError, Config, SearchSettings, TrialError, pick_winner, search
-from tfaccel.tune.space import parse_space
+from tfaccel.tuning import BudgetError, Config, SearchSettings, TrialError, pick_winner, search
+from tfaccel.tuning.space import parse_space
 
 
 class FakeOom(Exception):

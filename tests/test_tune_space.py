@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tfaccel.tune import DEFAULT_SPACE, Config, SpaceError, parse_space, simplicity
-from tfaccel.tune.space import auto_precisions, parse_space_text
+from tfaccel.tuning import DEFAULT_SPACE, Config, SpaceError, parse_space, simplicity
+from tfaccel.tuning.space import auto_precisions, parse_space_text
 
 
 def test_defaults_fill_the_keys_left_out() -> None:

@@ -18,11 +18,11 @@ from runtime_helpers import clean_env
 
 import tfaccel
 import tfaccel.cli
-import tfaccel.tune
+import tfaccel.tuning
 from tfaccel import store
 from tfaccel.cli import main
-from tfaccel.tune import BudgetError, Config, ModelFnError, SpaceError, TuneError, TuneResult
-from tfaccel.tune.trials import TfRunner
+from tfaccel.tuning import BudgetError, Config, ModelFnError, SpaceError, TuneError, TuneResult
+from tfaccel.tuning.trials import TfRunner
 
 FAST = {"sample_s": 0.05, "final_rounds": 3, "store": False, "progress": False}
 SMALL_SPACE = {"batch_size": [32, 64], "precision": ["float32"], "jit": [False]}
@@ -70,7 +70,7 @@ def test_function_form_finds_and_explains_the_best() -> None:
 
 
 def test_module_function_and_tune_tune_are_the_same_call() -> None:
-    result = tfaccel.tune.tune(
+    result = tfaccel.tuning.tune(
         tiny_model_fn,
         tiny_data(),
         60,
@@ -83,10 +83,10 @@ def test_module_function_and_tune_tune_are_the_same_call() -> None:
 
 def test_tune_model_and_tune_script_in_python(tmp_path: Path) -> None:
     space = {**SMALL_SPACE, "batch_size": [16], "feed": ["pipeline"]}
-    result = tfaccel.tune.tune_model("reference-cnn", 60, space, smoke=True, **FAST)
+    result = tfaccel.tuning.tune_model("reference-cnn", 60, space, smoke=True, **FAST)
     assert result.model_name == "reference_cnn" and result.best == Config(16, feed="pipeline")
     script = _write_script(tmp_path)
-    result = tfaccel.tune.tune_script(script, 60, {"batch_size": [32], "feed": ["numpy"]}, **FAST)
+    result = tfaccel.tuning.tune_script(script, 60, {"batch_size": [32], "feed": ["numpy"]}, **FAST)
     assert result.model_name == "script_net" and result.best == Config(32)
 
 
@@ -225,7 +225,7 @@ def test_a_model_fn_that_raises_is_named_with_its_traceback() -> None:
         raise ValueError("units must be positive, got -3")
 
     with pytest.raises(ModelFnError) as info:
-        tfaccel.tune.tune(broken_model_fn, tiny_data(), 60, SMALL_SPACE, **FAST)
+        tfaccel.tuning.tune(broken_model_fn, tiny_data(), 60, SMALL_SPACE, **FAST)
     text = str(info.value)
     assert "Your model_fn" in text and "broken_model_fn" in text
     assert "ValueError: units must be positive, got -3" in text
@@ -239,7 +239,7 @@ def test_an_uncompiled_model_is_a_clear_error() -> None:
         return keras.Sequential([keras.Input((8,)), keras.layers.Dense(3)])
 
     with pytest.raises(ModelFnError, match="not compiled"):
-        tfaccel.tune.tune(uncompiled, tiny_data(), 60, SMALL_SPACE, **FAST)
+        tfaccel.tuning.tune(uncompiled, tiny_data(), 60, SMALL_SPACE, **FAST)
 
 
 @pytest.mark.parametrize(
@@ -254,25 +254,25 @@ def test_an_uncompiled_model_is_a_clear_error() -> None:
 )
 def test_bad_data_is_a_clear_error(data: Any, fragment: str) -> None:
     with pytest.raises(TuneError, match="Fix:") as info:
-        tfaccel.tune.tune(tiny_model_fn, data, 60, SMALL_SPACE, **FAST)
+        tfaccel.tuning.tune(tiny_model_fn, data, 60, SMALL_SPACE, **FAST)
     assert fragment in str(info.value)
 
 
 def test_a_budget_too_small_for_one_trial_says_how_much() -> None:
     with pytest.raises(BudgetError) as info:
-        tfaccel.tune.tune(tiny_model_fn, tiny_data(), 0.5, SMALL_SPACE, sample_s=1.0, store=False)
+        tfaccel.tuning.tune(tiny_model_fn, tiny_data(), 0.5, SMALL_SPACE, sample_s=1.0, store=False)
     text = str(info.value)
     assert "too small for one trial" in text and "at least 4 s" in text and "--budget 4" in text
 
 
 def test_unknown_space_key_is_a_clear_error() -> None:
     with pytest.raises(SpaceError, match=r"unknown key 'precison'.*'precision'"):
-        tfaccel.tune.tune(tiny_model_fn, tiny_data(), 60, {"precison": ["float32"]}, **FAST)
+        tfaccel.tuning.tune(tiny_model_fn, tiny_data(), 60, {"precison": ["float32"]}, **FAST)
 
 
 def test_threads_need_a_script_or_reference_model() -> None:
     with pytest.raises(SpaceError, match="tune_script"):
-        tfaccel.tune.tune(tiny_model_fn, tiny_data(), 60, {"threads": [None, 1]}, **FAST)
+        tfaccel.tuning.tune(tiny_model_fn, tiny_data(), 60, {"threads": [None, 1]}, **FAST)
 
 
 def test_cli_errors_exit_2_with_the_message(
@@ -331,7 +331,7 @@ def test_oom_mid_trial_releases_it_and_the_search_goes_on() -> None:
         "jit": [False],
         "feed": ["numpy"],
     }
-    result = tfaccel.tune.tune(model_fn, tiny_data(), 60, space, **FAST)
+    result = tfaccel.tuning.tune(model_fn, tiny_data(), 60, space, **FAST)
     oom = next(t for t in result.trials if t.config.batch_size == 64)
     assert oom.status == "oom" and "OOM when allocating" in oom.note
     assert result.best is not None and result.best.batch_size in (16, 32)
@@ -341,8 +341,8 @@ def test_oom_mid_trial_releases_it_and_the_search_goes_on() -> None:
 def test_default_is_oom_takes_resource_exhausted() -> None:
     import tensorflow as tf
 
-    assert tfaccel.tune.is_oom_error(tf.errors.ResourceExhaustedError(None, None, "OOM"))
-    assert not tfaccel.tune.is_oom_error(tf.errors.InvalidArgumentError(None, None, "shape"))
+    assert tfaccel.tuning.is_oom_error(tf.errors.ResourceExhaustedError(None, None, "OOM"))
+    assert not tfaccel.tuning.is_oom_error(tf.errors.InvalidArgumentError(None, None, "shape"))
 
 
 # --- the results store, read back by setup() ----------------------------------------------------
@@ -378,7 +378,7 @@ class _Interrupting(_Scripted):
 def test_stored_result_is_what_setup_auto_applies(tmp_path: Path) -> None:
     db = tmp_path / "tfaccel" / "results.sqlite"
     space = {"batch_size": [64], "precision": ["float32", "mixed_bfloat16"], "jit": [False, True]}
-    result = tfaccel.tune.tune(
+    result = tfaccel.tuning.tune(
         tiny_model_fn, tiny_data(), 60, space, **{**FAST, "store": db}, runner=_Scripted()
     )
     assert result.best == Config(64, jit=True) and result.run_id is not None
@@ -409,7 +409,7 @@ def test_stored_result_is_what_setup_auto_applies(tmp_path: Path) -> None:
 def test_ctrl_c_returns_the_best_so_far_and_stores_it_as_incomplete(tmp_path: Path) -> None:
     db = tmp_path / "results.sqlite"
     space = {"batch_size": [16, 32, 64, 128], "precision": ["float32"], "jit": [False, True]}
-    result = tfaccel.tune.tune(
+    result = tfaccel.tuning.tune(
         tiny_model_fn, tiny_data(), 60, space, **{**FAST, "store": db}, runner=_Interrupting()
     )
     assert result.interrupted and result.best is not None
@@ -435,7 +435,7 @@ class _FullAbove64(_Scripted):
 
 def test_a_custom_is_oom_predicate_is_used() -> None:
     space = {"batch_size": [32, 64, 128], "precision": ["float32"], "jit": [False]}
-    result = tfaccel.tune.tune(
+    result = tfaccel.tuning.tune(
         tiny_model_fn,
         tiny_data(),
         60,
@@ -446,7 +446,7 @@ def test_a_custom_is_oom_predicate_is_used() -> None:
     )
     assert {t.status for t in result.trials if t.config.batch_size == 128} == {"oom"}
     with pytest.raises(TuneError, match="first trial"):  # not an OOM by this predicate
-        tfaccel.tune.tune(
+        tfaccel.tuning.tune(
             tiny_model_fn,
             tiny_data(),
             60,
@@ -458,7 +458,7 @@ def test_a_custom_is_oom_predicate_is_used() -> None:
 
 
 def test_progress_bar_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    result = tfaccel.tune.tune(
+    result = tfaccel.tuning.tune(
         tiny_model_fn,
         tiny_data(),
         60,
@@ -484,7 +484,7 @@ def test_tf_runner_releases_after_failure() -> None:
 
 
 def test_thread_stage_in_worker_processes() -> None:
-    from tfaccel.tune.threads import thread_stage
+    from tfaccel.tuning.threads import thread_stage
 
     trials = thread_stage(
         {"model": "reference_cnn", "smoke": True, "examples": 256},
@@ -503,7 +503,7 @@ def test_thread_stage_in_worker_processes() -> None:
 
 
 def test_thread_values_reach_the_result(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tfaccel.tune import threads
+    from tfaccel.tuning import threads
 
     launched: list[dict[str, Any]] = []
 
@@ -513,7 +513,7 @@ def test_thread_values_reach_the_result(monkeypatch: pytest.MonkeyPatch) -> None
         return {"samples": [1 / (3000.0 if fast else 1000.0)] * 3, "prepare_s": 1.0}
 
     monkeypatch.setattr(threads, "launch_worker", fake_launch)
-    result = tfaccel.tune.tune_model(
+    result = tfaccel.tuning.tune_model(
         "reference_cnn",
         60,
         {

@@ -11,6 +11,7 @@ Example:
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from tfaccel.errors import TfaccelError
@@ -19,14 +20,50 @@ __version__ = "0.1.0"
 
 __all__ = ["TfaccelError", "__version__", "device", "devices", "doctor", "setup", "tune"]
 
+# Every public submodule is an attribute of ``tfaccel`` (``tfaccel.data.pipeline(...)`` after a
+# plain ``import tfaccel``), imported on first use so that ``import tfaccel`` stays cheap.
+SUBMODULES = frozenset(
+    {
+        "bench",
+        "diagnosis",
+        "data",
+        "distribute",
+        "errors",
+        "findings",
+        "inventory",
+        "keras",
+        "kernels",
+        "models",
+        "placement",
+        "probe",
+        "profile",
+        "report",
+        "runtime",
+        "snapshot",
+        "store",
+        "timing",
+        "tuning",
+    }
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in SUBMODULES:
+        return importlib.import_module(f"tfaccel.{name}")
+    raise AttributeError(f"module 'tfaccel' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | SUBMODULES)
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from contextlib import AbstractContextManager
 
-    from tfaccel.doctor import DoctorReport
+    from tfaccel.diagnosis import DoctorReport
     from tfaccel.inventory import Inventory
     from tfaccel.runtime import RuntimeConfig
-    from tfaccel.tune import TuneResult
+    from tfaccel.tuning import TuneResult
 
 
 def devices(*, tf: bool = False) -> Inventory:
@@ -47,7 +84,7 @@ def doctor(*, deep: bool = False, log: str | None = None) -> DoctorReport:
         deep: import TensorFlow in a subprocess and read what it logs.
         log: the text of a TensorFlow log or traceback to diagnose as well.
     """
-    from tfaccel.doctor import check
+    from tfaccel.diagnosis import check
 
     return check(deep=deep, log=log)
 
@@ -76,7 +113,7 @@ def tune(
     space: Mapping[str, Any] | None = None,
     **options: Any,
 ) -> TuneResult:
-    """Find the fastest training configuration on this machine; see :func:`tfaccel.tune.tune`."""
-    from tfaccel.tune.api import tune as run
+    """Find the fastest training configuration on this machine; see :func:`tfaccel.tuning.tune`."""
+    from tfaccel.tuning.api import tune as run
 
     return run(model_fn, data, budget_s, space, **options)

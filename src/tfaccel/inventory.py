@@ -1,6 +1,6 @@
 """Snapshot -> Inventory: the devices of a machine, what they can do, and their peaks.
 
-Pure functions of a Snapshot plus the spec database shipped in ``data/accelerators.csv``
+Pure functions of a Snapshot plus the spec database shipped in ``accelerators.csv``
 (each row cites its source). A model the database does not know is reported as unknown,
 never guessed.
 """
@@ -17,7 +17,10 @@ from typing import Any
 from tfaccel.snapshot import CpuInfo, GpuInfo, Snapshot, TpuInfo
 
 __all__ = [
+    "BF16_CPU_FLAGS",
+    "BF16_MIN_CC",
     "CPU_FEATURES",
+    "TENSOR_CORE_MIN_CC",
     "AcceleratorSpec",
     "CpuDevice",
     "GpuDevice",
@@ -30,6 +33,12 @@ __all__ = [
     "load_specs",
     "match_spec",
 ]
+
+# What makes a precision fast, by device. The one place for these thresholds: runtime, tune and
+# profile ask here.
+TENSOR_CORE_MIN_CC = 7.0  # float16 tensor cores: Volta (7.0) and newer
+BF16_MIN_CC = 8.0  # bfloat16 tensor cores: Ampere (8.0) and newer
+BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")  # CPU instructions that compute in bfloat16
 
 # /proc/cpuinfo flag -> the name users know, for the ISA features that matter for DL.
 CPU_FEATURES: dict[str, str] = {
@@ -144,8 +153,8 @@ class Inventory:
 
 @functools.lru_cache(maxsize=1)
 def load_specs() -> tuple[AcceleratorSpec, ...]:
-    """Read ``data/accelerators.csv``."""
-    text = resources.files("tfaccel").joinpath("data/accelerators.csv").read_text("utf-8")
+    """Read ``accelerators.csv``."""
+    text = resources.files("tfaccel").joinpath("accelerators.csv").read_text("utf-8")
     rows = []
     for row in csv.DictReader(text.splitlines()):
         rows.append(

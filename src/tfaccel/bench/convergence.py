@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from tfaccel.bench.data import digits_split
+from tfaccel.bench.datasets import digits_split
 from tfaccel.bench.results import Measurement
 from tfaccel.bench.targets import Target
 

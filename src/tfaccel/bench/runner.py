@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
-from tfaccel.bench.data import ImageData, load_cifar10, synthetic
+from tfaccel.bench.datasets import ImageData, load_cifar10, synthetic
 from tfaccel.bench.options import MICRO, MODEL_BENCHMARKS, BenchOptions, Profile
 from tfaccel.bench.results import BenchRun, Measurement, Skipped
 from tfaccel.bench.targets import Target

@@ -18,7 +18,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from tfaccel.bench.data import ImageData
+from tfaccel.bench.datasets import ImageData
 from tfaccel.bench.micro import Tick, expected_retracing, measure, sync_devices
 from tfaccel.bench.options import Profile
 from tfaccel.bench.results import Measurement

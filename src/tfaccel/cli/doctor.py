@@ -55,7 +55,7 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from tfaccel import probe
-    from tfaccel.doctor import DoctorReport, diagnose, match_log, read_log_file
+    from tfaccel.diagnosis import DoctorReport, diagnose, match_log, read_log_file
     from tfaccel.snapshot import load_snapshot, save_snapshot
 
     if args.snapshot and args.deep:

@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     """Measure, write the report files and print the summary (or the JSON document)."""
     from tfaccel import bench, inventory, probe
     from tfaccel.cli.bench import RichProgress, options_from, quiet_tensorflow
-    from tfaccel.doctor import diagnose
+    from tfaccel.diagnosis import diagnose
     from tfaccel.report.html import build_document, check_writable, write_report
     from tfaccel.store import ResultsStore
 

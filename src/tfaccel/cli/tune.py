@@ -91,8 +91,8 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Tune the script or model; print the result (text or JSON); 130 when interrupted."""
-    from tfaccel.tune.api import tune_model, tune_script
-    from tfaccel.tune.space import parse_space_text
+    from tfaccel.tuning.api import tune_model, tune_script
+    from tfaccel.tuning.space import parse_space_text
 
     if bool(args.script) == bool(args.model):
         raise UsageError(

@@ -1,12 +1,9 @@
-"""Input pipelines that keep the device fed, and the data files tfaccel ships.
+"""Input pipelines that keep the device fed: ``tfaccel.data``.
 
 ``tfaccel.data.pipeline(source, batch_size, ...)`` builds a tuned ``tf.data`` pipeline (shuffle,
 cache where it fits, parallel or vectorised map, prefetch, device prefetch) and records every
 choice with its reason; ``tfaccel.data.describe(dataset)`` returns that record. TensorFlow is
 imported when a pipeline is built, never when this package is imported.
-
-This directory also holds ``accelerators.csv``, the spec database read by
-:mod:`tfaccel.inventory` through ``importlib.resources``.
 
 Example:
     >>> import numpy as np

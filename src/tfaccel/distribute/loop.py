@@ -10,7 +10,7 @@ devices, on eight GPUs and on a cluster:
 - each replica's loss is averaged over the *global* batch (``tf.nn.compute_average_loss``),
   so the all-reduced (summed) gradients are those of the global batch's mean loss;
 - the input is ``distribute_datasets_from_function`` over ``dataset_fn(epoch)``, each global
-  batch split exactly over the replicas (:mod:`tfaccel.distribute.data`);
+  batch split exactly over the replicas (:mod:`tfaccel.distribute.batches`);
 - loss and metrics are summed across replicas (``strategy.reduce``) and averaged per epoch;
 - checkpoints (model, optimizer, step, epoch) every ``checkpoint_every`` steps and at the end;
   a new run with the same ``checkpoint_dir`` resumes at the saved step, in the same place in
@@ -36,10 +36,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tfaccel.distribute.batches import DatasetFn, check_divisible, input_fn, steps_per_epoch
 from tfaccel.distribute.checkpoint import Checkpointer
 from tfaccel.distribute.choice import StrategyChoice
 from tfaccel.distribute.choice import strategy as choose_strategy
-from tfaccel.distribute.data import DatasetFn, check_divisible, input_fn, steps_per_epoch
 from tfaccel.errors import UsageError
 
 __all__ = ["EpochLog", "StepLog", "TrainResult", "train"]

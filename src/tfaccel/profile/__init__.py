@@ -22,7 +22,7 @@ Example:
 
 from __future__ import annotations
 
-from tfaccel.profile.diagnosis import THRESHOLDS, Diagnosis, Finding, diagnose, speedup
+from tfaccel.profile.bottlenecks import THRESHOLDS, Diagnosis, Finding, diagnose, speedup
 from tfaccel.profile.records import (
     MIN_STEPS,
     Figures,

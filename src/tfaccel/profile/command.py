@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tfaccel.errors import UsageError
-from tfaccel.profile.diagnosis import Diagnosis, diagnose
+from tfaccel.profile.bottlenecks import Diagnosis, diagnose
 from tfaccel.profile.records import Measurement
 
 __all__ = [

@@ -30,8 +30,8 @@ from typing import Any, TextIO
 import keras
 
 from tfaccel.profile import session as session_module
+from tfaccel.profile.bottlenecks import THRESHOLDS, Reports, diagnose
 from tfaccel.profile.clock import INPUT_CLOCK, InputClock, difference
-from tfaccel.profile.diagnosis import THRESHOLDS, Reports, diagnose
 from tfaccel.profile.recorder import Recorder
 from tfaccel.profile.records import MIN_STEPS, Measurement, compute_figures
 

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from typing import Any, TextIO
 
 from tfaccel.profile import session as session_module
-from tfaccel.profile.diagnosis import Reports
+from tfaccel.profile.bottlenecks import Reports
 from tfaccel.profile.recorder import Recorder
 from tfaccel.profile.records import Measurement
 

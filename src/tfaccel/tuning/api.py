@@ -1,7 +1,7 @@
 """``tfaccel.tune``: the three entry points (a model function, a script, a reference model).
 
 Each checks its input before importing TensorFlow, runs the search
-(:func:`tfaccel.tune.search.search`) on :class:`~tfaccel.tune.trials.TfRunner`, then the thread
+(:func:`tfaccel.tuning.search.search`) on :class:`~tfaccel.tuning.trials.TfRunner`, then the thread
 stage when asked and possible, and records the winner in the results database.
 """
 
@@ -14,12 +14,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from tfaccel.tune._errors import BudgetError, SpaceError, TuneError
-from tfaccel.tune.batch import is_oom_error
-from tfaccel.tune.hooks import Hooks, load_script, reference_hooks
-from tfaccel.tune.result import TuneResult
-from tfaccel.tune.search import Event, Runner, SearchOutcome, SearchSettings, pick_winner, search
-from tfaccel.tune.space import Space, parse_space
+from tfaccel.tuning._errors import BudgetError, SpaceError, TuneError
+from tfaccel.tuning.batch import is_oom_error
+from tfaccel.tuning.hooks import Hooks, load_script, reference_hooks
+from tfaccel.tuning.result import TuneResult
+from tfaccel.tuning.search import Event, Runner, SearchOutcome, SearchSettings, pick_winner, search
+from tfaccel.tuning.space import Space, parse_space
 
 __all__ = ["DEFAULT_BUDGET_S", "tune", "tune_model", "tune_script"]
 
@@ -65,7 +65,7 @@ def tune(
             explicit dtype keep it.
         data: ``(x, y)`` arrays.
         budget_s: seconds the search may take (the search ends sooner when it is done).
-        space: what to search (:data:`tfaccel.tune.space.DEFAULT_SPACE` for the keys left out),
+        space: what to search (:data:`tfaccel.tuning.space.DEFAULT_SPACE` for the keys left out),
             e.g. ``{"batch_size": [64, 128, 256], "jit": False}``.
         model_name: the name the result is stored under (default: the model's ``name``; pass
             the same model to ``setup(model=...)``).
@@ -83,7 +83,7 @@ def tune(
         runner: runs the trials (default: TensorFlow); tests inject timings through it.
 
     Returns:
-        A :class:`~tfaccel.tune.result.TuneResult`: ``best``, every trial, the calls that
+        A :class:`~tfaccel.tuning.result.TuneResult`: ``best``, every trial, the calls that
         reproduce it (``setup_kwargs()``, ``compile_kwargs()``, ``pipeline_kwargs()``,
         ``code()``). After Ctrl-C: the best so far, ``interrupted=True``.
 
@@ -144,7 +144,7 @@ def tune_script(
 
     The script defines ``model_fn()`` and ``data`` (or ``data()``), or ``tfaccel_tune()``
     returning ``dict(model_fn=..., data=(x, y), space=..., model_name=..., pipeline_kwargs=...)``
-    (see :mod:`tfaccel.tune.hooks`). ``space`` here overrides the script's keys. Thread counts
+    (see :mod:`tfaccel.tuning.hooks`). ``space`` here overrides the script's keys. Thread counts
     in the space are measured in fresh processes.
 
     Args:
@@ -153,7 +153,7 @@ def tune_script(
             ``margin``, ``is_oom``, ``store``, ``sample_s``, ``final_rounds``, ``progress``).
 
     Example:
-        >>> result = tfaccel.tune.tune_script("train.py", budget_s=600)  # doctest: +SKIP
+        >>> result = tfaccel.tuning.tune_script("train.py", budget_s=600)  # doctest: +SKIP
     """
     hooks = load_script(path)
     merged = {**(hooks.space or {}), **(space or {})}
@@ -181,7 +181,7 @@ def tune_model(
         examples: synthetic examples (default 10,000).
 
     Example:
-        >>> result = tfaccel.tune.tune_model("reference_cnn", budget_s=300)  # doctest: +SKIP
+        >>> result = tfaccel.tuning.tune_model("reference_cnn", budget_s=300)  # doctest: +SKIP
     """
     hooks = reference_hooks(name, smoke=smoke, examples=examples)
     options.pop("model_name", None)
@@ -203,7 +203,7 @@ def _tune(
     runner: Runner | None = None,
 ) -> TuneResult:
     """Check everything, search in this process, search threads in workers, store."""
-    from tfaccel.tune.trials import check_data
+    from tfaccel.tuning.trials import check_data
 
     parsed = parse_space(space)
     x, y, count = check_data(hooks.data)
@@ -237,7 +237,7 @@ def _tune(
 
 
 def _tf_runner(hooks: Hooks, space: Space, x: Any, y: Any, sample_s: float) -> Any:
-    from tfaccel.tune.trials import TfRunner, resolve_pipeline
+    from tfaccel.tuning.trials import TfRunner, resolve_pipeline
 
     if "pipeline" in space.feed:
         resolve_pipeline()  # a missing module fails now, not in the middle of the search
@@ -315,7 +315,7 @@ def _thread_values(space: Space, hooks: Hooks) -> tuple[Any, ...]:
             "fresh process can rebuild (TensorFlow fixes its thread pools when it starts, so "
             "each setting needs its own process)",
             received="threads=" + ", ".join(repr(v) for v in space.threads),
-            fix="use tfaccel.tune.tune_script('train.py', space={'threads': [...]}) or "
+            fix="use tfaccel.tuning.tune_script('train.py', space={'threads': [...]}) or "
             "tfaccel tune train.py --space threads=default,2:1; or drop 'threads'",
         )
     return space.threads
@@ -326,7 +326,7 @@ def _resolve_precision(space: Space) -> Space:
         return space
     from dataclasses import replace
 
-    from tfaccel.tune.trials import hardware_precisions
+    from tfaccel.tuning.trials import hardware_precisions
 
     return replace(space, precision=hardware_precisions())
 
@@ -422,7 +422,7 @@ def _thread_search(
     began: float,
 ) -> None:
     """Time the winner under each thread setting in worker processes; keep the best."""
-    from tfaccel.tune.threads import thread_stage
+    from tfaccel.tuning.threads import thread_stage
 
     assert result.best is not None
     winner_trial = result.best_trial
@@ -454,7 +454,7 @@ def _store(result: TuneResult, store: StoreTarget) -> None:
     if store is False or result.best is None:
         return
     from tfaccel.store import StoreError
-    from tfaccel.tune.record import record
+    from tfaccel.tuning.record import record
 
     path = None if store is True else Path(store)
     try:

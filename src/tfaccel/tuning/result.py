@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tfaccel.timing import Summary, summarize
-from tfaccel.tune.batch import BatchSearch
-from tfaccel.tune.search import Trial
-from tfaccel.tune.space import KNOB_DEFAULTS, Config, Space, simplicity
+from tfaccel.tuning.batch import BatchSearch
+from tfaccel.tuning.search import Trial
+from tfaccel.tuning.space import KNOB_DEFAULTS, Config, Space, simplicity
 
 __all__ = ["Speedup", "TuneResult"]
 

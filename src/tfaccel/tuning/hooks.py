@@ -39,7 +39,7 @@ from types import TracebackType
 from typing import Any
 
 from tfaccel.errors import UsageError
-from tfaccel.tune._errors import TuneError
+from tfaccel.tuning._errors import TuneError
 
 __all__ = ["SCRIPT_MODULE_NAME", "Hooks", "hooks_from_recipe", "load_script", "reference_hooks"]
 
@@ -218,7 +218,7 @@ def reference_hooks(name: str, *, smoke: bool = False, examples: int | None = No
         UsageError: unknown model name.
     """
     from tfaccel import models
-    from tfaccel.bench.data import synthetic
+    from tfaccel.bench.datasets import synthetic
 
     key = name.replace("-", "_")
     if key not in models.MODELS:

@@ -27,8 +27,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from tfaccel.doctor.model import Finding, Status
 from tfaccel.errors import LogInputError
+from tfaccel.findings import Finding, Status
 
 __all__ = [
     "CAUSES",

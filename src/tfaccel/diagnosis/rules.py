@@ -17,8 +17,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tfaccel.doctor.logmatch import match_log
-from tfaccel.doctor.model import Finding, Status
+from tfaccel.diagnosis.logmatch import match_log
+from tfaccel.findings import Finding, Status
 from tfaccel.snapshot import GpuInfo, LibraryLoad, PciDevice, Snapshot
 
 __all__ = ["RULES", "Rule", "run_rules"]

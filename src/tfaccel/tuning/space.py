@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal, TypeAlias
 
-from tfaccel.tune._errors import SpaceError
+from tfaccel.tuning._errors import SpaceError
 
 __all__ = [
     "DEFAULT_SPACE",
@@ -206,7 +206,7 @@ class Space:
         """Configurations differing from ``config`` in one secondary setting (XLA or a knob).
 
         Knobs vary only for the pipeline feed; threads are not varied here (see
-        :mod:`tfaccel.tune.threads`).
+        :mod:`tfaccel.tuning.threads`).
         """
         out = []
         for key, values in self.secondary().items():

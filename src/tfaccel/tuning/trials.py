@@ -16,8 +16,8 @@ import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tfaccel.tune._errors import ModelFnError, TuneError, user_traceback
-from tfaccel.tune.space import Config
+from tfaccel.tuning._errors import ModelFnError, TuneError, user_traceback
+from tfaccel.tuning.space import Config
 
 __all__ = [
     "TfRunner",
@@ -192,12 +192,12 @@ def device_name() -> str:
 
 
 def hardware_precisions() -> tuple[str, ...]:
-    """The precisions worth trying here (:func:`tfaccel.tune.space.auto_precisions`)."""
+    """The precisions worth trying here (:func:`tfaccel.tuning.space.auto_precisions`)."""
     import tensorflow as tf
 
     from tfaccel.probe import cpu as probe_cpu
     from tfaccel.probe import tpu as probe_tpu
-    from tfaccel.tune.space import auto_precisions
+    from tfaccel.tuning.space import auto_precisions
 
     ccs: list[float | None] = []
     for gpu in tf.config.list_physical_devices("GPU"):
@@ -207,7 +207,7 @@ def hardware_precisions() -> tuple[str, ...]:
 
 
 class TfRunner:
-    """Runs trials of the user's model on TensorFlow (the :class:`~tfaccel.tune.search.Runner`).
+    """Runs trials of the user's model on TensorFlow (the :class:`~tfaccel.tuning.search.Runner`).
 
     Each prepared configuration keeps its own model and, for the pipeline feed, its dataset,
     until it is released.
@@ -250,7 +250,7 @@ class TfRunner:
 
     def prepare(self, config: Config) -> None:
         """Build the model for ``config`` and run the warm-up call (tracing, first steps)."""
-        from tfaccel.bench.data import ImageData
+        from tfaccel.bench.datasets import ImageData
         from tfaccel.bench.training import TrainConfig, TrainingSampler
 
         model = build_model(self.model_fn, config.precision, name=self.model_fn_name)

@@ -1,5 +1,7 @@
 """Why TensorFlow does or does not use the accelerators: rules over a Snapshot, and logs.
 
+``tfaccel.doctor()`` (and ``tfaccel doctor``) call :func:`check` here.
+
 ``diagnose`` is a pure function: it reads a :class:`~tfaccel.snapshot.Snapshot` (and, when
 given, the text of a TensorFlow log) and returns a :class:`DoctorReport`. It touches nothing on
 the machine and never imports TensorFlow; ``tfaccel.probe`` does the looking.
@@ -13,14 +15,12 @@ Example:
 
 from __future__ import annotations
 
-import sys
-import types
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfaccel.doctor.logmatch import LogReport, LogText, match_log, read_log_file
-from tfaccel.doctor.model import STATUSES, Finding
-from tfaccel.doctor.rules import RULES, run_rules
+from tfaccel.diagnosis.logmatch import LogReport, LogText, match_log, read_log_file
+from tfaccel.diagnosis.rules import RULES, run_rules
+from tfaccel.findings import STATUSES, Finding
 from tfaccel.snapshot import Snapshot
 
 __all__ = [
@@ -114,15 +114,3 @@ def check(*, deep: bool = False, log: str | LogText | None = None) -> DoctorRepo
     from tfaccel import probe
 
     return diagnose(probe.snapshot(deep=deep), log=log)
-
-
-class _CallableModule(types.ModuleType):
-    """``tfaccel.doctor`` is both this package and the call ``tfaccel.doctor()``: once the
-    package is imported it replaces the function of that name on ``tfaccel``, so the package
-    itself must be callable."""
-
-    def __call__(self, *, deep: bool = False, log: str | LogText | None = None) -> DoctorReport:
-        return check(deep=deep, log=log)
-
-
-sys.modules[__name__].__class__ = _CallableModule

@@ -4,12 +4,12 @@ TensorFlow fixes its intra-op and inter-op thread pools when its runtime starts,
 cannot restart it: the in-process search cannot try a second thread setting. So thread counts
 are searched last, on the winning configuration only, each setting (TensorFlow's default
 included, for a fair comparison) in its own worker process (``python -m
-tfaccel.tune.worker``) that calls ``tfaccel.setup(threads=...)`` before anything else, rebuilds
+tfaccel.tuning.worker``) that calls ``tfaccel.setup(threads=...)`` before anything else, rebuilds
 the model from the script or reference model, warms up and times a few samples. Processes run
 round-robin (A B C, then B C A), so drift spreads over all settings as in the in-process
 rounds; each process pays TensorFlow's import and the model's tracing, which is why this stage
 runs only when the space lists thread settings and the model can be rebuilt in another process
-(``tfaccel tune SCRIPT``, ``--model``, :func:`tfaccel.tune.tune_script`).
+(``tfaccel tune SCRIPT``, ``--model``, :func:`tfaccel.tuning.tune_script`).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from tfaccel.tune.search import Trial
-from tfaccel.tune.space import Config, ThreadsValue
+from tfaccel.tuning.search import Trial
+from tfaccel.tuning.space import Config, ThreadsValue
 
 __all__ = ["MARKER", "WorkerResult", "launch_worker", "thread_stage"]
 
@@ -40,7 +40,7 @@ def launch_worker(spec: Mapping[str, Any], timeout_s: float) -> WorkerResult:
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "tfaccel.tune.worker", json.dumps(spec)],
+            [sys.executable, "-m", "tfaccel.tuning.worker", json.dumps(spec)],
             capture_output=True,
             text=True,
             env=env,

@@ -1,8 +1,8 @@
-"""A worker process of the thread search: ``python -m tfaccel.tune.worker SPEC_JSON``.
+"""A worker process of the thread search: ``python -m tfaccel.tuning.worker SPEC_JSON``.
 
 Applies the configuration's thread counts with ``tfaccel.setup`` before TensorFlow's runtime
 starts, rebuilds the model and data from the recipe, warms up, times the samples and prints
-one line ``TFACCEL-TUNE-WORKER:{json}`` (see :mod:`tfaccel.tune.threads`).
+one line ``TFACCEL-TUNE-WORKER:{json}`` (see :mod:`tfaccel.tuning.threads`).
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ __all__ = ["main"]
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the worker described by the JSON in ``argv[0]``; print its result; return 0."""
-    from tfaccel.tune.threads import MARKER
+    from tfaccel.tuning.threads import MARKER
 
     spec = json.loads((sys.argv[1:] if argv is None else argv)[0])
     try:
         result = _run(spec)
     except Exception as exc:
-        from tfaccel.tune.batch import is_oom_error
+        from tfaccel.tuning.batch import is_oom_error
 
         result = {"error": f"{type(exc).__name__}: {exc}"[:500], "oom": is_oom_error(exc)}
     print(MARKER + json.dumps(result), flush=True)
@@ -33,9 +33,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(spec: dict[str, Any]) -> dict[str, Any]:
     import tfaccel
-    from tfaccel.tune.hooks import hooks_from_recipe
-    from tfaccel.tune.space import Config
-    from tfaccel.tune.trials import TfRunner, check_data
+    from tfaccel.tuning.hooks import hooks_from_recipe
+    from tfaccel.tuning.space import Config
+    from tfaccel.tuning.trials import TfRunner, check_data
 
     config = Config.from_dict(spec["config"])
     if config.threads is not None:

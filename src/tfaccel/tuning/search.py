@@ -16,7 +16,7 @@ predicate, so every path is tested with a fake runner and a fake clock.
    once). When at most ``max_final`` remain they get ``final_rounds`` rounds.
 4. The decision (:func:`pick_winner`): the fastest of the last rung wins only when it is faster
    beyond the noise (:func:`tfaccel.timing.compare`); otherwise the simplest configuration
-   inside its noise wins (:func:`tfaccel.tune.space.simplicity`).
+   inside its noise wins (:func:`tfaccel.tuning.space.simplicity`).
 
 A KeyboardInterrupt ends the search with the best of the last completed rung.
 """
@@ -31,15 +31,15 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from tfaccel.timing import Summary, compare, measure_interleaved, summarize
-from tfaccel.tune._errors import BudgetError, TrialError, TuneError, user_traceback
-from tfaccel.tune.batch import (
+from tfaccel.tuning._errors import BudgetError, TrialError, TuneError, user_traceback
+from tfaccel.tuning.batch import (
     DEFAULT_BATCH_CAP,
     BatchSearch,
     auto_batch_sizes,
     find_batch_size,
     is_oom_error,
 )
-from tfaccel.tune.space import Config, Space, simplicity
+from tfaccel.tuning.space import Config, Space, simplicity
 
 __all__ = [
     "STATUSES",
@@ -79,7 +79,7 @@ def pick_winner(summaries: Mapping[Config, Summary]) -> Decision:
 
     Throughputs (higher is better) of configurations measured in the same interleaved rounds.
     Every configuration whose interquartile range overlaps the fastest one's is a tie; the
-    simplest tie (:func:`~tfaccel.tune.space.simplicity`) wins.
+    simplest tie (:func:`~tfaccel.tuning.space.simplicity`) wins.
 
     Raises:
         ValueError: no summaries.

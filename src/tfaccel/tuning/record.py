@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tfaccel.tune.result import TuneResult
+from tfaccel.tuning.result import TuneResult
 
 __all__ = ["record", "store_config"]
 

@@ -7,8 +7,8 @@ median and IQR), losers are dropped early (successive halving), and a configurat
 when it is faster beyond the noise, otherwise the simpler one does. The winner is stored in the
 results database, where ``tfaccel.setup(precision="auto", jit="auto", model=model)`` finds it.
 
-``tfaccel.tune`` is both this package and a function: ``tfaccel.tune(model_fn, data, ...)``
-calls :func:`tune`. Importing it does not import TensorFlow.
+``tfaccel.tune(model_fn, data, ...)`` calls :func:`tune` here. Importing this package does not
+import TensorFlow.
 
 Example:
     >>> import tfaccel
@@ -21,17 +21,12 @@ Command line: ``tfaccel tune train.py --budget 300`` or ``tfaccel tune --model r
 
 from __future__ import annotations
 
-import sys
-import types
-from collections.abc import Callable, Mapping
-from typing import Any
-
-from tfaccel.tune._errors import BudgetError, ModelFnError, SpaceError, TrialError, TuneError
-from tfaccel.tune.api import DEFAULT_BUDGET_S, tune, tune_model, tune_script
-from tfaccel.tune.batch import BatchSearch, find_batch_size, is_oom_error
-from tfaccel.tune.result import Speedup, TuneResult
-from tfaccel.tune.search import Decision, SearchSettings, Trial, pick_winner, search
-from tfaccel.tune.space import DEFAULT_SPACE, Config, Space, parse_space, simplicity
+from tfaccel.tuning._errors import BudgetError, ModelFnError, SpaceError, TrialError, TuneError
+from tfaccel.tuning.api import DEFAULT_BUDGET_S, tune, tune_model, tune_script
+from tfaccel.tuning.batch import BatchSearch, find_batch_size, is_oom_error
+from tfaccel.tuning.result import Speedup, TuneResult
+from tfaccel.tuning.search import Decision, SearchSettings, Trial, pick_winner, search
+from tfaccel.tuning.space import DEFAULT_SPACE, Config, Space, parse_space, simplicity
 
 __all__ = [
     "DEFAULT_BUDGET_S",
@@ -59,22 +54,3 @@ __all__ = [
     "tune_model",
     "tune_script",
 ]
-
-
-class _CallableModule(types.ModuleType):
-    """``tfaccel.tune`` is both this package and the call ``tfaccel.tune(...)``: once the package
-    is imported it replaces the function of that name on ``tfaccel``, so the package itself must
-    be callable."""
-
-    def __call__(
-        self,
-        model_fn: Callable[[], Any],
-        data: Any,
-        budget_s: float = DEFAULT_BUDGET_S,
-        space: Mapping[str, Any] | None = None,
-        **options: Any,
-    ) -> TuneResult:
-        return tune(model_fn, data, budget_s, space, **options)
-
-
-sys.modules[__name__].__class__ = _CallableModule
