@@ -15,7 +15,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from tfaccel.errors import TfaccelError, UsageError
+from tfaccel.errors import TfaccelError
+from tfaccel.scripts import split_command
 
 __all__ = ["add_parser", "main", "run"]
 
@@ -93,7 +94,9 @@ def run(args: argparse.Namespace) -> int:
     """Launch the workers as the options say; return the exit status (see the description)."""
     from tfaccel.distribute.launcher import launch
 
-    script, script_args = _split_command(args.script_and_args)
+    script, script_args = split_command(
+        args.script_and_args, command="launch", example="-n 2 train.py --epochs 3", check=False
+    )  # launch() checks the script after its own arguments
     result = launch(
         script,
         script_args,
@@ -107,19 +110,6 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(result.to_json())
     return result.exit_code
-
-
-def _split_command(words: list[str]) -> tuple[str, list[str]]:
-    if words and words[0] == "--":
-        words = words[1:]
-    if not words:
-        raise UsageError(
-            "No script to launch",
-            expected="tfaccel launch -n N [OPTIONS] SCRIPT [ARGS...]",
-            received="no SCRIPT",
-            fix="name the script after the options: tfaccel launch -n 2 train.py --epochs 3",
-        )
-    return words[0], words[1:]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

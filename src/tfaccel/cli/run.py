@@ -10,15 +10,12 @@ SCRIPT belongs to the script.
 from __future__ import annotations
 
 import argparse
-import os
-import runpy
 import sys
-import traceback
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from tfaccel.errors import UsageError
+from tfaccel.scripts import run_script, split_command
 
 __all__ = ["add_parser", "run", "run_script", "split_command"]
 
@@ -106,36 +103,6 @@ def _write_config(path: Path, text: str) -> None:
         ) from None
 
 
-def split_command(
-    words: list[str], *, command: str = "run", example: str = "--memory growth train.py"
-) -> tuple[str, list[str]]:
-    """Split ``SCRIPT [ARGS...]`` and check the script exists (``command`` names the
-    subcommand and ``example`` an invocation of it in the messages).
-
-    Raises:
-        UsageError: no script, or the script does not exist.
-    """
-    if words and words[0] == "--":
-        words = words[1:]
-    if not words:
-        raise UsageError(
-            "No script to run",
-            expected=f"tfaccel {command} [OPTIONS] SCRIPT [ARGS...]",
-            received="no SCRIPT",
-            fix=f"name the script after the options: tfaccel {command} {example}",
-        )
-    script = words[0]
-    path = Path(script)
-    if not path.is_file() and not (path / "__main__.py").is_file():
-        raise UsageError(
-            f"The script {script!r} does not exist",
-            expected="a Python file (or a directory with __main__.py)",
-            received=f"{script!r} (working directory {os.getcwd()})",
-            fix="check the path; tfaccel's options go before SCRIPT, the script's after it",
-        )
-    return script, words[1:]
-
-
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
     from tfaccel.runtime import parse_setting
 
@@ -147,45 +114,3 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
     if args.deterministic:
         settings["deterministic"] = True
     return settings
-
-
-def run_script(script: str, script_args: list[str]) -> int:
-    """Run ``script`` as ``__main__`` with ``sys.argv = [script, *script_args]``.
-
-    Returns:
-        The script's exit status: 0 when it ends, its ``SystemExit`` code, or 1 after an
-        exception (whose traceback, starting at the script's own frames, goes to stderr).
-    """
-    saved_argv, saved_path = sys.argv, sys.path[:]
-    sys.argv = [script, *script_args]
-    sys.path[0:1] = [str(Path(script).resolve().parent)]  # as `python SCRIPT` sets it
-    try:
-        runpy.run_path(script, run_name="__main__")
-    except SystemExit as exc:
-        return _exit_status(exc.code)
-    except Exception as exc:  # the script's own error: show it as Python would, exit 1
-        _print_script_traceback(exc, script)
-        return 1
-    finally:
-        sys.argv = saved_argv
-        sys.path[:] = saved_path
-    return 0
-
-
-def _exit_status(code: object) -> int:
-    """What Python itself makes of ``sys.exit(code)``."""
-    if code is None:
-        return 0
-    if isinstance(code, int):
-        return code
-    print(code, file=sys.stderr)
-    return 1
-
-
-def _print_script_traceback(exc: BaseException, script: str) -> None:
-    """Print the traceback from the script's first frame on, without tfaccel's and runpy's."""
-    targets = {os.path.abspath(script), os.path.abspath(os.path.join(script, "__main__.py"))}
-    tb: TracebackType | None = exc.__traceback__
-    while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) not in targets:
-        tb = tb.tb_next
-    traceback.print_exception(type(exc), exc, tb, file=sys.stderr)

@@ -39,11 +39,11 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import IO, Any
 
 from tfaccel.distribute.cluster import format_address, local_cluster
 from tfaccel.errors import TfaccelError, UsageError
+from tfaccel.scripts import check_script
 
 __all__ = ["Attempt", "LaunchError", "LaunchResult", "check_ports", "free_ports", "launch"]
 
@@ -235,14 +235,7 @@ def _check_arguments(script: str, workers: int, restarts: int, grace_s: float) -
             received=f"--grace {grace_s}",
             fix="pass --grace 10",
         )
-    path = Path(script)
-    if not path.is_file() and not (path / "__main__.py").is_file():
-        raise UsageError(
-            f"The script {script!r} does not exist",
-            expected="a Python file (or a directory with __main__.py)",
-            received=f"{script!r} (working directory {os.getcwd()})",
-            fix="check the path; tfaccel launch's options go before SCRIPT, the script's after it",
-        )
+    check_script(script, "launch")
 
 
 def _ports(host: str, workers: int, port_base: int | None) -> list[int]:

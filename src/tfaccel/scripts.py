@@ -1,0 +1,105 @@
+"""A user's script, run as ``python SCRIPT ARGS...`` would run it: checked, then run in-process.
+
+``tfaccel run``, ``tfaccel profile SCRIPT`` and ``tfaccel launch`` take ``SCRIPT [ARGS...]``
+after their own options; :func:`split_command` separates and checks them, and
+:func:`run_script` runs the script as ``__main__`` with ``sys.argv = [SCRIPT, *ARGS]``.
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+import traceback
+from pathlib import Path
+from types import TracebackType
+
+from tfaccel.errors import UsageError
+
+__all__ = ["check_script", "run_script", "split_command"]
+
+
+def check_script(script: str, command: str = "run") -> None:
+    """Refuse a ``script`` that is neither a file nor a directory with ``__main__.py``.
+
+    Raises:
+        UsageError: the script does not exist (``command`` names the subcommand).
+    """
+    path = Path(script)
+    if not path.is_file() and not (path / "__main__.py").is_file():
+        raise UsageError(
+            f"The script {script!r} does not exist",
+            expected="a Python file (or a directory with __main__.py)",
+            received=f"{script!r} (working directory {os.getcwd()})",
+            fix=f"check the path; tfaccel {command}'s options go before SCRIPT, "
+            "the script's after it",
+        )
+
+
+def split_command(
+    words: list[str],
+    *,
+    command: str = "run",
+    example: str = "--memory growth train.py",
+    check: bool = True,
+) -> tuple[str, list[str]]:
+    """Split ``SCRIPT [ARGS...]`` and, with ``check``, check the script exists (``command``
+    names the subcommand and ``example`` an invocation of it in the messages).
+
+    Raises:
+        UsageError: no script, or the script does not exist.
+    """
+    if words and words[0] == "--":
+        words = words[1:]
+    if not words:
+        raise UsageError(
+            f"No script to {command}",
+            expected=f"tfaccel {command} [OPTIONS] SCRIPT [ARGS...]",
+            received="no SCRIPT",
+            fix=f"name the script after the options: tfaccel {command} {example}",
+        )
+    if check:
+        check_script(words[0], command)
+    return words[0], words[1:]
+
+
+def run_script(script: str, script_args: list[str]) -> int:
+    """Run ``script`` as ``__main__`` with ``sys.argv = [script, *script_args]``.
+
+    Returns:
+        The script's exit status: 0 when it ends, its ``SystemExit`` code, or 1 after an
+        exception (whose traceback, starting at the script's own frames, goes to stderr).
+    """
+    saved_argv, saved_path = sys.argv, sys.path[:]
+    sys.argv = [script, *script_args]
+    sys.path[0:1] = [str(Path(script).resolve().parent)]  # as `python SCRIPT` sets it
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as exc:
+        return _exit_status(exc.code)
+    except Exception as exc:  # the script's own error: show it as Python would, exit 1
+        _print_script_traceback(exc, script)
+        return 1
+    finally:
+        sys.argv = saved_argv
+        sys.path[:] = saved_path
+    return 0
+
+
+def _exit_status(code: object) -> int:
+    """What Python itself makes of ``sys.exit(code)``."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+def _print_script_traceback(exc: BaseException, script: str) -> None:
+    """Print the traceback from the script's first frame on, without tfaccel's and runpy's."""
+    targets = {os.path.abspath(script), os.path.abspath(os.path.join(script, "__main__.py"))}
+    tb: TracebackType | None = exc.__traceback__
+    while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) not in targets:
+        tb = tb.tb_next
+    traceback.print_exception(type(exc), exc, tb, file=sys.stderr)
