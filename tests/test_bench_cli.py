@@ -3,6 +3,7 @@ never against the clock), its history and --compare, and every bad input as a cl
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import pickle
@@ -100,6 +101,46 @@ def test_second_run_compares_with_the_first(
     assert comparison["before_run_id"] == 2
     assert {r["benchmark"] for r in comparison["rows"]} == {"matmul", "vector_add"}
     assert all(r["status"] in ("better", "worse", "same") for r in comparison["rows"])
+
+
+@pytest.fixture
+def unreachable_accuracy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The digits check trains for real (one epoch) against a threshold above 1: it fails."""
+    pytest.importorskip("sklearn")
+    from tfaccel.bench import convergence, options
+
+    monkeypatch.setattr(convergence, "ACCURACY_THRESHOLD", 1.01)
+    smoke = dataclasses.replace(options.PROFILES["smoke"], digits_epochs=1)
+    monkeypatch.setitem(options.PROFILES, "smoke", smoke)
+
+
+@pytest.mark.usefixtures("unreachable_accuracy")
+def test_bench_exits_1_when_the_convergence_check_fails(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["bench", "--smoke", "--only", "digits", "--no-save"]
+    code, out, _ = _run_cli(capsys, *argv, "--json")
+    assert code == 1
+    (check,) = json.loads(out)["summary"]["checks"]
+    assert check["passed"] is False and check["threshold"] == 1.01 and 0 <= check["value"] <= 1
+    code, out, _ = _run_cli(capsys, *argv)
+    assert code == 1 and "digits" in out and "fail" in out
+
+
+@pytest.mark.usefixtures("unreachable_accuracy")
+def test_report_exits_1_when_the_convergence_check_fails(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    out_dir = tmp_path / "report"
+    argv = ["report", "--smoke", "--only", "digits", "--no-save", "--out", str(out_dir)]
+    code, out, _ = _run_cli(capsys, *argv, "--json")
+    assert code == 1
+    doc = json.loads(out)
+    assert doc["summary"]["checks"][0]["passed"] is False
+    assert doc["written"]["json"] == str(out_dir / "report.json")
+    saved = json.loads((out_dir / "report.json").read_text())  # written all the same
+    assert saved["summary"]["checks"] == doc["summary"]["checks"]
+    assert '<span class="fail">fail</span>' in (out_dir / "report.html").read_text()
 
 
 @pytest.mark.parametrize(

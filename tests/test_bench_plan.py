@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tfaccel import inventory
-from tfaccel.bench import BenchRun, Measurement, compare_runs, summarize_run
+from tfaccel.bench import BenchResult, BenchRun, Measurement, compare_runs, summarize_run
 from tfaccel.bench.analysis import device_table, headline, model_rows
 from tfaccel.bench.options import (
     PROFILES,
@@ -239,3 +239,28 @@ def test_run_round_trips_through_dict_and_store_records() -> None:
     record = run.measurements[2].to_record()
     assert record.median == pytest.approx(800.0) and record.n == 5
     assert Measurement.from_record(record).config == run.measurements[2].config
+
+
+def _digits(accuracy: float) -> Measurement:
+    return Measurement(
+        "digits",
+        {"device": "cpu", "name": "MLP 64 on digits"},
+        "test_accuracy",
+        "fraction",
+        [accuracy],
+        {"threshold": 0.95, "passed": accuracy >= 0.95},
+    )
+
+
+def test_a_failed_convergence_check_is_the_status_of_the_result() -> None:
+    learned = BenchResult.from_run(_run([_digits(0.97)]))
+    assert learned.status == "ok" and learned.failed_checks == []
+    failed = BenchResult.from_run(_run([_m("matmul", 0.5, dtype="float32"), _digits(0.42)]))
+    assert failed.status == "check_failed"
+    assert [(c["benchmark"], c["value"]) for c in failed.failed_checks] == [("digits", 0.42)]
+    unchecked = BenchResult.from_run(_run([_m("matmul", 0.5, dtype="float32")]))
+    assert unchecked.status == "ok"  # no check ran, so none failed
+    doc = failed.to_dict()
+    assert set(doc) == {"run", "summary", "comparison", "db"}
+    assert doc["summary"]["checks"][0]["passed"] is False and doc["db"] is None
+    assert doc["run"]["measurements"][1]["benchmark"] == "digits"

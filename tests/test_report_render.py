@@ -122,6 +122,29 @@ def test_files_are_written_with_plots_and_key_figures(tmp_path: Path) -> None:
     assert not [p for p in (tmp_path / "out").rglob("*.tmp")]  # no temporary left behind
 
 
+def test_terminal_lists_only_the_changes_beyond_the_noise() -> None:
+    from rich.console import Console
+
+    from tfaccel.bench import BenchResult, Skipped, compare_runs
+    from tfaccel.report.text import render_bench
+
+    before, after = _run(), _run()
+    after.run_id = 8
+    slower = after.measurements[0]
+    slower.samples = [v * 0.8 for v in slower.samples]  # matmul 20% slower, noise +-1%
+    after.skipped = [Skipped("transfer", "cpu", "host<->device transfer applies to GPUs")]
+    result = BenchResult.from_run(after, compare_runs(before, after))
+    console = Console(record=True, width=300)
+    console.print(render_bench(result))
+    text = console.export_text()
+    head, _, changes = text.partition("Against run 7 (2025-01-01T00:00:00+00:00): 3 same, 1 worse")
+    assert changes, text
+    assert "vector_add" in head and "vector_add" not in changes  # unchanged: counted, not listed
+    assert "matmul" in changes and "worse" in changes
+    assert "not measured: transfer on cpu: host<->device transfer applies to GPUs" in changes
+    assert "Keras default (fit(numpy) bs32 fp32) 775 images/s" in head
+
+
 def test_unwritable_out_is_a_clear_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -6,6 +6,10 @@ per device and setting, related to those ceilings and to the spec peak (MFU); a 
 check on scikit-learn's digits proves the training loop learns. Timing goes through
 :mod:`tfaccel.timing` (warm-up excluded, configurations interleaved, median and IQR).
 
+:func:`run` measures; :func:`run_with_history` is the ``tfaccel bench`` workflow: it also
+records the run in the results database and compares it with the last run of this machine.
+The records handed to renderers are typed in :mod:`tfaccel.bench.records`.
+
 Importing this package does not import TensorFlow; :func:`run` does.
 
 Example:
@@ -20,38 +24,36 @@ from __future__ import annotations
 
 from tfaccel.bench.analysis import summarize_run
 from tfaccel.bench.compare import compare_runs
+from tfaccel.bench.history import (
+    BenchDocument,
+    BenchResult,
+    BenchStatus,
+    load_run,
+    previous_run,
+    run_with_history,
+)
 from tfaccel.bench.options import BENCHMARKS, PROFILES, BenchOptions
+from tfaccel.bench.records import RunComparison, RunSummary
 from tfaccel.bench.results import BenchRun, Measurement, Skipped
 from tfaccel.bench.runner import Progress, run
-from tfaccel.store import ResultsStore
 
 __all__ = [
     "BENCHMARKS",
     "PROFILES",
+    "BenchDocument",
     "BenchOptions",
+    "BenchResult",
     "BenchRun",
+    "BenchStatus",
     "Measurement",
     "Progress",
+    "RunComparison",
+    "RunSummary",
     "Skipped",
     "compare_runs",
     "load_run",
     "previous_run",
     "run",
+    "run_with_history",
     "summarize_run",
 ]
-
-
-def load_run(store: ResultsStore, run_id: int) -> BenchRun | None:
-    """Read run ``run_id`` and its results back from the store (None when absent)."""
-    record = store.get_run(run_id)
-    if record is None:
-        return None
-    return BenchRun.from_store(record, store.results(run_id))
-
-
-def previous_run(store: ResultsStore, current: BenchRun) -> BenchRun | None:
-    """The newest complete run of the same machine fingerprint before ``current``."""
-    record = store.last_run(current.fingerprint, before=current.run_id)
-    if record is None:
-        return None
-    return BenchRun.from_store(record, store.results(record.id))

@@ -1,14 +1,23 @@
 """Figures derived from a run: ceilings, utilisation, the device table, the headline.
 
 Pure functions of a :class:`~tfaccel.bench.results.BenchRun` (measured now or read back from
-the store), returning JSON-ready dicts that every renderer (terminal, Markdown, HTML) shares.
+the store), returning the typed records of :mod:`tfaccel.bench.records` (JSON-ready dicts)
+that every renderer (terminal, Markdown, HTML, plots) shares.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from tfaccel.bench.options import MICRO, MODEL_BENCHMARKS
+from tfaccel.bench.records import (
+    Check,
+    DeviceRow,
+    Headline,
+    MicroRow,
+    ModelRow,
+    RooflineDevice,
+    RooflinePoint,
+    RunSummary,
+)
 from tfaccel.bench.results import BenchRun, Measurement
 from tfaccel.bench.training import EPOCH_IMAGES, PRECISION_DTYPE
 from tfaccel.timing import compare
@@ -51,10 +60,10 @@ def _pct(value: float | None, of: float | None) -> float | None:
     return 100.0 * value / of if value is not None and of else None
 
 
-def micro_rows(run: BenchRun) -> list[dict[str, Any]]:
+def micro_rows(run: BenchRun) -> list[MicroRow]:
     """One row per micro measurement: median, IQR, % of spec peak and of best measured."""
     labels = device_labels(run)
-    rows = []
+    rows: list[MicroRow] = []
     for m in run.measurements:
         if m.benchmark not in MICRO:
             continue
@@ -85,10 +94,10 @@ def _default_of(run: BenchRun, m: Measurement) -> Measurement | None:
     return found[0] if found else None
 
 
-def model_rows(run: BenchRun) -> list[dict[str, Any]]:
+def model_rows(run: BenchRun) -> list[ModelRow]:
     """One row per (model, device, configuration) with every derived training figure."""
     labels = device_labels(run)
-    rows = []
+    rows: list[ModelRow] = []
     for m in run.measurements:
         if m.benchmark not in MODEL_BENCHMARKS:
             continue
@@ -131,15 +140,15 @@ def model_rows(run: BenchRun) -> list[dict[str, Any]]:
     return rows
 
 
-def device_table(run: BenchRun) -> list[dict[str, Any]]:
+def device_table(run: BenchRun) -> list[DeviceRow]:
     """device | utilisation | time per epoch | speedup over CPU, per model (best configuration)."""
     rows = model_rows(run)
-    best: dict[tuple[str, str], dict[str, Any]] = {}
+    best: dict[tuple[str, str], ModelRow] = {}
     for row in rows:
         key = (row["model"], row["device"])
         if key not in best or row["images_per_s"] > best[key]["images_per_s"]:
             best[key] = row
-    out = []
+    out: list[DeviceRow] = []
     for (model, device), row in best.items():
         cpu = best.get((model, "cpu"))
         out.append(
@@ -159,7 +168,7 @@ def device_table(run: BenchRun) -> list[dict[str, Any]]:
     return out
 
 
-def headline(run: BenchRun, model: str = "reference_cnn") -> dict[str, Any] | None:
+def headline(run: BenchRun, model: str = "reference_cnn") -> Headline | None:
     """The Keras default against the best configuration found, with the ratio and the noise.
 
     Uses ``model`` on the first device where its Keras default was measured (falls back to
@@ -199,24 +208,25 @@ def _headline_verdict(different: bool, noise: float, default_is_best: bool) -> s
     return f"no difference: the gap is inside the noise (IQR up to {noise * 100:.1f}%)"
 
 
-def roofline(run: BenchRun) -> list[dict[str, Any]]:
+def roofline(run: BenchRun) -> list[RooflineDevice]:
     """Per device: the compute ceilings (measured and spec), the bandwidth ceiling, and points.
 
     A point is (arithmetic intensity FLOP/byte, achieved TFLOP/s) for each matmul
     configuration and the vector add.
     """
-    out = []
+    out: list[RooflineDevice] = []
     for target in run.targets:
         device = str(target.get("name"))
-        points = []
+        points: list[RooflinePoint] = []
         for m in run.measurements:
             if m.device != device:
                 continue
-            if m.benchmark == "matmul":
+            intensity = m.extra.get("arithmetic_intensity")
+            if m.benchmark == "matmul" and intensity:
                 points.append(
                     {
                         "label": f"matmul {m.label}",
-                        "intensity": m.extra.get("arithmetic_intensity"),
+                        "intensity": float(intensity),
                         "tflops": m.summary.median,
                     }
                 )
@@ -228,7 +238,7 @@ def roofline(run: BenchRun) -> list[dict[str, Any]]:
                         "tflops": m.summary.median / 12 / 1000,
                     }
                 )
-        ceilings = {}
+        ceilings: dict[str, float] = {}
         for dtype in ("float32", "bfloat16", "float16"):
             value = matmul_ceiling(run, device, dtype)
             if value is not None:
@@ -243,15 +253,15 @@ def roofline(run: BenchRun) -> list[dict[str, Any]]:
                 "spec_tflops": dict(target.get("peak_tflops") or {}),
                 "bandwidth_gbs": bandwidth_ceiling(run, device),
                 "spec_bandwidth_gbs": target.get("peak_bandwidth_gbs"),
-                "points": [p for p in points if p["intensity"]],
+                "points": points,
             }
         )
     return out
 
 
-def summarize_run(run: BenchRun) -> dict[str, Any]:
+def summarize_run(run: BenchRun) -> RunSummary:
     """Every derived table of a run in one JSON-ready dict."""
-    checks = [
+    checks: list[Check] = [
         {
             "benchmark": m.benchmark,
             "device": m.device,

@@ -7,8 +7,8 @@ Figures are matched by benchmark, configuration and metric; each pair goes throu
 from __future__ import annotations
 
 import json
-from typing import Any
 
+from tfaccel.bench.records import ChangeStatus, ComparisonRow, RunComparison
 from tfaccel.bench.results import BenchRun, Measurement
 from tfaccel.timing import compare
 
@@ -21,7 +21,7 @@ def _key(m: Measurement) -> tuple[str, str, str]:
     return (m.benchmark, json.dumps(m.config, sort_keys=True), m.metric)
 
 
-def compare_runs(before: BenchRun, after: BenchRun) -> dict[str, Any]:
+def compare_runs(before: BenchRun, after: BenchRun) -> RunComparison:
     """Compare ``after`` with ``before``.
 
     Returns:
@@ -31,30 +31,34 @@ def compare_runs(before: BenchRun, after: BenchRun) -> dict[str, Any]:
         the verdict text. ``counts`` tallies the statuses.
     """
     previous = {_key(m): m for m in before.measurements}
-    rows = []
+    rows: list[ComparisonRow] = []
     for m in after.measurements:
         old = previous.get(_key(m))
         if old is None:
             continue
         a, b = old.summary, m.summary
-        row: dict[str, Any] = {
-            "benchmark": m.benchmark,
-            "device": m.device,
-            "config": m.label,
-            "unit": m.unit,
-            "before": a.median,
-            "after": b.median,
-            "ratio": b.median / a.median if a.median else None,
-        }
+        status: ChangeStatus
         if min(a.n, b.n) < MIN_SAMPLES:
-            row["status"] = "not compared"
-            row["verdict"] = f"fewer than {MIN_SAMPLES} samples: the noise is unknown"
+            status = "not compared"
+            verdict = f"fewer than {MIN_SAMPLES} samples: the noise is unknown"
         else:
             c = compare(a, b, higher_is_better=m.higher_is_better)
             better = (b.median > a.median) == m.higher_is_better
-            row["status"] = ("better" if better else "worse") if c.different else "same"
-            row["verdict"] = c.verdict
-        rows.append(row)
+            status = ("better" if better else "worse") if c.different else "same"
+            verdict = c.verdict
+        rows.append(
+            {
+                "benchmark": m.benchmark,
+                "device": m.device,
+                "config": m.label,
+                "unit": m.unit,
+                "before": a.median,
+                "after": b.median,
+                "ratio": b.median / a.median if a.median else None,
+                "status": status,
+                "verdict": verdict,
+            }
+        )
     counts: dict[str, int] = {}
     for row in rows:
         counts[row["status"]] = counts.get(row["status"], 0) + 1

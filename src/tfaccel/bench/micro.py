@@ -88,6 +88,25 @@ def _iterations(run_k: Callable[[int], Any], target_s: float) -> int:
     return max(1, min(_MAX_ITERATIONS, math.ceil(target_s / one)))
 
 
+def _run_loop(loop: Any, device: str, tensors: tuple[Any, ...], k: int) -> Any:
+    import tensorflow as tf
+
+    with tf.device(device):
+        return loop(*tensors, tf.constant(k))
+
+
+def _timed_loop(
+    loop: Any, device: str, tensors: tuple[Any, ...], target_s: float
+) -> tuple[Callable[[], float], int]:
+    """A timed call of ``loop(*tensors, k)`` on ``device`` lasting about ``target_s``, and k.
+
+    ``loop`` is a ``tf.function`` running k dependent iterations; k is chosen by timing one.
+    """
+    run_k = partial(_run_loop, loop, device, tensors)
+    k = _iterations(run_k, target_s)
+    return partial(_timed, partial(run_k, k)), k
+
+
 def measure(
     candidates: dict[str, Callable[[], float | None]],
     *,
@@ -111,6 +130,29 @@ def measure(
 
 def _percent(value: float, peak: float | None) -> float | None:
     return 100.0 * value / peak if peak else None
+
+
+def _tflops(
+    benchmark: str,
+    target: Target,
+    config: dict[str, Any],
+    flops_per_sample: float,
+    seconds: list[float],
+    extra: dict[str, Any],
+) -> Measurement:
+    """TFLOP/s of each timed sample (``flops_per_sample`` in ``seconds``), with the spec peak of
+    the configuration's dtype and the % of it reached."""
+    peak = target.peak_tflops.get(config["dtype"])
+    m = Measurement(
+        benchmark,
+        {"device": target.name, **config},
+        "tflops",
+        "TFLOP/s",
+        [flops_per_sample / s / 1e12 for s in seconds],
+        {**extra, "peak_tflops": peak},
+    )
+    m.extra["percent_of_peak"] = _percent(m.summary.median, peak)
+    return m
 
 
 MatmulPlan = dict[str, tuple[str, int, int]]
@@ -138,10 +180,8 @@ def matmul_candidates(
                 a = tf.cast(tf.random.normal((n, n), seed=1), dtype)
                 # scaled so that repeated products keep their magnitude
                 b = tf.cast(tf.random.normal((n, n), seed=2) / math.sqrt(n), dtype)
-            run_k = partial(_run_loop, _matmul_loop(), device, a, b)
-            k = _iterations(run_k, seconds)
             name = f"{dtype} n={n}"
-            candidates[name] = partial(_timed, partial(run_k, k))
+            candidates[name], k = _timed_loop(_matmul_loop(), device, (a, b), seconds)
             plan[name] = (dtype, n, k)
     return candidates, plan
 
@@ -159,13 +199,6 @@ def _matmul_loop() -> Any:
     return loop
 
 
-def _run_loop(loop: Any, device: str, x: Any, y: Any, k: int) -> Any:
-    import tensorflow as tf
-
-    with tf.device(device):
-        return loop(x, y, tf.constant(k))
-
-
 def matmul_results(
     target: Target, samples: dict[str, list[float]], plan: MatmulPlan
 ) -> list[Measurement]:
@@ -173,23 +206,14 @@ def matmul_results(
     out = []
     for name, (dtype, n, k) in plan.items():
         flops = 2.0 * n**3
-        rates = [flops * k / s / 1e12 for s in samples[name]]
-        peak = target.peak_tflops.get(dtype)
-        m = Measurement(
-            "matmul",
-            {"device": target.name, "dtype": dtype, "n": n},
-            "tflops",
-            "TFLOP/s",
-            rates,
-            {
-                "flops_per_matmul": flops,
-                "iterations": k,
-                "arithmetic_intensity": flops / (3 * n * n * _ITEMSIZE[dtype]),
-                "peak_tflops": peak,
-            },
+        extra = {
+            "flops_per_matmul": flops,
+            "iterations": k,
+            "arithmetic_intensity": flops / (3 * n * n * _ITEMSIZE[dtype]),
+        }
+        out.append(
+            _tflops("matmul", target, {"dtype": dtype, "n": n}, flops * k, samples[name], extra)
         )
-        m.extra["percent_of_peak"] = _percent(m.summary.median, peak)
-        out.append(m)
     for m in out:
         best = max(o.summary.median for o in out if o.config["dtype"] == m.config["dtype"])
         m.extra["percent_of_best"] = _percent(m.summary.median, best)
@@ -225,15 +249,8 @@ def bandwidth(
     device = target.tf_devices[0]
     with tf.device(device):
         x = tf.zeros((nbytes // 4,), tf.float32)
-
-    def run_k(k: int) -> Any:
-        with tf.device(device):
-            return loop(x, tf.constant(k))
-
-    k = _iterations(run_k, profile.micro_seconds)
-    samples = measure(
-        {"copy": lambda: _timed(lambda: run_k(k))}, repeats=repeats, warmup=warmup, tick=tick
-    )
+    call, k = _timed_loop(loop, device, (x,), profile.micro_seconds)
+    samples = measure({"copy": call}, repeats=repeats, warmup=warmup, tick=tick)
     rates = [2 * nbytes * k / s / 1e9 for s in samples["copy"]]
     m = Measurement(
         "bandwidth",
@@ -268,15 +285,8 @@ def vector_add(
     with tf.device(device):
         x = tf.zeros((n,), tf.float32)
         y = tf.ones((n,), tf.float32)
-
-    def run_k(k: int) -> Any:
-        with tf.device(device):
-            return loop(x, y, tf.constant(k))
-
-    k = _iterations(run_k, profile.micro_seconds)
-    samples = measure(
-        {"add": lambda: _timed(lambda: run_k(k))}, repeats=repeats, warmup=warmup, tick=tick
-    )
+    call, k = _timed_loop(loop, device, (x, y), profile.micro_seconds)
+    samples = measure({"add": call}, repeats=repeats, warmup=warmup, tick=tick)
     rates = [12 * n * k / s / 1e9 for s in samples["add"]]
     m = Measurement(
         "vector_add",
@@ -384,25 +394,20 @@ def conv2d(
         for dtype in target.dtypes:
             x = tf.cast(tf.random.uniform((batch, hw, hw, cin)), dtype)
             w = tf.cast(tf.random.normal((3, 3, cin, cout)) * 0.1, dtype)
-
-            run_k = partial(_run_loop, make_loop(), device, x, w)
-            k = _iterations(run_k, profile.micro_seconds)
-            candidates[dtype] = partial(_timed, partial(run_k, k))
-            iterations[dtype] = k
+            loop = make_loop()
+            candidates[dtype], iterations[dtype] = _timed_loop(
+                loop, device, (x, w), profile.micro_seconds
+            )
     samples = measure(candidates, repeats=repeats, warmup=warmup, tick=tick)
-    out = []
     shape = f"{batch}x{hw}x{hw}x{cin}->{cout} k3"
-    for dtype, values in samples.items():
-        k = iterations[dtype]
-        peak = target.peak_tflops.get(dtype)
-        m = Measurement(
+    return [
+        _tflops(
             "conv2d",
-            {"device": target.name, "dtype": dtype, "name": shape},
-            "tflops",
-            "TFLOP/s",
-            [3 * forward * k / s / 1e12 for s in values],
-            {"flops_per_step": 3 * forward, "iterations": k, "peak_tflops": peak},
+            target,
+            {"dtype": dtype, "name": shape},
+            3 * forward * iterations[dtype],
+            values,
+            {"flops_per_step": 3 * forward, "iterations": iterations[dtype]},
         )
-        m.extra["percent_of_peak"] = _percent(m.summary.median, peak)
-        out.append(m)
-    return out
+        for dtype, values in samples.items()
+    ]

@@ -6,9 +6,11 @@ so a run read back from the database renders the same as one just measured.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from tfaccel.bench.records import RunDocument, SkippedDocument
 from tfaccel.store import ResultRecord, RunRecord
 from tfaccel.timing import Summary, summarize
 
@@ -159,6 +161,15 @@ class Skipped:
     reason: str
     config: dict[str, Any] = field(default_factory=dict)
 
+    def to_dict(self) -> SkippedDocument:
+        """JSON-ready."""
+        return {
+            "benchmark": self.benchmark,
+            "device": self.device,
+            "reason": self.reason,
+            "config": dict(self.config),
+        }
+
 
 @dataclass
 class BenchRun:
@@ -203,12 +214,12 @@ class BenchRun:
         return {
             "options": self.options,
             "targets": self.targets,
-            "skipped": [asdict(s) for s in self.skipped],
+            "skipped": [s.to_dict() for s in self.skipped],
             "notes": self.notes,
         }
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready."""
+    def to_dict(self) -> RunDocument:
+        """JSON-ready: the run with its details and every measurement."""
         return {
             "run_id": self.run_id,
             "started_at": self.started_at,
@@ -218,12 +229,15 @@ class BenchRun:
             "fingerprint_data": self.fingerprint_data,
             "tfaccel_version": self.tfaccel_version,
             "tf_version": self.tf_version,
-            **self.details(),
+            "options": self.options,
+            "targets": self.targets,
+            "skipped": [s.to_dict() for s in self.skipped],
+            "notes": self.notes,
             "measurements": [m.to_dict() for m in self.measurements],
         }
 
     @classmethod
-    def from_dict(cls, doc: dict[str, Any]) -> BenchRun:
+    def from_dict(cls, doc: Mapping[str, Any]) -> BenchRun:
         """Rebuild a run from :meth:`to_dict` output."""
         return cls(
             started_at=doc["started_at"],

@@ -204,8 +204,6 @@ class TrainingSampler:
         return seconds / (timed_steps * self.global_batch)  # seconds per image
 
 
-
-
 def _read_back(model: Any) -> None:
     """Block until the last update has been applied (reads the last weight to the host)."""
     model.trainable_variables[-1].numpy()

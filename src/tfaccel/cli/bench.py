@@ -1,22 +1,35 @@
-"""``tfaccel bench``: measure this machine, record the run, compare with the last one."""
+"""``tfaccel bench``: measure this machine, record the run, compare with the last one.
+
+The workflow is :func:`tfaccel.bench.run_with_history`; this module parses the flags, calls
+it, renders the result (:func:`tfaccel.report.text.render_bench`, or ``--json``) and maps its
+status to the exit code ``tfaccel --help`` documents.
+"""
 
 from __future__ import annotations
 
 import argparse
-import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tfaccel.cli._output import print_json
+# RichProgress and quiet_tensorflow live in _output (every command may use them); they are
+# importable from here too, where they were first defined.
+from tfaccel.cli._output import RichProgress, print_json, quiet_tensorflow
+
+if TYPE_CHECKING:
+    from tfaccel.bench import BenchOptions, BenchStatus
 
 __all__ = [
+    "EXIT_CODE",
     "RichProgress",
     "add_bench_arguments",
     "add_parser",
     "options_from",
     "quiet_tensorflow",
-    "render",
     "run",
 ]
+
+# The bench's status -> the exit code of `tfaccel bench` and `tfaccel report` (see EXIT_CODES
+# in tfaccel.cli: 1 when the digits convergence check failed).
+EXIT_CODE: dict[BenchStatus, int] = {"ok": 0, "check_failed": 1}
 
 
 def add_bench_arguments(p: argparse.ArgumentParser) -> None:
@@ -104,7 +117,7 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(handler=run)
 
 
-def options_from(args: argparse.Namespace) -> Any:
+def options_from(args: argparse.Namespace) -> BenchOptions:
     """Build :class:`tfaccel.bench.BenchOptions` from parsed flags (validated)."""
     from tfaccel.bench.options import BenchOptions, parse_only
 
@@ -122,151 +135,36 @@ def options_from(args: argparse.Namespace) -> Any:
     return options
 
 
-class RichProgress:
-    """A rich progress bar on stderr; use as a context manager around the run."""
-
-    def __init__(self, description: str = "starting") -> None:
-        from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            SpinnerColumn,
-            TextColumn,
-            TimeElapsedColumn,
-        )
-
-        self._progress = Progress(
-            SpinnerColumn(),
-            TextColumn("[bold]tfaccel[/bold]"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TextColumn("{task.description}"),
-            console=Console(stderr=True),
-            transient=True,
-        )
-        self._task = self._progress.add_task(description, total=None)
-
-    def __enter__(self) -> RichProgress:
-        self._progress.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._progress.stop()
-
-    def status(self, description: str) -> None:
-        """Show what is happening before the measurements start."""
-        self._progress.update(self._task, description=description)
-
-    def start(self, total: int) -> None:
-        """Switch the bar from "starting" to counting ``total`` timed calls."""
-        self._progress.update(self._task, total=total, completed=0, description="measuring")
-
-    def advance(self, label: str) -> None:
-        """One timed call done; show what is being measured."""
-        from rich.markup import escape
-
-        self._progress.update(self._task, advance=1, description=escape(label))
-
-
-def quiet_tensorflow() -> None:
-    """Keep TensorFlow's C++ info lines off the terminal unless the user asked for them."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-
-def render(
-    summary: dict[str, Any], bench: dict[str, Any], comparison: dict[str, Any] | None
-) -> Any:
-    """The terminal view of a run: the report's headline and tables, what was not measured,
-    and the changes beyond the noise since the last run."""
-    from rich.console import Group
-    from rich.markup import escape
-    from rich.table import Table
-    from rich.text import Text
-
-    from tfaccel.report.html import Status, headline_text, report_tables
-
-    style = {"ok": "green", "better": "green", "fail": "bold red", "worse": "bold red"}
-
-    def cell(value: Any) -> str:
-        text = escape(str(value))
-        colour = style.get(str(value)) if isinstance(value, Status) else None
-        return f"[{colour}]{text}[/{colour}]" if colour else text
-
-    parts: list[Any] = []
-    if summary.get("headline"):
-        parts.append(Text(headline_text(summary["headline"]), style="bold"))
-    for table in report_tables(summary, comparison):
-        rows = table.rows
-        if table.key == "comparison" and comparison is not None:
-            rows = [r for r in rows if str(r[6]) in ("better", "worse")]  # only the changes
-            counts = ", ".join(f"{v} {k}" for k, v in sorted(comparison["counts"].items()))
-            parts.append(Text(f"{table.title}: {counts}"))
-            if not rows:
-                continue
-        view = Table(title=escape(table.title), title_justify="left")
-        for i, name in enumerate(table.header):
-            view.add_column(escape(name), justify="right" if i in table.numeric else "left")
-        for row in rows:
-            view.add_row(*(cell(c) for c in row))
-        parts.append(view)
-    for s in bench.get("skipped") or []:
-        line = f"not measured: {s['benchmark']} on {s['device']}: {s['reason']}"
-        parts.append(Text(line, style="dim"))
-    return Group(*parts)
-
-
 def run(args: argparse.Namespace) -> int:
     """Run the bench, record it, print tables (or JSON); exit 1 if a correctness check failed."""
     from tfaccel import bench, probe
-    from tfaccel.store import ResultsStore
 
     if args.kernels:
         return run_kernels(args)
     options = options_from(args)
-    db = None if args.no_save and not args.compare else ResultsStore(args.db)
-    try:
-        with RichProgress("probing the machine") as progress:
-            snap = probe.snapshot()  # before quiet_tensorflow(), so it records the user's env
-            quiet_tensorflow()
-            progress.status("importing TensorFlow")
-            store = None if args.no_save else db
-            result = bench.run(options, store=store, progress=progress, snapshot=snap)
-        comparison = None
-        if args.compare and db is not None:
-            before = bench.previous_run(db, result) if result.run_id else _last(db, result)
-            comparison = bench.compare_runs(before, result) if before is not None else None
-    finally:
-        if db is not None:
-            db.close()
-    summary = bench.summarize_run(result)
-    failed = any(c.get("passed") is False for c in summary["checks"])
+    with RichProgress("probing the machine") as progress:
+        snap = probe.snapshot()  # before quiet_tensorflow(), so it records the user's env
+        quiet_tensorflow()
+        result = bench.run_with_history(
+            options,
+            snapshot=snap,
+            db=args.db,
+            save=not args.no_save,
+            compare=args.compare,
+            progress=progress,
+        )
     if args.json:
-        doc = {
-            "run": result.to_dict(),
-            "summary": summary,
-            "comparison": comparison,
-            "db": None if db is None else str(db.path),
-        }
-        print_json(doc)
-        return 1 if failed else 0
-    from tfaccel.report.text import console
+        print_json(result.to_dict())
+        return EXIT_CODE[result.status]
+    from tfaccel.report.text import console, render_bench
 
     out = console()
-    out.print(render(summary, result.to_dict(), comparison))
-    if args.compare and comparison is None:
+    out.print(render_bench(result))
+    if args.compare and result.comparison is None:
         out.print("no earlier complete run of this machine to compare with")
-    if db is not None and result.run_id is not None:
-        out.print(f"recorded as run {result.run_id} in {db.path}")
-    return 1 if failed else 0
-
-
-def _last(db: Any, result: Any) -> Any:
-    from tfaccel import bench
-
-    record = db.last_run(result.fingerprint)
-    return bench.load_run(db, record.id) if record is not None else None
+    if result.db_path is not None and result.run.run_id is not None:
+        out.print(f"recorded as run {result.run.run_id} in {result.db_path}")
+    return EXIT_CODE[result.status]
 
 
 def run_kernels(args: argparse.Namespace) -> int:

@@ -2,7 +2,8 @@
 
 Writes report.html (self-contained, plots embedded), report.json and report.md into ``--out``
 (default ./tfaccel-report), records the bench run in the results database and compares it
-with the last run of this machine.
+with the last run of this machine. The workflow is :func:`tfaccel.report.make_report`; this
+module parses the flags, calls it, renders the result and maps its status to the exit code.
 """
 
 from __future__ import annotations
@@ -10,17 +11,15 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from tfaccel.cli._output import print_json
+from tfaccel.cli._output import RichProgress, print_json, quiet_tensorflow
+from tfaccel.cli.bench import EXIT_CODE, add_bench_arguments, options_from
+from tfaccel.report import DEFAULT_OUT  # a light import: the package defers its renderers
 
 __all__ = ["DEFAULT_OUT", "add_parser", "run"]
-
-DEFAULT_OUT = "tfaccel-report"
 
 
 def add_parser(sub: Any) -> None:
     """Register ``tfaccel report`` on the CLI's subparsers."""
-    from tfaccel.cli.bench import add_bench_arguments
-
     p = sub.add_parser(
         "report",
         help="devices, doctor and a bench run: terminal summary plus HTML/JSON/Markdown files",
@@ -41,60 +40,26 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Measure, write the report files and print the summary (or the JSON document)."""
-    from tfaccel import bench, inventory, probe
-    from tfaccel.cli.bench import RichProgress, options_from, quiet_tensorflow
-    from tfaccel.diagnosis import diagnose
-    from tfaccel.report.html import build_document, check_writable, write_report
-    from tfaccel.store import ResultsStore
+    """Measure, write the report files and print the summary (or the JSON document); exit 1
+    if the convergence check failed."""
+    from tfaccel import probe, report
 
     options = options_from(args)
-    out_dir = check_writable(args.out)
-    db = None if args.no_save else ResultsStore(args.db)
-    try:
-        with RichProgress("probing the machine") as progress:
-            snap = probe.snapshot()
-            inv = inventory.build(snap)
-            diagnosis = diagnose(snap)
-            quiet_tensorflow()  # after the probe, so the doctor sees the user's environment
-            progress.status("importing TensorFlow")
-            result = bench.run(options, store=db, progress=progress, snapshot=snap)
-            progress.status("drawing the plots")
-            comparison = None
-            if db is not None:
-                before = bench.previous_run(db, result)
-                comparison = bench.compare_runs(before, result) if before is not None else None
-            doc = build_document(
-                result, devices=inv.to_dict(), doctor=diagnosis.to_dict(), comparison=comparison
-            )
-            files = write_report(out_dir, doc, _plots(doc["summary"]))
-    finally:
-        if db is not None:
-            db.close()
-    written = {"html": str(files.html), "json": str(files.json), "markdown": str(files.markdown)}
+    with RichProgress("probing the machine") as progress:
+        snap = probe.snapshot()  # before quiet_tensorflow(), so the doctor sees the user's env
+        quiet_tensorflow()
+        result = report.make_report(
+            options,
+            out=args.out,
+            snapshot=snap,
+            db=args.db,
+            save=not args.no_save,
+            progress=progress,
+        )
     if args.json:
-        print_json({**doc, "written": written})
-        return 0
-    from rich.rule import Rule
+        print_json(result.to_dict())
+    else:
+        from tfaccel.report.text import console, render_report
 
-    from tfaccel.cli.bench import render
-    from tfaccel.report.doctor_text import render_doctor
-    from tfaccel.report.text import console, render_inventory
-
-    out = console()
-    out.print(Rule("tfaccel devices"))
-    out.print(render_inventory(inv))
-    out.print(Rule("tfaccel doctor"))
-    out.print(render_doctor(doc["doctor"]))
-    out.print(Rule("tfaccel bench"))
-    out.print(render(doc["summary"], doc["bench"], comparison))
-    out.print(Rule("files"))
-    for kind, path in written.items():
-        out.print(f"{kind:9} {path}", markup=False, highlight=False)
-    return 0
-
-
-def _plots(summary: dict[str, Any]) -> dict[str, bytes]:
-    from tfaccel.report.plots import render_all
-
-    return render_all(summary)
+        console().print(render_report(result))
+    return EXIT_CODE[result.status]

@@ -6,6 +6,9 @@ shows (HTML, Markdown, and the terminal in ``tfaccel bench``); :func:`write_repo
 report.html, report.json, report.md and the PNG plots, each atomically (a temporary file renamed
 into place). Every piece of text that came from the system (device names, paths, doctor
 evidence) goes through :func:`html.escape` in the HTML.
+
+The document and its rows are the typed records of :mod:`tfaccel.bench.records`; a report.json
+read back renders the same as the document just built.
 """
 
 from __future__ import annotations
@@ -18,24 +21,43 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
+from tfaccel.bench.records import (
+    CHANGED,
+    Headline,
+    ModelRow,
+    RunComparison,
+    RunDocument,
+    RunSummary,
+)
 from tfaccel.errors import UsageError
 from tfaccel.snapshot import write_atomic
 
+if TYPE_CHECKING:
+    from tfaccel.bench.results import BenchRun
+
 __all__ = [
+    "ReportDocument",
+    "ReportFileNames",
     "ReportFiles",
+    "SavedReportDocument",
     "Status",
     "Table",
     "build_document",
     "check_writable",
+    "checks_table",
+    "comparison_table",
+    "devices_table",
     "fmt_num",
     "fmt_pct",
     "fmt_seconds",
     "headline_text",
+    "micro_table",
     "render_html",
     "render_markdown",
     "report_tables",
+    "training_table",
     "write_report",
 ]
 
@@ -88,7 +110,7 @@ def _iqr(rel_iqr: Any) -> str:
     return "n/a" if rel_iqr is None else f"{float(rel_iqr) * 100:.1f}%"
 
 
-def _vs_default(row: dict[str, Any]) -> str:
+def _vs_default(row: ModelRow) -> str:
     if row.get("speedup_vs_default") is None:
         return "-"
     where = "beyond" if row.get("vs_default_different") else "inside"
@@ -102,13 +124,42 @@ def _speedup(value: Any) -> str:
 # -- the document and its tables ---------------------------------------------------------------
 
 
+class ReportDocument(TypedDict):
+    """report.json (without its file names): the run, its tables, devices and doctor."""
+
+    schema: str
+    generated_at: str
+    tfaccel_version: str
+    summary: RunSummary
+    comparison: RunComparison | None
+    devices: dict[str, Any] | None
+    doctor: dict[str, Any] | None
+    bench: RunDocument
+
+
+class ReportFileNames(TypedDict):
+    """Where report.json says its sibling files are, relative to its directory."""
+
+    html: str
+    json: str
+    markdown: str
+    plots: dict[str, str]
+
+
+class SavedReportDocument(ReportDocument):
+    """report.json as written: the document and the names of the files beside it."""
+
+    files: ReportFileNames
+
+
 def build_document(
-    run: Any,
+    run: BenchRun,
     *,
     devices: dict[str, Any] | None = None,
     doctor: dict[str, Any] | None = None,
-    comparison: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+    comparison: RunComparison | None = None,
+    summary: RunSummary | None = None,
+) -> ReportDocument:
     """The report.json document.
 
     Args:
@@ -116,6 +167,7 @@ def build_document(
         devices: ``Inventory.to_dict()``.
         doctor: ``DoctorReport.to_dict()``.
         comparison: :func:`tfaccel.bench.compare_runs` output, or None.
+        summary: :func:`tfaccel.bench.summarize_run` of ``run`` (derived when not given).
     """
     from tfaccel import __version__
     from tfaccel.bench.analysis import summarize_run
@@ -124,7 +176,7 @@ def build_document(
         "schema": SCHEMA,
         "generated_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "tfaccel_version": __version__,
-        "summary": summarize_run(run),
+        "summary": summarize_run(run) if summary is None else summary,
         "comparison": comparison,
         "devices": devices,
         "doctor": doctor,
@@ -153,7 +205,7 @@ class Table:
     numeric: frozenset[int] = field(default_factory=frozenset)
 
 
-def headline_text(h: dict[str, Any]) -> str:
+def headline_text(h: Headline) -> str:
     """The headline in one sentence: Keras default vs best configuration, ratio and noise."""
     return (
         f"{h['model']} on {h['device_label']}: Keras default ({h['default_config']}) "
@@ -163,147 +215,166 @@ def headline_text(h: dict[str, Any]) -> str:
     )
 
 
-def report_tables(summary: dict[str, Any], comparison: dict[str, Any] | None) -> list[Table]:
-    """The tables of a report, in order: devices, training, micro, checks, comparison."""
+def report_tables(summary: RunSummary, comparison: RunComparison | None) -> list[Table]:
+    """The tables of a report, in order: devices, training, micro, checks, comparison.
+
+    Tables without rows are left out.
+    """
     tables = [
-        Table(
-            "devices",
-            "Devices compared (best configuration of each)",
-            [
-                "model",
-                "device",
-                "best configuration",
-                "images/s",
-                "utilisation (of matmul)",
-                "MFU (of spec peak)",
-                "time per 50,000-image epoch",
-                "speedup over CPU",
-            ],
-            [
-                [
-                    r["model"],
-                    r["device_label"],
-                    r["best_config"],
-                    fmt_num(r["images_per_s"]),
-                    fmt_pct(r["utilisation_percent"]),
-                    fmt_pct(r["mfu_percent"]),
-                    fmt_seconds(r["epoch_seconds"]),
-                    _speedup(r["speedup_over_cpu"]),
-                ]
-                for r in summary["device_table"]
-            ],
-            frozenset({3, 4, 5, 6, 7}),
-        ),
-        Table(
-            "training",
-            "Training throughput",
-            [
-                "model",
-                "device",
-                "configuration",
-                "images/s",
-                "IQR",
-                "step time",
-                "epoch",
-                "model TFLOP/s",
-                "utilisation",
-                "MFU",
-                "vs the Keras default",
-            ],
-            [
-                [
-                    r["model"],
-                    r["device"],
-                    r["config"],
-                    fmt_num(r["images_per_s"]),
-                    _iqr(r["relative_iqr"]),
-                    fmt_seconds(r["step_time_ms"] / 1000),
-                    fmt_seconds(r["epoch_seconds"]),
-                    fmt_num(r["model_tflops"]),
-                    fmt_pct(r["utilisation_percent"]),
-                    fmt_pct(r["mfu_percent"]),
-                    _vs_default(r),
-                ]
-                for r in summary["models"]
-            ],
-            frozenset(range(3, 10)),
-        ),
-        Table(
-            "micro",
-            "Micro benchmarks",
-            [
-                "benchmark",
-                "device",
-                "configuration",
-                "median",
-                "unit",
-                "IQR",
-                "% of spec peak",
-                "% of best measured",
-            ],
-            [
-                [
-                    r["benchmark"],
-                    r["device"],
-                    r["config"],
-                    fmt_num(r["median"]),
-                    r["unit"],
-                    _iqr(r["relative_iqr"]),
-                    fmt_pct(r["percent_of_peak"]),
-                    fmt_pct(r["percent_of_best"]),
-                ]
-                for r in summary["micro"]
-            ],
-            frozenset({3, 5, 6, 7}),
-        ),
-        Table(
-            "checks",
-            "Checks",
-            ["check", "device", "test accuracy", "threshold", "result"],
-            [
-                [
-                    c["benchmark"],
-                    c["device"],
-                    f"{c['value']:.3f}",
-                    c["threshold"],
-                    Status("ok" if c["passed"] else "fail"),
-                ]
-                for c in summary.get("checks") or []
-            ],
-        ),
+        devices_table(summary),
+        training_table(summary),
+        micro_table(summary),
+        checks_table(summary),
     ]
     if comparison is not None:
-        tables.append(
-            Table(
-                "comparison",
-                f"Against run {comparison['before_run_id']} ({comparison['before_started_at']})",
-                [
-                    "benchmark",
-                    "device",
-                    "configuration",
-                    "before",
-                    "after",
-                    "unit",
-                    "status",
-                    "verdict",
-                ],
-                [
-                    [
-                        r["benchmark"],
-                        r["device"],
-                        r["config"],
-                        fmt_num(r["before"]),
-                        fmt_num(r["after"]),
-                        r["unit"],
-                        Status(r["status"]),
-                        r["verdict"],
-                    ]
-                    for r in comparison["rows"]
-                ],
-                frozenset({3, 4}),
-            )
-        )
+        tables.append(comparison_table(comparison))
     return [t for t in tables if t.rows]
+
+
+def devices_table(summary: RunSummary) -> Table:
+    """Each model's best configuration per device: utilisation, MFU, epoch, speedup."""
+    return Table(
+        "devices",
+        "Devices compared (best configuration of each)",
+        [
+            "model",
+            "device",
+            "best configuration",
+            "images/s",
+            "utilisation (of matmul)",
+            "MFU (of spec peak)",
+            "time per 50,000-image epoch",
+            "speedup over CPU",
+        ],
+        [
+            [
+                r["model"],
+                r["device_label"],
+                r["best_config"],
+                fmt_num(r["images_per_s"]),
+                fmt_pct(r["utilisation_percent"]),
+                fmt_pct(r["mfu_percent"]),
+                fmt_seconds(r["epoch_seconds"]),
+                _speedup(r["speedup_over_cpu"]),
+            ]
+            for r in summary["device_table"]
+        ],
+        frozenset({3, 4, 5, 6, 7}),
+    )
+
+
+def training_table(summary: RunSummary) -> Table:
+    """Every training configuration measured, with its derived figures."""
+    return Table(
+        "training",
+        "Training throughput",
+        [
+            "model",
+            "device",
+            "configuration",
+            "images/s",
+            "IQR",
+            "step time",
+            "epoch",
+            "model TFLOP/s",
+            "utilisation",
+            "MFU",
+            "vs the Keras default",
+        ],
+        [
+            [
+                r["model"],
+                r["device"],
+                r["config"],
+                fmt_num(r["images_per_s"]),
+                _iqr(r["relative_iqr"]),
+                fmt_seconds(r["step_time_ms"] / 1000),
+                fmt_seconds(r["epoch_seconds"]),
+                fmt_num(r["model_tflops"]),
+                fmt_pct(r["utilisation_percent"]),
+                fmt_pct(r["mfu_percent"]),
+                _vs_default(r),
+            ]
+            for r in summary["models"]
+        ],
+        frozenset(range(3, 10)),
+    )
+
+
+def micro_table(summary: RunSummary) -> Table:
+    """The micro benchmarks against the spec peak and the best measured."""
+    return Table(
+        "micro",
+        "Micro benchmarks",
+        [
+            "benchmark",
+            "device",
+            "configuration",
+            "median",
+            "unit",
+            "IQR",
+            "% of spec peak",
+            "% of best measured",
+        ],
+        [
+            [
+                r["benchmark"],
+                r["device"],
+                r["config"],
+                fmt_num(r["median"]),
+                r["unit"],
+                _iqr(r["relative_iqr"]),
+                fmt_pct(r["percent_of_peak"]),
+                fmt_pct(r["percent_of_best"]),
+            ]
+            for r in summary["micro"]
+        ],
+        frozenset({3, 5, 6, 7}),
+    )
+
+
+def checks_table(summary: RunSummary) -> Table:
+    """The correctness checks: value, threshold, ok or fail."""
+    return Table(
+        "checks",
+        "Checks",
+        ["check", "device", "test accuracy", "threshold", "result"],
+        [
+            [
+                c["benchmark"],
+                c["device"],
+                f"{c['value']:.3f}",
+                c["threshold"],
+                Status("ok" if c["passed"] else "fail"),
+            ]
+            for c in summary.get("checks") or []
+        ],
+    )
+
+
+def comparison_table(comparison: RunComparison, *, changes_only: bool = False) -> Table:
+    """The figures measured in both runs (only those that changed beyond the noise, better or
+    worse, with ``changes_only``)."""
+    rows = [r for r in comparison["rows"] if not changes_only or r["status"] in CHANGED]
+    return Table(
+        "comparison",
+        f"Against run {comparison['before_run_id']} ({comparison['before_started_at']})",
+        ["benchmark", "device", "configuration", "before", "after", "unit", "status", "verdict"],
+        [
+            [
+                r["benchmark"],
+                r["device"],
+                r["config"],
+                fmt_num(r["before"]),
+                fmt_num(r["after"]),
+                r["unit"],
+                Status(r["status"]),
+                r["verdict"],
+            ]
+            for r in rows
+        ],
+        frozenset({3, 4}),
+    )
 
 
 def _device_rows(devices: dict[str, Any]) -> list[list[Any]]:
@@ -351,7 +422,7 @@ def _md_table(header: list[str], rows: list[list[Any]]) -> list[str]:
     return [*lines, ""]
 
 
-def render_markdown(doc: dict[str, Any], plot_files: dict[str, str] | None = None) -> str:
+def render_markdown(doc: ReportDocument, plot_files: dict[str, str] | None = None) -> str:
     """report.md: the same content as the HTML, as Markdown tables (plots linked as files)."""
     bench = doc["bench"]
     out = [
@@ -362,17 +433,17 @@ def render_markdown(doc: dict[str, Any], plot_files: dict[str, str] | None = Non
         f"run {bench.get('run_id')} ({bench['status']}).",
         "",
     ]
-    if doc["summary"].get("headline"):
-        out += ["## Headline", "", _md(headline_text(doc["summary"]["headline"])), ""]
+    if headline := doc["summary"].get("headline"):
+        out += ["## Headline", "", _md(headline_text(headline)), ""]
     for table in report_tables(doc["summary"], doc.get("comparison")):
         out += [f"## {table.title}", "", *_md_table(table.header, table.rows)]
     for name, path in (plot_files or {}).items():
         out += [f"![{PLOT_TITLES.get(name, name)}]({path})", ""]
-    if doc.get("devices"):
+    if devices := doc.get("devices"):
         out += [
             "## Devices",
             "",
-            *_md_table(["kind", "model", "details", "peak"], _device_rows(doc["devices"])),
+            *_md_table(["kind", "model", "details", "peak"], _device_rows(devices)),
         ]
     findings = (doc.get("doctor") or {}).get("findings") or []
     if findings:
@@ -441,7 +512,7 @@ def _html_table(table: Table) -> str:
     )
 
 
-def _html_headline(h: dict[str, Any]) -> str:
+def _html_headline(h: Headline) -> str:
     return (
         '<div class="headline" id="headline">'
         f"<div>{_e(h['model'])} on {_e(h['device_label'])}</div>"
@@ -472,7 +543,7 @@ def _html_doctor(doctor: dict[str, Any] | None) -> list[str]:
     return [_html_table(Table("doctor", "Doctor", ["status", "check", "finding", "fix"], rows))]
 
 
-def render_html(doc: dict[str, Any], plots: dict[str, bytes] | None = None) -> str:
+def render_html(doc: ReportDocument, plots: dict[str, bytes] | None = None) -> str:
     """report.html: one self-contained page (CSS inline, plots as base64 PNG data URIs)."""
     bench = doc["bench"]
     profile = (bench.get("options") or {}).get("profile")
@@ -488,8 +559,8 @@ def render_html(doc: dict[str, Any], plots: dict[str, bytes] | None = None) -> s
         f"fingerprint <code>{_e(bench['fingerprint'])}</code>; run {_e(bench.get('run_id'))} "
         f"({_e(bench['status'])}), profile {_e(profile)}.</p>",
     ]
-    if doc["summary"].get("headline"):
-        parts.append(_html_headline(doc["summary"]["headline"]))
+    if headline := doc["summary"].get("headline"):
+        parts.append(_html_headline(headline))
     tables = report_tables(doc["summary"], doc.get("comparison"))
     parts += [_html_table(t) for t in tables if t.key in ("devices", "training")]
     for name, png in (plots or {}).items():
@@ -500,11 +571,9 @@ def render_html(doc: dict[str, Any], plots: dict[str, bytes] | None = None) -> s
             f'src="data:image/png;base64,{data}"><figcaption>{_e(title)}</figcaption></figure>'
         )
     parts += [_html_table(t) for t in tables if t.key not in ("devices", "training")]
-    if doc.get("devices"):
+    if devices := doc.get("devices"):
         header = ["kind", "model", "details", "peak"]
-        parts.append(
-            _html_table(Table("inventory", "Devices", header, _device_rows(doc["devices"])))
-        )
+        parts.append(_html_table(Table("inventory", "Devices", header, _device_rows(devices))))
     parts += _html_doctor(doc.get("doctor"))
     skipped = bench.get("skipped") or []
     if skipped:
@@ -557,7 +626,7 @@ def check_writable(directory: str | Path) -> Path:
 
 
 def write_report(
-    directory: str | Path, doc: dict[str, Any], plots: dict[str, bytes] | None = None
+    directory: str | Path, doc: ReportDocument, plots: dict[str, bytes] | None = None
 ) -> ReportFiles:
     """Write report.html, report.json, report.md and plots/*.png into ``directory``.
 
@@ -583,7 +652,7 @@ def write_report(
             markdown=root / "report.md",
             plots=plot_paths,
         )
-        doc = {
+        saved: SavedReportDocument = {
             **doc,
             "files": {
                 "html": "report.html",
@@ -592,11 +661,11 @@ def write_report(
                 "plots": {k: f"plots/{k}.png" for k in plots},
             },
         }
-        text = json.dumps(doc, indent=2, default=str) + "\n"
+        text = json.dumps(saved, indent=2, default=str) + "\n"
         write_atomic(files.json, text.encode("utf-8"))
-        markdown = render_markdown(doc, doc["files"]["plots"])
+        markdown = render_markdown(saved, saved["files"]["plots"])
         write_atomic(files.markdown, markdown.encode("utf-8"))
-        write_atomic(files.html, render_html(doc, plots).encode("utf-8"))
+        write_atomic(files.html, render_html(saved, plots).encode("utf-8"))
     except OSError as exc:
         raise UsageError(
             f"The report could not be written to {str(root)!r}",

@@ -8,9 +8,12 @@ passed with ``$`` escaped, so matplotlib never interprets it as math.
 from __future__ import annotations
 
 import io
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfaccel.errors import TfaccelError
+
+if TYPE_CHECKING:
+    from tfaccel.bench.records import RunSummary
 
 __all__ = ["render_all", "roofline", "speedup", "step_times", "throughput"]
 
@@ -45,7 +48,7 @@ def _text(value: Any) -> str:
     return str(value).replace("$", r"\$")
 
 
-def throughput(summary: dict[str, Any]) -> bytes | None:
+def throughput(summary: RunSummary) -> bytes | None:
     """Training images/s per configuration (median, IQR as error bars), one panel per model."""
     rows = summary.get("models") or []
     models = list(dict.fromkeys(r["model"] for r in rows))
@@ -73,7 +76,7 @@ def throughput(summary: dict[str, Any]) -> bytes | None:
     return _png(fig)
 
 
-def step_times(summary: dict[str, Any]) -> bytes | None:
+def step_times(summary: RunSummary) -> bytes | None:
     """Distribution of the timed step times (ms) per configuration, as box plots."""
     rows = [r for r in summary.get("models") or [] if r.get("step_time_samples_ms")]
     if not rows:
@@ -96,7 +99,7 @@ def step_times(summary: dict[str, Any]) -> bytes | None:
     return _png(fig)
 
 
-def roofline(summary: dict[str, Any]) -> bytes | None:
+def roofline(summary: RunSummary) -> bytes | None:
     """Roofline per device: measured matmul and bandwidth ceilings, spec peaks, measured points."""
     devices = [d for d in summary.get("roofline") or [] if d.get("measured_tflops")]
     if not devices:
@@ -139,19 +142,19 @@ def roofline(summary: dict[str, Any]) -> bytes | None:
     return _png(fig)
 
 
-def speedup(summary: dict[str, Any]) -> bytes | None:
+def speedup(summary: RunSummary) -> bytes | None:
     """Speedup of each configuration over the Keras default, and of each device over the CPU."""
-    rows = [r for r in summary.get("models") or [] if r.get("speedup_vs_default")]
-    devices = [r for r in summary.get("device_table") or [] if r.get("speedup_over_cpu")]
-    show_devices = len({r["device"] for r in devices}) > 1
+    rows = [(r, x) for r in summary.get("models") or [] if (x := r["speedup_vs_default"])]
+    devices = [(r, x) for r in summary.get("device_table") or [] if (x := r["speedup_over_cpu"])]
+    show_devices = len({r["device"] for r, _ in devices}) > 1
     panels = 1 + int(show_devices)
     if not rows and not show_devices:
         return None
     fig = _figure(10, max(2.5, 0.35 * max(len(rows), len(devices)) + 1.5) * panels)
     axes = fig.subplots(panels, 1, squeeze=False)[:, 0]
     ax = axes[0]
-    labels = [_text(f"{r['model']} {r['device']}: {r['config']}") for r in rows]
-    values = [r["speedup_vs_default"] for r in rows]
+    labels = [_text(f"{r['model']} {r['device']}: {r['config']}") for r, _ in rows]
+    values = [x for _, x in rows]
     ax.barh(range(len(rows)), values, color=_COLORS[2])
     ax.axvline(1.0, color="black", linewidth=1)
     ax.set_yticks(range(len(rows)), labels)
@@ -161,8 +164,8 @@ def speedup(summary: dict[str, Any]) -> bytes | None:
         ax.annotate(f" x{value:.2f}", (value, i), va="center", fontsize=8)
     if show_devices:
         ax = axes[1]
-        labels = [_text(f"{r['model']} {r['device_label']}") for r in devices]
-        values = [r["speedup_over_cpu"] for r in devices]
+        labels = [_text(f"{r['model']} {r['device_label']}") for r, _ in devices]
+        values = [x for _, x in devices]
         ax.barh(range(len(devices)), values, color=_COLORS[0])
         ax.set_yticks(range(len(devices)), labels)
         ax.invert_yaxis()
@@ -171,7 +174,7 @@ def speedup(summary: dict[str, Any]) -> bytes | None:
     return _png(fig)
 
 
-def render_all(summary: dict[str, Any]) -> dict[str, bytes]:
+def render_all(summary: RunSummary) -> dict[str, bytes]:
     """Every plot that has data: name -> PNG bytes (throughput, step_times, roofline, speedup)."""
     out: dict[str, bytes] = {}
     for name, fn in (

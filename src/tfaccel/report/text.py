@@ -2,16 +2,31 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, Group, RenderableType
 from rich.markup import escape
+from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
 from tfaccel.inventory import Inventory, Peak
 
-__all__ = ["console", "fmt_bytes", "render_inventory", "render_peak"]
+if TYPE_CHECKING:
+    from tfaccel.bench import BenchResult
+    from tfaccel.report import ReportResult
+    from tfaccel.report.html import Table as ReportTable
+
+__all__ = [
+    "console",
+    "fmt_bytes",
+    "render_bench",
+    "render_inventory",
+    "render_peak",
+    "render_report",
+]
+
+_STATUS_STYLE = {"ok": "green", "better": "green", "fail": "bold red", "worse": "bold red"}
 
 
 def console(stderr: bool = False) -> Console:
@@ -159,3 +174,58 @@ def _tf_table(inv: Inventory) -> Table:
     if tfv.error:
         table.add_row("error", escape(tfv.error))
     return table
+
+
+def _report_table(table: ReportTable) -> Table:
+    from tfaccel.report.html import Status
+
+    def cell(value: Any) -> str:
+        text = escape(str(value))
+        colour = _STATUS_STYLE.get(str(value)) if isinstance(value, Status) else None
+        return f"[{colour}]{text}[/{colour}]" if colour else text
+
+    view = Table(title=escape(table.title), title_justify="left")
+    for i, name in enumerate(table.header):
+        view.add_column(escape(name), justify="right" if i in table.numeric else "left")
+    for row in table.rows:
+        view.add_row(*(cell(c) for c in row))
+    return view
+
+
+def render_bench(result: BenchResult) -> RenderableType:
+    """The ``tfaccel bench`` screen: the headline and the report's tables, the changes beyond
+    the noise since the last run (every status counted, only the better and worse figures
+    listed), and what was not measured."""
+    from tfaccel.report.html import comparison_table, headline_text, report_tables
+
+    summary, comparison = result.summary, result.comparison
+    parts: list[RenderableType] = []
+    if headline := summary["headline"]:
+        parts.append(Text(headline_text(headline), style="bold"))
+    parts += [_report_table(t) for t in report_tables(summary, None)]
+    if comparison is not None and comparison["rows"]:
+        changes = comparison_table(comparison, changes_only=True)
+        counts = ", ".join(f"{v} {k}" for k, v in sorted(comparison["counts"].items()))
+        parts.append(Text(f"{changes.title}: {counts}"))
+        if changes.rows:
+            parts.append(_report_table(changes))
+    for s in result.run.skipped:
+        parts.append(Text(f"not measured: {s.benchmark} on {s.device}: {s.reason}", style="dim"))
+    return Group(*parts)
+
+
+def render_report(result: ReportResult) -> RenderableType:
+    """The ``tfaccel report`` screen: devices, doctor, bench, and the files written."""
+    from tfaccel.report.doctor_text import render_doctor
+
+    parts: list[RenderableType] = [
+        Rule("tfaccel devices"),
+        render_inventory(result.inventory),
+        Rule("tfaccel doctor"),
+        render_doctor(result.document["doctor"] or {}),
+        Rule("tfaccel bench"),
+        render_bench(result.bench),
+        Rule("files"),
+    ]
+    parts += [Text(f"{kind:9} {path}") for kind, path in result.written.items()]
+    return Group(*parts)
