@@ -117,9 +117,9 @@ def test_slow_pipeline_is_input_bound_by_the_wait_it_adds(model: Any, data: Any)
     # an independent path: the same train function on one ready batch, no pipeline at all
     assert synthetic_run.input_share >= 0.2
     finding = callback.diagnose().get("input_bound")
-    assert finding is not None and finding.status == "high"
+    assert finding is not None and finding.status == "fail"
     assert finding.numbers["confirmed"] is True
-    assert "tfaccel.data.pipeline(" in (finding.change or "")
+    assert "tfaccel.data.pipeline(" in (finding.fix or "")
 
 
 def test_python_between_steps_is_host_overhead(model: Any, data: Any) -> None:
@@ -132,8 +132,8 @@ def test_python_between_steps_is_host_overhead(model: Any, data: Any) -> None:
     figures = callback.measurement().figures()
     assert figures.host_s is not None and 0.006 <= figures.host_s.median < 0.012
     finding = callback.diagnose().get("host_overhead")
-    assert finding is not None and finding.status == "high"
-    assert "steps_per_execution" in (finding.change or "")
+    assert finding is not None and finding.status == "fail"
+    assert "steps_per_execution" in (finding.fix or "")
 
 
 def test_too_few_steps_are_refused(model: Any, data: Any) -> None:
@@ -151,7 +151,7 @@ def test_uninstrumented_data_says_the_wait_is_not_measured(model: Any, data: Any
     figures = measurement.figures()
     assert figures.input_share is None and figures.examples_per_s is not None
     finding = callback.diagnose().get("input_bound")
-    assert finding is not None and finding.status == "skipped"
+    assert finding is not None and finding.status == "skip"
 
 
 def test_live_lines_summary_and_tensorboard_scalars(model: Any, data: Any, tmp_path: Path) -> None:

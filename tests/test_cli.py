@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -88,7 +89,19 @@ def test_doctor_text_output(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["doctor"])
     out = capsys.readouterr().out
     assert "cpu_only_build" in out and "no_driver_or_hidden" in out
+    assert ("failures found (" if code else "no failures (") in out
     assert code in (0, 1)
+
+
+def test_doctor_log_text_output_shows_the_cause_and_its_fix(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    log = Path(__file__).parent / "data/doctor-logs/27_oom.log"
+    assert main(["doctor", "--log", str(log)]) == 1
+    out = capsys.readouterr().out
+    assert re.search(r"^  fail +oom +The GPU ran out of memory", out, re.MULTILINE)
+    assert "- tensor shape [5760,4,4,2048]" in out and "fix: halve the batch size" in out
+    assert "failures found (1 fail, 0 warn, 0 info, 0 ok, 0 skip)" in out
 
 
 def test_snapshot_save_then_replay_gives_the_same_report(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import types
 import typing
 from typing import Any, Union
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 
 from tfaccel.diagnosis import DoctorReport, diagnose, match_log
 from tfaccel.findings import STATUSES
+from tfaccel.report.findings import render_html, render_markdown
 from tfaccel.snapshot import Snapshot
 
 # Values that reach the rules' branches, mixed with odd ones: empty, not a version, half a version.
@@ -98,8 +100,16 @@ def test_any_text_yields_a_json_log_report(text: str) -> None:
     report = match_log(text)
     json.dumps(report.to_dict())
     assert all(cause.status in ("warn", "fail") for cause in report.causes)
+    assert all(cause.source == "log" and cause.evidence for cause in report.causes)
+    lines = [(c.numbers["count"], len(c.numbers["line_numbers"])) for c in report.causes]
+    assert all(count >= shown >= 1 for count, shown in lines)
     assert report.matched == bool(report.causes)
-    check_report(diagnose(Snapshot(), log=text))
+    doctor = diagnose(Snapshot(), log=text)
+    check_report(doctor)
+    doc = json.loads(json.dumps(doctor.to_dict()))
+    assert render_markdown(doc) == render_markdown(doctor)
+    tags = {tag.lstrip("/") for tag in re.findall(r"<(/?\w+)", render_html(doc))}
+    assert tags <= {"table", "thead", "tbody", "tr", "th", "td", "span", "small", "br", "p", "b"}
 
 
 # Fields of a healthy GPU machine that the GPU rules parse; each may be replaced by odd text.

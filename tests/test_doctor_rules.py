@@ -11,7 +11,7 @@ import pytest
 
 from tfaccel.diagnosis import DoctorReport, diagnose
 from tfaccel.diagnosis.rules import RULES
-from tfaccel.findings import Finding
+from tfaccel.findings import Finding, counts
 from tfaccel.snapshot import (
     CpuInfo,
     DeepProbe,
@@ -208,6 +208,22 @@ def test_report_to_dict_is_json_with_summary_and_exit_code() -> None:
     assert data["log"]["causes"][0]["id"] == "oom"
     assert data["exit_code"] == 1 == report.exit_code  # the log's failure counts
     assert sum(data["summary"].values()) == len(data["findings"]) + 1
+
+
+def test_log_causes_are_findings_counted_with_the_checks() -> None:
+    log = (
+        "Allocator (GPU_0_bfc) ran out of memory trying to allocate 1.23GiB with "
+        "freed_by_count=0. The caller indicates that this is not a failure"
+    )
+    report = diagnose(this_machine(), log=log)
+    assert report.log is not None
+    (cause,) = report.log.causes
+    assert isinstance(cause, Finding)
+    assert (cause.id, cause.status, cause.source) == ("oom", "warn", "log")
+    assert report.counts() == counts([*report.findings, cause])
+    assert report.counts()["warn"] == counts(report.findings)["warn"] + 1
+    assert report.exit_code == 0  # a warning is not a failure
+    assert report.to_dict()["log"]["causes"] == [cause.to_dict()]
 
 
 def test_report_without_log_has_null_log() -> None:

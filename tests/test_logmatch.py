@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from tfaccel.diagnosis import LogText, diagnose, match_log, read_log_file
-from tfaccel.diagnosis.logmatch import CAUSES, LogReport
+from tfaccel.diagnosis import LogReport, LogText, diagnose, match_log, read_log_file
+from tfaccel.diagnosis.logpatterns import CAUSES
 from tfaccel.errors import LogInputError
+from tfaccel.findings import Finding
 from tfaccel.snapshot import Snapshot
 
 LOGS = Path(__file__).parent / "data" / "doctor-logs"
@@ -24,6 +25,19 @@ def cause_ids(report: LogReport, status: str | None = None) -> list[str]:
     return [c.id for c in report.causes if status is None or c.status == status]
 
 
+def shown_lines(cause: Finding) -> list[tuple[int, str]]:
+    """The ``line N: text`` evidence of a cause, as (N, text)."""
+    pairs = [e.split(": ", 1) for e in cause.evidence if e.startswith("line ")]
+    return [(int(head.removeprefix("line ")), text) for head, text in pairs]
+
+
+def details(cause: Finding) -> list[str]:
+    """The evidence read from the lines: neither a line nor the count of lines."""
+    return [
+        e for e in cause.evidence if not e.startswith("line ") and "matching lines in all" not in e
+    ]
+
+
 # --------------------------------------------------------------------------- shared logs
 
 
@@ -33,7 +47,9 @@ def test_each_public_issue_log_yields_its_cause(entry: dict[str, str]) -> None:
     assert cause_ids(report, "fail") == [entry["cause"]]
     assert cause_ids(report) == [entry["cause"]]
     cause = report.causes[0]
-    assert cause.lines and cause.count >= 1
+    assert cause.source == "log" and cause.title == CAUSES[entry["cause"]].title
+    assert shown_lines(cause) and cause.numbers["count"] >= 1
+    assert [n for n, _ in shown_lines(cause)] == cause.numbers["line_numbers"]
     assert cause.fix == CAUSES[entry["cause"]].fix
     assert report.matched
 
@@ -53,21 +69,23 @@ def test_clean_cpu_startup_has_no_cause_and_labels_benign_lines() -> None:
 
 
 def test_details_are_extracted_from_the_shared_logs() -> None:
-    def details(name: str) -> list[str]:
-        return match_log((LOGS / name).read_text()).causes[0].details
+    def details_of(name: str) -> list[str]:
+        return details(match_log((LOGS / name).read_text()).causes[0])
 
-    assert details("10_missing_cuda_libs.log") == [
+    assert details_of("10_missing_cuda_libs.log") == [
         "missing libcusolver.so.11",
         "missing libcudnn.so.8",
     ]
-    assert details("13_cudnn_mismatch.log") == [
+    assert details_of("13_cudnn_mismatch.log") == [
         "loaded cuDNN 7301 (7.3.1), TensorFlow built with 7003 (7.0.3)"
     ]
-    assert details("17_cc_too_low.log") == [
+    assert details_of("17_cc_too_low.log") == [
         "GeForce GTX 660M: compute capability 3.0 < minimum 3.5"
     ]
-    assert details("23_driver_older_than_ptx.log") == ["driver's CUDA 12.4 < PTX compiler 12.5.82"]
-    assert details("27_oom.log") == [
+    assert details_of("23_driver_older_than_ptx.log") == [
+        "driver's CUDA 12.4 < PTX compiler 12.5.82"
+    ]
+    assert details_of("27_oom.log") == [
         "tensor shape [5760,4,4,2048]: 188,743,680 elements, 720.0 MiB as float32"
     ]
 
@@ -178,7 +196,7 @@ def test_message_matches_under_any_prefix(
 ) -> None:
     report = match_log(prefix + message + "\n")
     assert [(c.id, c.status) for c in report.causes] == [(cause, status)]
-    number, shown = report.causes[0].lines[0]
+    [(number, shown)] = shown_lines(report.causes[0])
     assert number == 1 and shown.startswith(prefix.strip())
 
 
@@ -188,7 +206,7 @@ def test_oom_with_type_gives_size_in_the_details() -> None:
         "/job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc"
     )
     cause = match_log(line).causes[0]
-    assert cause.details == ["tensor shape [64,3,224,224]: 9,633,792 elements, 36.8 MiB as float"]
+    assert details(cause) == ["tensor shape [64,3,224,224]: 9,633,792 elements, 36.8 MiB as float"]
 
 
 def test_illegal_instruction_and_tensorflow_gpu_pip_error() -> None:
@@ -205,7 +223,7 @@ def test_ansi_colours_and_carriage_returns_are_stripped() -> None:
     )
     report = match_log(text)
     assert cause_ids(report) == ["oom"]
-    number, shown = report.causes[0].lines[0]
+    [(number, shown)] = shown_lines(report.causes[0])
     assert number == 3
     assert "\x1b" not in shown and shown.startswith("2/90")
 
@@ -262,17 +280,31 @@ def test_several_causes_in_file_order_with_line_numbers_and_capped_lines() -> No
     report = match_log("\n".join(lines))
     assert cause_ids(report) == ["missing_cuda_libs", "oom"]
     missing, out_of_memory = report.causes
-    assert missing.lines == [(2, lines[1])]
-    assert out_of_memory.count == 8
-    assert [n for n, _ in out_of_memory.lines] == [3, 4, 5, 6, 7]
-    finding = out_of_memory.to_finding()
-    assert finding.source == "log" and "8 matching lines in all" in finding.evidence
+    assert shown_lines(missing) == [(2, lines[1])]
+    assert missing.evidence == ["missing libcudnn.so.8", f"line 2: {lines[1]}"]
+    assert out_of_memory.numbers == {"count": 8, "line_numbers": [3, 4, 5, 6, 7]}
+    assert [n for n, _ in shown_lines(out_of_memory)] == [3, 4, 5, 6, 7]
+    assert out_of_memory.evidence[-1] == "8 matching lines in all"
+    data = report.to_dict()["causes"][1]
+    assert data == out_of_memory.to_dict() and data["source"] == "log"
+
+
+def test_findings_retag_the_causes_without_changing_the_report() -> None:
+    report = match_log("failed call to cuInit: CUDA_ERROR_NO_DEVICE")
+    (deep,) = report.findings(source="deep")
+    assert deep.source == "deep" and deep.id == "no_driver_or_hidden"
+    assert report.causes[0].source == "log"
+    assert (deep.status, deep.evidence, deep.fix) == (
+        report.causes[0].status,
+        report.causes[0].evidence,
+        report.causes[0].fix,
+    )
 
 
 def test_a_line_counts_for_one_cause_only() -> None:
     line = "failed call to cuInit: CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected"
     report = match_log(line)
-    assert [(c.id, c.count) for c in report.causes] == [("no_driver_or_hidden", 1)]
+    assert [(c.id, c.numbers["count"]) for c in report.causes] == [("no_driver_or_hidden", 1)]
     mismatch = "failed call to cuInit: CUDA_ERROR_SYSTEM_DRIVER_MISMATCH: system has unsupported"
     assert cause_ids(match_log(mismatch)) == ["driver_mismatch"]
 

@@ -38,22 +38,25 @@ def test_clean_step_flags_nothing(audits: dict[str, Any]) -> None:
 def test_numpy_call_inside_a_tf_function_is_flagged(audits: dict[str, Any]) -> None:
     report = audits["numpy_in_tf_function"]
     assert _ids(report) == ["numpy_conversion", "trace_failed"]
-    assert "calls .numpy()" in report["findings"][0]["message"]
-    assert "test_placement.py:" in report["findings"][0]["message"]  # where it is
-    assert "'SymbolicTensor' object has no attribute 'numpy'" in report["findings"][1]["message"]
+    assert "calls .numpy()" in report["findings"][0]["title"]
+    assert "test_placement.py:" in report["findings"][0]["title"]  # where it is
+    assert "'SymbolicTensor' object has no attribute 'numpy'" in report["findings"][1]["title"]
+    assert [f["status"] for f in report["findings"]] == ["warn", "fail"]
+    assert {f["source"] for f in report["findings"]} == {"placement"}
+    assert audits["numpy_in_tf_function_text"].count("[fail] trace_failed: tracing") == 1
 
 
 def test_eager_step_with_numpy_is_flagged(audits: dict[str, Any]) -> None:
     report = audits["eager_numpy"]
     assert _ids(report)[:3] == ["not_tf_function", "numpy_call", "numpy_conversion"]
-    assert "calls numpy.mean" in report["findings"][1]["message"]
+    assert "calls numpy.mean" in report["findings"][1]["title"]
 
 
 def test_py_function_and_numpy_function_are_flagged(audits: dict[str, Any]) -> None:
     report = audits["py_function"]
     assert _ids(report) == ["py_function"] and report["ran"] is True
-    assert "EagerPyFunc" in report["findings"][0]["message"]
-    assert "PyFunc" in report["findings"][0]["message"]
+    assert "EagerPyFunc" in report["findings"][0]["title"]
+    assert "PyFunc" in report["findings"][0]["title"]
 
 
 def test_op_off_the_target_device_and_the_copy_are_counted(audits: dict[str, Any]) -> None:
@@ -91,7 +94,10 @@ def test_missing_target_is_an_error(audits: dict[str, Any]) -> None:
 
 
 def test_report_is_json_serialisable(audits: dict[str, Any]) -> None:
-    assert json.loads(json.dumps(audits["pinned"]))["findings"][0]["id"] == "off_target"
+    (finding,) = json.loads(json.dumps(audits["pinned"]))["findings"]
+    assert finding["id"] == "off_target" and finding["status"] == "warn"
+    assert set(finding) == {"id", "status", "title", "evidence", "numbers", "fix", "gain", "source"}
+    assert finding["fix"].startswith("check tf.device scopes")
 
 
 # --- the bytecode scan, without TensorFlow ---------------------------------------------------
@@ -118,10 +124,13 @@ def test_scan_of_clean_code_finds_nothing() -> None:
 
 def test_scan_finds_numpy_conversion_and_nested_numpy_calls() -> None:
     converts = placement._python_findings([_converts])
-    assert [f.id for f in converts] == ["numpy_conversion"]
-    assert "_converts (" in converts[0].message
+    assert [(f.id, f.status, f.source) for f in converts] == [
+        ("numpy_conversion", "warn", "placement")
+    ]
+    assert "_converts (" in converts[0].title
     calls = placement._python_findings([_calls_numpy])
-    assert [f.id for f in calls] == ["numpy_call"] and "numpy.sum" in calls[0].message
+    assert [f.id for f in calls] == ["numpy_call"] and "numpy.sum" in calls[0].title
+    assert placement._python_findings([_converts, _converts]) == converts  # each once
 
 
 # --- the scenario (runs in its own process) -------------------------------------------------
@@ -170,6 +179,7 @@ def _scenario() -> dict[str, Any]:
     steps = [clean, numpy_in_tf_function, eager_numpy, py_function, pinned, compiled]
     out: dict[str, Any] = {fn.__name__: placement.audit(fn, x).to_dict() for fn in steps}
     out["clean_text"] = str(placement.audit(clean, x))
+    out["numpy_in_tf_function_text"] = str(placement.audit(numpy_in_tf_function, x))
     out["clean_on_cpu1"] = placement.audit(stateless, x, target="/device:CPU:1").to_dict()
     out.update(_keras_audits(keras))
     try:

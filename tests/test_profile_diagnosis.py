@@ -3,6 +3,7 @@ sampler against a fake binding. No TensorFlow is needed here."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from fake_nvml import gpu, make_binding
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tfaccel.findings import STATUSES
 from tfaccel.probe import nvml, process
 from tfaccel.profile import (
     MIN_STEPS,
@@ -96,15 +98,13 @@ def test_too_few_steps_after_warmup_is_refused() -> None:
 # --- input-bound --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("input_s", "status"), [(0.004, "high"), (0.001, "moderate"), (0.0002, "ok")]
-)
+@pytest.mark.parametrize(("input_s", "status"), [(0.004, "fail"), (0.001, "warn"), (0.0002, "ok")])
 def test_input_bound_thresholds(input_s: float, status: str) -> None:
     diagnosis = diagnose(_measurement(_records(20, input_s=input_s, busy_s=0.010 - input_s)))
     finding = diagnosis.get("input_bound")
-    assert finding is not None and finding.status == status
+    assert finding is not None and finding.status == status and finding.source == "profile"
     if status != "ok":
-        assert finding.change and "tfaccel.data.pipeline(" in finding.change
+        assert finding.fix and "tfaccel.data.pipeline(" in finding.fix
         factor = speedup(input_s / 0.010)
         assert f"x{factor:.2f}" in (finding.gain or "")
 
@@ -113,8 +113,9 @@ def test_input_wait_not_measured_is_skipped_with_the_reason() -> None:
     m = _measurement(_records(20, input_s=None))
     m.input_note = "not measured: because"
     finding = diagnose(m).get("input_bound")
-    assert finding is not None and finding.status == "skipped"
-    assert finding.evidence == "not measured: because"
+    assert finding is not None and finding.status == "skip"
+    assert finding.evidence == ["not measured: because"]
+    assert finding.fix is None and finding.gain is None
 
 
 def test_synthetic_rerun_confirms_or_not() -> None:
@@ -123,18 +124,18 @@ def test_synthetic_rerun_confirms_or_not() -> None:
     m.synthetic = SyntheticRun(20, summarize([0.005] * 20), real)
     finding = diagnose(m).get("input_bound")
     assert finding is not None and finding.numbers["confirmed"] is True
-    assert "confirmed" in finding.evidence and "50.0%" in finding.evidence
+    assert "confirmed" in finding.evidence[0] and "50.0%" in finding.evidence[0]
     m.synthetic = SyntheticRun(20, summarize([0.0099] * 20), real)
     finding = diagnose(m).get("input_bound")
     assert finding is not None and finding.numbers["confirmed"] is False
-    assert "not confirmed" in finding.evidence
+    assert "not confirmed" in finding.evidence[0]
 
 
 def test_synthetic_rerun_alone_gives_the_input_share() -> None:
     m = _measurement(_records(20, input_s=None, busy_s=0.010))
     m.synthetic = SyntheticRun(20, summarize([0.006] * 20), summarize([0.010] * 20))
     finding = diagnose(m).get("input_bound")
-    assert finding is not None and finding.status == "high"
+    assert finding is not None and finding.status == "fail"
     assert finding.numbers["source"] == "from the synthetic re-run"
 
 
@@ -145,10 +146,10 @@ def test_pipeline_taking_cores_from_a_cpu_model_is_found_by_the_rerun() -> None:
     diagnosis = diagnose(m)
     assert diagnosis.get("input_bound").status == "ok"  # type: ignore[union-attr]
     finding = diagnosis.get("tf_data_cpu")
-    assert finding is not None and finding.status == "high"
+    assert finding is not None and finding.status == "fail"
     assert finding.title == "The input pipeline takes CPU time from the model"
     assert finding.numbers["contention_share"] == pytest.approx(0.24)
-    assert "from_generator" in (finding.change or "")
+    assert "from_generator" in (finding.fix or "")
     m.synthetic = SyntheticRun(
         20, summarize([0.0099, 0.0101] * 10), summarize([0.0098, 0.0102] * 10)
     )
@@ -164,9 +165,37 @@ def test_pipeline_already_tuned_changes_the_advice() -> None:
         ]
     }
     finding = diagnose(m).get("input_bound")
-    assert finding is not None and finding.change is not None
-    assert "already a tfaccel.data.pipeline" in finding.change
-    assert "vectorized=True" in finding.change and "cache=True" in finding.change
+    assert finding is not None and finding.fix is not None
+    assert "already a tfaccel.data.pipeline" in finding.fix
+    assert "vectorized=True" in finding.fix and "cache=True" in finding.fix
+
+
+def test_problems_are_ranked_most_severe_first_in_the_shared_shape() -> None:
+    gib = 2**30
+    records = _records(20, input_s=0.004, busy_s=0.0056, host_s=0.0004)
+    m = _measurement(
+        records, device_kind="gpu", compute_capability=8.0, batch_size=64, parameters=1000
+    )
+    m.memory = MemoryUsage(
+        "gpu", "GPU:0", current_bytes=gib, peak_bytes=2 * gib, limit_bytes=16 * gib
+    )
+    m.context.sixteen_bit_share = 0.99  # ok
+    diagnosis = diagnose(m)
+    assert [(f.id, f.status) for f in diagnosis.problems] == [
+        ("input_bound", "fail"),
+        ("host_overhead", "warn"),
+        ("memory_headroom", "info"),
+    ]
+    ranked = [f.status for f in diagnosis.ranked]
+    assert ranked[:3] == ["fail", "warn", "info"] and ranked[-1] == "ok"
+    assert ranked == sorted(ranked, key=STATUSES.index, reverse=True)
+    data = json.loads(json.dumps(diagnosis.to_dict()))
+    assert all(
+        set(f) == {"id", "status", "title", "evidence", "numbers", "fix", "gain", "source"}
+        for f in data["findings"]
+    )
+    assert {f["source"] for f in data["findings"]} == {"profile"}
+    assert data["findings"][0]["evidence"] == diagnosis.findings[0].evidence
 
 
 # --- host overhead ------------------------------------------------------------------------------
@@ -177,17 +206,15 @@ def test_host_overhead_advice_depends_on_the_loop() -> None:
     keras = diagnose(_measurement(records, source="keras fit")).get("host_overhead")
     loop = diagnose(_measurement(records, source="custom loop")).get("host_overhead")
     assert (
-        keras is not None
-        and keras.status == "high"
-        and "steps_per_execution" in (keras.change or "")
+        keras is not None and keras.status == "fail" and "steps_per_execution" in (keras.fix or "")
     )
-    assert loop is not None and "@tf.function" in (loop.change or "")
+    assert loop is not None and "@tf.function" in (loop.fix or "")
     assert "x1.25" in (loop.gain or "")
 
 
 def test_host_overhead_needs_consecutive_steps() -> None:
     finding = diagnose(_measurement(_records(20, host_s=None))).get("host_overhead")
-    assert finding is not None and finding.status == "skipped"
+    assert finding is not None and finding.status == "skip"
 
 
 # --- device rules -------------------------------------------------------------------------------
@@ -203,7 +230,7 @@ def test_gpu_rules_are_skipped_on_the_cpu_with_reasons() -> None:
         ("replica_imbalance", "one replica"),
     ]:
         finding = diagnosis.get(finding_id)
-        assert finding is not None and finding.status == "skipped" and words in finding.evidence
+        assert finding is not None and finding.status == "skip" and words in finding.evidence[0]
 
 
 def test_gpu_rules_without_a_trace_ask_for_one() -> None:
@@ -211,7 +238,7 @@ def test_gpu_rules_without_a_trace_ask_for_one() -> None:
     diagnosis = diagnose(m)
     for finding_id in ("launch_bound", "host_device_copies"):
         finding = diagnosis.get(finding_id)
-        assert finding is not None and "--trace" in finding.evidence
+        assert finding is not None and "--trace" in finding.evidence[0]
 
 
 def _trace(**kwargs: Any) -> TraceSummary:
@@ -227,29 +254,29 @@ def test_copies_and_launch_from_a_gpu_trace() -> None:
     m.trace = _trace(ops=ops, idle_us={"Device": 30_000.0})
     diagnosis = diagnose(m)
     copies = diagnosis.get("host_device_copies")
-    assert copies is not None and copies.status == "high"
+    assert copies is not None and copies.status == "fail"
     assert copies.numbers["copy_share"] == pytest.approx(0.3)
-    assert 'device="GPU:0"' in (copies.change or "")
+    assert 'device="GPU:0"' in (copies.fix or "")
     launch = diagnosis.get("launch_bound")
-    assert launch is not None and launch.status == "high"
+    assert launch is not None and launch.status == "fail"
     assert launch.numbers["launch_share_estimate"] == pytest.approx(0.3)
-    assert "jit_compile=True" in (launch.change or "")
+    assert "jit_compile=True" in (launch.fix or "")
 
 
 def test_sixteen_bit_share() -> None:
     m = _measurement(_records(20), device_kind="gpu", compute_capability=8.6)
     m.trace = _trace(ops=[], tensor_core_share=0.02)
     finding = diagnose(m).get("low_16bit_share")
-    assert finding is not None and finding.status == "high"
-    assert 'tfaccel.setup(precision="auto")' in (finding.change or "")
+    assert finding is not None and finding.status == "fail"
+    assert 'tfaccel.setup(precision="auto")' in (finding.fix or "")
     m.trace = None
     m.context.sixteen_bit_share = 0.99
     finding = diagnose(m).get("low_16bit_share")
     assert finding is not None and finding.status == "ok"
     m.context.compute_capability = 6.1
     finding = diagnose(m).get("low_16bit_share")
-    assert finding is not None and finding.status == "skipped"
-    assert "no tensor cores" in finding.evidence
+    assert finding is not None and finding.status == "skip"
+    assert "no tensor cores (compute capability 6.1 < 7.0)" in finding.evidence[0]
 
 
 def test_memory_headroom_suggests_a_larger_batch_with_the_estimate() -> None:
@@ -259,9 +286,9 @@ def test_memory_headroom_suggests_a_larger_batch_with_the_estimate() -> None:
         "gpu", "GPU:0", current_bytes=gib, peak_bytes=2 * gib, limit_bytes=16 * gib
     )
     finding = diagnose(m).get("memory_headroom")
-    assert finding is not None and finding.status == "suggestion"
+    assert finding is not None and finding.status == "info"
     assert finding.numbers["suggested_batch_size"] == 256  # at most 4x per step
-    assert finding.change is not None and finding.change.startswith("batch_size=256")
+    assert finding.fix is not None and finding.fix.startswith("batch_size=256")
     m.memory.peak_bytes = 12 * gib
     finding = diagnose(m).get("memory_headroom")
     assert finding is not None and finding.status == "ok"
@@ -271,26 +298,26 @@ def test_cpu_saturated_while_waiting_for_input() -> None:
     m = _measurement(_records(20, input_s=0.005, busy_s=0.005), usable_cores=2)
     m.cpu_seconds, m.wall_seconds = 1.9, 1.0
     finding = diagnose(m).get("tf_data_cpu")
-    assert finding is not None and finding.status == "high" and "cache" in (finding.change or "")
+    assert finding is not None and finding.status == "fail" and "cache" in (finding.fix or "")
     m.cpu_seconds = 0.5
     finding = diagnose(m).get("tf_data_cpu")
-    assert finding is not None and finding.status == "ok" and "has room" in finding.evidence
+    assert finding is not None and finding.status == "ok" and "has room" in finding.evidence[0]
 
 
 def test_collectives_and_replica_imbalance_need_replicas_and_a_trace() -> None:
     m = _measurement(_records(20, busy_s=0.010), replicas=2, device_kind="gpu")
     diagnosis = diagnose(m)
     finding = diagnosis.get("collectives")
-    assert finding is not None and finding.status == "skipped" and "trace" in finding.evidence
+    assert finding is not None and finding.status == "skip" and "trace" in finding.evidence[0]
     ops = [OpStat("NcclAllReduce", "NcclAllReduce", "Device", 10, 20_000.0, 20_000.0)]
     busy = {"/device:GPU:0": 100_000.0, "/device:GPU:1": 60_000.0}
     m.trace = _trace(ops=ops, device_busy_us=busy)
     diagnosis = diagnose(m)
     collectives = diagnosis.get("collectives")
-    assert collectives is not None and collectives.status == "high"
+    assert collectives is not None and collectives.status == "fail"
     assert collectives.numbers["collective_share"] == pytest.approx(0.2)
     imbalance = diagnosis.get("replica_imbalance")
-    assert imbalance is not None and imbalance.status == "high"
+    assert imbalance is not None and imbalance.status == "fail"
     assert imbalance.numbers["imbalance_share"] == pytest.approx(0.4)
 
 
@@ -341,8 +368,8 @@ def test_step_timer_splits_input_step_and_host() -> None:
     assert f.input_s is not None and 0.008 <= f.input_s.median < 0.012
     diagnosis = timer.diagnose()
     assert {p.id for p in diagnosis.problems} >= {"input_bound", "host_overhead"}
-    assert diagnosis.get("host_overhead").change is not None  # type: ignore[union-attr]
-    assert "@tf.function" in (diagnosis.get("host_overhead").change or "")  # type: ignore[union-attr]
+    assert diagnosis.get("host_overhead").fix is not None  # type: ignore[union-attr]
+    assert "@tf.function" in (diagnosis.get("host_overhead").fix or "")  # type: ignore[union-attr]
 
 
 def test_step_timer_with_too_few_steps_refuses() -> None:
@@ -361,7 +388,7 @@ def test_step_timer_without_input_blocks_says_so() -> None:
     m = timer.measurement()
     assert m.input_note is not None and "timer.input()" in m.input_note
     finding = diagnose(m).get("input_bound")
-    assert finding is not None and finding.status == "skipped"
+    assert finding is not None and finding.status == "skip"
 
 
 def test_step_timer_exception_records_nothing_and_propagates() -> None:
@@ -417,7 +444,9 @@ def test_report_shows_the_table_and_the_findings() -> None:
     report = profile_text.report(m, diagnose(m))
     assert "20 steps measured (0 warm-up excluded)" in report
     assert "waiting for input     5.00 ms" in report
-    assert "[HIGH] Input-bound" in report and "evidence:" in report and "gain:" in report
+    assert "[FAIL] Input-bound" in report and "evidence:" in report and "gain:" in report
+    assert "    fix: Feed the model through a tuned pipeline" in report
+    assert "skipped launch_bound: not applicable on the CPU" in report
     assert "0.500 ms" in report and "model/conv/Conv2D" in report
     assert "RSS 1.00 GiB now, peak 2.00 GiB of 16.00 GiB" in report
     assert "1.00 of 2 usable cores busy" in report
@@ -454,8 +483,6 @@ def test_op_stats_table_is_parsed_and_idle_kept_apart() -> None:
         [3, "Device", "MemcpyHToD", "MemcpyHToD", 4, 40.0, 40.0],
         [4, "Device", "Relu", "m/relu", 4, 300.0, 250.0],
     ]
-    import json
-
     ops, idle = parse_op_stats(json.dumps([_table(cols, rows), _table(cols, rows[1:])]))
     assert [op.name for op in ops] == ["m/relu", "m/conv", "MemcpyHToD"]
     assert idle == {"Host": 900.0}
@@ -464,8 +491,6 @@ def test_op_stats_table_is_parsed_and_idle_kept_apart() -> None:
 
 
 def test_kernel_stats_give_the_tensor_core_share() -> None:
-    import json
-
     cols = ["kernel_name", "is_kernel_using_tensor_core", "total_duration_us"]
     data = json.dumps([_table(cols, [["a", True, 30.0], ["b", False, 70.0]])])
     assert parse_kernel_stats(data) == pytest.approx(0.3)

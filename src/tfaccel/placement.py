@@ -10,7 +10,11 @@
    the device of every op (after soft placement) and the ``_Send``/``_Recv`` pairs, i.e. the
    copies between devices on each call.
 
-The audit runs the step once: a train step updates the weights once.
+The audit runs the step once: a train step updates the weights once. Each problem is a
+:class:`~tfaccel.findings.Finding` (source ``placement``): ``fail`` when the step did not trace
+or run, ``warn`` for work that slows every step. Their ids are stable: ``not_tf_function``,
+``numpy_conversion``, ``numpy_call``, ``py_function``, ``trace_failed``, ``run_failed``,
+``cpu_fallback``, ``off_target``.
 
 Example:
     >>> import tensorflow as tf
@@ -36,10 +40,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from tfaccel.findings import Finding, Status
+
 if TYPE_CHECKING:
     from types import ModuleType
 
-__all__ = ["PY_FUNC_OPS", "AuditReport", "Finding", "PlacedOp", "Transfer", "audit"]
+__all__ = ["PY_FUNC_OPS", "AuditReport", "PlacedOp", "Transfer", "audit"]
 
 PY_FUNC_OPS = frozenset({"EagerPyFunc", "PyFunc", "PyFuncStateless"})
 """Graph ops that call back into Python (``tf.py_function``, ``tf.numpy_function``)."""
@@ -75,22 +81,6 @@ class Transfer:
         """One end is the host CPU and the other an accelerator."""
         kinds = {_kind(self.source), _kind(self.destination)}
         return "CPU" in kinds and bool(kinds & set(_ACCELERATORS))
-
-
-@dataclass(frozen=True)
-class Finding:
-    """Something in the step that costs time or fails.
-
-    Attributes:
-        id: a stable slug: ``not_tf_function``, ``numpy_conversion``, ``numpy_call``,
-            ``py_function``, ``trace_failed``, ``run_failed``, ``cpu_fallback``, ``off_target``.
-        message: what was found, and where.
-        fix: the change that removes it.
-    """
-
-    id: str
-    message: str
-    fix: str
 
 
 @dataclass
@@ -129,6 +119,7 @@ class AuditReport:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        data["findings"] = [f.to_dict() for f in self.findings]
         data["host_device_copies"] = self.host_device_copies
         return data
 
@@ -146,7 +137,7 @@ class AuditReport:
         if not self.findings:
             lines.append("  findings: none")
         for finding in self.findings:
-            lines.append(f"  [{finding.id}] {finding.message}")
+            lines.append(f"  [{finding.status}] {finding.id}: {finding.title}")
             lines.append(f"      fix: {finding.fix}")
         return "\n".join(lines)
 
@@ -242,8 +233,9 @@ def _resolve(tf: ModuleType, fn: Any, args: tuple[Any, ...]) -> _Step:
             received=type(fn).__name__,
             fix="pass the function that runs one training step, and its arguments",
         )
-    eager = Finding(
+    eager = _finding(
         "not_tf_function",
+        "warn",
         f"{_name(fn)!r} is a plain Python function: each op is dispatched from Python, one by "
         "one, on every step",
         "decorate it with @tf.function (after removing .numpy() and NumPy calls from it)",
@@ -255,8 +247,9 @@ def _keras_step(tf: ModuleType, model: Any, args: tuple[Any, ...]) -> _Step:
     findings = []
     if getattr(model, "run_eagerly", False):
         findings.append(
-            Finding(
+            _finding(
                 "not_tf_function",
+                "warn",
                 f"model {model.name!r} is compiled with run_eagerly=True: each step runs op by "
                 "op from Python",
                 "compile without run_eagerly=True",
@@ -371,8 +364,9 @@ def _numpy_callable(value: Any, following: dis.Instruction | None) -> str | None
 
 
 def _numpy_conversion(where: str) -> Finding:
-    return Finding(
+    return _finding(
         "numpy_conversion",
+        "warn",
         f"{where} calls .numpy(): it copies the tensor to the host and waits for the device "
         "on every step, and fails inside a tf.function",
         "keep the value a tensor (tf ops instead of NumPy); read it back only for logging, "
@@ -381,8 +375,9 @@ def _numpy_conversion(where: str) -> Finding:
 
 
 def _numpy_call(called: str, where: str) -> Finding:
-    return Finding(
+    return _finding(
         "numpy_call",
+        "warn",
         f"{where} calls {called}: NumPy runs in Python on the host (inside a tf.function it "
         "runs once, at trace time, or fails on a symbolic tensor)",
         f"use the TensorFlow op instead (tf.math / tf.experimental.numpy) of {called}",
@@ -401,8 +396,9 @@ def _py_function_findings(graph: Any) -> list[Finding]:
     if not calls:
         return []
     return [
-        Finding(
+        _finding(
             "py_function",
+            "warn",
             f"the step calls back into Python through {', '.join(calls)}: it runs in the "
             "interpreter on the host, holding the GIL, on every step",
             "replace tf.py_function / tf.numpy_function with TensorFlow ops",
@@ -456,8 +452,9 @@ def _placement_findings(off_target: list[PlacedOp], target: str) -> list[Finding
         on_cpu = [op for op in off_target if _kind(op.device) == "CPU"]
         if on_cpu:
             return [
-                Finding(
+                _finding(
                     "cpu_fallback",
+                    "warn",
                     f"{len(on_cpu)} op(s) fell back to the CPU while {target} was the target: "
                     f"{_summarise(on_cpu)}",
                     "find ops without a GPU kernel (string, some int64 ops), tf.device('CPU') "
@@ -466,8 +463,9 @@ def _placement_findings(off_target: list[PlacedOp], target: str) -> list[Finding
                 )
             ]
     return [
-        Finding(
+        _finding(
             "off_target",
+            "warn",
             f"{len(off_target)} op(s) ran elsewhere than {target}: {_summarise(off_target)}",
             "check tf.device scopes in the step and where its variables were created",
         )
@@ -482,12 +480,17 @@ def _failure(finding_id: str, doing: str, exc: BaseException) -> Finding:
     detail = text[-1].strip() if text else ""
     if not detail.startswith(type(exc).__name__):
         detail = f"{type(exc).__name__}: {detail}".rstrip(": ")
-    return Finding(
+    return _finding(
         finding_id,
+        "fail",
         f"{doing} failed: {detail}",
         "fix the error above; .numpy(), NumPy calls and Python control flow on tensor values "
         "fail inside a tf.function",
     )
+
+
+def _finding(finding_id: str, status: Status, title: str, fix: str) -> Finding:
+    return Finding(finding_id, status, title, fix=fix, source="placement")
 
 
 def _summarise(ops: list[PlacedOp]) -> str:

@@ -85,15 +85,14 @@ def run(args: argparse.Namespace) -> int:
         report = DoctorReport(findings=[], log=match_log(log) if log else None)
     else:
         report = diagnose(snap, log=log)
-    doc = report.to_dict()
     if args.json:
-        print_json(doc)
+        print_json(report.to_dict())
     else:
-        from tfaccel.report.doctor_text import render_doctor
+        from tfaccel.report.findings import render_terminal
         from tfaccel.report.text import console
 
         out = console()
-        out.print(render_doctor(doc, verbose=args.verbose))
+        out.print(render_terminal(report, verbose=args.verbose))
         if args.save_snapshot:
             out.print(f"snapshot saved to {args.save_snapshot}")
     return int(report.exit_code)

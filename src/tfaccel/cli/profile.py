@@ -10,17 +10,21 @@ Two forms:
 
 Both print a table (step time split into input wait, step and host overhead; examples/s;
 memory; GPU use), the top ops of a trace with ``--trace DIR``, and the diagnosis: each
-finding with its evidence, the change and the predicted gain. ``--json`` prints one JSON
-document on stdout instead; the live lines go to stderr.
+finding with its evidence, the fix and the predicted gain, through the terminal renderer of
+every finding (``tfaccel.report.findings``). ``--json`` prints one JSON document on stdout
+instead; the live lines go to stderr.
 """
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfaccel.cli._output import print_json
 from tfaccel.errors import UsageError
+
+if TYPE_CHECKING:
+    from tfaccel.profile import Diagnosis, Measurement
 
 __all__ = ["add_parser", "run"]
 
@@ -87,7 +91,7 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Profile the model or the script; print the report; return 0 or the script's status."""
-    from tfaccel.profile import command, text
+    from tfaccel.profile import command
 
     if args.model and args.script_and_args:
         raise UsageError(
@@ -112,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print_json({"command": "profile", **profile.to_dict()})
         else:
-            print(text.report(profile.measurement, profile.diagnosis, top=args.top))
+            _print_report(profile.measurement, profile.diagnosis, args.top)
         return 0
     from tfaccel.cli.run import run_script, split_command
 
@@ -135,5 +139,16 @@ def run(args: argparse.Namespace) -> int:
         for label, measurement, diagnosis in result.runs:
             if len(result.runs) > 1:
                 print(f"== {label} ==")
-            print(text.report(measurement, diagnosis, top=args.top))
+            _print_report(measurement, diagnosis, args.top)
     return result.exit_status
+
+
+def _print_report(measurement: Measurement, diagnosis: Diagnosis, top: int) -> None:
+    """The tables as plain text, then the findings, most severe first, with their evidence."""
+    from tfaccel.profile import text
+    from tfaccel.report.findings import render_terminal
+    from tfaccel.report.text import console
+
+    print(text.tables(measurement, top=top), text.heading(diagnosis), sep="\n\n")
+    if diagnosis.refused is None:
+        console().print(render_terminal(diagnosis.ranked, verbose=True))

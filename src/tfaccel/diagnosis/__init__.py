@@ -18,9 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfaccel.diagnosis.logmatch import LogReport, LogText, match_log, read_log_file
+from tfaccel.diagnosis.logmatch import LogReport, match_log
+from tfaccel.diagnosis.logread import LogText, read_log_file
 from tfaccel.diagnosis.rules import RULES, run_rules
-from tfaccel.findings import STATUSES, Finding
+from tfaccel.findings import Finding, counts
 from tfaccel.snapshot import Snapshot
 
 __all__ = [
@@ -54,18 +55,9 @@ class DoctorReport:
         return 1 if self.counts()["fail"] else 0
 
     def counts(self) -> dict[str, int]:
-        """How many findings and log causes have each status.
-
-        Returns:
-            ``{"ok": n, "warn": n, "fail": n, "skip": n}``.
-        """
-        counts: dict[str, int] = dict.fromkeys(STATUSES, 0)
-        statuses = [f.status for f in self.findings]
-        if self.log is not None:
-            statuses += [cause.status for cause in self.log.causes]
-        for status in statuses:
-            counts[status] = counts.get(status, 0) + 1
-        return counts
+        """How many findings and log causes have each status (:func:`tfaccel.findings.counts`)."""
+        causes = self.log.causes if self.log is not None else []
+        return counts([*self.findings, *causes])
 
     def finding(self, id: str) -> Finding | None:
         """The first finding with this id, or None."""

@@ -8,15 +8,21 @@ Thresholds (the TensorFlow Profiler's conventions):
 * kernel launch: >= 15% / >= 3% (needs a trace of a GPU run);
 * host<->device copies: counted as input time, so the input thresholds (needs a GPU trace);
 * data-parallel collectives: >= 15% / >= 3% of step time (more than one replica, a trace);
-* 16-bit share of device compute < 10% on a GPU with tensor cores (compute capability >= 7);
+* 16-bit share of device compute < 10% on a GPU with tensor cores (compute capability >= 7.0,
+  ``tfaccel.inventory.TENSOR_CORE_MIN_CC``);
 * tf.data saturating the CPU: process CPU time / (wall time x usable cores) >= 90% while the
   step waits for input;
 * memory headroom: a batch at least twice as large fits in 80% of the device memory (an
   estimate: memory = fixed part + per-example part x batch).
 
+Each check gives one :class:`~tfaccel.findings.Finding` (source ``profile``): ``fail`` above the
+high threshold (act on it first), ``warn`` above the moderate one, ``info`` for a suggestion
+(a larger batch), ``ok``, or ``skip`` with the reason in its evidence. A finding carries its
+evidence, the numbers behind it, the fix and the predicted gain: removing a share ``s`` of the
+step time speeds it up at most ``1 / (1 - s)``.
+
 The diagnosis refuses when no step was recorded or fewer than :data:`MIN_STEPS` steps remain
-after warm-up. Each finding carries its evidence (numbers), the change, and the predicted gain:
-removing a share ``s`` of the step time speeds it up at most ``1 / (1 - s)``.
+after warm-up.
 """
 
 from __future__ import annotations
@@ -25,9 +31,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from tfaccel.findings import PROBLEMS, STATUSES, Finding, Status
+from tfaccel.inventory import TENSOR_CORE_MIN_CC
 from tfaccel.profile.records import MIN_STEPS, Figures, Measurement
 
-__all__ = ["THRESHOLDS", "Diagnosis", "Finding", "diagnose", "speedup"]
+__all__ = ["THRESHOLDS", "Diagnosis", "diagnose", "speedup"]
 
 THRESHOLDS: dict[str, tuple[float, float]] = {
     "input_bound": (0.20, 0.05),
@@ -37,36 +45,9 @@ THRESHOLDS: dict[str, tuple[float, float]] = {
     "collectives": (0.15, 0.03),
 }
 SIXTEEN_BIT_LOW = 0.10
-TENSOR_CORE_CC = 7.0
 CPU_SATURATED = 0.90
 MEMORY_TARGET = 0.80
 SMALL_OP_US = 20.0
-PROBLEM = ("high", "moderate", "suggestion")
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One check: ``status`` is "high", "moderate", "suggestion", "ok" or "skipped" (then
-    ``evidence`` says why)."""
-
-    id: str
-    status: str
-    title: str
-    evidence: str
-    change: str | None = None
-    gain: str | None = None
-    numbers: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "status": self.status,
-            "title": self.title,
-            "evidence": self.evidence,
-            "change": self.change,
-            "gain": self.gain,
-            "numbers": self.numbers,
-        }
 
 
 @dataclass
@@ -79,10 +60,13 @@ class Diagnosis:
 
     @property
     def problems(self) -> list[Finding]:
-        """Findings that call for a change, most severe first."""
-        order = {status: i for i, status in enumerate(PROBLEM)}
-        found = [f for f in self.findings if f.status in order]
-        return sorted(found, key=lambda f: order[f.status])
+        """Findings that call for a change (``fail``, ``warn``, ``info``), most severe first."""
+        return [f for f in self.ranked if f.status in PROBLEMS]
+
+    @property
+    def ranked(self) -> list[Finding]:
+        """Every finding, most severe first: fail, warn, info, skip, ok (check order within)."""
+        return sorted(self.findings, key=lambda f: STATUSES.index(f.status), reverse=True)
 
     def get(self, finding_id: str) -> Finding | None:
         return next((f for f in self.findings if f.id == finding_id), None)
@@ -168,9 +152,22 @@ class Reports:
 # --- helpers ----------------------------------------------------------------------------------
 
 
-def _level(finding_id: str, share: float) -> str:
+def _level(finding_id: str, share: float) -> Status:
     high, moderate = THRESHOLDS[finding_id]
-    return "high" if share >= high else "moderate" if share >= moderate else "ok"
+    return "fail" if share >= high else "warn" if share >= moderate else "ok"
+
+
+def _finding(
+    finding_id: str,
+    status: Status,
+    title: str,
+    evidence: str,
+    *,
+    numbers: dict[str, Any] | None = None,
+    fix: str | None = None,
+    gain: str | None = None,
+) -> Finding:
+    return Finding(finding_id, status, title, [evidence], fix, "profile", dict(numbers or {}), gain)
 
 
 def _ms(seconds: float | None) -> str:
@@ -199,21 +196,21 @@ def _graded(
     evidence: str,
     numbers: dict[str, Any],
     *,
-    change: str,
+    fix: str,
     lost: str,
     thresholds: str | None = None,
 ) -> Finding:
     """A finding graded by the share of the step it costs (``THRESHOLDS[thresholds or id]``);
-    the change and the predicted gain are offered only when it is not ok."""
+    the fix and the predicted gain are offered only when it is not ok."""
     status = _level(thresholds or finding_id, share)
     if status == "ok":
-        return Finding(finding_id, "ok", title, evidence, numbers=numbers)
+        return _finding(finding_id, "ok", title, evidence, numbers=numbers)
     gain = _gain(share, f, lost)
-    return Finding(finding_id, status, title, evidence, change=change, gain=gain, numbers=numbers)
+    return _finding(finding_id, status, title, evidence, numbers=numbers, fix=fix, gain=gain)
 
 
 def _skip(finding_id: str, title: str, reason: str) -> Finding:
-    return Finding(finding_id, "skipped", title, reason)
+    return _finding(finding_id, "skip", title, reason)
 
 
 def _period(figures: Figures) -> float | None:
@@ -268,12 +265,12 @@ def _input_bound(m: Measurement, f: Figures) -> Finding:
         title,
         evidence,
         numbers,
-        change=_input_change(m),
+        fix=_input_fix(m),
         lost="input wait",
     )
 
 
-def _input_change(m: Measurement) -> str:
+def _input_fix(m: Measurement) -> str:
     batch = m.context.batch_size or 64
     device = ', device="GPU:0"' if m.context.device_kind == "gpu" else ""
     pipeline = m.context.pipeline
@@ -324,14 +321,14 @@ def _host_overhead(m: Measurement, f: Figures) -> Finding:
         f"next (median {_ms(f.host_s.median if f.host_s else None)} of a {_ms(_period(f))} step)"
     )
     if m.context.source == "keras fit":
-        change = (
+        fix = (
             "Run several steps per Python call and keep per-step Python light:\n"
             "    model.compile(..., steps_per_execution=16)\n"
             "and move work out of per-batch callbacks (on_train_batch_end: .numpy(), printing, "
             "file writes) to on_epoch_end."
         )
     else:
-        change = (
+        fix = (
             "Compile the step and keep Python out of the loop:\n"
             "    @tf.function\n"
             "    def train_step(batch): ...\n"
@@ -345,7 +342,7 @@ def _host_overhead(m: Measurement, f: Figures) -> Finding:
         title,
         evidence,
         numbers,
-        change=change,
+        fix=fix,
         lost="time between steps",
     )
 
@@ -396,7 +393,7 @@ def _launch_bound(m: Measurement, f: Figures) -> Finding:
         title,
         evidence,
         numbers,
-        change=(
+        fix=(
             "Fuse small ops with XLA and give each launch more work:\n"
             "    model.compile(..., jit_compile=True)   # or tfaccel.setup(jit='auto')\n"
             "and a larger batch size; steps_per_execution=16 also cuts per-step launches."
@@ -438,7 +435,7 @@ def _host_device_copies(m: Measurement, f: Figures) -> Finding:
         title,
         evidence,
         numbers,
-        change=(
+        fix=(
             "Copy the next batch while the step runs, and keep tensors on the device:\n"
             "    ds = tfaccel.data.pipeline(..., "
             f'batch_size={m.context.batch_size or 64}, device="GPU:0")\n'
@@ -474,7 +471,7 @@ def _memory_headroom(m: Measurement, f: Figures) -> Finding:
         f"at batch {batch}"
     )
     if per_example <= 0:
-        return Finding(
+        return _finding(
             "memory_headroom",
             "ok",
             title,
@@ -484,7 +481,7 @@ def _memory_headroom(m: Measurement, f: Figures) -> Finding:
     largest = int((MEMORY_TARGET * mem.limit_bytes - fixed) // per_example)
     numbers.update(per_example_bytes=per_example, largest_batch_estimate=largest)
     if largest < 2 * batch:
-        return Finding(
+        return _finding(
             "memory_headroom",
             "ok",
             title,
@@ -495,12 +492,12 @@ def _memory_headroom(m: Measurement, f: Figures) -> Finding:
     suggested = min(2 ** int(math.log2(largest)), 4 * batch)
     estimate = fixed + per_example * suggested
     numbers["suggested_batch_size"] = suggested
-    return Finding(
+    return _finding(
         "memory_headroom",
-        "suggestion",
+        "info",
         title,
         evidence + f"; about {_mib(per_example)} per example above {_gib(fixed)} fixed",
-        change=(
+        fix=(
             f"batch_size={suggested} (estimated peak {_gib(estimate)} of {_gib(mem.limit_bytes)}; "
             f"about {largest} would fit in {_pct(MEMORY_TARGET)}); scale the learning rate with "
             "the batch (linearly, with a warm-up) and check accuracy"
@@ -528,10 +525,12 @@ def _sixteen_bit(m: Measurement, f: Figures) -> Finding:
         return _skip(
             "low_16bit_share", title, "not applicable: no GPU (tensor cores are GPU units)"
         )
-    if ctx.compute_capability is None or ctx.compute_capability < TENSOR_CORE_CC:
+    if ctx.compute_capability is None or ctx.compute_capability < TENSOR_CORE_MIN_CC:
         cc = "unknown" if ctx.compute_capability is None else f"{ctx.compute_capability:.1f}"
         return _skip(
-            "low_16bit_share", title, f"the GPU has no tensor cores (compute capability {cc} < 7.0)"
+            "low_16bit_share",
+            title,
+            f"the GPU has no tensor cores (compute capability {cc} < {TENSOR_CORE_MIN_CC:.1f})",
         )
     trace = m.trace
     if trace is not None and trace.tensor_core_share is not None:
@@ -543,13 +542,13 @@ def _sixteen_bit(m: Measurement, f: Figures) -> Finding:
     numbers = {"sixteen_bit_share": share, "source": source, "policy": ctx.precision_policy}
     evidence = f"{_pct(share)} ({source}); policy {ctx.precision_policy or 'unknown'}"
     if share >= SIXTEEN_BIT_LOW:
-        return Finding("low_16bit_share", "ok", title, evidence, numbers=numbers)
-    return Finding(
+        return _finding("low_16bit_share", "ok", title, evidence, numbers=numbers)
+    return _finding(
         "low_16bit_share",
-        "high",
+        "fail",
         title,
         evidence,
-        change=(
+        fix=(
             "Turn mixed precision on before building the model:\n"
             '    tfaccel.setup(precision="auto")   # mixed_float16 on compute capability >= 7.0\n'
             "(Keras wraps the optimizer in a LossScaleOptimizer; keep the last activation in "
@@ -579,7 +578,7 @@ def _tf_data_cpu(m: Measurement, f: Figures) -> Finding:
     if contention is not None:
         return contention
     if not waits:
-        return Finding(
+        return _finding(
             "tf_data_cpu",
             "ok",
             title,
@@ -587,7 +586,7 @@ def _tf_data_cpu(m: Measurement, f: Figures) -> Finding:
             numbers=numbers,
         )
     if busy < CPU_SATURATED:
-        return Finding(
+        return _finding(
             "tf_data_cpu",
             "ok",
             title,
@@ -595,12 +594,12 @@ def _tf_data_cpu(m: Measurement, f: Figures) -> Finding:
             "tf.data.AUTOTUNE, interleave reads, no Python generator)",
             numbers=numbers,
         )
-    return Finding(
+    return _finding(
         "tf_data_cpu",
-        "high",
+        "fail",
         title,
         evidence + ", while the step waits for input: more parallel calls cannot help",
-        change=(
+        fix=(
             "Do less work per epoch on the CPU: cache decoded data (tfaccel.data.pipeline("
             "..., cache=True) or a cache file), vectorise the map (vectorized=True), "
             "preprocess once offline, or move augmentation into the model (Keras preprocessing "
@@ -622,7 +621,7 @@ def _contention(m: Measurement, f: Figures) -> Finding | None:
     status = _level("input_bound", share)
     if status == "ok":
         return None
-    return Finding(
+    return _finding(
         "tf_data_cpu",
         status,
         "The input pipeline takes CPU time from the model",
@@ -630,7 +629,7 @@ def _contention(m: Measurement, f: Figures) -> Finding | None:
         f"ready batch take {_ms(synthetic.step_s.median)} instead of "
         f"{_ms(synthetic.real_step_s.median)}: the pipeline's work on the same "
         f"{m.context.usable_cores or '?'} cores costs {_pct(share)} of the step",
-        change=(
+        fix=(
             "Make the pipeline cheaper per example: no Python generator (from_generator holds "
             "the GIL), a vectorised map (tfaccel.data.pipeline(..., vectorized=True)), cache "
             "decoded data (cache=True), or preprocess once offline"
@@ -668,7 +667,7 @@ def _collectives(m: Measurement, f: Figures) -> Finding:
         title,
         evidence,
         numbers,
-        change=(
+        fix=(
             "Communicate less often or less: a larger per-replica batch, mixed precision "
             "(half the gradient bytes), or gradient accumulation; on one machine prefer "
             "NCCL all-reduce (MirroredStrategy's default on GPUs)"
@@ -703,7 +702,7 @@ def _replica_imbalance(m: Measurement, f: Figures) -> Finding:
         title,
         evidence,
         numbers,
-        change="Give every replica the same work: equal per-replica batches (drop_remainder=True), "
+        fix="Give every replica the same work: equal per-replica batches (drop_remainder=True), "
         "identical GPUs, nothing else running on the slow one (nvidia-smi)",
         lost="wait for the slowest replica",
         thresholds="collectives",

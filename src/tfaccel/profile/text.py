@@ -1,18 +1,31 @@
 """Plain-text rendering of profiles: the live line, the final table, the findings, the top ops.
 
 Plain text (no terminal control codes), so it mixes with Keras' progress bar and reads the same
-in a log file.
+in a log file. ``tfaccel profile`` prints :func:`tables` and :func:`heading` from here and the
+findings through the terminal renderer, :func:`tfaccel.report.findings.render_terminal`.
 """
 
 from __future__ import annotations
 
 import textwrap
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfaccel.profile.records import Figures, GpuUsage, Measurement, MemoryUsage
 
-__all__ = ["findings_text", "live_line", "report", "summary_table", "top_ops_text"]
+if TYPE_CHECKING:
+    from tfaccel.findings import Finding
+    from tfaccel.profile.bottlenecks import Diagnosis
+
+__all__ = [
+    "findings_text",
+    "heading",
+    "live_line",
+    "report",
+    "summary_table",
+    "tables",
+    "top_ops_text",
+]
 
 
 def _ms(summary: Any) -> str:
@@ -153,27 +166,34 @@ def summary_table(m: Measurement) -> str:
     return "\n".join(lines)
 
 
-def findings_text(diagnosis: Any) -> str:
-    """The diagnosis: problems with evidence, change and gain; then what is fine or skipped."""
+def heading(diagnosis: Diagnosis) -> str:
+    """``Diagnosis refused: why``, or ``Diagnosis:`` (and a line when nothing limits the run)."""
     if diagnosis.refused:
         return "Diagnosis refused: " + diagnosis.refused
-    lines = ["Diagnosis:"]
-    problems = diagnosis.problems
-    if not problems:
-        lines.append("  nothing limits this run beyond the checks' thresholds")
-    for finding in problems:
+    if not diagnosis.problems:
+        return "Diagnosis:\n  nothing limits this run beyond the checks' thresholds"
+    return "Diagnosis:"
+
+
+def findings_text(diagnosis: Diagnosis) -> str:
+    """The diagnosis: problems with evidence, fix and gain; then what is fine or skipped."""
+    lines = [heading(diagnosis)]
+    if diagnosis.refused:
+        return lines[0]
+    for finding in diagnosis.problems:
         lines.append(f"  [{finding.status.upper()}] {finding.title}")
-        lines += _wrapped("evidence", finding.evidence)
-        if finding.change:
-            lines += _wrapped("change", finding.change)
+        for evidence in finding.evidence:
+            lines += _wrapped("evidence", evidence)
+        if finding.fix:
+            lines += _wrapped("fix", finding.fix)
         if finding.gain:
             lines += _wrapped("gain", finding.gain)
     fine = [f for f in diagnosis.findings if f.status == "ok"]
     if fine:
         lines.append("  fine: " + "; ".join(f"{f.id} ({_short(f)})" for f in fine))
-    skipped = [f for f in diagnosis.findings if f.status == "skipped"]
-    for finding in skipped:
-        lines.append(f"  skipped {finding.id}: {finding.evidence}")
+    for finding in diagnosis.findings:
+        if finding.status == "skip":
+            lines.append(f"  skipped {finding.id}: {'; '.join(finding.evidence)}")
     return "\n".join(lines)
 
 
@@ -190,7 +210,7 @@ _PRIMARY = {
 }
 
 
-def _short(finding: Any) -> str:
+def _short(finding: Finding) -> str:
     key, label = _PRIMARY.get(finding.id, ("", ""))
     value = finding.numbers.get(key)
     if isinstance(value, float):
@@ -243,10 +263,14 @@ def top_ops_text(trace: Any, n: int = 10) -> str:
     return "\n".join(lines)
 
 
-def report(measurement: Measurement, diagnosis: Any, *, top: int = 10) -> str:
-    """Table, top ops (when traced) and findings."""
+def tables(measurement: Measurement, *, top: int = 10) -> str:
+    """The final table and, when a trace was taken, its top ops."""
     parts = [summary_table(measurement)]
     if measurement.trace is not None:
         parts.append(top_ops_text(measurement.trace, top))
-    parts.append(findings_text(diagnosis))
     return "\n\n".join(parts)
+
+
+def report(measurement: Measurement, diagnosis: Diagnosis, *, top: int = 10) -> str:
+    """Table, top ops (when traced) and findings."""
+    return tables(measurement, top=top) + "\n\n" + findings_text(diagnosis)

@@ -1,0 +1,415 @@
+"""What the log matcher knows: the causes it names and the messages that name them.
+
+Patterns match the message text, never the source-path prefix: the prefix moved from
+``tensorflow/stream_executor/...`` to ``external/local_xla/xla/...``, and TF >= 2.18 writes absl
+prefixes (``E0000 00:00:...``). Each pattern has a literal ``anchor`` that every matching line
+contains, so the matcher can find candidate lines with ``str.find``.
+
+* :data:`CAUSES`: per cause id, the title and the fix the report shows;
+* :data:`PATTERNS`: the messages, specific before generic (the first to match a line claims it),
+  each with the status it gives and the detail it reads from the line (a library, a shape);
+* :data:`BENIGN`: lines TensorFlow prints on every healthy start (``Unable to register cuDNN
+  factory``, the CPU-instructions notice, ...), labelled and never called a cause.
+
+A new pattern goes here, with a real log in ``tests/data/doctor-logs``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tfaccel.findings import Status
+
+__all__ = ["BENIGN", "CAUSES", "PATTERNS", "Cause", "Pattern"]
+
+
+@dataclass(frozen=True)
+class Cause:
+    """What the report says about a cause id, whichever of its patterns matched."""
+
+    title: str
+    fix: str
+
+
+CAUSES: dict[str, Cause] = {
+    "tensorflow_gpu_deprecated": Cause(
+        "The tensorflow-gpu package was removed; pip cannot install it",
+        "pip uninstall -y tensorflow-gpu && pip install 'tensorflow[and-cuda]' "
+        "(Linux; elsewhere `pip install tensorflow`), and write tensorflow instead of "
+        "tensorflow-gpu in requirements files",
+    ),
+    "windows_native": Cause(
+        "TensorFlow >= 2.11 has no CUDA build for native Windows",
+        "wsl --install, then inside WSL2: pip install 'tensorflow[and-cuda]' "
+        "(NVIDIA Windows driver >= 528.33)",
+    ),
+    "cpu_no_avx": Cause(
+        "The CPU lacks AVX, which the official TensorFlow wheels need (Illegal instruction)",
+        "run on a CPU with AVX, or build TensorFlow on this machine: "
+        "bazel build --copt=-march=native //tensorflow/tools/pip_package:wheel",
+    ),
+    "no_driver_or_hidden": Cause(
+        "CUDA found no usable GPU: no driver, or the GPUs are hidden",
+        "unset CUDA_VISIBLE_DEVICES (or set it to existing indices, e.g. "
+        "`export CUDA_VISIBLE_DEVICES=0`); check the driver with `nvidia-smi`; "
+        "in Docker: docker run --gpus all ...",
+    ),
+    "driver_mismatch": Cause(
+        "The NVIDIA kernel module and the user-space driver (libcuda) differ in version",
+        "sudo reboot (after a driver upgrade); in a container, do not install a driver in the "
+        "image: docker run --gpus all ...",
+    ),
+    "driver_older_than_ptx": Cause(
+        "The NVIDIA driver is older than the CUDA that TensorFlow was built with",
+        "upgrade the NVIDIA driver until `nvidia-smi` shows a CUDA Version >= TensorFlow's: "
+        "sudo ubuntu-drivers install && sudo reboot",
+    ),
+    "missing_cuda_libs": Cause(
+        "CUDA/cuDNN libraries did not load, so TensorFlow skipped the GPU",
+        "pip install 'tensorflow[and-cuda]'; to see each load attempt: "
+        'TF_CPP_MAX_VLOG_LEVEL=3 python -c "import tensorflow as tf; '
+        "print(tf.config.list_physical_devices('GPU'))\"",
+    ),
+    "cudnn_mismatch": Cause(
+        "The cuDNN that loaded is not the one TensorFlow was built for",
+        "pip install 'tensorflow[and-cuda]' and take older cuDNN directories off "
+        "LD_LIBRARY_PATH; TensorFlow's own is in "
+        "`python -c 'import nvidia.cudnn; print(nvidia.cudnn.__path__[0])'`/lib",
+    ),
+    "cc_too_low": Cause(
+        "The GPU's compute capability is below the minimum this TensorFlow was built for",
+        "build TensorFlow from source with TF_CUDA_COMPUTE_CAPABILITIES=<the GPU's X.Y> "
+        "./configure, or install an older TensorFlow whose wheels target it",
+    ),
+    "gpu_too_few_cores": Cause(
+        "TensorFlow ignored a GPU with fewer multiprocessors than its other GPUs",
+        "export TF_MIN_GPU_MULTIPROCESSOR_COUNT=<the ignored GPU's core count>, or hide it: "
+        "export CUDA_VISIBLE_DEVICES=<the other GPUs' indices>",
+    ),
+    "cc_too_new": Cause(
+        "The GPU is newer than the CUDA kernels shipped in this TensorFlow",
+        "compute capability 9.x: let the first PTX JIT finish and keep its cache "
+        "(export CUDA_CACHE_MAXSIZE=4294967296); 10.x/12.x (Blackwell): "
+        "docker run --gpus all -it --rm nvcr.io/nvidia/tensorflow:25.02-tf2-py3, "
+        "or build TensorFlow from source",
+    ),
+    "xla_libdevice_ptxas": Cause(
+        "XLA cannot find libdevice or ptxas, so XLA/jit_compile fails on the GPU",
+        "pip install nvidia-cuda-nvcc-cu12; or "
+        "export XLA_FLAGS=--xla_gpu_cuda_data_dir=/usr/local/cuda (the directory holding "
+        "nvvm/libdevice)",
+    ),
+    "oom": Cause(
+        "The GPU ran out of memory",
+        "halve the batch size; against fragmentation: export TF_GPU_ALLOCATOR=cuda_malloc_async; "
+        "tf.keras.mixed_precision.set_global_policy('mixed_float16') halves activations; "
+        "`nvidia-smi` shows other processes holding memory",
+    ),
+    "config_after_init": Cause(
+        "Devices were configured after TensorFlow's runtime had started",
+        "call tf.config.experimental.set_memory_growth(gpu, True) / set_visible_devices / "
+        "set_logical_device_configuration right after `import tensorflow as tf`, before any "
+        "tensor is created or a library that creates one is imported; or "
+        "export TF_FORCE_GPU_ALLOW_GROWTH=true",
+    ),
+}
+
+
+# --------------------------------------------------------------------------- details
+
+
+def _extract(regex: str, template: str) -> Callable[[str], str | None]:
+    """A detail function: search ``regex`` in the line and fill ``template`` with its groups."""
+    compiled = re.compile(regex)
+
+    def detail(line: str) -> str | None:
+        match = compiled.search(line)
+        if match is None:
+            return None
+        groups = {k: (v or "?").strip().rstrip(".") for k, v in match.groupdict().items()}
+        return template.format(**groups)
+
+    return detail
+
+
+# fmt: off
+_DTYPE_BYTES = {
+    "float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16": 2, "double": 8, "float64": 8,
+    "int8": 1, "uint8": 1, "int16": 2, "int32": 4, "int64": 8, "bool": 1,
+}
+# fmt: on
+_OOM_SHAPE_RE = re.compile(r"shape ?\[(?P<shape>[^\]]*)\](?: and type (?P<dtype>\w+))?")
+
+
+def _oom_shape(line: str) -> str | None:
+    """``OOM when allocating tensor with shape[5760,4,4,2048]`` -> the shape and its size."""
+    match = _OOM_SHAPE_RE.search(line)
+    if match is None:
+        return None
+    shape = match.group("shape").replace(" ", "")
+    dims = shape.split(",")
+    if not all(d.isdigit() and len(d) < 10 for d in dims):
+        return f"tensor shape [{shape}]"
+    elements = 1
+    for d in dims:
+        elements *= int(d)
+    dtype = match.group("dtype")
+    size = elements * _DTYPE_BYTES.get(dtype or "float", 4)
+    as_what = dtype if dtype else "float32"
+    return f"tensor shape [{shape}]: {elements:,} elements, {_human_bytes(size)} as {as_what}"
+
+
+def _human_bytes(size: int) -> str:
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024:
+            return f"{value:.1f} {unit}" if unit != "B" else f"{size} B"
+        value /= 1024
+    return f"{value:.1f} TiB"
+
+
+_CUDNN_RE = re.compile(
+    r"Loaded runtime CuDNN library: ?(?P<loaded>[\d.]+).*?but source was compiled with:? ?"
+    r"(?P<compiled>[\d.]+)"
+)
+
+
+def _cudnn_versions(line: str) -> str | None:
+    """``7301 ... 7003`` -> ``loaded cuDNN 7301 (7.3.1), TensorFlow built with 7003 (7.0.3)``."""
+    match = _CUDNN_RE.search(line)
+    if match is None:
+        return None
+    loaded = _cudnn_readable(match.group("loaded").rstrip("."))
+    compiled = _cudnn_readable(match.group("compiled").rstrip("."))
+    return f"loaded cuDNN {loaded}, TensorFlow built with {compiled}"
+
+
+def _cudnn_readable(version: str) -> str:
+    """cuDNN < 9 printed ``major*1000 + minor*100 + patch``; show the dotted form beside it."""
+    if version.isdigit() and len(version) == 4:
+        number = int(version)
+        return f"{version} ({number // 1000}.{number % 1000 // 100}.{number % 100})"
+    return version
+
+
+# --------------------------------------------------------------------------- patterns
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """One message that names a cause.
+
+    Attributes:
+        cause: the cause id.
+        anchor: literal text every matching line contains (searched with ``str.find``).
+        regex: when set, the line must also match it.
+        status: ``fail`` or, for milder messages, ``warn``.
+        detail: pulls a value worth showing (a library name, a shape) out of the line.
+    """
+
+    cause: str
+    anchor: str
+    regex: re.Pattern[str] | None = None
+    status: Status = "fail"
+    detail: Callable[[str], str | None] | None = None
+
+
+def _p(
+    cause: str,
+    anchor: str,
+    regex: str | None = None,
+    status: Status = "fail",
+    detail: Callable[[str], str | None] | None = None,
+) -> Pattern:
+    return Pattern(cause, anchor, re.compile(regex) if regex else None, status, detail)
+
+
+# Specific before generic: the first pattern to match a line claims it.
+PATTERNS: tuple[Pattern, ...] = (
+    _p(
+        "driver_mismatch",
+        "does not match DSO version",
+        detail=_extract(
+            r"kernel version (?P<k>[\d.]+) does not match DSO version (?P<d>[\d.]+)",
+            "kernel module {k}, libcuda (DSO) {d}",
+        ),
+    ),
+    _p("driver_mismatch", "Driver/library version mismatch"),
+    _p("driver_mismatch", "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH"),
+    _p(
+        "driver_older_than_ptx",
+        "which is older than the",
+        regex=r"CUDA version is [\d.]+ which is older than the",
+        detail=_extract(
+            r"CUDA version is (?P<d>[\d.]+) which is older than the [\w ]*?version "
+            r"\(?(?P<p>[\d.]+)",
+            "driver's CUDA {d} < PTX compiler {p}",
+        ),
+    ),
+    _p("driver_older_than_ptx", "CUDA driver version is insufficient for CUDA runtime version"),
+    _p("driver_older_than_ptx", "CUDA_ERROR_UNSUPPORTED_PTX_VERSION"),
+    _p("tensorflow_gpu_deprecated", '"tensorflow-gpu" package has been removed'),
+    _p("tensorflow_gpu_deprecated", "No matching distribution found for tensorflow-gpu"),
+    _p("windows_native", "CUDA build is not supported for Windows"),
+    _p("cpu_no_avx", "Illegal instruction"),
+    _p("cpu_no_avx", "compiled to use AVX instructions, but these aren't available"),
+    _p(
+        "no_driver_or_hidden",
+        "libcuda.so.1",
+        regex=r"Could not load dynamic library 'libcuda\.so|libcuda\.so\.1: cannot open",
+        detail=_extract(r"(?P<e>libcuda\.so\.1: cannot open[^;]*)", "{e}"),
+    ),
+    _p(
+        "no_driver_or_hidden",
+        "failed call to cuInit",
+        detail=_extract(r"failed call to cuInit: (?P<e>.{1,160})", "cuInit: {e}"),
+    ),
+    _p("no_driver_or_hidden", "CUDA_ERROR_NO_DEVICE"),
+    _p("no_driver_or_hidden", "kernel driver does not appear to be running on this host"),
+    _p("no_driver_or_hidden", "Could not find cuda drivers on your machine"),
+    _p("no_driver_or_hidden", "/dev/nvidia0 does not exist"),
+    _p(
+        "missing_cuda_libs",
+        "Could not load dynamic library",
+        regex=r"Could not load dynamic library '(?!libnvinfer|nvinfer|libcuda\.)[^']+'",
+        detail=_extract(r"Could not load dynamic library '(?P<lib>[^']+)'", "missing {lib}"),
+    ),
+    _p(
+        "missing_cuda_libs",
+        "Could not load library ",
+        regex=r"Could not load library \S+\. Error:",
+        detail=_extract(
+            r"Could not load library (?P<lib>\S+)\. Error: (?P<e>.{1,120})", "{lib}: {e}"
+        ),
+    ),
+    _p("missing_cuda_libs", "Cannot dlopen some GPU libraries"),
+    _p("missing_cuda_libs", "Skipping registering GPU devices"),
+    _p("missing_cuda_libs", "DNN library is not found"),
+    _p("cudnn_mismatch", "Loaded runtime CuDNN library", detail=_cudnn_versions),
+    _p("cudnn_mismatch", "DNN library initialization failed"),
+    _p(
+        "cc_too_low",
+        "Ignoring visible gpu device",
+        regex=r"compute capability [\d.]+\. The minimum required",
+        detail=_extract(
+            r"name: (?P<n>[^,)]+).*?compute capability (?P<cc>[\d.]+)\. The minimum "
+            r"required Cuda capability is (?P<m>[\d.]+)",
+            "{n}: compute capability {cc} < minimum {m}",
+        ),
+    ),
+    _p(
+        "gpu_too_few_cores",
+        "Ignoring visible gpu device",
+        regex=r"core count",
+        status="warn",
+        detail=_extract(
+            r"name: (?P<n>[^,)]+).*?core count: (?P<c>\d+)\. The minimum required "
+            r"count is (?P<m>\d+)",
+            "{n}: {c} multiprocessors < minimum {m}",
+        ),
+    ),
+    _p(
+        "cc_too_new",
+        "not built with CUDA kernel binaries compatible with compute capability",
+        regex=r"compute capability (?:1\d|[2-9]\d)\.\d",
+        detail=_extract(r"compute capability (?P<cc>\d+\.\d+)", "compute capability {cc}"),
+    ),
+    _p(
+        "cc_too_new",
+        "not built with CUDA kernel binaries compatible with compute capability",
+        status="warn",
+        detail=_extract(
+            r"compute capability (?P<cc>\d+\.\d+)",
+            "compute capability {cc}: PTX JIT at start (can take many minutes)",
+        ),
+    ),
+    _p("cc_too_new", "CUDA_ERROR_INVALID_PTX"),
+    _p("cc_too_new", "device kernel image is invalid"),
+    _p("cc_too_new", "no kernel image is available for execution on the device"),
+    _p("xla_libdevice_ptxas", "libdevice not found"),
+    _p(
+        "xla_libdevice_ptxas",
+        "Can't find libdevice directory",
+        detail=_extract(r"Can't find libdevice directory (?P<d>\S+)", "looked in {d}"),
+    ),
+    _p("xla_libdevice_ptxas", "Searched for CUDA in the following directories"),
+    _p("xla_libdevice_ptxas", "ptxas not found"),
+    _p("xla_libdevice_ptxas", "find ptxas binary"),
+    _p("xla_libdevice_ptxas", "Failed to launch ptxas"),
+    _p("oom", "OOM when allocating tensor", detail=_oom_shape),
+    _p(
+        "oom",
+        "ran out of memory trying to allocate",
+        regex=r"not a failure",
+        status="warn",
+        detail=_extract(
+            r"trying to allocate (?P<s>[\d.]+\s*[KMGT]?i?B)",
+            "{s} allocation failed (TensorFlow retried; it may be slower)",
+        ),
+    ),
+    _p(
+        "oom",
+        "ran out of memory trying to allocate",
+        detail=_extract(r"trying to allocate (?P<s>[\d.]+\s*[KMGT]?i?B)", "{s} allocation failed"),
+    ),
+    _p(
+        "oom",
+        "CUDA_ERROR_OUT_OF_MEMORY",
+        detail=_extract(r"failed to allocate (?P<s>[\d.]+\s*[KMGT]?i?B?)", "{s} allocation failed"),
+    ),
+    _p(
+        "oom",
+        "Out of memory while trying to allocate",
+        detail=_extract(r"trying to allocate (?P<s>\d+) bytes", "{s} bytes allocation failed"),
+    ),
+    _p("oom", "CUDNN_STATUS_ALLOC_FAILED"),
+    _p("oom", "ResourceExhaustedError"),
+    _p(
+        "config_after_init",
+        "devices cannot be modified after being initialized",
+        detail=_extract(
+            r"(?P<k>Physical|Virtual|Visible) devices cannot be modified",
+            "{k} devices configured after the runtime started",
+        ),
+    ),
+)
+
+
+# label -> anchors: lines TensorFlow prints on healthy runs too.
+BENIGN: dict[str, tuple[str, ...]] = {
+    "duplicate CUDA plugin registration (cuDNN/cuFFT/cuBLAS factory)": (
+        "Unable to register cu",
+        "computation placer already registered",
+    ),
+    "NUMA node unknown (normal in VMs and containers)": (
+        "NUMA node read from SysFS had negative value",
+        "could not open file to read NUMA node",
+    ),
+    "TensorRT not found (only TF-TRT needs it)": (
+        "TF-TRT Warning: Could not find TensorRT",
+        "Could not load dynamic library 'libnvinfer",
+        "Cannot dlopen some TensorRT libraries",
+    ),
+    "CPU instructions notice": (
+        "This TensorFlow binary is optimized to use available CPU instructions",
+        "To enable the following instructions:",
+        "Your CPU supports instructions that this TensorFlow binary was not compiled to use",
+        "This TensorFlow binary is optimized with oneAPI",
+    ),
+    "oneDNN notice (results may differ in the last bits)": ("oneDNN custom operations are on",),
+    "absl logging not yet initialised": ("All log messages before absl::InitializeLog()",),
+    "cudart not found on a machine without a GPU set up": (
+        "Ignore above cudart dlerror if you do not have a GPU set up",
+    ),
+    "TensorFlow created a GPU device": ("Created device /job:",),
+    "cuDNN loaded": ("Loaded cuDNN version",),
+    "XLA started": ("XLA service 0x", "StreamExecutor device ("),
+    "XLA compiled a cluster": ("Compiled cluster using XLA!",),
+    "end of a tf.data dataset (normal)": ("OUT_OF_RANGE: End of sequence",),
+    "MLIR crash reproducer disabled": ("disabling MLIR crash reproducer",),
+    "TF_FORCE_GPU_ALLOW_GROWTH applied": (
+        "Overriding orig_value setting because the TF_FORCE_GPU_ALLOW_GROWTH",
+    ),
+}

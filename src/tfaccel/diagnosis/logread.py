@@ -1,0 +1,273 @@
+"""Read a TensorFlow log for the matcher: a file, or standard input with ``-``.
+
+Inputs over 32 MiB are read in their first 8 MiB and last 24 MiB only (a very long string given
+to the matcher is cut the same way, by :func:`window_text`), and the notes say so. Undecodable
+bytes are replaced; binary, empty and unreadable inputs are refused with a
+:class:`~tfaccel.errors.LogInputError` that says how to save a log.
+
+Example:
+    >>> log = read_log_file("train.log")  # doctest: +SKIP
+    >>> log.partial, log.notes  # doctest: +SKIP
+    (False, [])
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import stat
+import sys
+from dataclasses import dataclass, field
+from typing import IO
+
+from tfaccel.errors import LogInputError
+
+__all__ = ["LogText", "count_lines", "read_log_file", "window_text"]
+
+MIB = 1024 * 1024
+FULL_SCAN_LIMIT_BYTES = 32 * MIB  # larger inputs: only the head and the tail are scanned
+HEAD_BYTES = 8 * MIB
+TAIL_BYTES = 24 * MIB
+SNIFF_BYTES = 64 * 1024  # looked at to tell text from binary
+UNDECODABLE_LIMIT = 0.3  # share of replacement characters above which the input is not text
+
+_HOW_TO_SAVE = (
+    "save TensorFlow's output with `python train.py 2>&1 | tee tf.log`, "
+    "then run `tfaccel doctor --log tf.log`"
+)
+
+
+@dataclass
+class LogText:
+    """A log read by :func:`read_log_file`: its text (possibly only head and tail) and notes."""
+
+    text: str
+    source: str
+    size_bytes: int
+    bytes_scanned: int
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def partial(self) -> bool:
+        """True when part of the input was skipped."""
+        return self.bytes_scanned < self.size_bytes
+
+
+def window_text(text: str) -> tuple[str, list[str]]:
+    """Keep the head and tail of a very long string, as :func:`read_log_file` does for files.
+
+    Returns:
+        The text to scan (the first 8 Mi and last 24 Mi characters of a text over 32 Mi) and
+        the notes that say what was skipped.
+    """
+    if len(text) <= FULL_SCAN_LIMIT_BYTES:
+        return text, []
+    tail = _drop_partial_first_line(text[-TAIL_BYTES:])
+    skipped = len(text) - HEAD_BYTES - TAIL_BYTES
+    note = (
+        f"the text is {len(text):,} characters: scanned the first 8 Mi and the last 24 Mi "
+        f"({skipped:,} in between skipped)"
+    )
+    return text[:HEAD_BYTES] + f"\n[... {skipped:,} characters skipped ...]\n" + tail, [note]
+
+
+def count_lines(text: str) -> int:
+    """The number of lines in ``text`` (a last line without a newline counts)."""
+    if not text:
+        return 0
+    return text.count("\n") + (0 if text.endswith("\n") else 1)
+
+
+@dataclass
+class _Raw:
+    """Bytes read from a file or stream: all of it, or its head and tail."""
+
+    head: bytes
+    tail: bytes = b""
+    tail_offset: int = 0
+    size: int = 0
+
+    @property
+    def skipped(self) -> int:
+        return self.size - len(self.head) - len(self.tail)
+
+
+def read_log_file(path: str | os.PathLike[str]) -> LogText:
+    """Read a log for :func:`~tfaccel.diagnosis.match_log`; ``-`` reads standard input.
+
+    The text is decoded as UTF-8 (undecodable bytes replaced; UTF-16 with a byte-order mark,
+    as PowerShell writes, is decoded as such). Inputs over 32 MiB are read in their first
+    8 MiB and last 24 MiB only, and the notes say so.
+
+    Args:
+        path: the log file, or ``-`` for standard input.
+
+    Returns:
+        A :class:`LogText`.
+
+    Raises:
+        LogInputError: the file is missing, a directory, unreadable, empty or binary.
+
+    Example:
+        >>> log = read_log_file("train.log")  # doctest: +SKIP
+        >>> match_log(log).summary  # doctest: +SKIP
+    """
+    name = os.fspath(path)
+    if name == "-":
+        return _decode(_read_stdin(), "<stdin>")
+    return _decode(_read_path(name), name)
+
+
+def _read_stdin() -> _Raw:
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:
+        raise _input_error("<stdin>", "cannot be read", "no standard input")
+    try:
+        return _read_stream(stream)
+    except OSError as exc:
+        raise _input_error("<stdin>", "cannot be read", str(exc)) from None
+
+
+def _read_path(name: str) -> _Raw:
+    try:
+        info = os.stat(name)
+    except FileNotFoundError:
+        raise _input_error(name, "does not exist", "no such file") from None
+    except OSError as exc:
+        raise _unreadable(name, exc) from None
+    if stat.S_ISDIR(info.st_mode):
+        raise _input_error(name, "is a directory", "a directory")
+    try:
+        with open(name, "rb") as fh:
+            if stat.S_ISREG(info.st_mode):
+                return _read_regular(fh, info.st_size)
+            return _read_stream(fh)
+    except OSError as exc:
+        raise _unreadable(name, exc) from None
+
+
+def _read_regular(fh: IO[bytes], size: int) -> _Raw:
+    """Read a whole small file, or seek to read only the head and tail of a big one."""
+    if size <= FULL_SCAN_LIMIT_BYTES:
+        data = fh.read(FULL_SCAN_LIMIT_BYTES)
+        return _Raw(data, size=len(data))
+    head = fh.read(HEAD_BYTES)
+    fh.seek(size - TAIL_BYTES)
+    tail = fh.read(TAIL_BYTES)
+    return _Raw(head, tail, size - TAIL_BYTES, size)
+
+
+def _read_stream(fh: IO[bytes]) -> _Raw:
+    """Read a stream that cannot seek, keeping the head and a rolling tail."""
+    head = _read_up_to(fh, FULL_SCAN_LIMIT_BYTES)
+    if len(head) < FULL_SCAN_LIMIT_BYTES:
+        return _Raw(head, size=len(head))
+    tail = bytearray(head[HEAD_BYTES:])
+    head = head[:HEAD_BYTES]
+    total = FULL_SCAN_LIMIT_BYTES
+    while chunk := fh.read(MIB):
+        total += len(chunk)
+        tail += chunk
+        if len(tail) > 2 * TAIL_BYTES:
+            del tail[: len(tail) - TAIL_BYTES]
+    kept = bytes(tail[-TAIL_BYTES:])
+    return _Raw(head, kept, total - len(kept), total)
+
+
+def _read_up_to(fh: IO[bytes], limit: int) -> bytes:
+    parts, got = [], 0
+    while got < limit:
+        chunk = fh.read(min(MIB, limit - got))
+        if not chunk:
+            break
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)
+
+
+def _decode(raw: _Raw, source: str) -> LogText:
+    if raw.size == 0:
+        raise _input_error(source, "is empty", "an empty file (0 bytes)")
+    encoding = _encoding(raw.head)
+    sniff = raw.head[:SNIFF_BYTES]
+    if encoding == "utf-8" and b"\x00" in sniff:
+        raise _input_error(source, "is binary", "binary data (NUL bytes in the first 64 KiB)")
+    sample = sniff.decode(encoding, errors="replace")
+    bad = sample.count("\ufffd") / max(len(sample), 1)
+    if bad > UNDECODABLE_LIMIT:
+        raise _input_error(
+            source, "is not text", f"bytes that are mostly not UTF-8 text ({bad:.0%} undecodable)"
+        )
+    text = raw.head.decode(encoding, errors="replace")
+    notes = [f"decoded as {encoding} (byte-order mark)"] if encoding != "utf-8" else []
+    if raw.tail:
+        head_lines = count_lines(text)
+        tail = _tail_bytes(raw, encoding).decode(_tail_encoding(encoding), errors="replace")
+        text = _join_head_tail(text, tail, raw.skipped)
+        if raw.skipped > 0:
+            notes.append(_partial_note(source, raw, head_lines))
+    if not text.strip():
+        raise _input_error(source, "holds only whitespace", f"{raw.size} bytes of whitespace")
+    return LogText(text, source, raw.size, len(raw.head) + len(raw.tail), notes)
+
+
+def _encoding(head: bytes) -> str:
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return "utf-16"
+    if head.startswith(b"\xef\xbb\xbf"):
+        return "utf-8-sig"
+    return "utf-8"
+
+
+def _tail_bytes(raw: _Raw, encoding: str) -> bytes:
+    """UTF-16 code units are two bytes: start the tail on an even offset."""
+    if encoding == "utf-16" and raw.tail_offset % 2:
+        return raw.tail[1:]
+    return raw.tail
+
+
+def _tail_encoding(encoding: str) -> str:
+    """The tail has no byte-order mark of its own."""
+    if encoding == "utf-16":
+        return "utf-16-le"  # PowerShell and Windows tools write little-endian
+    return "utf-8"
+
+
+def _join_head_tail(head: str, tail: str, skipped: int) -> str:
+    if skipped <= 0:
+        return head + tail
+    return head + f"\n[... {skipped:,} bytes skipped ...]\n" + _drop_partial_first_line(tail)
+
+
+def _drop_partial_first_line(tail: str) -> str:
+    newline = tail.find("\n")
+    return tail[newline + 1 :] if newline != -1 else tail
+
+
+def _partial_note(source: str, raw: _Raw, head_lines: int) -> str:
+    return (
+        f"{source} is {raw.size / MIB:.1f} MiB: scanned the first {len(raw.head) / MIB:.0f} MiB "
+        f"and the last {len(raw.tail) / MIB:.0f} MiB ({raw.skipped / MIB:.1f} MiB in between "
+        f"skipped); line numbers after line {head_lines} count lines of the scanned text, "
+        "not of the file"
+    )
+
+
+def _input_error(source: str, what: str, received: str) -> LogInputError:
+    label = "Standard input" if source == "<stdin>" else f"The log file {source!r}"
+    return LogInputError(
+        f"{label} {what}",
+        expected="a text file with TensorFlow's output (its stderr) or a Python traceback",
+        received=received,
+        fix=_HOW_TO_SAVE,
+    )
+
+
+def _unreadable(name: str, exc: OSError) -> LogInputError:
+    quoted = shlex.quote(name)
+    return LogInputError(
+        f"The log file {name!r} cannot be read",
+        expected="a file this user may read",
+        received=exc.strerror or str(exc),
+        fix=f"chmod u+r {quoted}, or pipe it in: sudo cat {quoted} | tfaccel doctor --log -",
+    )
