@@ -32,6 +32,8 @@ from tfaccel.bench.records import (
     RunSummary,
 )
 from tfaccel.errors import UsageError
+from tfaccel.report.findings import render_html as findings_html
+from tfaccel.report.findings import render_markdown as findings_markdown
 from tfaccel.snapshot import write_atomic
 
 if TYPE_CHECKING:
@@ -445,12 +447,8 @@ def render_markdown(doc: ReportDocument, plot_files: dict[str, str] | None = Non
             "",
             *_md_table(["kind", "model", "details", "peak"], _device_rows(devices)),
         ]
-    findings = (doc.get("doctor") or {}).get("findings") or []
-    if findings:
-        rows = [
-            [f.get("status"), f.get("id"), f.get("title"), f.get("fix") or ""] for f in findings
-        ]
-        out += ["## Doctor", "", *_md_table(["status", "check", "finding", "fix"], rows)]
+    if doctor := doc.get("doctor"):
+        out += ["## Doctor", "", findings_markdown(doctor)]
     skipped = bench.get("skipped") or []
     if skipped:
         out += ["## Not measured", ""]
@@ -474,7 +472,7 @@ th{background:#f2f4f8}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .headline{background:#eef5ff;border:1px solid #b8d4ff;border-radius:6px;padding:12px 16px;
 font-size:16px}.headline b{font-size:20px}
 .ok,.better{color:#1a7f37}.warn{color:#9a6700}.fail,.worse{color:#cf222e;font-weight:bold}
-.skip,.same{color:#6e7781}
+.skip,.same{color:#6e7781}.info{color:#0969da}
 figure{margin:16px 0}figure img{max-width:100%;border:1px solid #d8dde6}
 figcaption{color:#5a6372;font-size:13px}
 """
@@ -484,16 +482,7 @@ def _e(value: Any) -> str:
     return html.escape("" if value is None else str(value), quote=True)
 
 
-@dataclass(frozen=True)
-class _Raw:
-    """Already-escaped HTML for a table cell."""
-
-    html: str
-
-
 def _cell(value: Any, numeric: bool) -> str:
-    if isinstance(value, _Raw):
-        return f"<td>{value.html}</td>"
     if isinstance(value, Status):
         return f'<td><span class="{_e(value.text)}">{_e(value.text)}</span></td>'
     attribute = ' class="num"' if numeric else ""
@@ -527,20 +516,9 @@ def _html_headline(h: Headline) -> str:
 
 
 def _html_doctor(doctor: dict[str, Any] | None) -> list[str]:
-    rows: list[list[Any]] = []
-    for f in (doctor or {}).get("findings") or []:
-        evidence = "".join(f"<br><small>{_e(e)}</small>" for e in f.get("evidence") or [])
-        rows.append(
-            [
-                Status(str(f.get("status"))),
-                f.get("id"),
-                _Raw(_e(f.get("title")) + evidence),
-                f.get("fix") or "",
-            ]
-        )
-    if not rows:
+    if not doctor:
         return []
-    return [_html_table(Table("doctor", "Doctor", ["status", "check", "finding", "fix"], rows))]
+    return ['<h2 id="doctor">Doctor</h2>', findings_html(doctor)]
 
 
 def render_html(doc: ReportDocument, plots: dict[str, bytes] | None = None) -> str:

@@ -216,13 +216,13 @@ def render_bench(result: BenchResult) -> RenderableType:
 
 def render_report(result: ReportResult) -> RenderableType:
     """The ``tfaccel report`` screen: devices, doctor, bench, and the files written."""
-    from tfaccel.report.doctor_text import render_doctor
+    from tfaccel.report.findings import render_terminal
 
     parts: list[RenderableType] = [
         Rule("tfaccel devices"),
         render_inventory(result.inventory),
         Rule("tfaccel doctor"),
-        render_doctor(result.document["doctor"] or {}),
+        render_terminal(result.document["doctor"] or {}),
         Rule("tfaccel bench"),
         render_bench(result.bench),
         Rule("files"),
