@@ -12,7 +12,7 @@ import pytest
 from rich.console import Console
 
 from tfaccel.diagnosis import DoctorReport, diagnose, match_log
-from tfaccel.findings import PROBLEMS, STATUSES, Finding, counts, worst
+from tfaccel.findings import PROBLEMS, STATUSES, Finding, counts, text_lines, worst
 from tfaccel.report.findings import render_html, render_markdown, render_terminal
 from tfaccel.snapshot import Snapshot
 
@@ -210,3 +210,11 @@ def test_a_log_without_a_cause_says_so() -> None:
     assert "no known cause matched (2 lines read)" in out and "no failures (0 fail" in out
     assert "no known cause matched (2 lines read)" in render_markdown(report)
     assert "<p>no known cause matched (2 lines read)</p>" in render_html(report)
+
+
+def test_text_lines_keep_a_long_fix_command_whole() -> None:
+    command = "nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader"
+    f = Finding("gpu_memory_in_use", "warn", "other processes hold GPU memory", fix=command)
+    lines = text_lines([f], width=40)
+    assert lines[0] == "  [WARN] gpu_memory_in_use: other processes hold GPU memory"
+    assert any(command in line for line in lines)

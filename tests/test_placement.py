@@ -43,7 +43,7 @@ def test_numpy_call_inside_a_tf_function_is_flagged(audits: dict[str, Any]) -> N
     assert "'SymbolicTensor' object has no attribute 'numpy'" in report["findings"][1]["title"]
     assert [f["status"] for f in report["findings"]] == ["warn", "fail"]
     assert {f["source"] for f in report["findings"]} == {"placement"}
-    assert audits["numpy_in_tf_function_text"].count("[fail] trace_failed: tracing") == 1
+    assert audits["numpy_in_tf_function_text"].count("[FAIL] trace_failed: tracing") == 1
 
 
 def test_eager_step_with_numpy_is_flagged(audits: dict[str, Any]) -> None:

@@ -24,11 +24,21 @@ Example:
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["PROBLEMS", "SOURCES", "STATUSES", "Finding", "Status", "counts", "worst"]
+__all__ = [
+    "PROBLEMS",
+    "SOURCES",
+    "STATUSES",
+    "Finding",
+    "Status",
+    "counts",
+    "text_lines",
+    "worst",
+]
 
 Status = Literal["ok", "skip", "info", "warn", "fail"]
 STATUSES: tuple[Status, ...] = ("ok", "skip", "info", "warn", "fail")
@@ -100,3 +110,40 @@ def worst(findings: Iterable[Finding]) -> Status:
     """The most severe status among ``findings`` (``ok`` when there are none)."""
     rank = {status: i for i, status in enumerate(STATUSES)}
     return max((f.status for f in findings), key=rank.__getitem__, default="ok")
+
+
+def text_lines(findings: Iterable[Finding], *, indent: str = "  ", width: int = 100) -> list[str]:
+    """Plain text of ``findings`` for logs and the ``str()`` of reports (no terminal styling).
+
+    Each finding is ``[STATUS] id: title``, then its evidence, fix and gain on their own lines,
+    wrapped at ``width`` without breaking a word, so a command stays whole. An evidence or fix
+    line indented by four spaces (a command on its own line) is kept as it is.
+    """
+    lines: list[str] = []
+    for f in findings:
+        lines.append(f"{indent}[{f.status.upper()}] {f.id}: {f.title}")
+        for label, body in [("evidence", e) for e in f.evidence] + [
+            ("fix", f.fix),
+            ("gain", f.gain),
+        ]:
+            if body:
+                lines += _wrapped(label, body, indent + "  ", width)
+    return lines
+
+
+def _wrapped(label: str, body: str, indent: str, width: int) -> list[str]:
+    out: list[str] = []
+    for i, para in enumerate(body.splitlines()):
+        if para.startswith("    "):
+            out.append(indent + "    " + para.strip())
+            continue
+        first = f"{indent}{label}: " if i == 0 else indent + "  "
+        out += textwrap.wrap(
+            para,
+            width=width,
+            initial_indent=first,
+            subsequent_indent=indent + "  ",
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+    return out

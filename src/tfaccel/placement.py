@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tfaccel.findings import Finding, Status
+from tfaccel.findings import Finding, Status, text_lines
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -136,9 +136,7 @@ class AuditReport:
             lines.append(f"  placement unknown: {self.note or 'the step did not trace or run'}")
         if not self.findings:
             lines.append("  findings: none")
-        for finding in self.findings:
-            lines.append(f"  [{finding.status}] {finding.id}: {finding.title}")
-            lines.append(f"      fix: {finding.fix}")
+        lines += text_lines(self.findings)
         return "\n".join(lines)
 
 

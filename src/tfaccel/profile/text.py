@@ -7,10 +7,10 @@ findings through the terminal renderer, :func:`tfaccel.report.findings.render_te
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from tfaccel.findings import text_lines
 from tfaccel.profile.records import Figures, GpuUsage, Measurement, MemoryUsage
 
 if TYPE_CHECKING:
@@ -180,14 +180,7 @@ def findings_text(diagnosis: Diagnosis) -> str:
     lines = [heading(diagnosis)]
     if diagnosis.refused:
         return lines[0]
-    for finding in diagnosis.problems:
-        lines.append(f"  [{finding.status.upper()}] {finding.title}")
-        for evidence in finding.evidence:
-            lines += _wrapped("evidence", evidence)
-        if finding.fix:
-            lines += _wrapped("fix", finding.fix)
-        if finding.gain:
-            lines += _wrapped("gain", finding.gain)
+    lines += text_lines(diagnosis.problems)
     fine = [f for f in diagnosis.findings if f.status == "ok"]
     if fine:
         lines.append("  fine: " + "; ".join(f"{f.id} ({_short(f)})" for f in fine))
@@ -216,17 +209,6 @@ def _short(finding: Finding) -> str:
     if isinstance(value, float):
         return f"{label} {value * 100:.1f}%"
     return "within thresholds"
-
-
-def _wrapped(label: str, body: str) -> list[str]:
-    out = []
-    for i, para in enumerate(body.splitlines()):
-        if para.startswith("    "):
-            out.append("        " + para.strip())
-            continue
-        prefix = f"    {label}: " if i == 0 else "      "
-        out += textwrap.wrap(para, width=100, initial_indent=prefix, subsequent_indent="      ")
-    return out
 
 
 def top_ops_text(trace: Any, n: int = 10) -> str:
