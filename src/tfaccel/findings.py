@@ -115,29 +115,33 @@ def worst(findings: Iterable[Finding]) -> Status:
 def text_lines(findings: Iterable[Finding], *, indent: str = "  ", width: int = 100) -> list[str]:
     """Plain text of ``findings`` for logs and the ``str()`` of reports (no terminal styling).
 
-    Each finding is ``[STATUS] id: title``, then its evidence, fix and gain on their own lines,
-    wrapped at ``width`` without breaking a word, so a command stays whole. An evidence or fix
-    line indented by four spaces (a command on its own line) is kept as it is.
+    Each finding is ``[STATUS] id: title``, then its evidence and gain, wrapped at ``width``
+    without breaking a word, and its fix, never wrapped, so that a command in it can be copied
+    whole. A line indented by four spaces (a command on its own line) is kept as it is.
     """
     lines: list[str] = []
+    inner = indent + "  "
     for f in findings:
         lines.append(f"{indent}[{f.status.upper()}] {f.id}: {f.title}")
-        for label, body in [("evidence", e) for e in f.evidence] + [
-            ("fix", f.fix),
-            ("gain", f.gain),
-        ]:
-            if body:
-                lines += _wrapped(label, body, indent + "  ", width)
+        for evidence in f.evidence:
+            lines += _wrapped("evidence", evidence, inner, width)
+        if f.fix:
+            lines += _wrapped("fix", f.fix, inner, None)
+        if f.gain:
+            lines += _wrapped("gain", f.gain, inner, width)
     return lines
 
 
-def _wrapped(label: str, body: str, indent: str, width: int) -> list[str]:
+def _wrapped(label: str, body: str, indent: str, width: int | None) -> list[str]:
     out: list[str] = []
     for i, para in enumerate(body.splitlines()):
         if para.startswith("    "):
             out.append(indent + "    " + para.strip())
             continue
         first = f"{indent}{label}: " if i == 0 else indent + "  "
+        if width is None:
+            out.append(first + para)
+            continue
         out += textwrap.wrap(
             para,
             width=width,
