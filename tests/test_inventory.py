@@ -1,14 +1,18 @@
-"""Inventory: spec database matching, CPU peak estimate, and the Snapshot contract."""
+"""Inventory: spec database matching, CPU peak estimate, the precisions that run fast, GPU
+matching between TensorFlow and NVML, the machine fingerprint, and the Snapshot contract."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tfaccel import inventory
+from tfaccel import inventory, probe
 from tfaccel.errors import SnapshotError
+from tfaccel.inventory import GpuFacts
+from tfaccel.probe.tf_gpus import TfGpu
 from tfaccel.snapshot import (
     CpuInfo,
     DeepProbe,
@@ -143,7 +147,165 @@ def test_build_inventory_from_a_hand_made_snapshot() -> None:
     assert inv.nvidia_pci_without_nvml == 1
     assert inv.tpu is not None and inv.tpu.peak is not None and inv.tpu.peak.bf16_tflops == 275
     assert inv.tensorflow is not None and inv.tensorflow.physical_devices == ["CPU:0", "GPU:0"]
+    assert inv.nvml_gpus[0] == GpuFacts(0, "Tesla T4", "7.5")
     json.dumps(inv.to_dict())
+    assert list(inv.to_dict()) == [  # the devices document; the model fields stay out of it
+        "cpu",
+        "gpus",
+        "tpu",
+        "driver_version",
+        "cuda_driver_version",
+        "nvml_error",
+        "nvidia_pci_without_nvml",
+        "tensorflow",
+    ]
+
+
+# --- the precisions that run fast -----------------------------------------------------------
+
+
+def _gpus(*ccs: str | None) -> list[GpuFacts]:
+    return [GpuFacts(index, compute_capability=cc) for index, cc in enumerate(ccs)]
+
+
+@pytest.mark.parametrize(
+    ("ccs", "flags", "tpu", "fast", "best"),
+    [
+        ((), {"avx2"}, False, ("float32",), "float32"),
+        ((), {"avx512f", "avx512_bf16"}, False, ("float32", "mixed_bfloat16"), "mixed_bfloat16"),
+        ((), {"amx_bf16"}, False, ("float32", "mixed_bfloat16"), "mixed_bfloat16"),
+        ((), set(), True, ("float32", "mixed_bfloat16"), "mixed_bfloat16"),
+        (("7.0",), set(), False, ("float32", "mixed_float16"), "mixed_float16"),  # V100: no bf16
+        (
+            ("8.0", "8.6"),
+            set(),
+            False,
+            ("float32", "mixed_bfloat16", "mixed_float16"),
+            "mixed_float16",
+        ),
+        (("6.1",), {"avx512_bf16"}, False, ("float32",), "float32"),  # a GPU without tensor cores
+        ((None,), set(), False, ("float32",), "float32"),  # unknown capability: treated as too old
+        (("8.0", "6.0"), set(), False, ("float32",), "float32"),  # every GPU must be fast
+    ],
+)
+def test_fast_precisions(
+    ccs: tuple[str | None, ...], flags: set[str], tpu: bool, fast: tuple[str, ...], best: str
+) -> None:
+    found = inventory.fast_precisions(_gpus(*ccs), flags, tpu=tpu)
+    assert (found.fast, found.best) == (fast, best)
+    assert found.best in found.fast and found.reason
+
+
+def test_precision_reasons_name_the_devices_and_the_thresholds() -> None:
+    assert inventory.TENSOR_CORE_MIN_CC == 7.0 and inventory.BF16_MIN_CC == 8.0
+    assert "(GPU:0 8.0, GPU:1 7.5)" in inventory.fast_precisions(_gpus("8.0", "7.5")).reason
+    assert "(GPU:1 unknown)" in inventory.fast_precisions(_gpus("8.0", None)).reason
+    cpu = inventory.fast_precisions([], ["amx_bf16", "avx512_bf16"]).reason
+    assert cpu.startswith("this CPU has avx512_bf16, amx_bf16")
+
+
+def test_slow_precisions_are_warned_about() -> None:
+    warning = inventory.precision_warning
+    assert "much slower" in (warning("mixed_float16", []) or "")
+    assert "GPU:1 (compute capability < 7.0)" in (
+        warning("mixed_float16", _gpus("8.0", "6.1")) or ""
+    )
+    assert "emulated" in (warning("mixed_bfloat16", [], {"avx2"}) or "")
+    assert warning("mixed_bfloat16", [], {"avx512_bf16"}) is None
+    assert warning("mixed_bfloat16", [], tpu=True) is None
+    assert warning("mixed_float16", _gpus("7.0")) is None
+    assert warning("float32", []) is None
+
+
+def test_the_inventory_answers_for_its_gpus_or_the_ones_asked_about() -> None:
+    snap = Snapshot(
+        cpu=CpuInfo(flags=["avx512_bf16"]),
+        nvml=NvmlInfo(
+            available=True, gpus=[GpuInfo(index=0, name="Tesla T4", compute_capability="7.5")]
+        ),
+    )
+    inv = inventory.build(snap)
+    assert inv.precisions().fast == ("float32", "mixed_float16")  # NVML's T4
+    assert inv.precisions(()).best == "mixed_bfloat16"  # the CPU alone
+    assert inv.precisions(_gpus("9.0")).fast[-1] == "mixed_float16"
+
+
+# --- TensorFlow's GPUs matched to NVML's ----------------------------------------------------
+
+A100 = GpuFacts(0, "NVIDIA A100-SXM4-40GB", "8.0", 40 << 30, "GPU-aaaa")
+T4 = GpuFacts(1, "Tesla T4", "7.5", 16 << 30, "GPU-bbbb")
+H100 = GpuFacts(2, "NVIDIA H100 80GB HBM3", "9.0", 80 << 30, "GPU-cccc")
+
+
+@pytest.mark.parametrize(
+    ("visible", "expected"),
+    [
+        (None, [A100, T4]),  # unset: TensorFlow's numbering is NVML's
+        ("2,0", [H100, A100]),  # renumbered by index
+        ("GPU-cccc,GPU-bbbb", [H100, T4]),  # renumbered by UUID prefix
+    ],
+)
+def test_tensorflow_gpus_are_matched_to_nvml_through_cuda_visible_devices(
+    visible: str | None, expected: list[GpuFacts]
+) -> None:
+    seen = [TfGpu(0, expected[0].name, expected[0].compute_capability), TfGpu(1)]
+    matched = inventory.match_gpus(seen, [A100, T4, H100], visible)
+    assert [g.uuid for g in matched] == [g.uuid for g in expected]
+    assert [g.index for g in matched] == [0, 1]  # TensorFlow's numbering
+    assert matched[1].name == expected[1].name  # TensorFlow gave no name: NVML's
+    assert matched[1].compute_capability == expected[1].compute_capability
+
+
+def test_a_gpu_whose_names_disagree_is_left_unmatched() -> None:
+    (gpu,) = inventory.match_gpus([TfGpu(0, "Tesla T4", "7.5")], [A100], None)
+    assert gpu == GpuFacts(0, "Tesla T4", "7.5")  # no memory or UUID: unknown beats wrong
+
+
+def test_tensorflow_gpus_reads_them_through_the_probe(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(probe.tf_gpus, "collect", lambda: [TfGpu(0, "", "8.0")])
+    snap = Snapshot(nvml=NvmlInfo(gpus=[GpuInfo(name="NVIDIA A100-SXM4-40GB", uuid="GPU-aaaa")]))
+    (gpu,) = inventory.tensorflow_gpus(inventory.build(snap), None)
+    assert (gpu.name, gpu.compute_capability, gpu.uuid) == (
+        "NVIDIA A100-SXM4-40GB",
+        "8.0",
+        "GPU-aaaa",
+    )
+
+
+# --- the machine fingerprint, and the one look at the machine -------------------------------
+
+
+def test_fingerprint_changes_with_devices_and_versions() -> None:
+    snap = Snapshot(tfaccel_version="0.1.0")
+    snap.cpu.model, snap.cpu.flags = "Xeon", ["avx2", "avx512f"]
+    snap.tensorflow.version = "2.21.0"
+    base = inventory.machine_fingerprint(snap)
+    assert base == inventory.machine_fingerprint(snap) == inventory.build(snap).fingerprint
+    snap.nvml.gpus = [GpuInfo(name="NVIDIA A100", memory_total_bytes=80 << 30)]
+    with_gpu = inventory.machine_fingerprint(snap)
+    snap.tensorflow.version = "2.22.0"
+    newer_tf = inventory.machine_fingerprint(snap)
+    assert len({base.digest, with_gpu.digest, newer_tf.digest}) == 3
+    snap.cpu.memory_available_bytes = 123  # what changes from minute to minute does not count
+    snap.env = {"CUDA_VISIBLE_DEVICES": "0"}
+    assert inventory.machine_fingerprint(snap) == newer_tf
+
+
+def test_current_probes_the_machine_once_without_loading_libraries(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[dict[str, Any]] = []
+    snap = Snapshot(cpu=CpuInfo(usable_cores=3), env={"CUDA_VISIBLE_DEVICES": "1"})
+
+    def snapshot(**kwargs: Any) -> Snapshot:
+        calls.append(kwargs)
+        return snap
+
+    monkeypatch.setattr(probe, "snapshot", snapshot)
+    inv = inventory.current()
+    assert calls == [{"libraries": False}]
+    assert inv.cpu.usable_cores == 3 and inv.cuda_visible_devices == "1"
+    assert inv.fingerprint == inventory.machine_fingerprint(snap)
 
 
 # --- Snapshot save / load ------------------------------------------------------------------

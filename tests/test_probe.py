@@ -5,13 +5,16 @@ from __future__ import annotations
 import ctypes
 import json
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from fake_nvml import NOT_SUPPORTED, gpu, make_binding
 
 from tfaccel import probe
-from tfaccel.probe import cpu, libs, nvml, packages, pci, system, tpu
-from tfaccel.snapshot import Distribution, PciDevice, Snapshot
+from tfaccel.probe import cpu, libs, nvml, packages, pci, process, readings, system, tf_gpus, tpu
+from tfaccel.probe.tf_gpus import TfGpu
+from tfaccel.snapshot import Distribution, DriverInfo, PciDevice, Snapshot
 
 # --- NVML through a fake binding (gpustat-style: per device, per function) ---------------
 
@@ -282,3 +285,59 @@ def test_snapshot_of_this_machine_round_trips_through_json() -> None:
     again = Snapshot.from_dict(json.loads(snap.to_json()))
     assert again == snap
     assert snap.cpu.logical_cores and snap.tensorflow.installed
+
+
+def test_snapshot_without_libraries_loads_nothing_into_this_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a library was loaded")
+
+    monkeypatch.setattr(libs, "collect_driver", refuse)
+    monkeypatch.setattr(libs, "load_library", refuse)
+    snap = probe.snapshot(libraries=False)
+    assert snap.driver == DriverInfo() and snap.cuda_libs == []
+    assert snap.cpu.logical_cores and snap.tensorflow.installed
+
+
+# --- the TensorFlow of this process, through a fake module (the binding boundary) ----------
+
+
+def _fake_tf(details: dict[str, dict[str, Any]]) -> Any:
+    devices = [SimpleNamespace(name=f"/physical_device:{key}") for key in details]
+    return SimpleNamespace(
+        config=SimpleNamespace(
+            list_physical_devices=lambda kind: [d for d in devices if f":{kind}:" in d.name],
+            experimental=SimpleNamespace(
+                get_device_details=lambda d: details[d.name.split("/physical_device:")[1]]
+            ),
+        )
+    )
+
+
+def test_tensorflow_gpus_and_their_details() -> None:
+    fake = _fake_tf(
+        {
+            "GPU:0": {"device_name": "NVIDIA A100-SXM4-40GB", "compute_capability": (8, 0)},
+            "GPU:1": {},  # a build that reports nothing about it
+        }
+    )
+    assert tf_gpus.collect(fake) == [
+        TfGpu(
+            0,
+            "NVIDIA A100-SXM4-40GB",
+            "8.0",
+            {"device_name": "NVIDIA A100-SXM4-40GB", "compute_capability": "(8, 0)"},
+        ),
+        TfGpu(1),
+    ]
+    assert tf_gpus.collect(_fake_tf({})) == []
+    assert tf_gpus.compute_capability([9, 0]) == "9.0"
+    assert tf_gpus.compute_capability("8.0") is None
+
+
+def test_readings_of_a_running_process_go_through_one_door() -> None:
+    assert readings.rss_bytes is process.rss_bytes
+    assert readings.cpu_seconds is process.cpu_seconds
+    assert readings.open_gpu_sampler is nvml.open_sampler
+    assert isinstance(readings.open_gpu_sampler(nvml=make_binding([])), str)  # no GPU: a reason

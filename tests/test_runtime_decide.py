@@ -18,6 +18,9 @@ from runtime_helpers import clean_env
 from tfaccel import runtime
 from tfaccel.errors import RuntimeSetupError, UsageError
 from tfaccel.runtime import GpuFacts, Hardware, Plan, RuntimeState
+from tfaccel.runtime.apply import outcome, pending
+from tfaccel.runtime.measured import measured_jit
+from tfaccel.runtime.settings import build_request
 
 GIB = 2**30
 A100 = GpuFacts(0, "NVIDIA A100-SXM4-40GB", "8.0", 40 * GIB)
@@ -36,7 +39,7 @@ def _decide(
     model: Any = None,
     **arguments: Any,
 ) -> Plan:
-    request = runtime._build_request(arguments, env or {}, model)
+    request = build_request(arguments, env or {}, model)
     default_state = RuntimeState(visible_gpus=tuple(g.index for g in hw.gpus))
     return runtime.decide(request, hw, state or default_state)
 
@@ -109,7 +112,7 @@ def test_parse_setting_rejects_bad_values_with_what_expected_received_fix(
 
 def test_malformed_env_value_names_the_variable() -> None:
     with pytest.raises(UsageError) as err:
-        runtime._build_request({}, {"TFACCEL_MEMORY": "lots"}, None)
+        build_request({}, {"TFACCEL_MEMORY": "lots"}, None)
     assert "environment variable TFACCEL_MEMORY='lots'" in str(err.value)
     assert "set TFACCEL_MEMORY=growth, or unset it" in str(err.value)
 
@@ -122,7 +125,7 @@ def test_malformed_option_names_the_option() -> None:
 
 def test_arguments_win_over_env_and_env_fills_the_rest() -> None:
     env = {"TFACCEL_PRECISION": "float32", "TFACCEL_JIT": "on", "TFACCEL_SEED": ""}
-    request = runtime._build_request({"precision": "mixed_bfloat16"}, env, None)
+    request = build_request({"precision": "mixed_bfloat16"}, env, None)
     assert request.get("precision") == "mixed_bfloat16"
     assert request.sources["precision"] == "argument"
     assert request.get("jit") is True and request.sources["jit"] == "TFACCEL_JIT"
@@ -331,7 +334,7 @@ def test_deterministic_without_seed_says_to_seed() -> None:
 
 def test_runtime_config_round_trips_through_json_and_prints_each_setting() -> None:
     plan = _decide(TWO_GPUS, memory=4096, precision="auto", jit="auto", seed=1)
-    config = runtime._config(plan, FRESH_TWO_GPUS, set())
+    config = outcome(plan, FRESH_TWO_GPUS, set())
     data = json.loads(config.to_json())
     assert list(data["settings"]) == list(runtime.SETTINGS)
     assert data["settings"]["memory"]["applied"] == {"GPU:0": 4096, "GPU:1": 4096}
@@ -339,14 +342,14 @@ def test_runtime_config_round_trips_through_json_and_prints_each_setting() -> No
     for name in runtime.SETTINGS:
         assert f"\n  {name} " in text
     assert "GPU:0=4096, GPU:1=4096" in text
-    assert config["jit"].applied is True and config == runtime._config(plan, FRESH_TWO_GPUS, set())
+    assert config["jit"].applied is True and config == outcome(plan, FRESH_TWO_GPUS, set())
 
 
 def test_too_late_settings_report_what_tensorflow_kept() -> None:
     state = RuntimeState(started=True, visible_gpus=(0, 1), threads=(8, 2))
     plan = _decide(TWO_GPUS, state, threads=2, devices=[0], precision="auto")
-    assert runtime._pending(plan, state) == {"devices", "threads"}
-    config = runtime._config(plan, state, {"devices", "threads"})
+    assert pending(plan, state) == {"devices", "threads"}
+    config = outcome(plan, state, {"devices", "threads"})
     assert config.too_late == ["devices", "threads"]
     assert config["threads"].applied == [8, 2] and config["devices"].applied == ["GPU:0", "GPU:1"]
     error = runtime.RuntimeTooLateError(config)
@@ -360,10 +363,12 @@ def test_a_repeated_request_changes_nothing_so_it_is_never_too_late() -> None:
         started=True, visible_gpus=(0,), growth={"GPU:0": True, "GPU:1": False}, threads=(2, 1)
     )
     plan = _decide(TWO_GPUS, state, devices=[0], memory="growth", threads=(2, 1))
-    assert runtime._pending(plan, state) == set()
+    assert pending(plan, state) == set()
 
 
 # --- the results store behind jit="auto" -----------------------------------------------------
+
+MACHINE = "0123456789abcdef"  # a fingerprint digest: the lookups take it, they never probe
 
 
 def _record_xla_run(jit_medians: dict[bool, float]) -> None:
@@ -385,7 +390,7 @@ def _record_xla_run(jit_medians: dict[bool, float]) -> None:
     ]
     with store.ResultsStore() as db:
         run = db.begin_run(
-            store.machine_fingerprint(), started_at="t0", tfaccel_version="0", tf_version=None
+            MACHINE, fingerprint_data={}, started_at="t0", tfaccel_version="0", tf_version=None
         )
         db.finish_run(run, results, finished_at="t1")
 
@@ -394,14 +399,15 @@ def test_jit_auto_uses_the_measurement_in_the_results_store(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
-    request = runtime._build_request({"jit": "auto"}, {}, None)
-    assert runtime._measured_jit(request, "cpu")[0] is None  # no database yet
+    request = build_request({"jit": "auto"}, {}, None)
+    assert measured_jit(request, "cpu", MACHINE)[0] is None  # no database yet
     _record_xla_run({True: 400.0, False: 1200.0})
-    assert runtime._measured_jit(request, "cpu") == (
+    assert measured_jit(request, "cpu", MACHINE) == (
         False,
         "measured here on cpu (reference_cnn): XLA slower",
     )
-    assert runtime._measured_jit(request, "gpu:0")[0] is None  # measured on the CPU only
+    assert measured_jit(request, "gpu:0", MACHINE)[0] is None  # measured on the CPU only
+    assert measured_jit(request, "cpu", "another-machine")[0] is None
 
 
 def test_jit_auto_survives_a_broken_results_store(
@@ -411,6 +417,6 @@ def test_jit_auto_survives_a_broken_results_store(
     broken = tmp_path / "tfaccel" / "results.sqlite"
     broken.parent.mkdir()
     broken.write_bytes(b"this is not a database" * 100)
-    request = runtime._build_request({"jit": "auto"}, {}, None)
-    value, reason = runtime._measured_jit(request, "cpu")
+    request = build_request({"jit": "auto"}, {}, None)
+    value, reason = measured_jit(request, "cpu", MACHINE)
     assert value is None and reason.startswith("the results store could not be read")

@@ -26,7 +26,7 @@ def test_growth_precision_and_jit_on_a_gpu() -> None:
     seen = _run("growth")
     settings = seen["config"]["settings"]
     assert all(seen["growth"]) and settings["memory"]["status"] == "applied"
-    expected = "mixed_float16" if min(cc[0] for cc in seen["cc"]) >= 7 else "float32"
+    expected = "mixed_float16" if min(float(cc) for cc in seen["cc"]) >= 7.0 else "float32"
     assert seen["policy"] == settings["precision"]["applied"] == expected
     assert settings["jit"]["applied"] is True and seen["jit"] == "autoclustering"
 
@@ -44,6 +44,7 @@ def test_limit_split_into_logical_gpus_and_cpu_fallback_audit() -> None:
 
 def _growth() -> dict[str, Any]:
     from tfaccel import runtime
+    from tfaccel.probe import tf_gpus
 
     config = runtime.setup(memory="growth", precision="auto", jit="auto")
     import keras
@@ -54,7 +55,7 @@ def _growth() -> dict[str, Any]:
         "gpus": len(gpus),
         "config": config.to_dict(),
         "growth": [tf.config.experimental.get_memory_growth(g) for g in gpus],
-        "cc": [tf.config.experimental.get_device_details(g)["compute_capability"] for g in gpus],
+        "cc": [g.compute_capability for g in tf_gpus.collect()],
         "policy": keras.mixed_precision.global_policy().name,
         "jit": tf.config.optimizer.get_jit(),
     }

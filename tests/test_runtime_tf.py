@@ -3,7 +3,9 @@
 The scenario below runs in a subprocess (TensorFlow's runtime cannot be reset): bad input
 first (nothing may change), then a full setup, the same setup again, MirroredStrategy on the
 two logical CPUs, precision "auto" with the CPU flags faked, a call after the runtime started,
-``device()`` and the model-dimension warning. The tests assert on what it printed.
+``device()``, the model-dimension warning, and ``setup(precision="auto", jit="auto")`` over a
+results store that measured this machine, its probes counted. The tests assert on what it
+printed.
 """
 
 from __future__ import annotations
@@ -193,6 +195,15 @@ def test_mixed_float16_warns_about_model_dimensions(seen: dict[str, Any]) -> Non
     assert any("much slower" in w for w in dims["warned"])  # float16 on a CPU
 
 
+def test_setup_auto_probes_the_machine_once(seen: dict[str, Any]) -> None:
+    once = seen["probes_once"]
+    assert once["snapshots"] == [{"libraries": False}]  # one look, no library loaded
+    assert once["cpu_reads"] == once["nvml_reads"] == 1  # nothing probes beside it
+    where = f"measured here on {once['device']} (reference_cnn)"
+    assert once["jit"] == [True, f"{where}: XLA faster"]  # the lookups did run
+    assert once["precision"] == ["float32", f"{where}: float32 fastest"]
+
+
 # --- the scenario (runs in its own process) -------------------------------------------------
 
 
@@ -213,6 +224,7 @@ def _scenario() -> dict[str, Any]:
     out["state_after_too_late"] = tf_state()
     out.update(_devices(runtime))
     out["dims"] = _dims(runtime)
+    out["probes_once"] = _probes_once(runtime)
     return out
 
 
@@ -320,6 +332,74 @@ def _dims(runtime: Any) -> dict[str, Any]:
         "even": runtime.check_model_dims(even),
         "config_warnings": list(config.warnings),
         "warned": [str(w.message) for w in caught],
+    }
+
+
+def _probes_once(runtime: Any) -> dict[str, Any]:
+    """setup(precision="auto", jit="auto") with a results store holding this machine's
+    measurement, counting the calls of the probing entry point (and of the readers inside it)."""
+    import os
+    import tempfile
+
+    import tensorflow as tf
+
+    from tfaccel import inventory, probe, store
+    from tfaccel.probe import cpu, nvml
+
+    os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp()
+    device = "gpu:0" if tf.config.list_physical_devices("GPU") else "cpu"
+    fingerprint = inventory.current().fingerprint
+    results = [
+        store.ResultRecord(
+            "reference_cnn",
+            {"device": device, "jit": jit, "precision": "float32"},
+            "images_per_s",
+            "images/s",
+            median,
+            median * 0.99,
+            median * 1.01,
+            3,
+            [median] * 3,
+        )
+        for jit, median in ((False, 100.0), (True, 300.0))
+    ]
+    with store.ResultsStore() as db:
+        run = db.begin_run(
+            fingerprint.digest,
+            fingerprint_data=fingerprint.data,
+            started_at="t0",
+            tfaccel_version="0",
+            tf_version=None,
+        )
+        db.finish_run(run, results, finished_at="t1")
+    real = (probe.snapshot, cpu.collect, nvml.collect)
+    snapshots: list[dict[str, Any]] = []
+    reads = {"cpu": 0, "nvml": 0}
+
+    def snapshot(**kwargs: Any) -> Any:
+        snapshots.append(kwargs)
+        return real[0](**kwargs)
+
+    def counted(kind: str, read: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            reads[kind] += 1
+            return read(*args, **kwargs)
+
+        return call
+
+    probe.snapshot, cpu.collect = snapshot, counted("cpu", real[1])
+    nvml.collect = counted("nvml", real[2])
+    try:
+        config = runtime.setup(precision="auto", jit="auto")
+    finally:
+        probe.snapshot, cpu.collect, nvml.collect = real
+    return {
+        "device": device,
+        "snapshots": snapshots,
+        "cpu_reads": reads["cpu"],
+        "nvml_reads": reads["nvml"],
+        "jit": [config["jit"].applied, config["jit"].reason],
+        "precision": [config["precision"].applied, config["precision"].reason],
     }
 
 

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from tfaccel import store
-from tfaccel.snapshot import GpuInfo, Snapshot
-from tfaccel.store import Fingerprint, ResultRecord, ResultsStore, StoreError
+from tfaccel.store import ResultRecord, ResultsStore, StoreError
 
-FP = Fingerprint("abc123", {"cpu_model": "test"})
+FP = "abc123"  # a machine fingerprint's digest, and what it hashed
+FP_DATA = {"cpu_model": "test"}
 
 
 def _record(benchmark: str = "matmul", median: float = 1.0, **config: object) -> ResultRecord:
@@ -38,7 +38,11 @@ def _record(benchmark: str = "matmul", median: float = 1.0, **config: object) ->
 
 def _write_run(db: ResultsStore, records: list[ResultRecord], status: str = "complete") -> int:
     run_id = db.begin_run(
-        FP, started_at="2025-01-01T00:00:00+00:00", tfaccel_version="0.1.0", tf_version="2.21.0"
+        FP,
+        fingerprint_data=FP_DATA,
+        started_at="2025-01-01T00:00:00+00:00",
+        tfaccel_version="0.1.0",
+        tf_version="2.21.0",
     )
     db.finish_run(run_id, records, finished_at="2025-01-01T00:01:00+00:00", status=status)
     return run_id
@@ -58,15 +62,15 @@ def test_history_is_written_and_read_back(tmp_path: Path) -> None:
         second = _write_run(db, [_record(median=1.5, n=512, dtype="float32")])
         _write_run(db, [_record(median=9.0)], status="incomplete")
     with ResultsStore(path) as db:
-        last = db.last_run(FP.digest)
+        last = db.last_run(FP)
         assert last is not None and last.id == second and last.status == "complete"
-        assert last.fingerprint_data == FP.data and last.tf_version == "2.21.0"
-        assert db.last_run(FP.digest, before=second).id == first  # type: ignore[union-attr]
+        assert last.fingerprint_data == FP_DATA and last.tf_version == "2.21.0"
+        assert db.last_run(FP, before=second).id == first  # type: ignore[union-attr]
         results = db.results(first)
         assert [r.benchmark for r in results] == ["matmul", "conv2d"]
         assert results[0].config == {"device": "cpu", "n": 512, "dtype": "float32"}
         assert results[0].samples == pytest.approx([0.98, 0.99, 1.0, 1.01, 1.02])
-        assert [r.status for r in db.runs(FP.digest)] == ["incomplete", "complete", "complete"]
+        assert [r.status for r in db.runs(FP)] == ["incomplete", "complete", "complete"]
         assert db.last_run("another-machine") is None
 
 
@@ -75,6 +79,7 @@ def test_a_tune_run_is_not_the_last_bench_run(tmp_path: Path) -> None:
         bench_run = _write_run(db, [_record()])
         tune_run = db.begin_run(
             FP,
+            fingerprint_data=FP_DATA,
             started_at="2025-01-02T00:00:00+00:00",
             tfaccel_version="0.1.0",
             tf_version="2.21.0",
@@ -86,25 +91,13 @@ def test_a_tune_run_is_not_the_last_bench_run(tmp_path: Path) -> None:
             finished_at="2025-01-02T00:01:00+00:00",
             status="complete",
         )
-        assert db.last_run(FP.digest).id == bench_run  # type: ignore[union-attr]
-        assert db.last_run(FP.digest, kind="tune").id == tune_run  # type: ignore[union-attr]
-
-
-def test_fingerprint_changes_with_devices_and_versions() -> None:
-    snap = Snapshot(tfaccel_version="0.1.0")
-    snap.cpu.model, snap.cpu.flags = "Xeon", ["avx2", "avx512f"]
-    snap.tensorflow.version = "2.21.0"
-    base = store.machine_fingerprint(snap)
-    assert base == store.machine_fingerprint(snap)
-    snap.nvml.gpus = [GpuInfo(name="NVIDIA A100", memory_total_bytes=80 << 30)]
-    with_gpu = store.machine_fingerprint(snap)
-    snap.tensorflow.version = "2.22.0"
-    assert len({base.digest, with_gpu.digest, store.machine_fingerprint(snap).digest}) == 3
+        assert db.last_run(FP).id == bench_run  # type: ignore[union-attr]
+        assert db.last_run(FP, kind="tune").id == tune_run  # type: ignore[union-attr]
 
 
 def test_best_setting_only_beyond_the_noise(tmp_path: Path) -> None:
     path = tmp_path / "r.sqlite"
-    assert store.best_setting(FP.digest, "reference_cnn", "jit", path=path) is None
+    assert store.best_setting(FP, "reference_cnn", "jit", path=path) is None
     assert not path.exists()  # looking up never creates a database
     with ResultsStore(path) as db:
         _write_run(
@@ -116,13 +109,11 @@ def test_best_setting_only_beyond_the_noise(tmp_path: Path) -> None:
                 _record("reference_cnn", 1610.0, jit=True, precision="mixed_bfloat16"),
             ],
         )
-    assert store.best_setting(FP.digest, "reference_cnn", "precision", path=path) == (
-        "mixed_bfloat16"
-    )
+    assert store.best_setting(FP, "reference_cnn", "precision", path=path) == "mixed_bfloat16"
     # best jit=True (1610) vs best jit=False (1600): inside the noise, so no recommendation
-    assert store.best_setting(FP.digest, "reference_cnn", "jit", path=path) is None
-    assert store.best_setting(FP.digest, "reference_cnn", "jit", device="gpu:0", path=path) is None
-    assert store.best_setting(FP.digest, "mlp", "jit", path=path) is None
+    assert store.best_setting(FP, "reference_cnn", "jit", path=path) is None
+    assert store.best_setting(FP, "reference_cnn", "jit", device="gpu:0", path=path) is None
+    assert store.best_setting(FP, "mlp", "jit", path=path) is None
 
 
 def test_locked_database_is_a_clear_error(tmp_path: Path) -> None:
@@ -178,9 +169,8 @@ def test_directory_and_newer_schema_are_clear_errors(tmp_path: Path) -> None:
 _WRITER = textwrap.dedent(
     """
     import sys, time
-    from tfaccel.store import Fingerprint, ResultRecord, ResultsStore
+    from tfaccel.store import ResultRecord, ResultsStore
 
-    fp = Fingerprint("abc123", {})
     big = [float(i) for i in range(20000)]  # ~200 KB per row: the transaction spills to disk
 
     def rows(count, announce):
@@ -192,9 +182,11 @@ _WRITER = textwrap.dedent(
                 time.sleep(60)
 
     db = ResultsStore(sys.argv[1])
-    first = db.begin_run(fp, started_at="t0", tfaccel_version="0.1.0", tf_version=None)
+    first = db.begin_run("abc123", fingerprint_data={}, started_at="t0", tfaccel_version="0.1.0",
+                         tf_version=None)
     db.finish_run(first, rows(3, False), finished_at="t1")
-    second = db.begin_run(fp, started_at="t2", tfaccel_version="0.1.0", tf_version=None)
+    second = db.begin_run("abc123", fingerprint_data={}, started_at="t2", tfaccel_version="0.1.0",
+                          tf_version=None)
     db.finish_run(second, rows(100, True), finished_at="t3")
     """
 )

@@ -12,8 +12,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from tfaccel import runtime, store
+from tfaccel import inventory, runtime, store
 from tfaccel.runtime import Hardware, RuntimeState
+from tfaccel.runtime.measured import measured_jit, measured_precision
+from tfaccel.runtime.settings import build_request
+from tfaccel.snapshot import Snapshot
 from tfaccel.timing import summarize
 from tfaccel.tuning import Config, SearchSettings, TuneResult
 from tfaccel.tuning.record import record
@@ -21,10 +24,12 @@ from tfaccel.tuning.search import Trial
 from tfaccel.tuning.space import parse_space
 
 CPU_BF16 = Hardware(cpu_flags=frozenset({"avx512f", "avx512_bf16"}))
+MACHINE = inventory.build(Snapshot(tfaccel_version="0"))  # its fingerprint keys the records
+DIGEST = MACHINE.fingerprint.digest
 
 
 def _decide(hw: Hardware, **arguments: object) -> runtime.Plan:
-    request = runtime._build_request(arguments, {}, None)
+    request = build_request(arguments, {}, None)
     return runtime.decide(request, hw, RuntimeState())
 
 
@@ -69,36 +74,38 @@ def test_measured_precision_reads_what_tune_stored(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
-    request = runtime._build_request({"precision": "auto"}, {}, None)
-    assert runtime._measured_precision(request, "cpu")[0] is None  # no database yet
+    request = build_request({"precision": "auto"}, {}, None)
+    assert measured_precision(request, "cpu", DIGEST)[0] is None  # no database yet
     result = _tuned(Config(256, "mixed_bfloat16", feed="pipeline"), name="reference_cnn")
-    run_id = record(result)
+    run_id = record(result, inv=MACHINE)
     assert result.run_id == run_id and result.db_path == str(store.default_path())
-    assert runtime._measured_precision(request, "cpu") == (
+    assert measured_precision(request, "cpu", DIGEST) == (
         "mixed_bfloat16",
         "measured here on cpu (reference_cnn): mixed_bfloat16 fastest",
     )
-    assert runtime._measured_precision(request, "gpu:0")[0] is None  # measured on the CPU
-    not_auto = runtime._build_request({"precision": "float32"}, {}, None)
-    assert runtime._measured_precision(not_auto, "cpu") == (None, "not looked up")
+    assert measured_precision(request, "gpu:0", DIGEST)[0] is None  # measured on the CPU
+    not_auto = build_request({"precision": "float32"}, {}, None)
+    assert measured_precision(not_auto, "cpu", DIGEST) == (None, "not looked up")
 
 
 def test_the_models_own_name_comes_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
-    record(_tuned(Config(256, "mixed_bfloat16"), name="reference_cnn"))
-    record(_tuned(Config(64, "float32"), name="my_net"))
+    record(_tuned(Config(256, "mixed_bfloat16"), name="reference_cnn"), inv=MACHINE)
+    record(_tuned(Config(64, "float32"), name="my_net"), inv=MACHINE)
 
     model = SimpleNamespace(name="my_net", layers=[])
-    request = runtime._build_request({"precision": "auto"}, {}, model)
-    assert runtime._measured_precision(request, "cpu")[0] == "float32"
+    request = build_request({"precision": "auto"}, {}, model)
+    assert measured_precision(request, "cpu", DIGEST)[0] == "float32"
 
 
 def test_an_interrupted_tune_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
-    record(_tuned(Config(256, "mixed_bfloat16"), name="reference_cnn", interrupted=True))
-    request = runtime._build_request({"precision": "auto", "jit": "auto"}, {}, None)
-    assert runtime._measured_precision(request, "cpu")[0] is None
-    assert runtime._measured_jit(request, "cpu")[0] is None
+    record(
+        _tuned(Config(256, "mixed_bfloat16"), name="reference_cnn", interrupted=True), inv=MACHINE
+    )
+    request = build_request({"precision": "auto", "jit": "auto"}, {}, None)
+    assert measured_precision(request, "cpu", DIGEST)[0] is None
+    assert measured_jit(request, "cpu", DIGEST)[0] is None
     with store.ResultsStore() as db:
         [run] = db.runs()
         assert run.status == "incomplete" and run.details["kind"] == "tune"
@@ -116,6 +123,6 @@ def test_the_stored_record_carries_the_winner(tmp_path: Path) -> None:
     expected = summarize([990.0, 1000.0, 1010.0])
     assert (result.median, result.n) == (expected.median, 3)
     assert run.details["best"] == best.to_dict() and len(run.details["trials"]) == 1
-    fingerprint = store.machine_fingerprint().digest
+    fingerprint = inventory.current().fingerprint.digest  # record() keys it by this machine
     for key, value in (("jit", True), ("precision", "mixed_bfloat16"), ("batch_size", 128)):
         assert store.best_setting(fingerprint, "my_net", key, device="cpu", path=db_path) == value

@@ -1,11 +1,12 @@
-"""The search space: parsing, checking, the simplicity order, and the hardware's precisions."""
+"""The search space: parsing, checking and the simplicity order (the precisions the hardware
+runs fast are the inventory's rule, tested in test_inventory.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from tfaccel.tuning import DEFAULT_SPACE, Config, SpaceError, parse_space, simplicity
-from tfaccel.tuning.space import auto_precisions, parse_space_text
+from tfaccel.tuning.space import parse_space_text
 
 
 def test_defaults_fill_the_keys_left_out() -> None:
@@ -118,22 +119,3 @@ def test_config_round_trips_through_json() -> None:
     config = Config(128, "mixed_bfloat16", True, "pipeline", prefetch=1, threads=(2, None))
     assert Config.from_dict(config.to_dict()) == config
     assert config.label() == "bs128 mixed_bfloat16 pipeline xla=on prefetch=1 threads=2"
-
-
-@pytest.mark.parametrize(
-    ("ccs", "flags", "tpu", "expected"),
-    [
-        ([], {"avx2"}, False, ("float32",)),
-        ([], {"avx512f", "avx512_bf16"}, False, ("float32", "mixed_bfloat16")),
-        ([], {"amx_bf16"}, False, ("float32", "mixed_bfloat16")),
-        ([], set(), True, ("float32", "mixed_bfloat16")),
-        ([7.0], set(), False, ("float32", "mixed_float16")),  # V100: tensor cores, no bf16
-        ([8.0, 8.6], set(), False, ("float32", "mixed_bfloat16", "mixed_float16")),
-        ([6.1], {"avx512_bf16"}, False, ("float32",)),  # a GPU without tensor cores
-        ([None], set(), False, ("float32",)),  # unknown capability: treated as too old
-    ],
-)
-def test_auto_precisions(
-    ccs: list[float | None], flags: set[str], tpu: bool, expected: tuple[str, ...]
-) -> None:
-    assert auto_precisions(ccs, flags, tpu=tpu) == expected

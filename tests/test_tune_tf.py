@@ -19,7 +19,7 @@ from runtime_helpers import clean_env
 import tfaccel
 import tfaccel.cli
 import tfaccel.tuning
-from tfaccel import store
+from tfaccel import inventory, store
 from tfaccel.cli import main
 from tfaccel.tuning import BudgetError, Config, ModelFnError, SpaceError, TuneError, TuneResult
 from tfaccel.tuning.trials import TfRunner
@@ -382,7 +382,7 @@ def test_stored_result_is_what_setup_auto_applies(tmp_path: Path) -> None:
         tiny_model_fn, tiny_data(), 60, space, **{**FAST, "store": db}, runner=_Scripted()
     )
     assert result.best == Config(64, jit=True) and result.run_id is not None
-    fingerprint = store.machine_fingerprint().digest
+    fingerprint = inventory.current().fingerprint.digest
     assert store.best_setting(fingerprint, "reference_cnn", "jit", path=db) is True
     assert store.best_setting(fingerprint, "reference_cnn", "precision", path=db) == "float32"
     code = (
@@ -418,7 +418,7 @@ def test_ctrl_c_returns_the_best_so_far_and_stores_it_as_incomplete(tmp_path: Pa
         [run] = opened.runs()
         assert run.status == "incomplete"
     assert (
-        store.best_setting(store.machine_fingerprint().digest, "reference_cnn", "jit", path=db)
+        store.best_setting(inventory.current().fingerprint.digest, "reference_cnn", "jit", path=db)
         is None
     )
 
@@ -536,6 +536,6 @@ def test_thread_values_reach_the_result(monkeypatch: pytest.MonkeyPatch) -> None
 
 
 def test_importing_tune_does_not_import_tensorflow() -> None:
-    code = "import sys, tfaccel.tune, tfaccel.cli.tune; print('tensorflow' in sys.modules)"
+    code = "import sys, tfaccel.tuning, tfaccel.cli.tune; print('tensorflow' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "False", done.stderr

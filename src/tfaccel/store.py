@@ -14,41 +14,36 @@ end. A process killed in between leaves the database valid (SQLite's journal rol
 half-written transaction back), earlier runs intact, and the killed run ``running`` with no
 results; queries only ever read ``complete`` runs.
 
-The fingerprint hashes what makes figures comparable: CPU model, cores and flags, GPU names
-and memory, the driver, and the TensorFlow and tfaccel versions.
+Runs are keyed by the digest of the machine fingerprint (:mod:`tfaccel.inventory`: CPU model,
+cores and flags, GPU names and memory, the driver, the TensorFlow and tfaccel versions), which
+the caller passes in: the store never looks at the machine.
 
 Example:
-    >>> from tfaccel import store
+    >>> from tfaccel import inventory, store
     >>> with store.ResultsStore() as db:                      # doctest: +SKIP
-    ...     run = db.last_run(store.machine_fingerprint().digest)
+    ...     run = db.last_run(inventory.current().fingerprint.digest)
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tfaccel.errors import TfaccelError
 
-if TYPE_CHECKING:
-    from tfaccel.snapshot import Snapshot
-
 __all__ = [
     "SCHEMA_VERSION",
-    "Fingerprint",
     "ResultRecord",
     "ResultsStore",
     "RunRecord",
     "StoreError",
     "best_setting",
     "default_path",
-    "machine_fingerprint",
 ]
 
 SCHEMA_VERSION = 1
@@ -94,46 +89,6 @@ def default_path() -> Path:
     """``$XDG_DATA_HOME/tfaccel/results.sqlite``, else ``~/.local/share/tfaccel/...``."""
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "tfaccel" / "results.sqlite"
-
-
-@dataclass(frozen=True)
-class Fingerprint:
-    """What makes two runs comparable; ``digest`` is a short hash of ``data``."""
-
-    digest: str
-    data: dict[str, Any]
-
-
-def machine_fingerprint(snapshot: Snapshot | None = None) -> Fingerprint:
-    """The fingerprint of a machine: devices, driver, TensorFlow and tfaccel versions.
-
-    Args:
-        snapshot: a probed Snapshot (default: probe this machine now; TensorFlow is not
-            imported).
-
-    Returns:
-        A :class:`Fingerprint` whose ``digest`` keys runs in the store.
-    """
-    if snapshot is None:
-        from tfaccel import probe
-
-        snapshot = probe.snapshot()
-    cpu = snapshot.cpu
-    data: dict[str, Any] = {
-        "cpu_model": cpu.model,
-        "cpu_physical_cores": cpu.physical_cores,
-        "cpu_usable_cores": cpu.usable_cores,
-        "cpu_flags": sorted(cpu.flags),
-        "gpus": [
-            {"name": g.name, "memory_total_bytes": g.memory_total_bytes} for g in snapshot.nvml.gpus
-        ],
-        "driver_version": snapshot.nvml.driver_version,
-        "tf_version": snapshot.tensorflow.version,
-        "tf_distribution": snapshot.tensorflow.distribution,
-        "tfaccel_version": snapshot.tfaccel_version,
-    }
-    text = json.dumps(data, sort_keys=True, separators=(",", ":"))
-    return Fingerprint(hashlib.sha256(text.encode()).hexdigest()[:16], data)
 
 
 @dataclass
@@ -261,22 +216,31 @@ class ResultsStore:
 
     def begin_run(
         self,
-        fingerprint: Fingerprint,
+        fingerprint: str,
         *,
+        fingerprint_data: Mapping[str, Any],
         started_at: str,
         tfaccel_version: str,
         tf_version: str | None,
         details: dict[str, Any] | None = None,
     ) -> int:
-        """Record that a run started (status ``running``) and return its id."""
+        """Record that a run started (status ``running``) and return its id.
+
+        Args:
+            fingerprint: the digest of the machine fingerprint (``Fingerprint.digest``).
+            fingerprint_data: what it hashes (``Fingerprint.data``), kept with the run.
+            started_at: ISO 8601 time.
+            tfaccel_version / tf_version: the versions that ran it.
+            details: the run's details (options, devices, ``kind``...).
+        """
         with self._guard("written"):
             cur = self._conn.execute(
                 "INSERT INTO runs (started_at, fingerprint, fingerprint_json, tfaccel_version,"
                 " tf_version, status, details_json) VALUES (?, ?, ?, ?, ?, 'running', ?)",
                 (
                     started_at,
-                    fingerprint.digest,
-                    _dumps(fingerprint.data),
+                    fingerprint,
+                    _dumps(dict(fingerprint_data)),
                     tfaccel_version,
                     tf_version,
                     _dumps(details or {}),
@@ -416,7 +380,8 @@ class ResultsStore:
         beyond the measured noise (their interquartile ranges do not overlap).
 
         Args:
-            fingerprint: :func:`machine_fingerprint` digest.
+            fingerprint: the digest of the machine fingerprint
+                (:attr:`tfaccel.inventory.Inventory.fingerprint`).
             model_name: benchmark name of the model (``reference_cnn``, ``mlp``, ``resnet20``).
             key: configuration key (``jit``, ``precision``, ``batch_size``, ``feed``).
             device: only results of this device (``cpu``, ``gpu:0``...).
@@ -466,8 +431,8 @@ def best_setting(
     Returns None without creating anything when the database does not exist yet.
 
     Example:
-        >>> from tfaccel import store
-        >>> fp = store.machine_fingerprint().digest                 # doctest: +SKIP
+        >>> from tfaccel import inventory, store
+        >>> fp = inventory.current().fingerprint.digest             # doctest: +SKIP
         >>> store.best_setting(fp, "reference_cnn", "jit", device="cpu")  # doctest: +SKIP
         False
 

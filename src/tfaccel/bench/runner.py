@@ -28,7 +28,12 @@ __all__ = ["Progress", "Task", "run"]
 
 
 class Progress(Protocol):
-    """Receives progress: the total number of timed calls, then one ``advance`` per call."""
+    """Receives progress: the total number of timed calls, then one ``advance`` per call.
+
+    An object that also has ``status(description)`` is told what happens between
+    measurements (importing TensorFlow, drawing the plots) by the workflows
+    :func:`tfaccel.bench.run_with_history` and :func:`tfaccel.report.make_report`.
+    """
 
     def start(self, total: int) -> None:
         """Called once, before the first measurement."""
@@ -244,7 +249,6 @@ def run(
     from tfaccel.bench.flops import CONVENTION
     from tfaccel.bench.targets import resolve_targets
     from tfaccel.bench.training import EPOCH_IMAGES
-    from tfaccel.store import machine_fingerprint
 
     options = options or BenchOptions()
     options.validate()
@@ -252,7 +256,7 @@ def run(
     data = _model_data(options, profile)  # reads and checks CIFAR-10 before importing TF
     snap = snapshot or probe.snapshot()
     inv = inventory.build(snap)
-    fingerprint = machine_fingerprint(snap)
+    fingerprint = inv.fingerprint
     targets = resolve_targets(options.device, inv, snap.cpu.flags)
     _check_batch(options, data, targets)
     tasks, skipped = _plan(options, targets, data)
@@ -283,7 +287,8 @@ def run(
         bench_run.notes.insert(0, "smoke profile: tiny sizes, the figures are not meaningful")
     if store is not None:
         bench_run.run_id = store.begin_run(
-            fingerprint,
+            fingerprint.digest,
+            fingerprint_data=fingerprint.data,
             started_at=bench_run.started_at,
             tfaccel_version=__version__,
             tf_version=tf.__version__,

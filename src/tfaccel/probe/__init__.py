@@ -2,6 +2,8 @@
 
 ``snapshot()`` gathers everything into a plain :class:`~tfaccel.snapshot.Snapshot`.
 It never imports TensorFlow in this process; ``deep=True`` imports it in a subprocess.
+Two modules read a running process instead: :mod:`~tfaccel.probe.tf_gpus` (the GPUs the
+TensorFlow of this process sees) and :mod:`~tfaccel.probe.readings` (readings while a run goes on).
 """
 
 from __future__ import annotations
@@ -9,20 +11,37 @@ from __future__ import annotations
 import datetime as _dt
 import os
 
-from tfaccel.probe import cpu, deep, libs, nvml, packages, pci, system, tpu
-from tfaccel.snapshot import LibraryLoad, Snapshot
+from tfaccel.probe import cpu, deep, libs, nvml, packages, pci, readings, system, tf_gpus, tpu
+from tfaccel.snapshot import DriverInfo, LibraryLoad, Snapshot
 
 _deep = deep  # the module; `deep` is also snapshot()'s flag
 
-__all__ = ["cpu", "deep", "libs", "nvml", "packages", "pci", "snapshot", "system", "tpu"]
+__all__ = [
+    "cpu",
+    "deep",
+    "libs",
+    "nvml",
+    "packages",
+    "pci",
+    "readings",
+    "snapshot",
+    "system",
+    "tf_gpus",
+    "tpu",
+]
 
 
-def snapshot(*, deep: bool = False, deep_timeout_s: float | None = None) -> Snapshot:
+def snapshot(
+    *, deep: bool = False, deep_timeout_s: float | None = None, libraries: bool = True
+) -> Snapshot:
     """Probe this machine.
 
     Args:
         deep: also import TensorFlow in a subprocess and record what it reports.
         deep_timeout_s: seconds allowed for that import (default ``deep.DEFAULT_TIMEOUT_S``).
+        libraries: also load the NVIDIA driver library and the CUDA libraries TensorFlow needs
+            (``driver``, ``cuda_libs``). They stay loaded in this process, so a process that
+            imports TensorFlow itself passes False and lets TensorFlow load its own.
 
     Returns:
         A Snapshot; anything that could not be read is recorded as such, never raised.
@@ -41,14 +60,14 @@ def snapshot(*, deep: bool = False, deep_timeout_s: float | None = None) -> Snap
         cpu=cpu.collect(),
         pci=pci_devices,
         nvml=nvml.collect(),
-        driver=libs.collect_driver(),
+        driver=libs.collect_driver() if libraries else DriverInfo(),
         distributions=distributions,
         tensorflow=tf_build,
         tools=tools,
         tpu=tpu.collect(pci_devices, distributions),
         env=env,
     )
-    if tf_build.is_cuda_build:
+    if libraries and tf_build.is_cuda_build:
         snap.cuda_libs = _load_cuda_libs(
             tf_build.cuda_version, tf_build.cudnn_version, tools.nvidia_wheel_lib_dirs
         )

@@ -1,7 +1,8 @@
 """``doctor --deep``: import TensorFlow in a subprocess and record what it says.
 
 The import runs in a child process with a timeout and raised log verbosity, so a crash
-(a signal such as SIGILL on a CPU without AVX), a hang or an exception becomes a value.
+(a signal such as SIGILL on a CPU without AVX), a hang or an exception becomes a value. The
+child reads the GPUs' details with :func:`tfaccel.probe.tf_gpus.collect`, as this process would.
 """
 
 from __future__ import annotations
@@ -32,10 +33,9 @@ try:
     out["built_with_cuda"] = bool(tf.test.is_built_with_cuda())
     devices = tf.config.list_physical_devices()
     out["physical_devices"] = [d.name.replace("/physical_device:", "") for d in devices]
-    gpus = tf.config.list_physical_devices("GPU")
-    for gpu in gpus:
-        details = tf.config.experimental.get_device_details(gpu)
-        out["gpu_details"].append({str(k): str(v) for k, v in details.items()})
+    from tfaccel.probe import tf_gpus
+    gpus = tf_gpus.collect(tf)
+    out["gpu_details"] = [gpu.details for gpu in gpus]
     # Listing logical devices starts the runtime: device creation errors are logged here.
     out["logical_devices"] = [d.name for d in tf.config.list_logical_devices()]
     if gpus:

@@ -110,29 +110,32 @@ class Recorder:
         self._chain = False
 
     def _start(self) -> None:
-        from tfaccel.probe import cpu, system
+        from tfaccel import inventory
         from tfaccel.profile import sampling
 
         self._started = True
-        self.context.usable_cores = cpu.collect().usable_cores
+        inv = inventory.current()
+        self.context.usable_cores = inv.cpu.usable_cores
         if "tensorflow" in sys.modules:
             import tensorflow as tf
 
             if tf.config.list_logical_devices("GPU"):
                 self.context.device_kind = "gpu"
-                name, capability, total = sampling.gpu_facts()
-                self.context.gpu_name, self.context.compute_capability = name, capability
+                first = next(iter(inventory.tensorflow_gpus(inv, inv.cuda_visible_devices)), None)
+                total = None
+                if first is not None:
+                    self.context.gpu_name = first.name or None
+                    self.context.compute_capability = first.capability
+                    total = first.memory_total_bytes
                 self._memory = MemoryUsage(kind="gpu", device="GPU:0", limit_bytes=total)
             if self.tensorboard_dir:
                 self._writer = tf.summary.create_file_writer(self.tensorboard_dir)
         if self._memory is None:
             self._memory = sampling.read_memory("cpu")
             self._memory.fixed_bytes = self._memory.current_bytes
-            self._memory.limit_bytes = cpu.collect().memory_total_bytes
+            self._memory.limit_bytes = inv.cpu.memory_total_bytes
         if self.sample_gpu and self.context.device_kind == "gpu":
-            indices = sampling.visible_nvml_indices(
-                system.collect_env().get("CUDA_VISIBLE_DEVICES")
-            )
+            indices = sampling.visible_nvml_indices(inv.cuda_visible_devices)
             self._monitor = sampling.GpuMonitor(indices=indices)
             if not self._monitor.start():
                 self.measurement.gpu_note = self._monitor.note
@@ -186,10 +189,10 @@ class Recorder:
             self.records[-1] = replace(last, host_s=max(host, 0.0))
         measured = self._segment_steps >= self.warmup_steps
         if measured and self._first_measured is None:
-            from tfaccel.probe import process
+            from tfaccel.probe import readings
 
             self._first_measured = now
-            self._cpu_first = process.cpu_seconds()
+            self._cpu_first = readings.cpu_seconds()
         if measured and self.trace_dir and not self._trace_done and not self._tracing:
             self._start_trace()
         if self._tracing:
@@ -200,7 +203,7 @@ class Recorder:
 
     def end(self, start: float, input_s: float | None, busy_s: float, examples: int | None) -> None:
         """The step that began at ``start`` ended; it waited ``input_s`` and was busy ``busy_s``."""
-        from tfaccel.probe import process
+        from tfaccel.probe import readings
 
         if self._marker is not None:
             self._marker.__exit__(None, None, None)
@@ -225,7 +228,7 @@ class Recorder:
         self._chain = True
         if not warm:
             self._last_end = start + record.step_s
-            self._cpu_last = process.cpu_seconds()
+            self._cpu_last = readings.cpu_seconds()
         if self._tracing:
             self._traced += 1
             if self._traced >= self.trace_steps:

@@ -5,6 +5,9 @@
   process's resident memory (RSS now, and its peak from ``getrusage``).
 * GPU utilisation and memory used: NVML, sampled every ``interval_s`` in a background thread
   (:class:`GpuMonitor`), summarised over the measured steps only.
+
+The process and NVML readings go through the probe layer's one door for readings of a
+running process, its ``readings`` module.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any
 
 from tfaccel.profile.records import GpuUsage, MemoryUsage
 
-__all__ = ["GpuMonitor", "gpu_facts", "read_memory", "visible_nvml_indices"]
+__all__ = ["GpuMonitor", "read_memory", "visible_nvml_indices"]
 
 
 def visible_nvml_indices(cuda_visible_devices: str | None) -> list[int] | None:
@@ -52,11 +55,11 @@ class GpuMonitor:
 
     def start(self) -> bool:
         """Open NVML and start sampling; False (with :attr:`note` set) when NVML is unusable."""
-        from tfaccel.probe import nvml
+        from tfaccel.probe import readings
 
         if self._thread is not None and self._thread.is_alive():
             return True
-        opened = nvml.open_sampler(self.indices, nvml=self._nvml)
+        opened = readings.open_gpu_sampler(self.indices, nvml=self._nvml)
         if isinstance(opened, str):
             self.note = opened
             return False
@@ -111,34 +114,10 @@ class GpuMonitor:
         return out
 
 
-def gpu_facts() -> tuple[str | None, float | None, int | None]:
-    """Name, compute capability and memory of the first GPU TensorFlow sees (None each when
-    unknown): TF's device details, NVML's memory total."""
-    import tensorflow as tf
-
-    gpus = tf.config.list_physical_devices("GPU")
-    if not gpus:
-        return None, None, None
-    details = tf.config.experimental.get_device_details(gpus[0])
-    name = details.get("device_name")
-    cc = details.get("compute_capability")
-    capability = float(f"{cc[0]}.{cc[1]}") if isinstance(cc, tuple) and len(cc) == 2 else None
-    total = None
-    from tfaccel.probe import nvml, system
-
-    info = nvml.collect()
-    indices = visible_nvml_indices(system.collect_env().get("CUDA_VISIBLE_DEVICES"))
-    first = indices[0] if indices else 0
-    for gpu in info.gpus:
-        if gpu.index == first:
-            total = gpu.memory_total_bytes
-    return name, capability, total
-
-
 def read_memory(device_kind: str, usage: MemoryUsage | None = None) -> MemoryUsage:
     """Read memory now into ``usage`` (a new one when None): the GPU with the highest peak,
     or this process's RSS."""
-    from tfaccel.probe import process
+    from tfaccel.probe import readings
 
     if device_kind == "gpu":
         import tensorflow as tf
@@ -156,8 +135,8 @@ def read_memory(device_kind: str, usage: MemoryUsage | None = None) -> MemoryUsa
             usage.note = "TensorFlow tensors (get_memory_info), not the pool TF reserved"
             return usage
     usage = usage or MemoryUsage(kind="process", device="CPU")
-    usage.current_bytes = process.rss_bytes()
-    peaks = [b for b in (process.peak_rss_bytes(), usage.current_bytes, usage.peak_bytes) if b]
+    usage.current_bytes = readings.rss_bytes()
+    peaks = [b for b in (readings.peak_rss_bytes(), usage.current_bytes, usage.peak_bytes) if b]
     usage.peak_bytes = max(peaks) if peaks else None
     usage.note = "process resident memory (RSS); the peak is since the process started"
     return usage

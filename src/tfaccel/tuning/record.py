@@ -16,9 +16,12 @@ from __future__ import annotations
 import datetime as _dt
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfaccel.tuning.result import TuneResult
+
+if TYPE_CHECKING:
+    from tfaccel.inventory import Inventory
 
 __all__ = ["record", "store_config"]
 
@@ -29,12 +32,16 @@ def store_config(result: TuneResult) -> dict[str, Any]:
     return {"device": result.device, **result.best.to_dict()}
 
 
-def record(result: TuneResult, path: str | Path | None = None) -> int:
+def record(
+    result: TuneResult, path: str | Path | None = None, *, inv: Inventory | None = None
+) -> int:
     """Write ``result`` to the results database; set and return its run id.
 
     Args:
         result: a tune result.
         path: the database (default: :func:`tfaccel.store.default_path`).
+        inv: this machine's Inventory, whose fingerprint keys the run (default:
+            :func:`tfaccel.inventory.current`).
 
     Returns:
         The run id.
@@ -42,10 +49,10 @@ def record(result: TuneResult, path: str | Path | None = None) -> int:
     Raises:
         StoreError: the database cannot be opened or written.
     """
-    from tfaccel import __version__
-    from tfaccel.store import ResultRecord, ResultsStore, machine_fingerprint
+    from tfaccel import __version__, inventory
+    from tfaccel.store import ResultRecord, ResultsStore
 
-    fingerprint = machine_fingerprint()
+    fingerprint = (inv if inv is not None else inventory.current()).fingerprint
     tf = sys.modules.get("tensorflow")
     details = {
         "kind": "tune",
@@ -78,7 +85,8 @@ def record(result: TuneResult, path: str | Path | None = None) -> int:
         )
     with ResultsStore(path) as db:
         run_id = db.begin_run(
-            fingerprint,
+            fingerprint.digest,
+            fingerprint_data=fingerprint.data,
             started_at=_now(),
             tfaccel_version=__version__,
             tf_version=getattr(tf, "__version__", None),

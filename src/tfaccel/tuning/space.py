@@ -29,7 +29,6 @@ __all__ = [
     "SPACE_KEYS",
     "Config",
     "Space",
-    "auto_precisions",
     "parse_space",
     "parse_space_text",
     "simplicity",
@@ -68,9 +67,6 @@ KnobValue: TypeAlias = "bool | int | str | None"
 ThreadsValue: TypeAlias = "tuple[int, int | None] | None"
 
 _PRECISION_RANK = {name: rank for rank, name in enumerate(PRECISIONS)}
-_BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
-_MIN_FP16_CC = 7.0
-_MIN_BF16_CC = 8.0
 
 
 @dataclass(frozen=True)
@@ -161,7 +157,8 @@ class Space:
 
     ``batch_size`` and ``precision`` may be ``"auto"``: the batch sizes come from the memory
     search (powers of two up to the largest that fits), the precisions from the hardware
-    (:func:`auto_precisions`).
+    (:meth:`tfaccel.inventory.Inventory.precisions`: float32 and the 16-bit policies it
+    computes natively).
     """
 
     batch_size: tuple[int, ...] | Literal["auto"] = "auto"
@@ -437,33 +434,3 @@ def _word(key: str, word: str) -> Any:
     if word.isdigit():
         return int(word)
     return word
-
-
-def auto_precisions(
-    gpu_compute_capabilities: Sequence[float | None],
-    cpu_flags: Iterable[str] = (),
-    *,
-    tpu: bool = False,
-) -> tuple[str, ...]:
-    """The precisions worth trying on this hardware: float32 and the fast 16-bit policies.
-
-    mixed_float16 on GPUs of compute capability >= 7.0 (tensor cores), mixed_bfloat16 on GPUs
-    >= 8.0, on TPUs, and on CPUs with avx512_bf16 or amx_bf16. A GPU of unknown capability
-    counts as too old.
-
-    Example:
-        >>> auto_precisions([8.0])
-        ('float32', 'mixed_bfloat16', 'mixed_float16')
-        >>> auto_precisions([], {"avx512f"})
-        ('float32',)
-    """
-    found = ["float32"]
-    if gpu_compute_capabilities:
-        ccs = [cc or 0.0 for cc in gpu_compute_capabilities]
-        if min(ccs) >= _MIN_BF16_CC:
-            found.append("mixed_bfloat16")
-        if min(ccs) >= _MIN_FP16_CC:
-            found.append("mixed_float16")
-    elif tpu or any(flag in set(cpu_flags) for flag in _BF16_CPU_FLAGS):
-        found.append("mixed_bfloat16")
-    return tuple(found)

@@ -14,10 +14,13 @@ from __future__ import annotations
 import gc
 import importlib
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfaccel.tuning._errors import ModelFnError, TuneError, user_traceback
 from tfaccel.tuning.space import Config
+
+if TYPE_CHECKING:
+    from tfaccel.inventory import Inventory
 
 __all__ = [
     "TfRunner",
@@ -191,19 +194,18 @@ def device_name() -> str:
     return "gpu:0" if tf.config.list_physical_devices("GPU") else "cpu"
 
 
-def hardware_precisions() -> tuple[str, ...]:
-    """The precisions worth trying here (:func:`tfaccel.tuning.space.auto_precisions`)."""
-    import tensorflow as tf
+def hardware_precisions(inv: Inventory | None = None) -> tuple[str, ...]:
+    """The precisions worth trying here: float32 and the 16-bit policies that the GPUs
+    TensorFlow sees (else the TPU or the CPU) compute natively, simplest first.
 
-    from tfaccel.probe import cpu as probe_cpu
-    from tfaccel.probe import tpu as probe_tpu
-    from tfaccel.tuning.space import auto_precisions
+    Args:
+        inv: this machine's Inventory (default: :func:`tfaccel.inventory.current`).
+    """
+    from tfaccel import inventory
 
-    ccs: list[float | None] = []
-    for gpu in tf.config.list_physical_devices("GPU"):
-        cc = tf.config.experimental.get_device_details(gpu).get("compute_capability")
-        ccs.append(float(f"{cc[0]}.{cc[1]}") if cc else None)
-    return auto_precisions(ccs, probe_cpu.collect().flags, tpu=probe_tpu.collect().present)
+    inv = inv if inv is not None else inventory.current()
+    gpus = inventory.tensorflow_gpus(inv, inv.cuda_visible_devices)
+    return inv.precisions(gpus).fast
 
 
 class TfRunner:
