@@ -423,6 +423,29 @@ def test_ctrl_c_returns_the_best_so_far_and_stores_it_as_incomplete(tmp_path: Pa
     )
 
 
+def test_tune_with_auto_precision_and_a_store_probes_the_machine_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tfaccel import probe
+
+    calls: list[dict[str, Any]] = []
+    real = probe.snapshot
+
+    def counted(**kwargs: Any) -> Any:
+        calls.append(kwargs)
+        return real(**kwargs)
+
+    monkeypatch.setattr(probe, "snapshot", counted)
+    db = tmp_path / "results.sqlite"
+    space = {"batch_size": [64], "precision": "auto", "jit": [False, True], "feed": ["numpy"]}
+    result = tfaccel.tuning.tune(
+        tiny_model_fn, tiny_data(), 60, space, **{**FAST, "store": db}, runner=_Scripted()
+    )
+    assert result.best is not None and result.run_id is not None  # searched and stored
+    assert "float32" in {t.config.precision for t in result.trials}
+    assert calls == [{"libraries": False}]
+
+
 class DeviceFull(Exception):
     """An out-of-memory error of some other framework."""
 

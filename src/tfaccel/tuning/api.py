@@ -7,6 +7,7 @@ stage when asked and possible, and records the winner in the results database.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import time
@@ -14,6 +15,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from tfaccel import inventory
+from tfaccel.inventory import Inventory
 from tfaccel.tuning._errors import BudgetError, SpaceError, TuneError
 from tfaccel.tuning.batch import is_oom_error
 from tfaccel.tuning.hooks import Hooks, load_script, reference_hooks
@@ -213,7 +216,8 @@ def _tune(
     if runner is None:
         tf_runner = _tf_runner(hooks, parsed, x, y, sample_s)
         runner = tf_runner
-    resolved = _resolve_precision(parsed)
+    hardware = functools.cache(inventory.current)  # probed at most once, when first needed
+    resolved = _resolve_precision(parsed, hardware)
     began = time.monotonic()
     with _policy_kept(), _progress_bar(progress) as on_event:
         outcome = search(
@@ -232,7 +236,7 @@ def _tune(
     if threads and result.best is not None and not result.interrupted:
         _thread_search(result, hooks, threads, settings, began)
     result.elapsed_s = time.monotonic() - began
-    _store(result, store)
+    _store(result, store, hardware)
     return result
 
 
@@ -321,14 +325,14 @@ def _thread_values(space: Space, hooks: Hooks) -> tuple[Any, ...]:
     return space.threads
 
 
-def _resolve_precision(space: Space) -> Space:
+def _resolve_precision(space: Space, hardware: Callable[[], Inventory]) -> Space:
     if not isinstance(space.precision, str):
         return space
     from dataclasses import replace
 
     from tfaccel.tuning.trials import hardware_precisions
 
-    return replace(space, precision=hardware_precisions())
+    return replace(space, precision=hardware_precisions(hardware()))
 
 
 class _policy_kept:
@@ -450,7 +454,7 @@ def _thread_search(
     result.reason = f"{result.reason}; threads (fresh processes): {decision.reason}"
 
 
-def _store(result: TuneResult, store: StoreTarget) -> None:
+def _store(result: TuneResult, store: StoreTarget, hardware: Callable[[], Inventory]) -> None:
     if store is False or result.best is None:
         return
     from tfaccel.store import StoreError
@@ -458,6 +462,6 @@ def _store(result: TuneResult, store: StoreTarget) -> None:
 
     path = None if store is True else Path(store)
     try:
-        record(result, path)
+        record(result, path, inv=hardware())
     except StoreError as exc:
         result.notes.append(f"not stored: {exc.what}")
