@@ -18,6 +18,7 @@ run: $(RUN_STAMP)
 test: $(TEST_STAMP)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache --no-logo
 	$(BIN)/python -m pytest
 
 install: $(RUN_STAMP)
@@ -38,6 +39,7 @@ $(TEST_STAMP): pyproject.toml | $(BIN)/python
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache --no-logo
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info

@@ -14,9 +14,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from tfaccel._version import __version__
 from tfaccel.errors import TfaccelError
-
-__version__ = "0.1.0"
 
 __all__ = ["TfaccelError", "__version__", "device", "devices", "doctor", "setup", "tune"]
 

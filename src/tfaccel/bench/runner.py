@@ -245,7 +245,8 @@ def run(
         UsageError: bad options or data (the message says which and how to fix it).
         StoreError: the results database cannot be written.
     """
-    from tfaccel import __version__, inventory, probe
+    from tfaccel import inventory, probe
+    from tfaccel._version import __version__
     from tfaccel.bench.flops import CONVENTION
     from tfaccel.bench.targets import resolve_targets
     from tfaccel.bench.training import EPOCH_IMAGES

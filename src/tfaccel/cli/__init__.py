@@ -12,7 +12,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from tfaccel import __version__
+from tfaccel._version import __version__
 from tfaccel.errors import TfaccelError
 
 __all__ = ["COMMANDS", "EXIT_CODES", "main"]

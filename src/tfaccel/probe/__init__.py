@@ -46,7 +46,7 @@ def snapshot(
     Returns:
         A Snapshot; anything that could not be read is recorded as such, never raised.
     """
-    from tfaccel import __version__
+    from tfaccel._version import __version__
 
     env = system.collect_env()
     pci_devices = pci.collect()

@@ -171,7 +171,7 @@ def build_document(
         comparison: :func:`tfaccel.bench.compare_runs` output, or None.
         summary: :func:`tfaccel.bench.summarize_run` of ``run`` (derived when not given).
     """
-    from tfaccel import __version__
+    from tfaccel._version import __version__
     from tfaccel.bench.analysis import summarize_run
 
     return {

@@ -49,7 +49,8 @@ def record(
     Raises:
         StoreError: the database cannot be opened or written.
     """
-    from tfaccel import __version__, inventory
+    from tfaccel import inventory
+    from tfaccel._version import __version__
     from tfaccel.store import ResultRecord, ResultsStore
 
     fingerprint = (inv if inv is not None else inventory.current()).fingerprint

@@ -32,7 +32,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(spec: dict[str, Any]) -> dict[str, Any]:
-    import tfaccel
+    from tfaccel.runtime import setup
     from tfaccel.tuning.hooks import hooks_from_recipe
     from tfaccel.tuning.space import Config
     from tfaccel.tuning.trials import TfRunner, check_data
@@ -40,7 +40,7 @@ def _run(spec: dict[str, Any]) -> dict[str, Any]:
     config = Config.from_dict(spec["config"])
     if config.threads is not None:
         intra, inter = config.threads
-        tfaccel.setup(threads=(intra, inter) if inter is not None else intra)
+        setup(threads=(intra, inter) if inter is not None else intra)
     hooks = hooks_from_recipe(spec["recipe"])
     x, y, _ = check_data(hooks.data)
     runner = TfRunner(
