@@ -81,7 +81,7 @@ def test_resuming_with_another_global_batch_is_refused(seen: dict[str, Any]) -> 
         ("loss_object", "UsageError", "not a per-example function"),
         ("too_many_steps", "UsageError", "ran out of examples"),
         ("unknown_length", "UsageError", "pass steps_per_epoch"),
-        ("zero_epochs", "UsageError", "epochs=0 is not a positive integer"),
+        ("zero_epochs", "UsageError", "invalid epochs"),
         ("every_without_dir", "UsageError", "no checkpoint_dir"),
     ],
 )

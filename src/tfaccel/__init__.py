@@ -69,19 +69,29 @@ def devices(*, tf: bool = False) -> Inventory:
     """Return the devices of this machine and what they can do (``tfaccel devices``).
 
     Args:
-        tf: also ask TensorFlow (in a subprocess) which devices it registers.
+        tf: also ask TensorFlow (in a subprocess) which devices it registers (a bool).
+
+    Raises:
+        UsageError: ``tf`` is not a bool.
     """
     from tfaccel import inventory, probe
+    from tfaccel.runtime.settings import check_flag
 
+    check_flag("tf", tf, where="tfaccel.devices()")
     return inventory.build(probe.snapshot(deep=tf))
 
 
-def doctor(*, deep: bool = False, log: str | None = None) -> DoctorReport:
+def doctor(*, deep: bool = False, log: str | bytes | None = None) -> DoctorReport:
     """Diagnose why TensorFlow does or does not use the accelerators (``tfaccel doctor``).
 
     Args:
-        deep: import TensorFlow in a subprocess and read what it logs.
-        log: the text of a TensorFlow log or traceback to diagnose as well.
+        deep: import TensorFlow in a subprocess and read what it logs (a bool).
+        log: the text of a TensorFlow log or traceback to diagnose as well: a str, or bytes
+            (decoded as UTF-8, undecodable bytes replaced and counted in the report's notes).
+
+    Raises:
+        UsageError: ``deep`` is not a bool, or ``log`` is not text or bytes.
+        LogInputError: ``log`` is empty or blank.
     """
     from tfaccel.diagnosis import check
 
@@ -98,7 +108,8 @@ def setup(*args: Any, **kwargs: Any) -> RuntimeConfig:
 def device(spec: str) -> AbstractContextManager[Any]:
     """``tf.device`` that refuses a device which does not exist; see :func:`tfaccel.runtime.device`.
 
-    Accepts ``'GPU:0'``, ``'/gpu:0'``, ``'/device:GPU:0'``, ``'cpu:0'``.
+    Accepts ``'GPU:0'``, ``'/gpu:0'``, ``'/device:GPU:0'``, ``'cpu:0'``; anything that is not
+    such text is refused with a UsageError before TensorFlow is imported.
     """
     from tfaccel import runtime
 

@@ -57,6 +57,7 @@ _PLUMBING_OPS = frozenset(
 )
 _SEND_OPS = frozenset({"_Send", "_HostSend"})
 _ACCELERATORS = ("GPU", "TPU")
+_STEP_EXPECTED = "a tf.function, a Python function or a Keras model"
 
 
 @dataclass(frozen=True)
@@ -156,6 +157,8 @@ def audit(fn: Any, *args: Any, target: str | None = None, **kwargs: Any) -> Audi
         An AuditReport. ``report.findings`` is empty for a clean step.
 
     Raises:
+        UsageError: ``fn`` cannot be called, or ``target`` is not a device name (checked
+            before TensorFlow is imported).
         RuntimeSetupError: ``target`` is not a device TensorFlow has.
 
     Example:
@@ -164,9 +167,20 @@ def audit(fn: Any, *args: Any, target: str | None = None, **kwargs: Any) -> Audi
         []
     """
     from tfaccel.runtime import device
+    from tfaccel.runtime.settings import check_callable, check_text
 
+    where = "tfaccel.placement.audit"
+    check_callable("fn", fn, where=where, expected=_STEP_EXPECTED)
+    if target is not None:
+        check_text(
+            "target",
+            target,
+            where=where,
+            expected="a device name such as 'GPU:0' or 'CPU:0', or None for the default",
+            fix="pass target='GPU:0', or leave it out",
+        )
     tf = importlib.import_module("tensorflow")
-    target = target or _default_target(tf)
+    target = target if target is not None else _default_target(tf)
     placement_scope = device(target)
     step = _resolve(tf, fn, args)
     short = _short(target)
@@ -227,7 +241,7 @@ def _resolve(tf: ModuleType, fn: Any, args: tuple[Any, ...]) -> _Step:
 
         raise UsageError(
             "audit() needs a step to run",
-            expected="a tf.function, a Python function or a Keras model",
+            expected=_STEP_EXPECTED,
             received=type(fn).__name__,
             fix="pass the function that runs one training step, and its arguments",
         )

@@ -43,6 +43,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tfaccel.errors import UsageError
+from tfaccel.runtime.settings import (
+    check_callable,
+    check_file_target,
+    check_flag,
+    check_int,
+    shown,
+)
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -59,6 +66,7 @@ TFRECORD_SUFFIXES = (".tfrecord", ".tfrecords", ".tfrec", ".record")
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif")
 
 _INFO: weakref.WeakKeyDictionary[Any, PipelineInfo] = weakref.WeakKeyDictionary()
+_WHERE = "tfaccel.data.pipeline"
 
 
 @dataclass(frozen=True)
@@ -201,17 +209,35 @@ def pipeline(
         The ``tf.data.Dataset`` of batches.
 
     Raises:
-        UsageError: an argument is not valid, files are missing or of an unknown kind, the
-            arrays differ in length, a generator has no ``output_signature``, or ``device``
-            names a GPU TensorFlow does not see.
+        UsageError: an argument is not valid (a switch that is not a bool, a ``map_fn`` that
+            cannot be called, a ``cache`` file that cannot be written: its directory is
+            missing or read-only, or it is a directory), files are missing or of an unknown
+            kind, the arrays differ in length or hold no examples, a dataset is empty, a
+            generator has no ``output_signature``, or ``device`` names a GPU TensorFlow does
+            not see. Every argument is checked before anything is built or written.
 
     Example:
         >>> ds = tfaccel.data.pipeline((x_train, y_train), 128, map_fn=augment, seed=0)
         >>> model.fit(ds, epochs=10)  # doctest: +SKIP
     """
+    _check_arguments(
+        batch_size=batch_size,
+        shuffle=shuffle,
+        shuffle_buffer=shuffle_buffer,
+        cache=cache,
+        map_fn=map_fn,
+        vectorized=vectorized,
+        num_parallel_calls=num_parallel_calls,
+        prefetch=prefetch,
+        drop_remainder=drop_remainder,
+        deterministic=deterministic,
+        seed=seed,
+        device=device,
+        repeat=repeat,
+    )
     import tensorflow as tf
 
-    _check_arguments(batch_size, shuffle_buffer, cache, num_parallel_calls, prefetch, repeat)
+    _check_device(device)
     parallel = _parallelism(num_parallel_calls)
     choices: list[Choice] = []
     loaded = _load(source, output_signature, shuffle, seed, parallel, deterministic)
@@ -290,37 +316,82 @@ def pipeline(
 
 
 def _check_arguments(
+    *,
     batch_size: Any,
+    shuffle: Any,
     shuffle_buffer: Any,
     cache: Any,
+    map_fn: Any,
+    vectorized: Any,
     num_parallel_calls: Any,
     prefetch: Any,
+    drop_remainder: Any,
+    deterministic: Any,
+    seed: Any,
+    device: Any,
     repeat: Any,
 ) -> None:
+    """Check every argument before anything is built, imported or written."""
+
     def positive(value: Any) -> bool:
         return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
-    if not positive(batch_size):
-        raise _bad("batch_size", batch_size, "a positive integer", "batch_size=64")
-    if shuffle_buffer is not None and not positive(shuffle_buffer):
-        raise _bad("shuffle_buffer", shuffle_buffer, "a positive integer or None", "omit it")
-    if not (cache in ("auto", True, False) or isinstance(cache, (str, os.PathLike))):
-        raise _bad("cache", cache, "'auto', True, False or a file path", "cache='auto'")
+    check_int("batch_size", batch_size, where=_WHERE, fix="pass batch_size=64")
+    check_flag("shuffle", shuffle, where=_WHERE)
+    check_int("shuffle_buffer", shuffle_buffer, where=_WHERE, allow_none=True, fix="omit it")
+    if cache not in ("auto", True, False):
+        if not isinstance(cache, (str, os.PathLike)):
+            raise _bad("cache", cache, "'auto', True, False or a file path", "cache='auto'")
+        check_file_target("cache", cache, where=_WHERE)
+    check_callable(
+        "map_fn",
+        map_fn,
+        where=_WHERE,
+        expected="a function applied to each element (tuple elements as arguments), or None",
+        allow_none=True,
+    )
+    check_flag("vectorized", vectorized, where=_WHERE, allow_none=True)
     if num_parallel_calls not in ("auto", None) and not positive(num_parallel_calls):
         raise _bad(
             "num_parallel_calls", num_parallel_calls, "'auto', a positive integer or None", "'auto'"
         )
     if prefetch not in ("auto", None, 0) and not positive(prefetch):
         raise _bad("prefetch", prefetch, "'auto', a positive integer, 0 or None", "'auto'")
+    check_flag("drop_remainder", drop_remainder, where=_WHERE)
+    check_flag("deterministic", deterministic, where=_WHERE, allow_none=True)
+    check_int("seed", seed, where=_WHERE, minimum=-(2**63), maximum=2**63 - 1, allow_none=True)
+    if device is not None and not (
+        isinstance(device, str) and (_CPU.match(device.strip()) or _GPU.match(device.strip()))
+    ):
+        raise _bad("device", device, "'GPU:0', '/gpu:1', 'CPU:0' or None", "device='GPU:0'")
     if not (isinstance(repeat, bool) or positive(repeat)):
         raise _bad("repeat", repeat, "True, False or a positive integer", "repeat=True")
 
 
+def _check_device(device: str | None) -> None:
+    """A GPU given as ``device`` is one TensorFlow sees (asked without starting its runtime)."""
+    import tensorflow as tf
+
+    if device is None or (match := _GPU.match(device.strip())) is None:
+        return
+    gpus = tf.config.get_visible_devices("GPU")
+    count = sum(len(tf.config.get_logical_device_configuration(g) or [g]) for g in gpus)
+    if int(match.group(1)) >= count:
+        visible = ", ".join(f"GPU:{i}" for i in range(count)) or "none"
+        raise UsageError(
+            f"tfaccel.data.pipeline cannot prefetch to {device.strip()}: TensorFlow does not "
+            "see that GPU",
+            expected=f"a GPU TensorFlow lists: {visible}",
+            received=f"device={shown(device)}",
+            fix="pass device=None on this machine; 'tfaccel doctor' tells why a GPU is missing",
+        )
+
+
 def _bad(name: str, value: Any, expected: str, fix: str) -> UsageError:
     return UsageError(
-        f"tfaccel.data.pipeline got an invalid {name}",
+        f"{_WHERE} got an invalid {name}",
         expected=expected,
-        received=f"{name}={value!r}",
+        received=f"{name}={shown(value)}",
         fix=f"pass {fix}" if not fix.startswith("omit") else fix,
     )
 
@@ -393,7 +464,7 @@ def _from_arrays(source: Any) -> _Loaded:
         raise UsageError(
             "tfaccel.data.pipeline got an empty source",
             expected="NumPy arrays, a tf.data.Dataset, file paths or a generator function",
-            received=repr(source),
+            received=shown(source),
             fix="pass (x, y) arrays",
         )
     arrays = []
@@ -414,10 +485,21 @@ def _from_arrays(source: Any) -> _Loaded:
         raise UsageError(
             "The arrays given to tfaccel.data.pipeline do not have the same number of examples",
             expected="arrays whose first dimensions are equal (one row per example)",
-            received="first dimensions " + ", ".join(str(a.shape[:1]) for a in arrays),
+            received="first dimensions "
+            + ", ".join(str(a.shape[:1]) for a in arrays[:8])
+            + (f" and {len(arrays) - 8} more" if len(arrays) > 8 else ""),
             fix="check that x and y hold the same examples",
         )
     count = int(arrays[0].shape[0])
+    if count == 0:
+        raise UsageError(
+            "The arrays given to tfaccel.data.pipeline hold no examples",
+            expected="arrays with at least one example (row) each",
+            received="shapes "
+            + ", ".join(str(a.shape) for a in arrays[:8])
+            + (f" and {len(arrays) - 8} more" if len(arrays) > 8 else ""),
+            fix="check the data loading (a filter or a split that kept nothing)",
+        )
     total = sum(int(a.nbytes) for a in arrays)
     ds = tf.data.Dataset.from_tensor_slices(source)
     shapes = ", ".join(str(tuple(a.shape[1:])) for a in arrays)
@@ -443,6 +525,13 @@ def _from_dataset(ds: Any) -> _Loaded:
             None,
             _spec_bytes(ds),
             size_note="it repeats forever",
+        )
+    if cardinality == 0:
+        raise UsageError(
+            "The dataset given to tfaccel.data.pipeline is empty",
+            expected="a tf.data.Dataset with at least one element",
+            received="a dataset of 0 elements (ds.cardinality() == 0)",
+            fix="check how the dataset is built (a take(0), a skip past its end, an empty source)",
         )
     elements = cardinality if cardinality >= 0 else None
     element_bytes = _spec_bytes(ds)
@@ -755,21 +844,11 @@ def _device_prefetch(ds: Any, device: str | None) -> tuple[Any, Choice]:
 
     if device is None:
         return ds, Choice("device", "none", "no device given: batches stay on the host")
-    text = str(device).strip()
-    if _CPU.match(text):
-        return ds, Choice("device", "none", f"{text} is the host: nothing to copy")
+    text = device.strip()  # its form and its GPU were checked before anything was built
     match = _GPU.match(text)
     if match is None:
-        raise _bad("device", device, "'GPU:0', '/gpu:1', 'CPU:0' or None", "device='GPU:0'")
+        return ds, Choice("device", "none", f"{text} is the host: nothing to copy")
     name = f"/device:GPU:{match.group(1)}"
-    visible = [d.name for d in tf.config.list_logical_devices("GPU")]
-    if not any(v.endswith(f"GPU:{match.group(1)}") for v in visible):
-        raise UsageError(
-            f"tfaccel.data.pipeline cannot prefetch to {text}: TensorFlow does not see that GPU",
-            expected="a GPU TensorFlow lists: " + (", ".join(visible) or "none"),
-            received=f"device={device!r}",
-            fix="pass device=None on this machine; 'tfaccel doctor' tells why a GPU is missing",
-        )
     ds = ds.apply(
         tf.data.experimental.prefetch_to_device(name, buffer_size=DEVICE_PREFETCH_BATCHES)
     )

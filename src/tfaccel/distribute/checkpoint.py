@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tfaccel.errors import TfaccelError
+from tfaccel.runtime.settings import check_int, check_writable_dir
 
 __all__ = ["CheckpointError", "Checkpointer"]
 
@@ -43,6 +44,11 @@ class Checkpointer:
         is_chief: this process writes the real checkpoint.
         task: this process's task ("worker:1"), used to name its temporary directory.
         max_to_keep: checkpoints the chief keeps.
+
+    Raises:
+        UsageError: ``directory`` cannot be written (a file, a read-only directory, a missing
+            directory whose parent cannot be written), or ``max_to_keep`` is not a positive
+            integer; checked before anything is made.
     """
 
     def __init__(
@@ -54,9 +60,11 @@ class Checkpointer:
         task: str | None = None,
         max_to_keep: int = 3,
     ) -> None:
+        where = "tfaccel.distribute.Checkpointer"
+        self.directory = check_writable_dir("directory", directory, where=where)
+        check_int("max_to_keep", max_to_keep, where=where)
         import tensorflow as tf
 
-        self.directory = os.fspath(directory)
         self.is_chief = is_chief
         self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
         self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")

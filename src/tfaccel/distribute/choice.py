@@ -41,6 +41,7 @@ from tfaccel.distribute.cluster import (
     slurm_allocation,
 )
 from tfaccel.errors import TfaccelError
+from tfaccel.runtime.settings import check_mapping
 
 __all__ = [
     "SLURM_PORT_BASE",
@@ -242,6 +243,7 @@ def strategy(*, environ: Mapping[str, str] | None = None) -> StrategyChoice:
         A StrategyChoice: ``.strategy`` is the strategy, ``str(choice)`` says which and why.
 
     Raises:
+        UsageError: ``environ`` is not a mapping.
         ClusterConfigError: ``TF_CONFIG`` is malformed, or a Slurm allocation is not usable.
         StrategyError: TensorFlow could not create the strategy (the message has its reason).
 
@@ -252,6 +254,12 @@ def strategy(*, environ: Mapping[str, str] | None = None) -> StrategyChoice:
         >>> with choice.strategy.scope():
         ...     model = build_model()
     """
+    check_mapping(
+        "environ",
+        environ,
+        where="tfaccel.distribute.strategy",
+        expected="a mapping of variable names to values (os.environ, a dict), or None",
+    )
     env = os.environ if environ is None else environ
     cluster = parse_tf_config(env.get("TF_CONFIG"))  # bad TF_CONFIG: fail before importing TF
     slurm = slurm_allocation(env) if cluster is None else None

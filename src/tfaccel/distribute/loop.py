@@ -41,6 +41,15 @@ from tfaccel.distribute.checkpoint import Checkpointer
 from tfaccel.distribute.choice import StrategyChoice
 from tfaccel.distribute.choice import strategy as choose_strategy
 from tfaccel.errors import UsageError
+from tfaccel.runtime.settings import (
+    check_callable,
+    check_flag,
+    check_int,
+    check_mapping,
+    check_number,
+    check_writable_dir,
+    shown,
+)
 
 __all__ = ["EpochLog", "StepLog", "TrainResult", "train"]
 
@@ -215,8 +224,12 @@ def train(
         A TrainResult (model, per-epoch history, steps, throughput, checkpoint).
 
     Raises:
-        UsageError: a bad argument, ``global_batch_size`` not divisible by the replicas, or a
-            dataset shorter than ``steps_per_epoch`` global batches.
+        UsageError: a bad argument (checked before anything is built: a count that is not a
+            positive integer, a learning rate that is not a finite number > 0, a switch that
+            is not a bool, a ``checkpoint_dir`` that cannot be written: a file, a read-only
+            directory, or a missing directory whose parent cannot be written),
+            ``global_batch_size`` not divisible by the replicas, or a dataset shorter than
+            ``steps_per_epoch`` global batches.
         CheckpointError: the checkpoint in ``checkpoint_dir`` cannot be resumed by this run.
         ClusterConfigError: ``TF_CONFIG`` is malformed (when the strategy is chosen here).
 
@@ -226,7 +239,27 @@ def train(
         ...                                   checkpoint_every=20, seed=0)
         >>> result.history[-1].loss
     """
-    _check_arguments(epochs, global_batch_size, steps_per_epoch, checkpoint_dir, checkpoint_every)
+    _check_arguments(
+        model_fn=model_fn,
+        dataset_fn=dataset_fn,
+        epochs=epochs,
+        global_batch_size=global_batch_size,
+        steps_per_epoch=steps_per_epoch,
+        metrics=metrics,
+        optimizer_fn=optimizer_fn,
+        learning_rate=learning_rate,
+        scale_learning_rate=scale_learning_rate,
+        checkpoint_dir=checkpoint_dir,
+        checkpoint_every=checkpoint_every,
+        max_checkpoints=max_checkpoints,
+        seed=seed,
+        on_step=on_step,
+        verbose=verbose,
+    )
+    loss_fn = _per_example(loss, "loss")
+    metric_fns = {
+        name: _per_example(spec, f"metric {name!r}") for name, spec in (metrics or {}).items()
+    }
     choice = _as_choice(strategy)
     dist = choice.strategy
     check_divisible(global_batch_size, choice.num_replicas, choice.name)
@@ -235,10 +268,6 @@ def train(
 
     rate = learning_rate * (choice.num_replicas if scale_learning_rate else 1)
     steps = _steps_per_epoch(dataset_fn, global_batch_size, steps_per_epoch)
-    loss_fn = _per_example(loss, "loss")
-    metric_fns = {
-        name: _per_example(spec, f"metric {name!r}") for name, spec in (metrics or {}).items()
-    }
     if seed is not None:
         keras.utils.set_random_seed(seed)
     with dist.scope():
@@ -472,11 +501,11 @@ def _per_example(spec: str | Callable[[Any, Any], Any], what: str) -> Callable[[
         if inspect.isfunction(found):
             return found
     raise UsageError(
-        f"The {what} {spec!r} is not a per-example function",
+        f"The {what} {shown(spec)} is not a per-example function",
         expected="a Keras loss/metric function name ('mse', 'mean_absolute_error', "
         "'sparse_categorical_crossentropy', 'sparse_categorical_accuracy') or "
         "fn(y_true, y_pred) returning one value per example",
-        received=repr(spec),
+        received=f"{shown(spec)} ({type(spec).__name__})",
         fix="pass the function (keras.losses.mean_squared_error) rather than a Loss or "
         "Metric object, whose reduction would average over the local batch only",
     )
@@ -491,27 +520,65 @@ def _build(model: Any, dataset_fn: DatasetFn) -> None:
 
 
 def _check_arguments(
-    epochs: int,
-    global_batch_size: int,
-    steps_per_epoch: int | None,
+    *,
+    model_fn: object,
+    dataset_fn: object,
+    epochs: object,
+    global_batch_size: object,
+    steps_per_epoch: object,
+    metrics: object,
+    optimizer_fn: object,
+    learning_rate: object,
+    scale_learning_rate: object,
     checkpoint_dir: object,
-    checkpoint_every: int | None,
+    checkpoint_every: object,
+    max_checkpoints: object,
+    seed: object,
+    on_step: object,
+    verbose: object,
 ) -> None:
+    """Check every argument before a strategy, a model or a file is made."""
+    where = "tfaccel.distribute.train"
+    check_callable("model_fn", model_fn, where=where, expected="a function that builds the model")
+    check_callable(
+        "dataset_fn",
+        dataset_fn,
+        where=where,
+        expected="a function dataset_fn(epoch) -> tf.data.Dataset of single examples",
+    )
     for name, value, allow_none in (
         ("epochs", epochs, False),
         ("global_batch_size", global_batch_size, False),
         ("steps_per_epoch", steps_per_epoch, True),
         ("checkpoint_every", checkpoint_every, True),
+        ("max_checkpoints", max_checkpoints, False),
     ):
-        if value is None and allow_none:
-            continue
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise UsageError(
-                f"The argument {name}={value!r} is not a positive integer",
-                expected="an integer >= 1" + (" or None" if allow_none else ""),
-                received=f"{name}={value!r}",
-                fix=f"pass {name}=1 or more",
-            )
+        check_int(name, value, where=where, allow_none=allow_none, fix=f"pass {name}=1 or more")
+    check_mapping(
+        "metrics",
+        metrics,
+        where=where,
+        expected="a dict of name -> per-example metric (a Keras function name or "
+        "fn(y_true, y_pred)), or None",
+    )
+    check_callable(
+        "optimizer_fn",
+        optimizer_fn,
+        where=where,
+        expected="a function optimizer_fn(learning_rate) -> Keras optimizer, or None",
+        allow_none=True,
+    )
+    check_number("learning_rate", learning_rate, where=where, fix="pass learning_rate=0.01")
+    check_flag("scale_learning_rate", scale_learning_rate, where=where)
+    check_int("seed", seed, where=where, minimum=0, maximum=2**32 - 1, allow_none=True)
+    check_callable(
+        "on_step",
+        on_step,
+        where=where,
+        expected="a function on_step(StepLog) called after every step, or None",
+        allow_none=True,
+    )
+    check_flag("verbose", verbose, where=where)
     if checkpoint_every is not None and checkpoint_dir is None:
         raise UsageError(
             "checkpoint_every is set but there is no checkpoint_dir to save into",
@@ -519,3 +586,5 @@ def _check_arguments(
             received=f"checkpoint_every={checkpoint_every}, checkpoint_dir=None",
             fix="pass checkpoint_dir='ckpt' (shared by all workers on a cluster)",
         )
+    if checkpoint_dir is not None:
+        check_writable_dir("checkpoint_dir", checkpoint_dir, where=where)

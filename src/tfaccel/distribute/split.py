@@ -26,11 +26,13 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from tfaccel.errors import UsageError
+from tfaccel.runtime.settings import check_text, shown
 
 __all__ = ["Crossing", "Placement", "Stage", "balance", "split"]
 
@@ -178,16 +180,17 @@ def split(model: Any, devices: Sequence[str], boundaries: Sequence[int] | None =
         >>> parallel.compile("adam", "mse"); parallel.fit(x, y)
     """
     layers = _chain(model)
-    names = _devices(devices)
-    if len(names) > len(layers):
+    specs = _device_specs(devices)
+    if len(specs) > len(layers):
         raise UsageError(
-            f"{len(names)} devices for a chain of {len(layers)} layers",
+            f"{len(specs)} devices for a chain of {len(layers)} layers",
             expected=f"at most {len(layers)} devices (each gets at least one layer)",
-            received=f"{len(names)} devices: {', '.join(names)}",
+            received=f"{len(specs)} devices: {shown(specs)}",
             fix="pass fewer devices",
         )
     counts = [int(layer.count_params()) for layer in layers]
-    bounds = _boundaries(boundaries, len(layers), len(names)) or balance(counts, len(names))
+    bounds = _boundaries(boundaries, len(layers), len(specs)) or balance(counts, len(specs))
+    names = _devices(specs)  # every argument is checked before the devices are looked up
     edges = [0, *bounds, len(layers)]
     groups = [layers[edges[i] : edges[i + 1]] for i in range(len(names))]
     placement = _placement(names, groups)
@@ -239,20 +242,35 @@ def _not_chain(model: Any, received: str) -> UsageError:
     )
 
 
-def _devices(devices: Sequence[str]) -> list[str]:
-    if isinstance(devices, str) or not devices:
+def _device_specs(devices: object) -> list[str]:
+    """The device names as given: a non-empty list of text (not looked up yet)."""
+    if isinstance(devices, str) or not isinstance(devices, Sequence) or not devices:
         raise UsageError(
             "split() needs a list of devices",
             expected="a list such as ['CPU:0', 'CPU:1'] or ['GPU:0', 'GPU:1']",
-            received=repr(devices),
+            received=f"devices={shown(devices)} ({type(devices).__name__})",
             fix="pass one device per group of layers",
         )
+    return [
+        check_text(
+            "devices",
+            spec,
+            where="tfaccel.distribute.split",
+            expected="device names such as 'CPU:0' or 'GPU:1'",
+            fix="pass a list of device names, one per group of layers",
+        )
+        for spec in devices
+    ]
+
+
+def _devices(specs: list[str]) -> list[str]:
+    """The canonical names of devices that exist ('/device:CPU:1')."""
     import tensorflow as tf
 
     from tfaccel import runtime
 
     names = []
-    for spec in devices:
+    for spec in specs:
         runtime.device(spec)  # raises when the device does not exist
         parsed = tf.DeviceSpec.from_string(spec.strip())
         names.append(f"/device:{parsed.device_type.upper()}:{parsed.device_index or 0}")
@@ -262,17 +280,26 @@ def _devices(devices: Sequence[str]) -> list[str]:
 def _boundaries(boundaries: Sequence[int] | None, layers: int, groups: int) -> tuple[int, ...]:
     if boundaries is None:
         return ()
+    if isinstance(boundaries, (str, bytes)) or not isinstance(boundaries, Sequence):
+        raise _bad_boundaries(boundaries, layers, groups)
     bounds = tuple(boundaries)
+    if not all(isinstance(b, numbers.Integral) and not isinstance(b, bool) for b in bounds):
+        raise _bad_boundaries(boundaries, layers, groups)
+    bounds = tuple(int(b) for b in bounds)
     ordered = all(a < b for a, b in zip((0, *bounds), (*bounds, layers), strict=True))
     if len(bounds) != groups - 1 or not ordered:
-        raise UsageError(
-            f"The boundaries {list(bounds)} do not cut {layers} layers into {groups} groups",
-            expected=f"{groups - 1} increasing layer indices in 1..{layers - 1}",
-            received=f"boundaries={list(bounds)}",
-            fix=f"pass e.g. boundaries={list(balance([1] * layers, groups))}, or leave "
-            "them out to balance by parameter count",
-        )
+        raise _bad_boundaries(list(bounds), layers, groups)
     return bounds
+
+
+def _bad_boundaries(boundaries: object, layers: int, groups: int) -> UsageError:
+    return UsageError(
+        f"The boundaries {shown(boundaries)} do not cut {layers} layers into {groups} groups",
+        expected=f"{groups - 1} increasing layer indices (integers) in 1..{layers - 1}",
+        received=f"boundaries={shown(boundaries)}",
+        fix=f"pass e.g. boundaries={list(balance([1] * layers, groups))}, or leave "
+        "them out to balance by parameter count",
+    )
 
 
 def _placement(devices: list[str], groups: list[list[Any]]) -> Placement:

@@ -34,6 +34,8 @@ from tfaccel.profile.bottlenecks import THRESHOLDS, Reports, diagnose
 from tfaccel.profile.clock import INPUT_CLOCK, InputClock, difference
 from tfaccel.profile.recorder import Recorder
 from tfaccel.profile.records import MIN_STEPS, Measurement, compute_figures
+from tfaccel.profile.timer import check_options
+from tfaccel.runtime.settings import check_flag, check_int
 
 __all__ = ["PerformanceCallback"]
 
@@ -72,6 +74,10 @@ class PerformanceCallback(Reports, keras.callbacks.Callback):
         trace_steps: steps in the trace.
         clock: the input clock instrumented datasets write to (default the global one).
 
+    Raises:
+        UsageError: a count, switch or directory that is not valid, checked before anything
+            is made (see :func:`tfaccel.profile.timer.check_options`).
+
     Example:
         >>> from tfaccel.keras import PerformanceCallback, instrument
         >>> callback = PerformanceCallback(warmup_steps=5, log_every=50)
@@ -96,6 +102,21 @@ class PerformanceCallback(Reports, keras.callbacks.Callback):
         trace_steps: int | None = None,
         clock: InputClock | None = None,
     ) -> None:
+        where = "tfaccel.keras.PerformanceCallback"
+        check_options(
+            where,
+            warmup_steps=warmup_steps,
+            batch_size=batch_size,
+            log_every=log_every,
+            live=live,
+            sample_gpu=sample_gpu,
+            tensorboard_dir=tensorboard_dir,
+            trace_dir=trace_dir,
+            trace_steps=trace_steps,
+        )
+        check_flag("summary", summary, where=where, allow_none=True)
+        check_flag("confirm", confirm, where=where)
+        check_int("max_steps", max_steps, where=where, allow_none=True)
         super().__init__()
         active = session_module.current()
         self.recorder: Recorder = session_module.recorder(

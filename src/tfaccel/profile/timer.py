@@ -24,8 +24,9 @@ from tfaccel.profile import session as session_module
 from tfaccel.profile.bottlenecks import Reports
 from tfaccel.profile.recorder import Recorder
 from tfaccel.profile.records import Measurement
+from tfaccel.runtime.settings import check_flag, check_int, check_writable_dir
 
-__all__ = ["StepHandle", "StepTimer"]
+__all__ = ["StepHandle", "StepTimer", "check_options"]
 
 _NO_INPUT_NOTE = (
     "not measured: wrap the fetch in `with timer.input(): batch = next(it)` to measure it"
@@ -65,6 +66,9 @@ class StepTimer(Reports):
         trace_steps: steps in the trace.
         sync: synchronise the GPUs at the end of a step without ``wait`` values.
 
+    Raises:
+        UsageError: a count, switch or directory that is not valid (see :func:`check_options`).
+
     Example:
         >>> with timer.step() as step:
         ...     step.wait(train_step(batch))
@@ -84,6 +88,18 @@ class StepTimer(Reports):
         trace_steps: int | None = None,
         sync: bool = True,
     ) -> None:
+        check_options(
+            "tfaccel.profile.StepTimer",
+            warmup_steps=warmup_steps,
+            batch_size=batch_size,
+            log_every=log_every,
+            live=live,
+            sample_gpu=sample_gpu,
+            tensorboard_dir=tensorboard_dir,
+            trace_dir=trace_dir,
+            trace_steps=trace_steps,
+        )
+        check_flag("sync", sync, where="tfaccel.profile.StepTimer")
         self._recorder: Recorder = session_module.recorder(
             "custom loop",
             warmup_steps=warmup_steps,
@@ -123,6 +139,7 @@ class StepTimer(Reports):
     @contextlib.contextmanager
     def step(self, examples: int | None = None) -> Iterator[StepHandle]:
         """Time one training step; an exception inside it records nothing and propagates."""
+        check_int("examples", examples, where="StepTimer.step", allow_none=True)
         begin = time.perf_counter()
         self._begin(begin)
         handle = StepHandle()
@@ -170,6 +187,36 @@ class StepTimer(Reports):
 
     def __exit__(self, *exc: object) -> None:
         self._recorder.finish()
+
+
+def check_options(
+    where: str,
+    *,
+    warmup_steps: object,
+    batch_size: object,
+    log_every: object,
+    live: object,
+    sample_gpu: object,
+    tensorboard_dir: object,
+    trace_dir: object,
+    trace_steps: object,
+) -> None:
+    """The options a step timer and the Keras callback share, checked before either is made.
+
+    Raises:
+        UsageError: a count that is not a whole number in range (``trace_steps=0`` included,
+            which would otherwise mean the default), a switch that is not a bool, or a
+            directory that cannot be written.
+    """
+    check_int("warmup_steps", warmup_steps, where=where, minimum=0, allow_none=True)
+    check_int("batch_size", batch_size, where=where, allow_none=True)
+    check_int("log_every", log_every, where=where, minimum=0, fix="pass log_every=50, or 0")
+    check_flag("live", live, where=where, allow_none=True)
+    check_flag("sample_gpu", sample_gpu, where=where)
+    check_int("trace_steps", trace_steps, where=where, allow_none=True, fix="pass trace_steps=20")
+    for name, directory in (("tensorboard_dir", tensorboard_dir), ("trace_dir", trace_dir)):
+        if directory is not None:
+            check_writable_dir(name, directory, where=where)
 
 
 def _to_host(value: Any) -> None:

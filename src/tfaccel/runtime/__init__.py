@@ -43,16 +43,20 @@ from tfaccel.runtime.model import check_model_dims
 from tfaccel.runtime.settings import (
     ENV_VARS,
     FIXED_AT_START,
+    MAX_LOGICAL_DEVICES,
     PRECISIONS,
     SETTINGS,
     Request,
     build_request,
+    check_mapping,
+    check_model,
     parse_setting,
 )
 
 __all__ = [
     "ENV_VARS",
     "FIXED_AT_START",
+    "MAX_LOGICAL_DEVICES",
     "PRECISIONS",
     "SETTINGS",
     "GpuFacts",
@@ -79,7 +83,7 @@ def setup(
     jit: str | bool | None = None,
     threads: str | int | tuple[int, int] | None = None,
     logical_devices: str | int | None = None,
-    deterministic: str | bool | None = None,
+    deterministic: bool | None = None,
     seed: str | int | None = None,
     model: Any = None,
     environ: Mapping[str, str] | None = None,
@@ -100,17 +104,20 @@ def setup(
             results store (``tfaccel tune``) when there is one; else mixed_float16 on GPUs of
             compute capability >= 7.0, mixed_bfloat16 on TPUs and on CPUs with avx512_bf16 or
             amx_bf16, float32 otherwise.
-        jit: XLA auto-clustering (``tf.config.optimizer.set_jit``): True, False, or "auto": the
+        jit: XLA auto-clustering (``tf.config.optimizer.set_jit``): True, False (bools: text
+            such as "on" is for ``TFACCEL_JIT``), or "auto": the
             measured result for this machine and model when the results store has one, else on
             for GPU and off on CPU.
         threads: intra-op threads (int), or (intra, inter).
         logical_devices: split the first visible GPU (or the CPU when none) into this many
-            logical devices, to run multi-device code (MirroredStrategy) on one device. On a GPU
-            each gets an equal share of ``memory`` (default: 90% of the GPU).
-        deterministic: True turns op determinism on (``enable_op_determinism``), False off.
+            logical devices (at most ``MAX_LOGICAL_DEVICES``, 64), to run multi-device code
+            (MirroredStrategy) on one device. On a GPU each gets an equal share of ``memory``
+            (default: 90% of the GPU).
+        deterministic: True turns op determinism on (``enable_op_determinism``), False off;
+            a bool (text such as "yes" is for ``TFACCEL_DETERMINISTIC``).
         seed: seed Python, NumPy and TensorFlow (``keras.utils.set_random_seed``).
-        model: a built Keras model: names the model for the XLA measurement lookup, and under
-            mixed_float16 warns about dimensions that are not multiples of 8.
+        model: a built Keras model, or None: names the model for the XLA measurement lookup,
+            and under mixed_float16 warns about dimensions that are not multiples of 8.
         environ: the environment to read TFACCEL_*, TF_FORCE_GPU_ALLOW_GROWTH and
             CUDA_VISIBLE_DEVICES from (default ``os.environ``; TensorFlow itself always reads
             ``os.environ``).
@@ -121,7 +128,9 @@ def setup(
         ``warnings.warn``.
 
     Raises:
-        UsageError: an argument or TFACCEL_* variable has a value the setting does not accept.
+        UsageError: an argument or TFACCEL_* variable has a value the setting does not accept,
+            ``model`` is not a Keras model, or ``environ`` is not a mapping. Nothing was
+            applied.
         RuntimeSetupError: the request does not fit this machine (GPU index, memory size,
             growth with a limit). Nothing was applied.
         RuntimeTooLateError: the runtime had started and a device, memory, logical-device or
@@ -134,6 +143,13 @@ def setup(
     """
     from tfaccel.probe import system
 
+    check_model(model)
+    check_mapping(
+        "environ",
+        environ,
+        where="tfaccel.setup()",
+        expected="a mapping of variable names to values (os.environ, a dict), or None",
+    )
     arguments = {
         "devices": devices,
         "memory": memory,

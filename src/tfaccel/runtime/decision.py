@@ -16,7 +16,7 @@ from typing import Any
 from tfaccel.errors import RuntimeSetupError
 from tfaccel.inventory import GpuFacts, fast_precisions, precision_warning
 from tfaccel.runtime.config import JsonValue, Setting, Status
-from tfaccel.runtime.settings import Request
+from tfaccel.runtime.settings import Request, shown
 
 __all__ = ["DEFAULT_GPU_SHARE", "Hardware", "Plan", "RuntimeState", "decide", "memory_in_effect"]
 
@@ -168,9 +168,9 @@ def _gpu_by_index(hw: Hardware, wanted: tuple[int, ...], index: int) -> GpuFacts
             "run 'tfaccel doctor' to find out why"
         )
     raise RuntimeSetupError(
-        f"GPU {index} does not exist",
+        f"GPU {shown(index)} does not exist",
         expected=f"one of the GPUs TensorFlow sees: {exist}" if exist else "none: no GPU is seen",
-        received=f"devices={list(wanted)}",
+        received=f"devices={shown(list(wanted))}",
         fix=fix,
     )
 
@@ -227,9 +227,9 @@ def _limit_mib(memory: Any, gpu: GpuFacts, *, strict: bool) -> int | None:
         return max(1, int(total * memory))
     if total is not None and memory > total:
         raise RuntimeSetupError(
-            f"memory={memory} MiB is more than {gpu.key} has",
+            f"memory={shown(memory)} MiB is more than {gpu.key} has",
             expected=f"at most {total} MiB ({gpu.name or 'GPU'} {gpu.key})",
-            received=f"memory={memory}",
+            received=f"memory={shown(memory)}",
             fix=f"pass a limit <= {total}, or a fraction such as memory=0.5",
         )
     return int(memory)
@@ -288,14 +288,26 @@ def _decide_split(
         return
     if split_gpu is None:
         _set_virtual(plan, key, (None,) * count, {"logical_devices"})
-        names = ", ".join(f"CPU:{i}" for i in range(count))
+        names = (
+            ", ".join(f"CPU:{i}" for i in range(count))
+            if count <= 4
+            else f"CPU:0 to CPU:{count - 1}"
+        )
         reason = f"CPU:0 split into {count} logical device(s) ({names})"
         _record(plan, request, "logical_devices", count, "applied", reason)
         return
     base, owners = limits.get(key), {"logical_devices", "memory"}
     if base is None:
         base, owners = _default_split_base(split_gpu, count), {"logical_devices"}
-    per_device = max(1, base // count)
+    if base < count:
+        raise RuntimeSetupError(
+            f"logical_devices={count} on {key} leaves less than 1 MiB of memory to each "
+            "logical GPU (TensorFlow's memory limits are whole MiB)",
+            expected=f"at most {base} logical GPUs for a limit of {base} MiB",
+            received=f"logical_devices={count} over a limit of {base} MiB",
+            fix="pass fewer logical devices, or a larger memory limit",
+        )
+    per_device = base // count
     _set_virtual(plan, key, (per_device,) * count, owners)
     reason = f"{key} split into {count} logical GPU(s) of {per_device} MiB each"
     _record(plan, request, "logical_devices", count, "applied", reason)

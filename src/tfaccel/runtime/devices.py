@@ -7,8 +7,11 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from tfaccel.errors import RuntimeSetupError, UsageError
+from tfaccel.runtime.settings import check_text, shown
 
 __all__ = ["device"]
+
+_EXPECTED = "a device name such as 'GPU:0', '/gpu:0', '/device:GPU:0' or 'CPU:0'"
 
 
 def device(spec: str) -> AbstractContextManager[Any]:
@@ -25,32 +28,40 @@ def device(spec: str) -> AbstractContextManager[Any]:
         The ``tf.device`` context manager for it.
 
     Raises:
-        UsageError: the text is not a device name.
+        UsageError: ``spec`` is not text, or the text is not a device name (checked before
+            TensorFlow is imported or started).
         RuntimeSetupError: no such device; the message lists those that exist.
 
     Example:
         >>> with tfaccel.device("GPU:0"):
         ...     y = tf.matmul(x, x)
     """
+    text = check_text(
+        "spec",
+        spec,
+        where="tfaccel.device()",
+        expected=_EXPECTED,
+        fix="name a device type and index as text, e.g. tfaccel.device('GPU:0')",
+    ).strip()
     tf = importlib.import_module("tensorflow")
     try:
-        wanted = tf.DeviceSpec.from_string(spec.strip())
+        wanted = tf.DeviceSpec.from_string(text)
     except (ValueError, TypeError):
         wanted = None
     if wanted is None or not wanted.device_type:
         raise UsageError(
-            f"{spec!r} is not a device name",
-            expected="a name such as 'GPU:0', '/gpu:0', '/device:GPU:0' or 'CPU:0'",
-            received=repr(spec),
+            f"{shown(spec)} is not a device name",
+            expected=_EXPECTED,
+            received=shown(spec),
             fix="name a device type and index, e.g. 'GPU:0'",
         )
     existing = [tf.DeviceSpec.from_string(d.name) for d in tf.config.list_logical_devices()]
     if not any(_same_device(wanted, have) for have in existing):
         names = ", ".join(f"{d.device_type}:{d.device_index}" for d in existing)
         raise RuntimeSetupError(
-            f"The device {spec!r} does not exist",
+            f"The device {shown(spec)} does not exist",
             expected=f"one of {names}",
-            received=repr(spec),
+            received=shown(spec),
             fix="use one of those; logical devices come from setup(devices=, logical_devices=)",
         )
     return tf.device(wanted.to_string())

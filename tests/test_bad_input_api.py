@@ -1,0 +1,529 @@
+"""Bad arguments to the Python API: one table, each row a clear TfaccelError that changes nothing.
+
+Every row calls a public entry point with one bad argument and expects the error class and a
+fragment of its message. Around each call the test records the scratch directory (the working
+directory during the call), the environment and TensorFlow's configuration, and asserts that
+none of them changed: no file or directory created, no runtime setting applied. The rows share
+this process's TensorFlow (imported once, for the configuration read-back); the arrays are tiny.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from runtime_helpers import tf_state
+
+import tfaccel
+from tfaccel import diagnosis, placement
+from tfaccel.diagnosis import LogText
+from tfaccel.errors import LogInputError, RuntimeSetupError, TfaccelError, UsageError
+from tfaccel.runtime import parse_setting
+from tfaccel.snapshot import Snapshot
+
+LONGEST_MESSAGE = 1500  # characters: a message never echoes a huge value in full
+
+
+@dataclass(frozen=True)
+class At:
+    """A path in the scratch area, made by the fixture before the row runs.
+
+    ``where`` is one of: "file" (an existing file), "dir" (an existing, empty directory),
+    "readonly" (a directory this process cannot write), "missing" (a directory that does not
+    exist); ``below`` is joined to it.
+    """
+
+    where: str
+    below: str = ""
+
+
+@dataclass(frozen=True)
+class Made:
+    """A value the caller makes before the call (a dataset), made before the state is read."""
+
+    make: Callable[[], Any]
+
+
+def _empty_dataset() -> Any:
+    import tensorflow as tf
+
+    return tf.data.Dataset.range(0)
+
+
+def _x(n: int = 6) -> np.ndarray:
+    return np.arange(n * 2, dtype=np.float32).reshape(n, 2)
+
+
+def _y(n: int = 6) -> np.ndarray:
+    return np.arange(n, dtype=np.int64)
+
+
+def _train(**changes: Any) -> Any:
+    arguments: dict[str, Any] = {
+        "model_fn": lambda: None,
+        "dataset_fn": lambda epoch: None,
+        "epochs": 1,
+        "global_batch_size": 2,
+        "verbose": False,
+    }
+    arguments.update(changes)
+    return tfaccel.distribute.train(**arguments)
+
+
+def _pipeline(**changes: Any) -> Any:
+    arguments: dict[str, Any] = {"source": (_x(), _y()), "batch_size": 2}
+    arguments.update(changes)
+    return tfaccel.data.pipeline(**arguments)
+
+
+def _timer(**options: Any) -> Any:
+    from tfaccel.profile import StepTimer
+
+    return StepTimer(**options)
+
+
+def _callback(**options: Any) -> Any:
+    from tfaccel.keras import PerformanceCallback
+
+    return PerformanceCallback(**options)
+
+
+def _checkpointer(directory: Any) -> Any:
+    from tfaccel.distribute import Checkpointer
+
+    return Checkpointer(directory, {})
+
+
+# (id, callable, positional arguments, keyword arguments, error class, message fragment)
+ROWS: list[tuple[str, Callable[..., Any], tuple[Any, ...], dict[str, Any], type, str]] = [
+    # --- the doctor ----------------------------------------------------------------------------
+    ("doctor-log-int", tfaccel.doctor, (), {"log": 123}, UsageError, "log=123 (int)"),
+    ("doctor-log-list", tfaccel.doctor, (), {"log": ["a"]}, UsageError, "invalid log"),
+    ("doctor-log-path", tfaccel.doctor, (), {"log": Path("tf.log")}, UsageError, "read_log_file"),
+    ("doctor-log-blank", tfaccel.doctor, (), {"log": " \n"}, LogInputError, "is empty"),
+    ("doctor-log-blank-bytes", tfaccel.doctor, (), {"log": b"\n\n"}, LogInputError, "is empty"),
+    ("doctor-deep-text", tfaccel.doctor, (), {"deep": "no"}, UsageError, "deep='no' (str)"),
+    ("check-log-int", diagnosis.check, (), {"log": 1.5}, UsageError, "log=1.5 (float)"),
+    ("diagnose-log-int", diagnosis.diagnose, (Snapshot(),), {"log": 123}, UsageError, "log=123"),
+    ("diagnose-no-snapshot", diagnosis.diagnose, ("snap",), {}, UsageError, "needs a Snapshot"),
+    (
+        "diagnose-log-source",
+        diagnosis.diagnose,
+        (Snapshot(), "OOM"),
+        {"log_source": 5},
+        UsageError,
+        "log_source=5 (int)",
+    ),
+    ("devices-tf-text", tfaccel.devices, (), {"tf": "yes"}, UsageError, "tf='yes' (str)"),
+    # --- tfaccel.device ------------------------------------------------------------------------
+    ("device-int", tfaccel.device, (123,), {}, UsageError, "spec=123 (int)"),
+    ("device-none", tfaccel.device, (None,), {}, UsageError, "spec=None"),
+    ("device-blank", tfaccel.device, ("  ",), {}, UsageError, "spec='  ' (str)"),
+    ("device-huge", tfaccel.device, ("x" * 100_000,), {}, UsageError, "(100,000 characters)"),
+    # --- tfaccel.data.pipeline -----------------------------------------------------------------
+    ("pipeline-map-fn", _pipeline, (), {"map_fn": 5}, UsageError, "map_fn=5 (int)"),
+    (
+        "pipeline-cache-read-only",
+        _pipeline,
+        (),
+        {"cache": At("readonly", "cache")},
+        UsageError,
+        "is not writable",
+    ),
+    (
+        "pipeline-cache-missing-dir",
+        _pipeline,
+        (),
+        {"cache": At("missing", "cache")},
+        UsageError,
+        "does not exist",
+    ),
+    ("pipeline-cache-is-dir", _pipeline, (), {"cache": At("dir")}, UsageError, "is a directory"),
+    ("pipeline-cache-blank", _pipeline, (), {"cache": ""}, UsageError, "invalid cache"),
+    (
+        "pipeline-cache-below-file",
+        _pipeline,
+        (),
+        {"cache": At("file", "cache")},
+        UsageError,
+        "is below a file",
+    ),
+    (
+        "pipeline-empty-arrays",
+        _pipeline,
+        (),
+        {"source": (np.zeros((0, 4), "float32"), np.zeros(0, "int64"))},
+        UsageError,
+        "shapes (0, 4), (0,)",
+    ),
+    (
+        "pipeline-lengths",
+        _pipeline,
+        (),
+        {"source": (_x(6), _y(5))},
+        UsageError,
+        "first dimensions (6,), (5,)",
+    ),
+    (
+        "pipeline-empty-dataset",
+        _pipeline,
+        (),
+        {"source": Made(_empty_dataset)},
+        UsageError,
+        "dataset of 0 elements",
+    ),
+    ("pipeline-shuffle-text", _pipeline, (), {"shuffle": "no"}, UsageError, "shuffle='no'"),
+    ("pipeline-vectorized-int", _pipeline, (), {"vectorized": 1}, UsageError, "vectorized=1"),
+    ("pipeline-seed-float", _pipeline, (), {"seed": 1.5}, UsageError, "seed=1.5 (float)"),
+    ("pipeline-batch-float", _pipeline, (), {"batch_size": 2.0}, UsageError, "batch_size=2.0"),
+    ("pipeline-device-form", _pipeline, (), {"device": "TPU:0"}, UsageError, "invalid device"),
+    ("pipeline-device-gpu", _pipeline, (), {"device": "GPU:7"}, UsageError, "does not see"),
+    # --- tfaccel.distribute --------------------------------------------------------------------
+    (
+        "train-checkpoint-file",
+        _train,
+        (),
+        {"checkpoint_dir": At("file")},
+        UsageError,
+        "is a file, not a directory",
+    ),
+    (
+        "train-checkpoint-read-only",
+        _train,
+        (),
+        {"checkpoint_dir": At("readonly")},
+        UsageError,
+        "is not writable",
+    ),
+    (
+        "train-checkpoint-parent-read-only",
+        _train,
+        (),
+        {"checkpoint_dir": At("readonly", "runs/ckpt")},
+        UsageError,
+        "cannot be created",
+    ),
+    (
+        "train-checkpoint-below-file",
+        _train,
+        (),
+        {"checkpoint_dir": At("file", "ckpt")},
+        UsageError,
+        "is a file",
+    ),
+    ("train-lr-nan", _train, (), {"learning_rate": math.nan}, UsageError, "learning_rate=nan"),
+    ("train-lr-inf", _train, (), {"learning_rate": math.inf}, UsageError, "a finite number"),
+    ("train-lr-negative", _train, (), {"learning_rate": -0.1}, UsageError, "learning_rate=-0.1"),
+    ("train-model-fn", _train, (), {"model_fn": "mlp"}, UsageError, "model_fn='mlp' (str)"),
+    ("train-epochs-zero", _train, (), {"epochs": 0}, UsageError, "epochs=0"),
+    ("train-seed", _train, (), {"seed": 2**32}, UsageError, "from 0 to 4294967295"),
+    ("train-keep-zero", _train, (), {"max_checkpoints": 0}, UsageError, "max_checkpoints=0"),
+    ("train-verbose-text", _train, (), {"verbose": "yes"}, UsageError, "verbose='yes'"),
+    ("train-metrics-list", _train, (), {"metrics": ["mae"]}, UsageError, "metrics=['mae']"),
+    ("train-loss-int", _train, (), {"loss": 5}, UsageError, "not a per-example function"),
+    ("checkpointer-file", _checkpointer, (At("file"),), {}, UsageError, "is a file"),
+    (
+        "strategy-environ",
+        tfaccel.distribute.strategy,
+        (),
+        {"environ": "TF_CONFIG={}"},
+        UsageError,
+        "invalid environ",
+    ),
+    # --- tfaccel.setup and the run options -----------------------------------------------------
+    (
+        "setup-model-text",
+        tfaccel.setup,
+        (),
+        {"model": "notamodel"},
+        UsageError,
+        "model='notamodel'",
+    ),
+    ("setup-model-fn", tfaccel.setup, (), {"model": _x}, UsageError, "not a Keras model"),
+    (
+        "setup-deterministic-text",
+        tfaccel.setup,
+        (),
+        {"deterministic": "yes"},
+        UsageError,
+        "deterministic='yes'",
+    ),
+    (
+        "setup-deterministic-int",
+        tfaccel.setup,
+        (),
+        {"deterministic": 1},
+        UsageError,
+        "True or False",
+    ),
+    ("setup-jit-text", tfaccel.setup, (), {"jit": "off"}, UsageError, "jit='off'"),
+    (
+        "setup-logical-huge",
+        tfaccel.setup,
+        (),
+        {"logical_devices": 100_000},
+        UsageError,
+        "from 1 to 64",
+    ),
+    (
+        "setup-logical-digits",
+        tfaccel.setup,
+        (),
+        {"logical_devices": "9" * 100_000},
+        UsageError,
+        "(100,000 characters)",
+    ),
+    (
+        "run-option-logical-huge",
+        parse_setting,
+        ("logical_devices", "100000"),
+        {"source": "--logical-devices"},
+        UsageError,
+        "--logical-devices 100000 is not a valid logical device count",
+    ),
+    ("setup-threads-huge", tfaccel.setup, (), {"threads": 10**9}, UsageError, "from 1 to 4096"),
+    ("setup-memory-bytes", tfaccel.setup, (), {"memory": 4 * 1024**3}, UsageError, "not bytes"),
+    ("setup-memory-nan", tfaccel.setup, (), {"memory": math.nan}, UsageError, "memory=nan"),
+    ("setup-seed-huge", tfaccel.setup, (), {"seed": 10**5000}, UsageError, "about 5,001 digits"),
+    ("setup-environ-text", tfaccel.setup, (), {"environ": "A=1"}, UsageError, "invalid environ"),
+    (
+        "setup-gpu-index",
+        tfaccel.setup,
+        (),
+        {"devices": list(range(64, 10_064))},
+        RuntimeSetupError,
+        "(10,000 items)",
+    ),
+    # --- the profilers and the placement audit -------------------------------------------------
+    ("timer-warmup", _timer, (), {"warmup_steps": -1}, UsageError, "warmup_steps=-1"),
+    ("timer-trace-steps", _timer, (), {"trace_steps": 0}, UsageError, "trace_steps=0"),
+    ("timer-sync-text", _timer, (), {"sync": "false"}, UsageError, "sync='false'"),
+    (
+        "timer-tensorboard-file",
+        _timer,
+        (),
+        {"tensorboard_dir": At("file")},
+        UsageError,
+        "is a file",
+    ),
+    ("callback-max-steps", _callback, (), {"max_steps": 0}, UsageError, "max_steps=0"),
+    ("callback-log-every", _callback, (), {"log_every": "50"}, UsageError, "log_every='50'"),
+    (
+        "callback-trace-dir",
+        _callback,
+        (),
+        {"trace_dir": At("readonly", "trace")},
+        UsageError,
+        "cannot be created",
+    ),
+    ("audit-not-callable", placement.audit, (5,), {}, UsageError, "fn=5 (int)"),
+    (
+        "audit-target-int",
+        placement.audit,
+        (lambda: None,),
+        {"target": 0},
+        UsageError,
+        "target=0 (int)",
+    ),
+]
+
+
+# --- the scratch area and what "nothing changed" means ------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def read_only_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A directory this process cannot write in: a chmod 555 one, or for a user that the
+    permission bits do not stop (root), /proc/sys (where no file can be created)."""
+    made = tmp_path_factory.mktemp("read-only")
+    made.chmod(0o555)
+    try:
+        if not os.access(made, os.W_OK):
+            yield made
+        elif os.path.isdir("/proc/sys") and not os.access("/proc/sys", os.W_OK):
+            yield Path("/proc/sys")
+        else:
+            pytest.skip("no directory this process cannot write in (root without /proc/sys)")
+    finally:
+        made.chmod(0o755)
+
+
+@dataclass
+class Scratch:
+    root: Path
+    read_only: Path
+
+    def resolve(self, value: Any) -> Any:
+        if isinstance(value, At):
+            base = {
+                "file": self.root / "a-file",
+                "dir": self.root / "a-dir",
+                "readonly": self.read_only,
+                "missing": self.root / "no-such-dir",
+            }[value.where]
+            return str(base / value.below) if value.below else str(base)
+        if isinstance(value, Made):
+            return value.make()
+        if isinstance(value, tuple):
+            return tuple(self.resolve(v) for v in value)
+        if isinstance(value, dict):
+            return {k: self.resolve(v) for k, v in value.items()}
+        return value
+
+
+def _tree(root: Path) -> dict[str, tuple[bool, int, int]]:
+    """Every path under ``root``: whether it is a directory, its size and its mtime."""
+    found = {}
+    for path in sorted(root.rglob("*")):
+        info = path.lstat()
+        found[str(path.relative_to(root))] = (path.is_dir(), info.st_size, info.st_mtime_ns)
+    return found
+
+
+def _untouched_outside(scratch: Scratch, arguments: Any) -> list[str]:
+    """Paths given in a row that lie outside the scratch area (the read-only directory) and
+    exist after the call: there should be none."""
+    paths = [a for a in _flat(arguments) if isinstance(a, str) and a.startswith(os.sep)]
+    outside = [p for p in paths if not p.startswith(str(scratch.root))]
+    return [p for p in outside if p != str(scratch.read_only) and os.path.lexists(p)]
+
+
+def _flat(value: Any) -> Iterator[Any]:
+    if isinstance(value, (tuple, list)):
+        for v in value:
+            yield from _flat(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _flat(v)
+    else:
+        yield value
+
+
+@pytest.fixture
+def scratch(
+    tmp_path: Path, read_only_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Scratch]:
+    (tmp_path / "a-file").write_text("not a directory\n")
+    (tmp_path / "a-dir").mkdir()
+    monkeypatch.chdir(tmp_path)  # relative paths a call might write land here
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))  # no results store is read
+    yield Scratch(tmp_path, read_only_dir)
+
+
+@pytest.mark.parametrize(
+    ("call", "args", "kwargs", "error", "fragment"),
+    [pytest.param(*row[1:], id=row[0]) for row in ROWS],
+)
+def test_bad_argument_is_a_clear_error_and_changes_nothing(
+    scratch: Scratch,
+    call: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    error: type[TfaccelError],
+    fragment: str,
+) -> None:
+    args, kwargs = scratch.resolve(args), scratch.resolve(kwargs)
+    state = tf_state()  # first: importing TensorFlow sets variables of its own
+    files, environ = _tree(scratch.root), dict(os.environ)
+
+    with pytest.raises(TfaccelError) as caught:
+        call(*args, **kwargs)
+
+    message = str(caught.value)
+    assert type(caught.value) is error, message
+    assert fragment in message
+    assert "Expected:" in message and "Received:" in message and "Fix:" in message
+    assert len(message) < LONGEST_MESSAGE, f"{len(message)} characters: {message[:300]}"
+    assert _tree(scratch.root) == files, "a file or directory was created or changed"
+    assert _untouched_outside(scratch, (args, kwargs)) == []
+    assert dict(os.environ) == environ
+    assert tf_state() == state, "TensorFlow's configuration changed"
+
+
+# --- what the rows refuse stays accepted in its valid form ---------------------------------------
+
+
+def test_a_log_given_as_bytes_is_decoded_and_the_replacements_are_noted() -> None:
+    data = b"OOM when allocating tensor with shape[8,1024]\n\xff\xfe progress\n"
+    report = diagnosis.diagnose(Snapshot(), log=data)
+    assert report.log is not None and [c.id for c in report.log.causes] == ["oom"]
+    assert report.log.notes == [
+        "given as bytes, decoded as UTF-8: 2 undecodable byte sequence(s) replaced"
+    ]
+    as_text = diagnosis.diagnose(Snapshot(), log=data.decode("utf-8", "replace"))
+    assert as_text.log is not None and as_text.log.causes == report.log.causes
+
+
+def test_a_log_given_as_utf16_bytes_with_a_byte_order_mark_is_read() -> None:
+    data = "OOM when allocating tensor with shape[8,1024]\n".encode("utf-16")
+    log = diagnosis.check_log(data, where="test")
+    assert isinstance(log, LogText) and log.text.startswith("OOM when allocating")
+
+
+def test_diagnose_still_matches_any_text_blank_included() -> None:
+    report = diagnosis.diagnose(Snapshot(), log="")
+    assert report.log is not None and report.log.line_count == 0
+
+
+def test_a_cache_file_in_a_writable_directory_is_accepted(tmp_path: Path) -> None:
+    cache = tmp_path / "new" / "cache"
+    (tmp_path / "new").mkdir()
+    ds = tfaccel.data.pipeline((_x(), _y()), 2, cache=str(cache), shuffle=False)
+    assert [int(v) for batch in ds for v in batch[1].numpy()] == list(range(6))
+    assert tfaccel.data.describe(ds)["cache"].value == f"file {cache}"
+
+
+def test_a_checkpoint_dir_that_can_be_created_is_accepted_and_not_created_early(
+    tmp_path: Path,
+) -> None:
+    from tfaccel.runtime.settings import check_writable_dir
+
+    target = tmp_path / "runs" / "a" / "ckpt"
+    assert check_writable_dir("checkpoint_dir", target, where="test") == str(target)
+    assert not (tmp_path / "runs").exists()
+    assert check_writable_dir("checkpoint_dir", "gs://bucket/ckpt", where="test") == (
+        "gs://bucket/ckpt"
+    )
+
+
+def test_setup_arguments_in_their_valid_forms_still_parse() -> None:
+    from tfaccel.runtime.settings import build_request
+
+    request = build_request(
+        {"deterministic": np.True_, "jit": "auto", "logical_devices": "64", "threads": "4,2"},
+        {"TFACCEL_SEED": "7", "TFACCEL_DETERMINISTIC": "yes"},
+        None,
+    )
+    assert request.get("deterministic") is True and request.get("jit") == "auto"
+    assert request.get("logical_devices") == 64 and request.get("threads") == (4, 2)
+    assert request.get("seed") == 7
+    env_only = build_request({}, {"TFACCEL_DETERMINISTIC": "yes", "TFACCEL_JIT": "off"}, None)
+    assert env_only.get("deterministic") is True and env_only.get("jit") is False
+
+
+def test_setup_takes_a_keras_model() -> None:
+    keras = pytest.importorskip("keras")
+    from tfaccel.runtime.settings import build_request
+
+    model = keras.Sequential([keras.Input((16,)), keras.layers.Dense(8, name="even")])
+    assert build_request({}, {}, model).model_name == model.name
+
+
+def test_the_run_command_refuses_a_huge_logical_device_count_in_one_short_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tfaccel.cli import main
+
+    script = tmp_path / "script.py"
+    script.write_text("open('ran', 'w').close()\n")
+    code = main(["run", "--logical-devices", "1" + "0" * 100_000, str(script)])
+    err = capsys.readouterr().err
+    assert code == 2 and not (tmp_path / "ran").exists()
+    assert "--logical-devices 1000000" in err and "(100,001 characters)" in err
+    assert max(len(line) for line in err.splitlines()) < LONGEST_MESSAGE
