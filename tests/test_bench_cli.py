@@ -7,6 +7,7 @@ import dataclasses
 import json
 import math
 import pickle
+import re
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -96,6 +97,7 @@ def test_second_run_compares_with_the_first(
     code, out, _ = _run_cli(capsys, *argv)
     assert code == 0
     assert "Against run 1" in out and "recorded as run 2" in out
+    assert "…" not in out  # piped: no table cell cut
     code, out, _ = _run_cli(capsys, *argv[:-1], "--json", "--compare")
     comparison = json.loads(out)["comparison"]
     assert comparison["before_run_id"] == 2
@@ -125,6 +127,7 @@ def test_bench_exits_1_when_the_convergence_check_fails(
     assert check["passed"] is False and check["threshold"] == 1.01 and 0 <= check["value"] <= 1
     code, out, _ = _run_cli(capsys, *argv)
     assert code == 1 and "digits" in out and "fail" in out
+    assert re.search(r"│ digits +│ cpu +│ \d\.\d{3} +│ 1\.01 +│ fail +│", out), out  # whole cells
 
 
 @pytest.mark.usefixtures("unreachable_accuracy")

@@ -65,6 +65,9 @@ def test_devices_text_names_the_cpu_features(capsys: pytest.CaptureFixture[str])
     assert main(["devices"]) == 0
     out = capsys.readouterr().out
     assert "CPU" in out and "peak (estimate)" in out and "NVIDIA GPUs" in out
+    main(["devices", "--json"])
+    formula = json.loads(capsys.readouterr().out)["cpu"]["peak"]["formula"]
+    assert f"= {formula}" in out  # piped: the whole formula on one line
     if "avx512_bf16" in _cpu_flags():
         assert "AVX512_BF16" in out
 
@@ -91,6 +94,10 @@ def test_doctor_text_output(capsys: pytest.CaptureFixture[str]) -> None:
     assert "cpu_only_build" in out and "no_driver_or_hidden" in out
     assert ("failures found (" if code else "no failures (") in out
     assert code in (0, 1)
+    # piped: one line per finding, whatever its length, nothing cut or padded
+    deep = r"^skip +tf_import +TensorFlow was not imported: run `tfaccel doctor --deep`$"
+    assert re.search(deep, out, re.MULTILINE)
+    assert "…" not in out and all(line == line.rstrip() for line in out.splitlines())
 
 
 def test_doctor_log_text_output_shows_the_cause_and_its_fix(

@@ -201,6 +201,9 @@ def test_missing_script_is_a_usage_error_before_any_setup(
     assert "nope.py' does not exist" in err and "Fix:" in err
     assert main(["run", "--quiet"]) == 2
     assert "No script to run" in capsys.readouterr().err
+    assert main(["run", "--json"]) == 2
+    captured = capsys.readouterr()
+    assert "No script to run" in captured.err and captured.out == ""
     assert setup_calls == []
 
 
@@ -232,3 +235,51 @@ def test_unwritable_json_config_is_a_usage_error(
     assert main(["run", "--quiet", "--json-config", str(target), script]) == 2
     captured = capsys.readouterr()
     assert "cannot be written" in captured.err and captured.out == ""
+
+
+def test_json_prints_one_document_after_the_script_whose_output_goes_to_stderr(
+    tmp_path: Path, setup_calls: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = _script(tmp_path, "import sys\nprint('hello', sys.argv[1:])\nsys.exit(3)\n")
+    assert main(["run", "--json", "--memory", "growth", script, "x"]) == 3
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)  # the whole of stdout
+    assert doc == {
+        "command": "run",
+        "script": script,
+        "args": ["x"],
+        "exit_status": 3,
+        "config": {"settings": {}, "warnings": []},
+    }
+    assert captured.err == "hello ['x']\n"  # the script's output, and no configuration text
+    assert setup_calls == [{"memory": "growth"}]
+
+
+def test_a_tfaccel_option_after_the_script_goes_to_the_script_with_a_warning(
+    tmp_path: Path, setup_calls: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = _script(tmp_path, "import sys\nprint(sys.argv[1:])\n")
+    argv = ["run", "--quiet", script, "--json", "--memory=growth", "--", "--seed", "1"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "['--json', '--memory=growth', '--', '--seed', '1']\n"
+    warnings = captured.err.splitlines()
+    assert len(warnings) == 2  # nothing for --seed: after `--` it is the script's
+    assert warnings[0] == (
+        f"tfaccel: warning: --json after {script} was passed to the script as its own "
+        f"argument; to give it to tfaccel run, put it before the script: "
+        f"tfaccel run --json ... {script}"
+    )
+    assert warnings[1].startswith("tfaccel: warning: --memory after")
+    assert setup_calls == [{}]
+
+
+def test_an_option_prefix_is_not_taken_for_a_longer_option(
+    tmp_path: Path, setup_calls: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = _script(tmp_path, "print('ran')\n")
+    with pytest.raises(SystemExit) as exc:
+        main(["run", "--json-conf", str(tmp_path / "c.json"), script])
+    assert exc.value.code == 2
+    assert "unrecognized arguments: --json-conf" in capsys.readouterr().err
+    assert setup_calls == []

@@ -129,8 +129,9 @@ def test_script_json_and_exit_status_pass_through(
 ) -> None:
     script = _script(tmp_path, FIT_SCRIPT)
     assert main(["profile", "--quiet", "--json", "--steps", "10", script, "0", "3"]) == 3
-    out = capsys.readouterr().out
-    doc = json.loads(out[out.index("{") :])
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)  # stdout holds the document alone
+    assert "trained" in captured.err  # the script's own output is on stderr, not lost
     assert doc["exit_status"] == 3 and doc["fit_calls"] == 1
     (run,) = doc["runs"]
     assert run["label"] == "keras fit"
@@ -138,25 +139,44 @@ def test_script_json_and_exit_status_pass_through(
     assert run["measurement"]["context"]["batch_size"] == 32
 
 
-def test_script_with_a_step_timer_loop(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    script = _script(
-        tmp_path,
-        """
-        import time
-        from tfaccel.profile import StepTimer
+STEP_TIMER_SCRIPT = """
+import sys, time
+from tfaccel.profile import StepTimer
 
-        timer = StepTimer(batch_size=8)
-        for _ in range(20):
-            with timer.input():
-                time.sleep(0.004)
-            with timer.step():
-                time.sleep(0.004)
-        """,
-    )
+print("arguments", sys.argv[1:])
+timer = StepTimer(batch_size=8)
+for _ in range(20):
+    with timer.input():
+        time.sleep(0.004)
+    with timer.step():
+        time.sleep(0.004)
+"""
+
+
+def test_script_with_a_step_timer_loop(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    script = _script(tmp_path, STEP_TIMER_SCRIPT)
     assert main(["profile", "--quiet", "--warmup", "2", script]) == 0
     out = capsys.readouterr().out
     assert "18 steps measured (2 warm-up excluded), custom loop on CPU" in out
     assert _row("fail", "input_bound", "Input-bound: the step waits for the input pipeline", out)
+    fix = re.search(r"^ +fix: (.*)$", out, re.MULTILINE)
+    assert fix is not None and "…" not in out  # the fix on one line, nothing cut
+
+
+def test_a_profile_option_after_the_script_is_passed_on_with_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = _script(tmp_path, STEP_TIMER_SCRIPT)
+    assert main(["profile", "--quiet", "--warmup", "2", script, "--json", "--steps=5"]) == 0
+    captured = capsys.readouterr()
+    assert "arguments ['--json', '--steps=5']" in captured.out
+    assert "custom loop on CPU" in captured.out  # a report, not JSON: --json went to the script
+    assert captured.err.splitlines() == [
+        f"tfaccel: warning: {option} after {script} was passed to the script as its own "
+        f"argument; to give it to tfaccel profile, put it before the script: "
+        f"tfaccel profile {option} ... {script}"
+        for option in ("--json", "--steps")
+    ]
 
 
 def test_script_that_raises_shows_the_users_traceback(

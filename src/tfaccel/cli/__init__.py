@@ -1,18 +1,22 @@
 """The ``tfaccel`` command line: parse, call the library, render. No logic lives here.
 
 Each command is a module of this package exposing ``add_parser(subparsers)`` and
-``run(args) -> int``; ``main(argv)`` takes argv so tests call it directly.
+``run(args) -> int``; ``main(argv)`` takes argv so tests call it directly. Every command takes
+``--json`` (stdout then holds one JSON document and nothing else) and ``--verbose`` (also
+before the command: ``tfaccel --verbose bench``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import sys
 import traceback
 from collections.abc import Sequence
 
 from tfaccel._version import __version__
+from tfaccel.cli._output import VERBOSE_HELP, json_document, set_verbose
 from tfaccel.errors import TfaccelError
 
 __all__ = ["COMMANDS", "EXIT_CODES", "main"]
@@ -48,11 +52,28 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"tfaccel {__version__}")
+    parser.add_argument(
+        "-v", "--verbose", dest="global_verbose", action="store_true", help=VERBOSE_HELP
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for _name, module_name in COMMANDS:
+    for name, module_name in COMMANDS:
         module = importlib.import_module(module_name)
         module.add_parser(sub)
+        command = sub.choices[name]
+        _add_verbose(command)
+        # Each command knows its own options, to warn when one is given after its SCRIPT.
+        options = [o for action in command._actions for o in action.option_strings]
+        command.set_defaults(own_options=tuple(options))
     return parser
+
+
+def _add_verbose(command: argparse.ArgumentParser) -> None:
+    """Give ``command`` the global ``--verbose`` unless it has its own (doctor's also shows the
+    evidence of every check)."""
+    taken = {o for action in command._actions for o in action.option_strings}
+    if "--verbose" not in taken:
+        flags = ["--verbose"] if "-v" in taken else ["-v", "--verbose"]
+        command.add_argument(*flags, dest="verbose", action="store_true", help=VERBOSE_HELP)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -62,8 +83,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
+    args.verbose = bool(args.global_verbose or getattr(args, "verbose", False))
+    set_verbose(args.verbose)
     try:
-        code: int = args.handler(args)
+        with json_document() if getattr(args, "json", False) else contextlib.nullcontext():
+            code: int = args.handler(args)
     except TfaccelError as exc:
         print(f"tfaccel: error: {exc}", file=sys.stderr)
         return exc.exit_code

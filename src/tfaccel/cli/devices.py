@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from tfaccel.cli._output import print_json
+from tfaccel.cli._output import print_json, show_tensorflow_log
 
 __all__ = ["add_parser", "run"]
 
@@ -17,7 +17,8 @@ def add_parser(sub: Any) -> None:
         description=(
             "List the CPU (cores, DL instruction sets, memory, estimated peak), NVIDIA GPUs "
             "through NVML (memory, compute capability, SMs, driver, utilisation, datasheet "
-            "peaks) and TPUs. Does not import TensorFlow unless --tf is given."
+            "peaks) and TPUs. Does not import TensorFlow unless --tf is given; what TensorFlow "
+            "logs then is shown with --verbose."
         ),
     )
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
@@ -36,6 +37,8 @@ def run(args: argparse.Namespace) -> int:
     from tfaccel import inventory, probe
 
     snap = probe.snapshot(deep=args.tf, deep_timeout_s=args.tf_timeout)
+    if snap.deep is not None:
+        show_tensorflow_log(snap.deep.log)
     inv = inventory.build(snap)
     if args.json:
         print_json(inv.to_dict())

@@ -11,10 +11,12 @@ Also runnable alone: ``python -m tfaccel.cli.launch -n 2 train.py``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from collections.abc import Sequence
 from typing import Any
 
+from tfaccel.cli._output import json_document, print_json, warn_options_after_script
 from tfaccel.errors import TfaccelError
 from tfaccel.scripts import split_command
 
@@ -40,6 +42,7 @@ def add_parser(sub: Any) -> None:
         "launch",
         help="run a training script as N local workers of one cluster, restarting on failure",
         description=DESCRIPTION,
+        allow_abbrev=False,
     )
     _arguments(p)
     p.set_defaults(handler=run)
@@ -97,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
     script, script_args = split_command(
         args.script_and_args, command="launch", example="-n 2 train.py --epochs 3", check=False
     )  # launch() checks the script after its own arguments
+    warn_options_after_script("launch", getattr(args, "own_options", ()), script, script_args)
     result = launch(
         script,
         script_args,
@@ -108,18 +112,22 @@ def run(args: argparse.Namespace) -> int:
         stdout=sys.stderr if args.json else sys.stdout,
     )
     if args.json:
-        print(result.to_json())
+        print_json(result.to_dict())
     return result.exit_code
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``tfaccel launch`` on its own: parse ``argv`` (default ``sys.argv[1:]``), run, return
     the exit status; a TfaccelError prints its message and returns its exit code (2)."""
-    parser = argparse.ArgumentParser(prog="tfaccel launch", description=DESCRIPTION)
+    parser = argparse.ArgumentParser(
+        prog="tfaccel launch", description=DESCRIPTION, allow_abbrev=False
+    )
     _arguments(parser)
     args = parser.parse_args(argv)
+    args.own_options = tuple(o for action in parser._actions for o in action.option_strings)
     try:
-        return run(args)
+        with json_document() if args.json else contextlib.nullcontext():
+            return run(args)
     except TfaccelError as exc:
         print(f"tfaccel: error: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -12,7 +12,9 @@ Both print a table (step time split into input wait, step and host overhead; exa
 memory; GPU use), the top ops of a trace with ``--trace DIR``, and the diagnosis: each
 finding with its evidence, the fix and the predicted gain, through the terminal renderer of
 every finding (``tfaccel.report.findings``). ``--json`` prints one JSON document on stdout
-instead; the live lines go to stderr.
+instead; the live lines, and a script's own stdout, go to stderr. With ``--model``,
+TensorFlow's start-up noise is kept off the terminal unless ``--verbose``; a script's own
+output and TensorFlow's log in it are left as they are.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from tfaccel.cli._output import print_json
+from tfaccel.cli._output import print_json, quiet_tensorflow, warn_options_after_script
 from tfaccel.errors import UsageError
 
 if TYPE_CHECKING:
@@ -36,8 +38,10 @@ def add_parser(sub: Any) -> None:
         description=(
             "Profile a script's model.fit (or its tfaccel.profile.StepTimer loop), or a "
             "reference model with --model. Options go before SCRIPT; everything after it is "
-            "passed to the script, whose exit status is returned."
+            "passed to the script, whose exit status is returned. With --json the script's own "
+            "stdout goes to stderr."
         ),
+        allow_abbrev=False,
     )
     p.add_argument(
         "--model",
@@ -78,7 +82,11 @@ def add_parser(sub: Any) -> None:
         "--trace-steps", type=int, default=20, metavar="N", help="steps in the trace (default 20)"
     )
     p.add_argument("--top", type=int, default=10, metavar="N", help="ops listed (default 10)")
-    p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON document on stdout (a script's own stdout goes to stderr)",
+    )
     p.add_argument("--quiet", action="store_true", help="no live line during training")
     p.add_argument(
         "script_and_args",
@@ -101,6 +109,15 @@ def run(args: argparse.Namespace) -> int:
             fix="drop one of them",
         )
     if args.model:
+        command.check_model_request(
+            args.model,
+            steps=50 if args.steps is None else args.steps,
+            warmup=args.warmup,
+            batch_size=args.batch_size,
+            input=args.input,
+            trace_steps=args.trace_steps,
+        )  # a mistake is said at once, before TensorFlow starts
+        quiet_tensorflow()
         profile = command.profile_model(
             args.model,
             steps=50 if args.steps is None else args.steps,
@@ -123,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
     script, script_args = split_command(
         args.script_and_args, command="profile", example="--steps 100 train.py"
     )
+    warn_options_after_script("profile", getattr(args, "own_options", ()), script, script_args)
     result = command.profile_script(
         script,
         script_args,

@@ -47,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
     options = options_from(args)
     with RichProgress("probing the machine") as progress:
         snap = probe.snapshot()  # before quiet_tensorflow(), so the doctor sees the user's env
+        progress.status("starting TensorFlow")
         quiet_tensorflow()
         result = report.make_report(
             options,

@@ -4,7 +4,9 @@ The script runs in this process as ``__main__`` (like ``python SCRIPT ARGS...``)
 ``tfaccel.setup()`` applied the options, so it needs no tfaccel code. ``sys.argv`` is
 ``[SCRIPT, *ARGS]``; its exit status is this command's; an exception in it prints its own
 traceback (not tfaccel's) and exits 1. tfaccel's options go before SCRIPT, everything after
-SCRIPT belongs to the script.
+SCRIPT belongs to the script (a tfaccel option found there gets a warning). With ``--json``
+the script's stdout goes to stderr and, once it ended, stdout gets one JSON document: the
+script, its arguments, its exit status and the applied configuration.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tfaccel.cli._output import print_json, warn_options_after_script
 from tfaccel.errors import UsageError
 from tfaccel.scripts import run_script, split_command
 
@@ -41,6 +44,7 @@ def add_parser(sub: Any) -> None:
             "after it is passed to the script. Each option also has a TFACCEL_* variable "
             "(TFACCEL_MEMORY=growth); options win. The script's exit status is returned."
         ),
+        allow_abbrev=False,  # `--json x.py` must not be read as `--json-config x.py`
     )
     p.add_argument("--devices", metavar="IDS", help="GPUs to use: indices ('0,1'), 'all' or 'none'")
     p.add_argument(
@@ -67,6 +71,12 @@ def add_parser(sub: Any) -> None:
         metavar="FILE",
         help="also write the applied configuration as JSON to FILE",
     )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="when the script has ended, print one JSON document on stdout (script, args, "
+        "exit_status, config); the script's own stdout goes to stderr meanwhile",
+    )
     p.add_argument("--quiet", action="store_true", help="do not print the configuration to stderr")
     p.add_argument(
         "script_and_args",
@@ -82,13 +92,25 @@ def run(args: argparse.Namespace) -> int:
     from tfaccel import runtime
 
     script, script_args = split_command(args.script_and_args)
+    warn_options_after_script("run", getattr(args, "own_options", ()), script, script_args)
     settings = _settings(args)
     config = runtime.setup(**settings)
-    if not args.quiet:
+    if not (args.quiet or args.json):
         print(config, file=sys.stderr)
     if args.json_config:
         _write_config(Path(args.json_config), config.to_json())
-    return run_script(script, script_args)
+    status = run_script(script, script_args)
+    if args.json:
+        print_json(
+            {
+                "command": "run",
+                "script": script,
+                "args": script_args,
+                "exit_status": status,
+                "config": config.to_dict(),
+            }
+        )
+    return status
 
 
 def _write_config(path: Path, text: str) -> None:

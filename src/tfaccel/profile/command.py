@@ -25,6 +25,7 @@ __all__ = [
     "ModelProfile",
     "NoStepsError",
     "ScriptProfile",
+    "check_model_request",
     "profile_model",
     "profile_script",
 ]
@@ -113,6 +114,46 @@ def _check_counts(steps: int | None, warmup: int, trace_steps: int) -> None:
         )
 
 
+def check_model_request(
+    name: str,
+    *,
+    steps: int = 50,
+    warmup: int = 5,
+    batch_size: int = 64,
+    input: str = "pipeline",
+    trace_steps: int = 20,
+) -> None:
+    """Refuse what :func:`profile_model` would refuse, without importing TensorFlow.
+
+    Raises:
+        UsageError: steps < 1, warmup < 0, an unknown model, input or batch size.
+    """
+    _check_counts(steps, warmup, trace_steps)
+    if input not in INPUTS:
+        raise UsageError(
+            f"Unknown input kind {input!r}",
+            expected="one of " + ", ".join(INPUTS),
+            received=repr(input),
+            fix="pass --input pipeline",
+        )
+    if batch_size < 1:
+        raise UsageError(
+            "The batch size must be at least 1",
+            expected="--batch-size B with B >= 1",
+            received=str(batch_size),
+            fix="pass --batch-size 64",
+        )
+    from tfaccel.models import MODELS
+
+    if model_name(name) not in MODELS:
+        raise UsageError(
+            f"Unknown model {name!r}",
+            expected="one of " + ", ".join(m.replace("_", "-") for m in MODELS),
+            received=repr(name),
+            fix="pass --model reference-cnn",
+        )
+
+
 def model_name(text: str) -> str:
     """``reference-cnn`` -> ``reference_cnn`` (the CLI spells names with dashes)."""
     return text.strip().lower().replace("-", "_")
@@ -137,21 +178,14 @@ def profile_model(
     Raises:
         UsageError: steps < 1, warmup < 0, an unknown model, input or batch size.
     """
-    _check_counts(steps, warmup, trace_steps)
-    if input not in INPUTS:
-        raise UsageError(
-            f"Unknown input kind {input!r}",
-            expected="one of " + ", ".join(INPUTS),
-            received=repr(input),
-            fix="pass --input pipeline",
-        )
-    if batch_size < 1:
-        raise UsageError(
-            "The batch size must be at least 1",
-            expected="--batch-size B with B >= 1",
-            received=str(batch_size),
-            fix="pass --batch-size 64",
-        )
+    check_model_request(
+        name,
+        steps=steps,
+        warmup=warmup,
+        batch_size=batch_size,
+        input=input,
+        trace_steps=trace_steps,
+    )
     from tfaccel import models
 
     key = model_name(name)

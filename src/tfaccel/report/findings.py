@@ -26,14 +26,20 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
-from rich.console import Group, RenderableType
-from rich.padding import Padding
-from rich.table import Table
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.text import Text
 
 from tfaccel.findings import Finding, counts
 
-__all__ = ["STATUS_STYLE", "render_html", "render_markdown", "render_terminal"]
+__all__ = [
+    "STATUS_STYLE",
+    "Prose",
+    "render_html",
+    "render_markdown",
+    "render_terminal",
+    "wrap_words",
+]
 
 STATUS_STYLE = {"ok": "green", "skip": "dim", "info": "cyan", "warn": "yellow", "fail": "bold red"}
 _SUMMARY_ORDER = ("fail", "warn", "info", "ok", "skip")
@@ -105,9 +111,21 @@ def _parts(subject: Findings) -> _Parts:
 
 # -- terminal ----------------------------------------------------------------------------------
 
+# Text narrower than this is not worth wrapping for: lines then run past a narrow terminal's edge.
+_MIN_TEXT_WIDTH = 24
+# What wrapping keeps together: a word, in which a `backquoted command` and a quoted string that
+# starts the word ('libcudnn.so.8', "import tensorflow as tf; ...") count as one character.
+_ATOM = re.compile(r"""(?:`[^`]*`|(?<!\S)'[^'\s][^']*'|(?<!\S)"[^"\s][^"]*"|\S)+""")
+
 
 def render_terminal(subject: Findings, *, verbose: bool = False) -> RenderableType:
     """The findings for a terminal: one line each, then the evidence, fix and gain.
+
+    Each finding's first line is its status, id and title. Below the title come its evidence
+    (``- ...``), ``fix:`` and ``gain:``. Evidence, titles and notes wrap at spaces to the
+    terminal's width, never inside a `command` or a quoted string; a fix is never wrapped, so
+    its command can be copied as printed. On an unbounded console (a pipe, a file) nothing
+    wraps.
 
     Args:
         subject: a list of findings, or the doctor's report (see the module's docstring).
@@ -120,7 +138,7 @@ def render_terminal(subject: Findings, *, verbose: bool = False) -> RenderableTy
     parts = _parts(subject)
     blocks: list[RenderableType] = []
     if parts.findings:
-        blocks.append(_terminal_table(parts.findings, verbose))
+        blocks.append(_FindingRows(parts.findings, verbose))
     if parts.log is not None:
         blocks.append(_terminal_log(parts, verbose))
     if parts.report:
@@ -129,36 +147,119 @@ def render_terminal(subject: Findings, *, verbose: bool = False) -> RenderableTy
     return Group(*blocks)
 
 
-def _terminal_table(findings: list[Finding], verbose: bool) -> Table:
-    table = Table(box=None, show_header=False, pad_edge=False, expand=False)
-    table.add_column("status", no_wrap=True)
-    table.add_column("check", no_wrap=True, style="bold")
-    table.add_column("finding", overflow="fold")
-    for f in findings:
-        details = Text(f.title)
-        if verbose or f.is_problem:
+def wrap_words(text: str, width: int) -> list[str]:
+    """``text`` in lines of at most ``width`` cells, broken at spaces only: a `command`, a
+    quoted string or a word longer than ``width`` stays whole on a line of its own. The text
+    of a line is kept as it was, spaces included.
+
+    >>> wrap_words("run `tfaccel doctor --deep` now", 12)
+    ['run', '`tfaccel doctor --deep`', 'now']
+    """
+    lines: list[str] = []
+    for paragraph in text.splitlines() or [""]:
+        start = end = len(paragraph) - len(paragraph.lstrip())
+        begin = 0  # where this line starts: the paragraph's indent, then each wrapped word
+        for atom in _ATOM.finditer(paragraph):
+            if end > start and cell_len(paragraph[begin : atom.end()]) > width:
+                lines.append(paragraph[begin:end])
+                begin = start = atom.start()
+            end = atom.end()
+        lines.append(paragraph[begin:end])
+    return lines
+
+
+def _whole(text: Text) -> Text:
+    """A line printed as it is: rich neither wraps nor cuts it."""
+    text.no_wrap = True
+    text.overflow = "ignore"
+    text.end = "\n"
+    return text
+
+
+def _wrapped(text: str, width: int, first: str, rest: str, style: str = "") -> list[RenderableType]:
+    """``text`` wrapped to ``width``, its first line after ``first``, the others after ``rest``."""
+    lines = wrap_words(text, max(width, _MIN_TEXT_WIDTH))
+    out: list[RenderableType] = [_whole(Text(first + lines[0], style=style))]
+    out += [_whole(Text(rest + line, style=style)) for line in lines[1:]]
+    return out
+
+
+class Prose:
+    """A paragraph for the terminal, wrapped at spaces to its width (see :func:`wrap_words`):
+    never inside a `command`, a quoted string or a word, which run past the edge if they must.
+    On an unbounded console it is one line."""
+
+    def __init__(self, text: str, style: str = "", indent: str = "", hang: str = "") -> None:
+        self.text, self.style, self.indent, self.hang = text, style, indent, hang
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = options.max_width - max(len(self.indent), len(self.hang))
+        yield from _wrapped(self.text, width, self.indent, self.hang, self.style)
+
+
+class _FindingRows:
+    """Findings as aligned rows: status, id, title; evidence, fix and gain under the title."""
+
+    def __init__(self, findings: list[Finding], verbose: bool, indent: int = 0) -> None:
+        self.findings = findings
+        self.verbose = verbose
+        self.indent = indent
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        status_width = max(len(f.status) for f in self.findings)
+        id_width = max(cell_len(f.id) for f in self.findings)
+        hang = " " * (self.indent + status_width + 2 + id_width + 2)
+        width = options.max_width - len(hang)
+        for f in self.findings:
+            lines = wrap_words(f.title, max(width, _MIN_TEXT_WIDTH))
+            head = Text(" " * self.indent)
+            head.append(f.status.ljust(status_width), style=STATUS_STYLE[f.status])
+            head.append("  ")
+            head.append(f.id.ljust(id_width), style="bold")
+            head.append(f"  {lines[0]}".rstrip())
+            yield _whole(head)
+            for line in lines[1:]:
+                yield _whole(Text(hang + line))
+            if not (self.verbose or f.is_problem):
+                continue
             for evidence in f.evidence:
-                details.append(f"\n- {evidence}", style="dim")
-            for label, value in (("fix", f.fix), ("gain", f.gain)):
-                if value:
-                    details.append(f"\n{label}: ", style="bold")
-                    details.append(value)
-        table.add_row(Text(f.status, style=STATUS_STYLE[f.status]), Text(f.id), details)
-    return table
+                yield from _wrapped(evidence, width - 2, f"{hang}- ", f"{hang}  ", style="dim")
+            if f.fix:  # never wrapped: a command in it must stay on one line to be copied
+                first, *more = f.fix.splitlines() or [""]
+                yield _whole(Text.assemble(hang, ("fix: ", "bold"), first))
+                for line in more:
+                    yield _whole(Text(f"{hang}     {line}".rstrip()))
+            if f.gain:
+                gain = wrap_words(f.gain, max(width - 6, _MIN_TEXT_WIDTH))
+                yield _whole(Text.assemble(hang, ("gain: ", "bold"), gain[0]))
+                for line in gain[1:]:
+                    yield _whole(Text(f"{hang}      {line}"))
+
+
+class _LogPart:
+    """The log part of a doctor's report: its source, notes, causes and benign noise."""
+
+    def __init__(self, parts: _Parts, verbose: bool) -> None:
+        self.parts = parts
+        self.verbose = verbose
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        parts, width = self.parts, options.max_width - 2
+        log = parts.log or {}
+        yield _whole(Text.assemble(("Log", "bold"), f" {log.get('source') or ''}".rstrip()))
+        for note in log.get("notes") or []:
+            yield from _wrapped(str(note), width, "  ", "  ", style="dim")
+        if parts.causes:
+            yield _FindingRows(list(parts.causes), self.verbose, indent=2)
+        else:
+            yield from _wrapped(parts.no_cause(), width, "  ", "  ")
+        benign = parts.benign()
+        if benign:
+            yield from _wrapped(benign, width, "  ", "  ")
 
 
 def _terminal_log(parts: _Parts, verbose: bool) -> RenderableType:
-    log = parts.log or {}
-    lines: list[RenderableType] = [Text.assemble(("Log", "bold"), f" {log.get('source') or ''}")]
-    lines += [Text(f"  {note}", style="dim") for note in log.get("notes") or []]
-    if parts.causes:
-        lines.append(Padding(_terminal_table(list(parts.causes), verbose), (0, 0, 0, 2)))
-    else:
-        lines.append(Text(f"  {parts.no_cause()}"))
-    benign = parts.benign()
-    if benign:
-        lines.append(Text(f"  {benign}"))
-    return Group(*lines)
+    return _LogPart(parts, verbose)
 
 
 # -- Markdown ----------------------------------------------------------------------------------

@@ -1,16 +1,28 @@
-"""Render results for a terminal with rich. Rendering only: no probing, no decisions."""
+"""Render results for a terminal with rich. Rendering only: no probing, no decisions.
+
+What is printed is printed whole. On a terminal, rich takes the terminal's width, wraps prose
+at spaces and lets a line that cannot be broken (a path, a command) run past the edge rather
+than cut it; a table never shrinks a column below its longest word (a number: its whole cell).
+Anywhere else (a pipe, a file, a CI log) the width is unbounded: nothing is wrapped or cut.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import re
+import sys
+from typing import IO, TYPE_CHECKING, Any
 
+from rich.cells import cell_len
 from rich.console import Console, Group, RenderableType
+from rich.constrain import Constrain
+from rich.errors import MarkupError
 from rich.markup import escape
 from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
 from tfaccel.inventory import Inventory, Peak
+from tfaccel.report.findings import Prose
 
 if TYPE_CHECKING:
     from tfaccel.bench import BenchResult
@@ -18,20 +30,118 @@ if TYPE_CHECKING:
     from tfaccel.report.html import Table as ReportTable
 
 __all__ = [
+    "UNBOUNDED_WIDTH",
+    "WholeConsole",
     "console",
     "fmt_bytes",
+    "is_terminal",
     "render_bench",
     "render_inventory",
     "render_peak",
     "render_report",
+    "whole_columns",
 ]
 
 _STATUS_STYLE = {"ok": "green", "better": "green", "fail": "bold red", "worse": "bold red"}
 
 
+# The width rich is given when the output is not a terminal: wider than any line tfaccel prints,
+# so nothing is wrapped or cut (renderers here never pad a line to the full width).
+UNBOUNDED_WIDTH = 100_000
+RULE_WIDTH = 80  # a section rule is never wider than this
+
+_TRAILING_SPACE = re.compile(r"[ \t]+(?=\n)")
+
+
+class WholeConsole(Console):
+    """A rich Console whose ``print`` never cuts a line.
+
+    A line wider than the console is printed whole (the terminal wraps it where it must):
+    nothing is cropped at the edge, and plain text is neither folded nor cut. Paragraphs that
+    should wrap at spaces are :class:`~tfaccel.report.findings.Prose`; table cells wrap at
+    spaces in their columns (see :func:`whole_columns`).
+    """
+
+    def print(self, *objects: Any, **options: Any) -> None:
+        options.setdefault("crop", False)
+        options.setdefault("overflow", "ignore")
+        super().print(*objects, **options)
+
+
+class _NoTrailingSpace:
+    """A text stream that drops the spaces rich pads table cells with at the end of a line."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+        self.encoding = getattr(stream, "encoding", None) or "utf-8"
+
+    def write(self, text: str) -> int:
+        self._stream.write(_TRAILING_SPACE.sub("", text))
+        return len(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+
+def is_terminal(stream: IO[str]) -> bool:
+    """Whether ``stream`` is an interactive terminal (False for pipes, files and captures)."""
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
 def console(stderr: bool = False) -> Console:
-    """A console that strips colour when not writing to a terminal."""
-    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+    """A console for stdout (or stderr) that prints every line whole.
+
+    On a terminal it takes the terminal's width (or ``COLUMNS``); elsewhere the width is
+    unbounded and trailing spaces are dropped. Colour follows rich's rules (none in a pipe
+    unless ``FORCE_COLOR`` is set).
+    """
+    stream = sys.stderr if stderr else sys.stdout
+    if is_terminal(stream):
+        return WholeConsole(stderr=stderr, highlight=False)
+    return WholeConsole(
+        file=_NoTrailingSpace(stream),  # type: ignore[arg-type]
+        width=UNBOUNDED_WIDTH,
+        highlight=False,
+    )
+
+
+def whole_columns(table: Table, whole: frozenset[int] = frozenset()) -> Table:
+    """Keep every cell of ``table`` readable however narrow the console: no column gets
+    narrower than its longest word, and the columns in ``whole`` (numbers, commands) not
+    narrower than their longest cell. A table that cannot fit then runs past the edge instead
+    of being cut with an ellipsis. Returns ``table``."""
+    for index, column in enumerate(table.columns):
+        longest = 1
+        for cell in column.cells:
+            plain = _plain(cell)
+            if index in whole:
+                longest = max([longest, *(cell_len(line) for line in plain.splitlines())])
+            else:
+                longest = max([longest, *(cell_len(word) for word in plain.split())])
+        header = _plain(column.header)
+        longest = max([longest, *(cell_len(word) for word in header.split())])
+        column.min_width = max(column.min_width or 0, longest)
+    return table
+
+
+def _plain(cell: Any) -> str:
+    if isinstance(cell, Text):
+        return cell.plain
+    if isinstance(cell, str):
+        try:
+            return Text.from_markup(cell).plain
+        except MarkupError:
+            return cell
+    return str(cell)
 
 
 def fmt_bytes(value: int | None) -> str:
@@ -115,7 +225,7 @@ def _cpu_table(inv: Inventory) -> Table:
     table.add_row("clock", f"{cpu.clock_mhz:g} MHz" if cpu.clock_mhz else "n/a")
     table.add_row("peak (estimate)", escape(render_peak(cpu.peak)))
     table.add_row("", escape(f"= {cpu.peak.formula}"))
-    return table
+    return whole_columns(table, frozenset({0}))
 
 
 def _gpu_section(inv: Inventory) -> RenderableType:
@@ -155,7 +265,7 @@ def _gpu_section(inv: Inventory) -> RenderableType:
             power,
             escape(peak),
         )
-    return table
+    return whole_columns(table, frozenset({0, 2, 3, 4, 5, 6, 7}))
 
 
 def _tf_table(inv: Inventory) -> Table:
@@ -173,7 +283,7 @@ def _tf_table(inv: Inventory) -> Table:
         table.add_row(f"GPU:{i} details", escape(", ".join(f"{k}={v}" for k, v in details.items())))
     if tfv.error:
         table.add_row("error", escape(tfv.error))
-    return table
+    return whole_columns(table, frozenset({0}))
 
 
 def _report_table(table: ReportTable) -> Table:
@@ -189,7 +299,7 @@ def _report_table(table: ReportTable) -> Table:
         view.add_column(escape(name), justify="right" if i in table.numeric else "left")
     for row in table.rows:
         view.add_row(*(cell(c) for c in row))
-    return view
+    return whole_columns(view, table.numeric)
 
 
 def render_bench(result: BenchResult) -> RenderableType:
@@ -201,16 +311,17 @@ def render_bench(result: BenchResult) -> RenderableType:
     summary, comparison = result.summary, result.comparison
     parts: list[RenderableType] = []
     if headline := summary["headline"]:
-        parts.append(Text(headline_text(headline), style="bold"))
+        parts.append(Prose(headline_text(headline), style="bold"))
     parts += [_report_table(t) for t in report_tables(summary, None)]
     if comparison is not None and comparison["rows"]:
         changes = comparison_table(comparison, changes_only=True)
         counts = ", ".join(f"{v} {k}" for k, v in sorted(comparison["counts"].items()))
-        parts.append(Text(f"{changes.title}: {counts}"))
+        parts.append(Prose(f"{changes.title}: {counts}"))
         if changes.rows:
             parts.append(_report_table(changes))
     for s in result.run.skipped:
-        parts.append(Text(f"not measured: {s.benchmark} on {s.device}: {s.reason}", style="dim"))
+        reason = f"not measured: {s.benchmark} on {s.device}: {s.reason}"
+        parts.append(Prose(reason, style="dim", hang="  "))
     return Group(*parts)
 
 
@@ -219,13 +330,18 @@ def render_report(result: ReportResult) -> RenderableType:
     from tfaccel.report.findings import render_terminal
 
     parts: list[RenderableType] = [
-        Rule("tfaccel devices"),
+        _rule("tfaccel devices"),
         render_inventory(result.inventory),
-        Rule("tfaccel doctor"),
+        _rule("tfaccel doctor"),
         render_terminal(result.document["doctor"] or {}),
-        Rule("tfaccel bench"),
+        _rule("tfaccel bench"),
         render_bench(result.bench),
-        Rule("files"),
+        _rule("files"),
     ]
     parts += [Text(f"{kind:9} {path}") for kind, path in result.written.items()]
     return Group(*parts)
+
+
+def _rule(title: str) -> RenderableType:
+    """A section rule, as wide as the terminal up to :data:`RULE_WIDTH` (and no wider in a pipe)."""
+    return Constrain(Rule(title), RULE_WIDTH)
