@@ -56,3 +56,28 @@ def test_progress_counts_every_timed_call_and_interrupts_are_recorded(tmp_path: 
         assert db.last_run(done.fingerprint).id == done.run_id  # type: ignore[union-attr]
         again = bench.load_run(db, done.run_id)  # type: ignore[arg-type]
         assert again is not None and len(again.measurements) == len(done.measurements)
+
+
+@pytest.mark.parametrize("profile, flag", [("smoke", "--smoke"), ("quick", "--quick")])
+def test_what_a_short_run_leaves_out_names_the_flag_of_the_run(profile: str, flag: str) -> None:
+    from tfaccel.bench.datasets import synthetic
+    from tfaccel.bench.runner import _plan
+
+    options = bench.BenchOptions(profile=profile, only=("mlp",), device="cpu")
+    data = {"mlp": synthetic(64, (28, 28), 10)}
+    _, skipped = _plan(options, [CPU], data)
+    [reason] = [s.reason for s in skipped if s.benchmark == "mlp"]
+    assert reason.endswith(f"measured in the full run (without {flag})")
+    other = "--quick" if flag == "--smoke" else "--smoke"
+    assert other not in reason
+
+
+def test_bandwidth_counts_bytes_read_and_written_in_place() -> None:
+    from tfaccel.bench import micro
+    from tfaccel.bench.options import PROFILES
+
+    [m] = micro.bandwidth(CPU, PROFILES["smoke"], repeats=2, warmup=0, tick=lambda _: None)
+    assert m.config == {"device": "cpu", "name": "x*s in place", "bytes": 4 * 1024 * 1024}
+    assert m.label == "x*s in place 4 MiB" and m.unit == "GB/s"
+    assert m.extra["bytes_moved_per_pass"] == 2 * 4 * 1024 * 1024
+    assert m.extra["counted"] == "bytes read + written" and m.summary.median > 0

@@ -49,3 +49,15 @@ def test_bad_names_and_depths_are_clear_errors() -> None:
         models.build("vgg16")
     with pytest.raises(UsageError, match="6n\\+2"):
         models.resnet20(depth=21)
+
+
+def test_each_reference_model_has_its_own_architecture_fingerprint() -> None:
+    from tfaccel.architecture import fingerprint
+
+    seen = {}
+    for name in models.MODELS:
+        for tiny in (False, True):
+            digest = fingerprint(models.build(name, tiny=tiny))
+            assert digest == fingerprint(models.build(name, tiny=tiny, dtype="mixed_bfloat16"))
+            seen[(name, tiny)] = digest
+    assert len(set(seen.values())) == len(seen)  # no two of them share one

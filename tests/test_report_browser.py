@@ -1,6 +1,7 @@
-"""`tfaccel report` end to end (tiny --smoke sizes), then the HTML opened in headless Chromium:
-the screenshot is not blank, the key figures are in the page, and a device name carrying a
-<script> tag is shown as text, never run."""
+"""`tfaccel report` end to end (tiny --smoke sizes), then the HTML opened alone in headless
+Chromium: the screenshot is not blank, the key figures are in the page, and a device name
+carrying a <script> tag is shown as text, never run. report.json is strict JSON and lists
+exactly the files written."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ def report_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
                 "report",
                 "--smoke",
                 "--only",
-                "matmul,vector_add,reference_cnn,digits",
+                "matmul,bandwidth,vector_add,reference_cnn,digits",
                 "--repeats",
                 "3",
                 "--out",
@@ -65,6 +66,22 @@ def test_report_files_and_key_figures(report_dir: Path) -> None:
     assert EVIL not in page and "&lt;script&gt;alert(1)&lt;/script&gt; Test CPU" in page
     markdown = (report_dir / "report.md").read_text()
     assert "## Devices compared" in markdown and fmt_num(headline["best_images_per_s"]) in markdown
+    assert "(without --smoke)" in markdown and "(without --quick)" not in markdown
+
+
+@pytest.mark.slow
+def test_report_json_lists_exactly_the_files_written(report_dir: Path) -> None:
+    def refuse(name: str) -> None:
+        raise ValueError(f"not JSON: {name}")
+
+    doc = json.loads((report_dir / "report.json").read_text(), parse_constant=refuse)
+    files = doc["files"]
+    listed = {files["html"], files["json"], files["markdown"], *files["plots"].values()}
+    on_disk = {str(p.relative_to(report_dir)) for p in report_dir.rglob("*") if p.is_file()}
+    assert on_disk == listed and "plots/roofline.png" in listed
+    [roofline] = doc["summary"]["roofline"]
+    [row] = [r for r in doc["summary"]["micro"] if r["benchmark"] == "bandwidth"]
+    assert roofline["bandwidth_gbs"] == row["median"]  # the plot's figure is the table's
 
 
 @pytest.mark.slow
@@ -73,6 +90,9 @@ def test_report_renders_in_headless_chromium(report_dir: Path, tmp_path: Path) -
     from matplotlib import image
 
     shot = tmp_path / "report.png"
+    alone = tmp_path / "alone" / "report.html"  # nothing beside it: the page is self-contained
+    alone.parent.mkdir()
+    shutil.copy(report_dir / "report.html", alone)
     args = [
         str(CHROMIUM),
         "--headless",
@@ -86,7 +106,7 @@ def test_report_renders_in_headless_chromium(report_dir: Path, tmp_path: Path) -
         f"--user-data-dir={tmp_path / 'profile'}",
         f"--screenshot={shot}",
         "--window-size=1280,2000",
-        (report_dir / "report.html").resolve().as_uri(),
+        alone.resolve().as_uri(),
     ]
     done = subprocess.run(args, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -4,6 +4,7 @@ escaped, plots drawn, an unwritable --out refused before anything is measured.""
 from __future__ import annotations
 
 import json
+import re
 import stat
 from pathlib import Path
 
@@ -155,3 +156,200 @@ def test_unwritable_out_is_a_clear_error(
     code = main(["report", "--quick", "--out", str(blocker / "report"), "--no-save"])
     err = capsys.readouterr().err
     assert code == 2 and "is not writable" in err and "Traceback" not in err
+
+
+# -- the roofline: labelled points, one bandwidth figure ------------------------------------------
+
+
+def _micro_run(sizes: tuple[int, ...], *, copy_gbs: float, add_gbs: float) -> BenchRun:
+    """A run with matmul at ``sizes`` in fp32 and bf16, the bandwidth benchmark and the vector
+    add, shaped as bench.micro writes them."""
+
+    def m(benchmark: str, median: float, config: dict[str, object], **extra: object) -> Measurement:
+        samples = [median * f for f in (0.97, 0.99, 1.0, 1.01, 1.03)]
+        unit = "TFLOP/s" if benchmark == "matmul" else "GB/s"
+        return Measurement(benchmark, {"device": "cpu", **config}, "x", unit, samples, dict(extra))
+
+    measurements = []
+    for dtype, itemsize, rate in (("float32", 4, 0.2), ("bfloat16", 2, 0.3)):
+        for i, n in enumerate(sizes):
+            intensity = 2 * n**3 / (3 * n * n * itemsize)
+            config = {"dtype": dtype, "n": n}
+            tflops = rate * (0.5 + 0.5 * i / max(1, len(sizes) - 1))
+            measurements.append(m("matmul", tflops, config, arithmetic_intensity=intensity))
+    measurements.append(m("bandwidth", copy_gbs, {"name": "x*s in place", "bytes": 1 << 30}))
+    measurements.append(m("vector_add", add_gbs, {"dtype": "float32", "n": 1 << 26}))
+    return BenchRun(
+        started_at="2025-01-01T00:00:00+00:00",
+        finished_at=None,
+        status="complete",
+        options={"profile": "full"},
+        fingerprint="f",
+        fingerprint_data={},
+        tfaccel_version="0",
+        tf_version=None,
+        targets=[
+            {
+                "name": "cpu",
+                "label": "CPU Test",
+                "peak_tflops": {"float32": 0.33, "bfloat16": 0.66},
+            }
+        ],
+        measurements=measurements,
+    )
+
+
+def _text_box(text: object, renderer: object) -> object:
+    from matplotlib.text import Text
+
+    return Text.get_window_extent(text, renderer)  # type: ignore[arg-type]  # the text alone
+
+
+@pytest.mark.parametrize("sizes", [(64, 128), (512, 1024, 2048, 4096)], ids=["smoke", "full"])
+def test_roofline_labels_every_point_and_no_label_overlaps(sizes: tuple[int, ...]) -> None:
+    from tfaccel.bench import summarize_run
+    from tfaccel.report.plots import roofline_figure
+
+    summary = summarize_run(_micro_run(sizes, copy_gbs=22.4, add_gbs=23.0))
+    [device] = summary["roofline"]
+    fig = roofline_figure(summary)
+    ax = fig.axes[0]
+    fig.canvas.draw()  # as saved: every annotation at its place
+    renderer = fig.canvas.get_renderer()
+    labels = {t.get_text(): _text_box(t, renderer) for t in ax.texts}
+    expected = {p["label"] for p in device["points"]}
+    assert set(labels) == expected and len(ax.texts) == len(expected) == 2 * len(sizes) + 1
+    assert "matmul fp32 n=512" in labels or "matmul fp32 n=64" in labels
+    frame = ax.get_window_extent(renderer)
+    boxes = list(labels.values())
+    for i, box in enumerate(boxes):
+        assert frame.contains(box.x0, box.y0) and frame.contains(box.x1, box.y1)
+        for other in boxes[i + 1 :]:
+            assert not box.overlaps(other), (box, other)
+    for point in device["points"]:  # no label covers a point
+        px, py = ax.transData.transform((point["intensity"], point["tflops"]))
+        assert not any(b.contains(px, py) for b in boxes)
+
+
+def test_the_bandwidth_ceiling_is_the_bandwidth_row_with_a_line_in_the_legend() -> None:
+    from matplotlib.lines import Line2D
+
+    from tfaccel.bench import summarize_run
+    from tfaccel.report.html import micro_table
+    from tfaccel.report.plots import roofline_figure
+
+    # the in-place vector add may read faster than the bandwidth benchmark: the ceiling is
+    # still the bandwidth row, one figure with one definition, not the larger of the two
+    summary = summarize_run(_micro_run((512, 1024), copy_gbs=22.4, add_gbs=43.0))
+    [device] = summary["roofline"]
+    assert device["bandwidth_gbs"] == pytest.approx(22.4)
+    assert device["bandwidth_source"] == "bandwidth x*s in place 1 GiB"
+    [row] = [r for r in micro_table(summary).rows if r[0] == "bandwidth"]
+    assert (row[2], row[3], row[4]) == ("x*s in place 1 GiB", "22.4", "GB/s")
+    legend = roofline_figure(summary).axes[0].get_legend()
+    entries = dict(
+        zip((t.get_text() for t in legend.get_texts()), legend.legend_handles, strict=True)
+    )
+    [(text, handle)] = [(t, h) for t, h in entries.items() if t.startswith("measured bandwidth")]
+    assert text == "measured bandwidth 22.4 GB/s\n(bandwidth x*s in place 1 GiB; read + written)"
+    assert (
+        isinstance(handle, Line2D) and handle.get_linestyle() == "-" and handle.get_linewidth() > 0
+    )
+    assert "43" not in " ".join(entries)
+
+
+def test_a_saved_report_json_without_the_new_keys_still_draws() -> None:
+    from tfaccel.bench import summarize_run
+    from tfaccel.report.plots import roofline
+
+    summary = summarize_run(_micro_run((64,), copy_gbs=10.0, add_gbs=11.0))
+    for device in summary["roofline"]:
+        del device["bandwidth_source"]  # type: ignore[misc]
+        for point in device["points"]:
+            del point["dtype"]  # type: ignore[misc]
+    png = roofline(summary)
+    assert png is not None and png.startswith(b"\x89PNG")
+
+
+# -- the files: what report.html needs, what is listed, strict JSON ------------------------------
+
+
+def test_the_html_needs_nothing_beside_it_and_the_files_listed_are_those_written(
+    tmp_path: Path,
+) -> None:
+    from tfaccel.report.plots import render_all
+
+    doc = _doc()
+    out = tmp_path / "out"
+    (out / "plots").mkdir(parents=True)
+    (out / "plots" / "speedup.png").write_bytes(b"left by an earlier report")
+    plots = {k: v for k, v in render_all(doc["summary"]).items() if k != "speedup"}  # type: ignore[arg-type]
+    files = write_report(out, doc, plots)
+    written = files.written()
+    assert set(written) == {
+        "html",
+        "json",
+        "markdown",
+        "plot:throughput",
+        "plot:roofline",
+        "plot:step_times",
+    }
+    on_disk = {str(p) for p in out.rglob("*") if p.is_file()}
+    assert on_disk == set(written.values())  # the stale speedup.png is gone
+    page = files.html.read_text()
+    references = re.findall(r'(?:src|href)="([^"]*)"', page)
+    assert references and all(r.startswith("data:image/png;base64,") for r in references)
+    assert "plots/" not in page
+    markdown = files.markdown.read_text()
+    for name in plots:
+        assert f"](plots/{name}.png)" in markdown and (out / "plots" / f"{name}.png").is_file()
+    listed = json.loads(files.json.read_text())["files"]["plots"]
+    assert listed == {name: f"plots/{name}.png" for name in plots}
+
+
+def test_report_json_is_strict_json(tmp_path: Path) -> None:
+    run = _run()
+    run.measurements.append(
+        Measurement("bandwidth", {"device": "cpu"}, "x", "GB/s", [0.0, 0.0, 1.0])
+    )
+    doc = build_document(run)
+    assert any(
+        r["relative_iqr"] == float("inf") for r in doc["summary"]["micro"]
+    )  # a spread over a zero median
+    files = write_report(tmp_path, doc)
+    text = files.json.read_text()
+
+    def refuse(name: str) -> None:
+        raise ValueError(f"not JSON: {name}")
+
+    loaded = json.loads(text, parse_constant=refuse)
+    [row] = [r for r in loaded["summary"]["micro"] if r["benchmark"] == "bandwidth"]
+    assert row["relative_iqr"] is None and row["median"] == 0.0
+
+
+def test_the_doctor_table_shows_the_fix_and_every_status_has_a_style() -> None:
+    from tfaccel.report.html import _CSS
+
+    doc = build_document(
+        _run(),
+        doctor={
+            "findings": [
+                {
+                    "status": "info",
+                    "id": "tip",
+                    "title": "A tip",
+                    "fix": "pip install tfaccel[bench]",
+                },
+                {"status": "warn", "id": "w", "title": "A warning", "fix": "export TF_X=1"},
+            ]
+        },
+    )
+    page = render_html(doc)
+    doctor = page[page.index('id="doctor"') :]
+    assert (
+        '<span class="info">info</span>' in doctor
+        and "<td>pip install tfaccel[bench]</td>" in doctor
+    )
+    assert "<td>export TF_X=1</td>" in doctor
+    for status in ("ok", "skip", "info", "warn", "fail", "better", "worse", "same"):
+        assert re.search(rf"\.{status}[,{{]", _CSS), status

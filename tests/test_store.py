@@ -215,3 +215,114 @@ def test_a_killed_writer_leaves_the_database_valid_and_history_intact(tmp_path: 
         assert len(db.results(1)) == 3 and db.results(2) == []
         assert db.last_run("abc123").id == 1  # type: ignore[union-attr]
         _write_run(db, [_record()])  # and it takes new runs
+
+
+# -- schema 1 databases, and SQLite files of other programs --------------------------------------
+
+_SCHEMA_1 = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, started_at TEXT NOT NULL, finished_at TEXT,
+    fingerprint TEXT NOT NULL, fingerprint_json TEXT NOT NULL, tfaccel_version TEXT NOT NULL,
+    tf_version TEXT,
+    status TEXT NOT NULL CHECK (status IN ('running', 'complete', 'incomplete')),
+    details_json TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX runs_by_fingerprint ON runs (fingerprint, status, id);
+CREATE TABLE results (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    benchmark TEXT NOT NULL, config_json TEXT NOT NULL, metric TEXT NOT NULL, unit TEXT NOT NULL,
+    median REAL NOT NULL, q1 REAL NOT NULL, q3 REAL NOT NULL, n INTEGER NOT NULL,
+    samples_json TEXT NOT NULL, extra_json TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX results_by_run ON results (run_id, benchmark);
+INSERT INTO meta VALUES ('schema_version', '1');
+INSERT INTO runs VALUES (1, 't0', 't1', 'abc123', '{}', '0.1.0', '2.21.0', 'complete', '{}');
+INSERT INTO results VALUES
+    (1, 1, 'reference_cnn', '{"device":"cpu","jit":false}', 'images_per_s', 'images/s',
+     1000, 990, 1010, 3, '[990,1000,1010]', '{}'),
+    (2, 1, 'reference_cnn', '{"device":"cpu","jit":true}', 'images_per_s', 'images/s',
+     400, 395, 405, 3, '[395,400,405]', '{}');
+"""
+
+
+def test_a_schema_1_database_gains_the_model_column_and_keeps_its_runs(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite"
+    con = sqlite3.connect(path)
+    con.executescript(_SCHEMA_1)
+    con.close()
+    with ResultsStore(path) as db:
+        [run] = db.runs()
+        assert (run.id, run.status) == (1, "complete")
+        old = db.results(1)
+        assert [r.config["jit"] for r in old] == [False, True]
+        assert all(r.model_fingerprint is None for r in old)  # measured on no known model
+        assert db.best_setting(FP, "reference_cnn", "jit", device="cpu") is False  # by name
+        assert db.best_measured(FP, "jit", model_fingerprint="0123456789abcdef") is None
+        new_run = _write_run(db, [_record("mlp", 5.0, jit=False)])
+    con = sqlite3.connect(path)
+    version = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
+    columns = {row[1] for row in con.execute("PRAGMA table_info(results)")}
+    con.close()
+    assert int(version) == store.SCHEMA_VERSION == 2 and "model_fingerprint" in columns
+    with ResultsStore(path) as db:  # opened again: nothing left to upgrade, nothing lost
+        assert [r.id for r in db.runs()] == [new_run, 1] and len(db.results(1)) == 2
+
+
+def test_results_carry_the_model_fingerprint_they_were_stored_with(tmp_path: Path) -> None:
+    with ResultsStore(tmp_path / "r.sqlite") as db:
+        mine = _record("reference_cnn", 1000.0, jit=False)
+        mine.model_fingerprint = "aaaaaaaaaaaaaaaa"
+        other = _record("reference_cnn", 400.0, jit=True)
+        other.model_fingerprint = "bbbbbbbbbbbbbbbb"
+        run_id = _write_run(db, [mine, other])
+        assert [r.model_fingerprint for r in db.results(run_id)] == [
+            mine.model_fingerprint,
+            other.model_fingerprint,
+        ]
+        # by name both count: jit=False 1000 beats jit=True 400 beyond the noise
+        found = db.best_measured(FP, "jit", model_name="reference_cnn")
+        assert found == store.MeasuredSetting(False, "reference_cnn", run_id, 2)
+        assert db.best_setting(FP, "reference_cnn", "jit") is False
+        # by architecture one value was measured on that model: a bench compared nothing
+        found = db.best_measured(FP, "jit", model_fingerprint=mine.model_fingerprint)
+        assert found == store.MeasuredSetting(None, "reference_cnn", run_id, 1)
+        assert db.best_measured(FP, "jit", model_fingerprint="cccccccccccccccc") is None
+        with pytest.raises(ValueError, match="model_name or a model_fingerprint"):
+            db.best_measured(FP, "jit")
+
+
+def _foreign(path: Path) -> bytes:
+    con = sqlite3.connect(path)
+    con.executescript(
+        "CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT);"
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);"
+        "INSERT INTO users (name) VALUES ('ada');"
+    )
+    con.close()
+    return path.read_bytes()
+
+
+def test_another_programs_sqlite_file_is_refused_and_left_alone(tmp_path: Path) -> None:
+    path = tmp_path / "app.sqlite"
+    before = _foreign(path)
+    with pytest.raises(StoreError, match="not a tfaccel results database") as info:
+        ResultsStore(path)
+    assert info.value.received == "tables meta, users"
+    assert info.value.fix and "--db" in info.value.fix and "permissions" not in info.value.fix
+    assert path.read_bytes() == before  # no tfaccel table added to it
+
+
+def test_bench_with_another_programs_database_says_what_to_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tfaccel.cli import main
+
+    path = tmp_path / "app.sqlite"
+    _foreign(path)
+    code = main(["bench", "--smoke", "--only", "matmul", "--device", "cpu", "--db", str(path)])
+    err = capsys.readouterr().err
+    assert code != 0 and "Traceback" not in err
+    assert "not a tfaccel results database" in err and "users" in err
+    assert "--db" in err and "permissions" not in err

@@ -1,8 +1,9 @@
 """``setup(precision="auto")`` consults the measured precision, as ``jit="auto"`` does for XLA.
 
-Pure decisions on hand-built hardware facts, and the lookup on a results database written the
-way ``tfaccel tune`` writes it (no TensorFlow here; the end-to-end check, ``setup`` in a fresh
-process, is in test_tune_tf.py).
+Pure decisions on hand-built hardware facts, the lookup on a results database written the way
+``tfaccel tune`` writes it (by the model's architecture fingerprint), and the lines a tune
+result prints to reproduce it, run as written in a fresh process on a tiny model (the
+end-to-end check of ``setup`` is in test_tune_tf.py).
 """
 
 from __future__ import annotations
@@ -55,7 +56,9 @@ def test_an_explicit_precision_ignores_the_measurement() -> None:
     assert _decide(measured, precision="mixed_bfloat16").precision == "mixed_bfloat16"
 
 
-def _tuned(best: Config, name: str = "my_net", *, interrupted: bool = False) -> TuneResult:
+def _tuned(
+    best: Config, name: str = "my_net", *, interrupted: bool = False, fingerprint: str = "a" * 16
+) -> TuneResult:
     trial = Trial(best, status="ok", rung_samples={2: [990.0, 1000.0, 1010.0]})
     return TuneResult(
         best=best,
@@ -67,6 +70,7 @@ def _tuned(best: Config, name: str = "my_net", *, interrupted: bool = False) -> 
         budget_s=SearchSettings(budget_s=60).budget_s,
         elapsed_s=30.0,
         interrupted=interrupted,
+        model_fingerprint=fingerprint,
     )
 
 
@@ -74,28 +78,42 @@ def test_measured_precision_reads_what_tune_stored(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
-    request = build_request({"precision": "auto"}, {}, None)
-    assert measured_precision(request, "cpu", DIGEST)[0] is None  # no database yet
-    result = _tuned(Config(256, "mixed_bfloat16", feed="pipeline"), name="reference_cnn")
+    request = build_request({"precision": "auto"}, {}, SimpleNamespace(name="net", layers=[]))
+    model = "c" * 16
+    assert measured_precision(request, "cpu", DIGEST, model_fingerprint=model)[0] is None  # no db
+    result = _tuned(
+        Config(256, "mixed_bfloat16", feed="pipeline"), "reference_cnn", fingerprint=model
+    )
     run_id = record(result, inv=MACHINE)
     assert result.run_id == run_id and result.db_path == str(store.default_path())
-    assert measured_precision(request, "cpu", DIGEST) == (
+    assert measured_precision(request, "cpu", DIGEST, model_fingerprint=model) == (
         "mixed_bfloat16",
         "measured here on cpu (reference_cnn): mixed_bfloat16 fastest",
     )
-    assert measured_precision(request, "gpu:0", DIGEST)[0] is None  # measured on the CPU
+    assert measured_precision(request, "gpu:0", DIGEST, model_fingerprint=model)[0] is None
     not_auto = build_request({"precision": "float32"}, {}, None)
-    assert measured_precision(not_auto, "cpu", DIGEST) == (None, "not looked up")
+    assert measured_precision(not_auto, "cpu", DIGEST, model_fingerprint=model) == (
+        None,
+        "not looked up",
+    )
 
 
-def test_the_models_own_name_comes_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_models_architecture_picks_the_result_not_its_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
-    record(_tuned(Config(256, "mixed_bfloat16"), name="reference_cnn"), inv=MACHINE)
-    record(_tuned(Config(64, "float32"), name="my_net"), inv=MACHINE)
+    record(
+        _tuned(Config(256, "mixed_bfloat16"), "reference_cnn", fingerprint="1" * 16), inv=MACHINE
+    )
+    record(_tuned(Config(64, "float32"), "my_net", fingerprint="2" * 16), inv=MACHINE)
+    record(_tuned(Config(64, "mixed_bfloat16"), "my_net", fingerprint="3" * 16), inv=MACHINE)
 
-    model = SimpleNamespace(name="my_net", layers=[])
-    request = build_request({"precision": "auto"}, {}, model)
-    assert measured_precision(request, "cpu", DIGEST)[0] == "float32"
+    request = build_request({"precision": "auto"}, {}, SimpleNamespace(name="my_net", layers=[]))
+    assert measured_precision(request, "cpu", DIGEST, model_fingerprint="2" * 16)[0] == "float32"
+    assert measured_precision(request, "cpu", DIGEST, model_fingerprint="1" * 16) == (
+        "mixed_bfloat16",
+        "measured here on cpu (reference_cnn): mixed_bfloat16 fastest",
+    )
 
 
 def test_an_interrupted_tune_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -104,8 +122,8 @@ def test_an_interrupted_tune_is_not_used(tmp_path: Path, monkeypatch: pytest.Mon
         _tuned(Config(256, "mixed_bfloat16"), name="reference_cnn", interrupted=True), inv=MACHINE
     )
     request = build_request({"precision": "auto", "jit": "auto"}, {}, None)
-    assert measured_precision(request, "cpu", DIGEST)[0] is None
-    assert measured_jit(request, "cpu", DIGEST)[0] is None
+    assert measured_precision(request, "cpu", DIGEST, model_fingerprint="a" * 16)[0] is None
+    assert measured_jit(request, "cpu", DIGEST, model_fingerprint="a" * 16)[0] is None
     with store.ResultsStore() as db:
         [run] = db.runs()
         assert run.status == "incomplete" and run.details["kind"] == "tune"
@@ -120,9 +138,74 @@ def test_the_stored_record_carries_the_winner(tmp_path: Path) -> None:
         [result] = db.results(run.id)
     assert result.benchmark == "my_net" and result.metric == "images_per_s"
     assert result.config == {"device": "cpu", **best.to_dict()}
+    assert result.model_fingerprint == "a" * 16
     expected = summarize([990.0, 1000.0, 1010.0])
     assert (result.median, result.n) == (expected.median, 3)
     assert run.details["best"] == best.to_dict() and len(run.details["trials"]) == 1
     fingerprint = inventory.current().fingerprint.digest  # record() keys it by this machine
     for key, value in (("jit", True), ("precision", "mixed_bfloat16"), ("batch_size", 128)):
         assert store.best_setting(fingerprint, "my_net", key, device="cpu", path=db_path) == value
+
+
+# -- the reproduce lines run as written ----------------------------------------------------------
+
+_REPRODUCE = """
+import json, sys
+import keras
+import numpy as np
+
+x = np.random.default_rng(0).random((64, 8)).astype("float32")
+y = (x.sum(axis=1) > 4).astype("int32")
+optimizer, loss = "sgd", "sparse_categorical_crossentropy"
+
+
+def build_model():
+    return keras.Sequential([keras.Input((8,)), keras.layers.Dense(8), keras.layers.Dense(2)])
+
+
+exec(compile(sys.stdin.read(), "<reproduce>", "exec"))
+print(json.dumps({
+    "policy": keras.mixed_precision.global_policy().name,
+    "jit_compile": bool(model.jit_compile),
+    "steps": int(model.optimizer.iterations.numpy()),
+}))
+"""
+
+
+@pytest.mark.parametrize(
+    "best, steps",
+    [
+        (Config(16, "float32"), 4),
+        (Config(32, "mixed_bfloat16", True, "pipeline", cache=False, prefetch=1), 2),
+    ],
+    ids=["numpy", "pipeline"],
+)
+def test_the_reproduce_lines_run_as_written(best: Config, steps: int) -> None:
+    import json
+    import subprocess
+    import sys
+
+    from runtime_helpers import clean_env
+
+    from tfaccel.tuning.result import CODE_NAMES
+
+    result = _tuned(best)
+    result.best = best
+    code = result.code()
+    lines = code.splitlines()
+    assert lines[: len(CODE_NAMES)] == [f"# {line}" for line in CODE_NAMES]
+    for name in ("build_model()", "optimizer", "loss", "x and y"):
+        assert name in " ".join(CODE_NAMES)
+    compile(code, "<reproduce>", "exec")  # valid Python, as printed
+    done = subprocess.run(
+        [sys.executable, "-c", _REPRODUCE],
+        input=code,
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        timeout=300,
+    )
+    assert done.returncode == 0, f"{code}\n{done.stderr[-3000:]}"
+    ran = json.loads(done.stdout.strip().splitlines()[-1])
+    assert ran == {"policy": best.precision, "jit_compile": best.jit, "steps": steps}
+    assert "  " + lines[-1] in str(result)  # the text report prints the same lines

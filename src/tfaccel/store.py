@@ -6,7 +6,13 @@ One database file (default ``$XDG_DATA_HOME/tfaccel/results.sqlite``, else
     runs(id, started_at, finished_at, fingerprint, fingerprint_json, tfaccel_version,
          tf_version, status, details_json)
     results(id, run_id, benchmark, config_json, metric, unit, median, q1, q3, n,
-            samples_json, extra_json)
+            samples_json, extra_json, model_fingerprint)
+
+plus ``meta(key, value)`` holding ``schema_version``. ``model_fingerprint`` (schema 2) is the
+architecture fingerprint (:mod:`tfaccel.architecture`) of the model a training figure was
+measured on; it is null for micro benchmarks and for results stored before schema 2. A
+database of schema 1 gains the column when it is first opened (its runs are kept; their
+training figures match no model). A SQLite file of another program is refused, never written.
 
 A run is recorded with status ``running`` when it starts; its results and its final status
 (``complete``, or ``incomplete`` when it was interrupted) are written in ONE transaction at the
@@ -38,15 +44,17 @@ from tfaccel.errors import TfaccelError
 
 __all__ = [
     "SCHEMA_VERSION",
+    "MeasuredSetting",
     "ResultRecord",
     "ResultsStore",
     "RunRecord",
     "StoreError",
+    "best_measured",
     "best_setting",
     "default_path",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DEFAULT_TIMEOUT_S = 2.0
 
 _SCHEMA = """
@@ -75,10 +83,13 @@ CREATE TABLE IF NOT EXISTS results (
     q3 REAL NOT NULL,
     n INTEGER NOT NULL,
     samples_json TEXT NOT NULL,
-    extra_json TEXT NOT NULL DEFAULT '{}'
+    extra_json TEXT NOT NULL DEFAULT '{}',
+    model_fingerprint TEXT
 );
 CREATE INDEX IF NOT EXISTS results_by_run ON results (run_id, benchmark);
+CREATE INDEX IF NOT EXISTS results_by_model ON results (model_fingerprint);
 """
+_TABLES = frozenset({"meta", "runs", "results"})
 
 
 class StoreError(TfaccelError):
@@ -105,6 +116,27 @@ class ResultRecord:
     n: int
     samples: list[float]
     extra: dict[str, Any] = field(default_factory=dict)
+    model_fingerprint: str | None = None
+    """The architecture fingerprint of the model measured (training figures), else None."""
+
+
+@dataclass(frozen=True)
+class MeasuredSetting:
+    """The measured best value of one setting, and where it was measured.
+
+    Attributes:
+        value: the winning value (``True``, ``"mixed_bfloat16"``...); None when none beats
+            the others beyond the noise, or a bench measured one value only (keep the default).
+        benchmark: the name the model was measured under (``reference_cnn``, ``my_net``).
+        run_id: the run that measured it.
+        values: how many values of the setting were measured (a tune run stores its winner
+            alone: it has compared the others already).
+    """
+
+    value: Any
+    benchmark: str
+    run_id: int
+    values: int = 1
 
 
 @dataclass
@@ -135,8 +167,9 @@ class ResultsStore:
         timeout_s: how long to wait for another process's lock before giving up.
 
     Raises:
-        StoreError: the file cannot be created, is not a SQLite database (corrupt), or is
-            locked by another process for longer than ``timeout_s``.
+        StoreError: the file cannot be created, is not a SQLite database (corrupt), is a
+            SQLite database of another program (its tables named), was written by a newer
+            tfaccel, or is locked by another process for longer than ``timeout_s``.
     """
 
     def __init__(self, path: str | Path | None = None, *, timeout_s: float = DEFAULT_TIMEOUT_S):
@@ -183,31 +216,100 @@ class ResultsStore:
         return _Guard(self, action)
 
     def _init_schema(self) -> None:
-        row = self._conn.execute(
-            "SELECT name FROM sqlite_master WHERE type='table' AND name='meta'"
-        ).fetchone()
-        if row is not None:
-            version = self._conn.execute(
-                "SELECT value FROM meta WHERE key='schema_version'"
-            ).fetchone()
-            if version is not None and int(version[0]) > SCHEMA_VERSION:
-                raise StoreError(
-                    f"The results database {str(self.path)!r} was written by a newer tfaccel",
-                    expected=f"schema version <= {SCHEMA_VERSION}",
-                    received=f"schema version {version[0]}",
-                    fix="upgrade tfaccel, or pass --db with another file",
-                )
+        """Create the tables in a new (empty) file, upgrade an older tfaccel database, and
+        refuse a newer one or a SQLite file of another program."""
+        self._has_model_column = True
+        tables = self._tables()
+        if not tables:
+            self._create()
             return
+        version = self._version(tables)
+        if version is None or not _TABLES <= tables:
+            found = ", ".join(sorted(tables))
+            raise StoreError(
+                f"{str(self.path)!r} is a SQLite database, but not a tfaccel results database",
+                expected="a tfaccel results database (tables meta, runs and results), or a "
+                "path where one can be created",
+                received=f"tables {found}",
+                fix="pass --db with another path: a new file is created there (e.g. --db "
+                f"{self.path.with_name('tfaccel-results.sqlite')}), or leave --db out to use "
+                f"{default_path()}",
+            )
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"The results database {str(self.path)!r} was written by a newer tfaccel",
+                expected=f"schema version <= {SCHEMA_VERSION}",
+                received=f"schema version {version}",
+                fix="upgrade tfaccel, or pass --db with another file",
+            )
+        if version < SCHEMA_VERSION:
+            self._upgrade()
+
+    def _tables(self) -> set[str]:
+        rows = self._conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        ).fetchall()
+        return {str(name) for (name,) in rows}
+
+    def _version(self, tables: set[str]) -> int | None:
+        """The schema version in ``meta``; None when there is no such record."""
+        if "meta" not in tables:
+            return None
+        try:
+            row = self._conn.execute(
+                "SELECT value FROM meta WHERE key = 'schema_version'"
+            ).fetchone()
+            return int(row[0]) if row is not None else None
+        except (sqlite3.OperationalError, TypeError, ValueError):
+            return None  # a "meta" table of another shape: another program's
+
+    def _create(self) -> None:
         self._conn.execute("BEGIN IMMEDIATE")
         try:
-            for statement in _SCHEMA.split(";"):
-                if statement.strip():
-                    self._conn.execute(statement)
+            if not self._tables():  # another process may have created them meanwhile
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        self._conn.execute(statement)
+                self._conn.execute(
+                    "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
+                    (str(SCHEMA_VERSION),),
+                )
+            self._conn.execute("COMMIT")
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+
+    def _columns(self, table: str) -> set[str]:
+        return {str(row[1]) for row in self._conn.execute(f"PRAGMA table_info({table})")}
+
+    def _upgrade(self) -> None:
+        """Schema 1 -> 2: the nullable ``results.model_fingerprint`` column; every run is kept.
+
+        A database that cannot be written (a read-only file) is read as it is: its results
+        carry no model fingerprint.
+        """
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if "readonly" in str(exc) or "read-only" in str(exc):
+                self._has_model_column = "model_fingerprint" in self._columns("results")
+                return
+            raise
+        try:
+            if "model_fingerprint" not in self._columns("results"):
+                self._conn.execute("ALTER TABLE results ADD COLUMN model_fingerprint TEXT")
             self._conn.execute(
-                "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
-                (str(SCHEMA_VERSION),),
+                "CREATE INDEX IF NOT EXISTS results_by_model ON results (model_fingerprint)"
+            )
+            self._conn.execute(
+                "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
             )
             self._conn.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            self._conn.execute("ROLLBACK")
+            if "readonly" not in str(exc) and "read-only" not in str(exc):
+                raise
+            self._has_model_column = "model_fingerprint" in self._columns("results")
         except BaseException:
             self._conn.execute("ROLLBACK")
             raise
@@ -276,8 +378,8 @@ class ResultsStore:
                 for r in results:
                     self._conn.execute(
                         "INSERT INTO results (run_id, benchmark, config_json, metric, unit,"
-                        " median, q1, q3, n, samples_json, extra_json)"
-                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        " median, q1, q3, n, samples_json, extra_json, model_fingerprint)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         (
                             run_id,
                             r.benchmark,
@@ -290,6 +392,7 @@ class ResultsStore:
                             r.n,
                             json.dumps(r.samples),
                             _dumps(r.extra),
+                            r.model_fingerprint,
                         ),
                     )
                 sets, params = "status = ?, finished_at = ?", [status, finished_at]
@@ -342,9 +445,10 @@ class ResultsStore:
 
     def results(self, run_id: int, benchmark: str | None = None) -> list[ResultRecord]:
         """The results of a run, in the order they were written."""
+        model = "model_fingerprint" if self._has_model_column else "NULL"
         query = (
             "SELECT benchmark, config_json, metric, unit, median, q1, q3, n, samples_json,"
-            " extra_json FROM results WHERE run_id = ?"
+            f" extra_json, {model} FROM results WHERE run_id = ?"
         )
         params: list[Any] = [run_id]
         if benchmark is not None:
@@ -364,47 +468,103 @@ class ResultsStore:
                 n=n,
                 samples=json.loads(s),
                 extra=json.loads(e),
+                model_fingerprint=fp,
             )
-            for b, c, m, u, med, q1, q3, n, s, e in rows
+            for b, c, m, u, med, q1, q3, n, s, e, fp in rows
         ]
 
     def best_setting(
-        self, fingerprint: str, model_name: str, key: str, *, device: str | None = None
+        self,
+        fingerprint: str,
+        model_name: str | None,
+        key: str,
+        *,
+        device: str | None = None,
+        model_fingerprint: str | None = None,
     ) -> Any | None:
         """The measured best value of one setting for a model on this machine.
 
-        Reads the newest complete run of ``fingerprint`` that measured ``model_name``
-        (training images/s), takes the best result for each value of ``key`` in the
+        :meth:`best_measured`'s value (its arguments), or None.
+        """
+        found = self.best_measured(
+            fingerprint,
+            key,
+            model_name=model_name,
+            model_fingerprint=model_fingerprint,
+            device=device,
+        )
+        return None if found is None else found.value
+
+    def best_measured(
+        self,
+        fingerprint: str,
+        key: str,
+        *,
+        model_name: str | None = None,
+        model_fingerprint: str | None = None,
+        device: str | None = None,
+    ) -> MeasuredSetting | None:
+        """The measured best value of one setting for a model on this machine, and where.
+
+        Reads the newest complete run of ``fingerprint`` that measured the model (training
+        images/s) on ``device``, takes the best result for each value of ``key`` in the
         configurations (e.g. ``jit``: True/False, ``precision``: ``float32`` /
         ``mixed_bfloat16``), and returns the winning value only when it beats the runner-up
-        beyond the measured noise (their interquartile ranges do not overlap).
+        beyond the measured noise (their interquartile ranges do not overlap). A tune run's
+        single result is its winner; a bench run that measured one value compared nothing.
 
         Args:
             fingerprint: the digest of the machine fingerprint
                 (:attr:`tfaccel.inventory.Inventory.fingerprint`).
-            model_name: benchmark name of the model (``reference_cnn``, ``mlp``, ``resnet20``).
             key: configuration key (``jit``, ``precision``, ``batch_size``, ``feed``).
+            model_name: only results stored under this name (``reference_cnn``, ``my_net``).
+            model_fingerprint: only results measured on a model of this architecture
+                (:func:`tfaccel.architecture.fingerprint`); results stored without one never
+                match it.
             device: only results of this device (``cpu``, ``gpu:0``...).
 
         Returns:
-            The value, or None when nothing was measured or the difference is inside the noise
-            (then keep the default).
+            A :class:`MeasuredSetting` (its ``value`` None when the difference is inside the
+            noise: then keep the default), or None when nothing was measured.
+
+        Raises:
+            ValueError: neither ``model_name`` nor ``model_fingerprint`` was given.
         """
+        if model_name is None and model_fingerprint is None:
+            raise ValueError("best_measured needs a model_name or a model_fingerprint")
+        if model_fingerprint is not None and not self._has_model_column:
+            return None  # a read-only database of schema 1: no result names its model
+        where = ["s.metric = 'images_per_s'"]
+        params: list[Any] = []
+        if model_name is not None:
+            where.append("s.benchmark = ?")
+            params.append(model_name)
+        if model_fingerprint is not None:
+            where.append("s.model_fingerprint = ?")
+            params.append(model_fingerprint)
+        if device is not None:
+            where.append("json_extract(s.config_json, '$.device') = ?")
+            params.append(device)
+        matching = " AND ".join(where)
         with self._guard("read"):
             row = self._conn.execute(
-                "SELECT r.id FROM runs r WHERE r.fingerprint = ? AND r.status = 'complete'"
-                " AND EXISTS (SELECT 1 FROM results s WHERE s.run_id = r.id AND s.benchmark = ?)"
+                "SELECT r.id, COALESCE(json_extract(r.details_json, '$.kind'), 'bench')"
+                " FROM runs r WHERE r.fingerprint = ? AND r.status = 'complete'"
+                f" AND EXISTS (SELECT 1 FROM results s WHERE s.run_id = r.id AND {matching})"
                 " ORDER BY r.id DESC LIMIT 1",
-                (fingerprint, model_name),
+                (fingerprint, *params),
             ).fetchone()
         if row is None:
             return None
+        run_id, kind = row
         best: dict[str, ResultRecord] = {}
         values: dict[str, Any] = {}
-        for r in self.results(row[0], model_name):
+        for r in self.results(run_id, model_name):
             if r.metric != "images_per_s" or key not in r.config:
                 continue
             if device is not None and r.config.get("device") != device:
+                continue
+            if model_fingerprint is not None and r.model_fingerprint != model_fingerprint:
                 continue
             tag = _dumps(r.config[key])
             values[tag] = r.config[key]
@@ -413,17 +573,22 @@ class ResultsStore:
         if not best:
             return None
         ranked = sorted(best.items(), key=lambda item: item[1].median, reverse=True)
-        if len(ranked) > 1 and ranked[0][1].q1 <= ranked[1][1].q3:
-            return None
-        return values[ranked[0][0]]
+        tag, winner = ranked[0]
+        count = len(ranked)
+        if count > 1 and winner.q1 <= ranked[1][1].q3:
+            return MeasuredSetting(None, winner.benchmark, run_id, count)  # inside the noise
+        if count == 1 and kind != "tune":
+            return MeasuredSetting(None, winner.benchmark, run_id, count)  # nothing compared
+        return MeasuredSetting(values[tag], winner.benchmark, run_id, count)
 
 
 def best_setting(
     fingerprint: str,
-    model_name: str,
+    model_name: str | None,
     key: str,
     *,
     device: str | None = None,
+    model_fingerprint: str | None = None,
     path: str | Path | None = None,
 ) -> Any | None:
     """:meth:`ResultsStore.best_setting` on the database at ``path`` (default location).
@@ -437,13 +602,46 @@ def best_setting(
         False
 
     Raises:
-        StoreError: the database is corrupt or locked.
+        StoreError: the database is corrupt, locked, or not a tfaccel results database.
+    """
+    found = best_measured(
+        fingerprint,
+        key,
+        model_name=model_name,
+        model_fingerprint=model_fingerprint,
+        device=device,
+        path=path,
+    )
+    return None if found is None else found.value
+
+
+def best_measured(
+    fingerprint: str,
+    key: str,
+    *,
+    model_name: str | None = None,
+    model_fingerprint: str | None = None,
+    device: str | None = None,
+    path: str | Path | None = None,
+) -> MeasuredSetting | None:
+    """:meth:`ResultsStore.best_measured` on the database at ``path`` (default location).
+
+    Returns None without creating anything when the database does not exist yet.
+
+    Raises:
+        StoreError: the database is corrupt, locked, or not a tfaccel results database.
     """
     db_path = Path(path).expanduser() if path is not None else default_path()
     if not db_path.exists():
         return None
     with ResultsStore(db_path) as db:
-        return db.best_setting(fingerprint, model_name, key, device=device)
+        return db.best_measured(
+            fingerprint,
+            key,
+            model_name=model_name,
+            model_fingerprint=model_fingerprint,
+            device=device,
+        )
 
 
 def _run(row: tuple[Any, ...]) -> RunRecord:

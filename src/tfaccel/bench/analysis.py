@@ -23,7 +23,9 @@ from tfaccel.bench.training import EPOCH_IMAGES, PRECISION_DTYPE
 from tfaccel.timing import compare
 
 __all__ = [
+    "BANDWIDTH_BENCHMARKS",
     "bandwidth_ceiling",
+    "bandwidth_measurement",
     "device_labels",
     "device_table",
     "headline",
@@ -46,14 +48,26 @@ def matmul_ceiling(run: BenchRun, device: str, dtype: str) -> float | None:
     return max(values) if values else None
 
 
+BANDWIDTH_BENCHMARKS = ("bandwidth", "vector_add")
+"""Where the measured bandwidth ceiling comes from, first choice first."""
+
+
+def bandwidth_measurement(run: BenchRun, device: str) -> Measurement | None:
+    """The measurement that is the bandwidth ceiling of ``device``: the ``bandwidth``
+    benchmark (a buffer streamed in place, bytes read + written), else the in-place vector add;
+    the best median when several configurations ran. None when neither was measured."""
+    for benchmark in BANDWIDTH_BENCHMARKS:
+        found = [m for m in run.measurements if m.benchmark == benchmark and m.device == device]
+        if found:
+            return max(found, key=lambda m: m.summary.median)
+    return None
+
+
 def bandwidth_ceiling(run: BenchRun, device: str) -> float | None:
-    """The best median memory bandwidth (copy or vector add) on ``device``, GB/s."""
-    values = [
-        m.summary.median
-        for m in run.measurements
-        if m.benchmark in ("bandwidth", "vector_add") and m.device == device
-    ]
-    return max(values) if values else None
+    """The measured memory bandwidth of ``device``, GB/s (:func:`bandwidth_measurement`):
+    the same figure as that benchmark's row of the micro table."""
+    m = bandwidth_measurement(run, device)
+    return m.summary.median if m is not None else None
 
 
 def _pct(value: float | None, of: float | None) -> float | None:
@@ -212,7 +226,8 @@ def roofline(run: BenchRun) -> list[RooflineDevice]:
     """Per device: the compute ceilings (measured and spec), the bandwidth ceiling, and points.
 
     A point is (arithmetic intensity FLOP/byte, achieved TFLOP/s) for each matmul
-    configuration and the vector add.
+    configuration and the vector add, labelled as its row of the micro table. The bandwidth
+    ceiling is one measured figure, named by ``bandwidth_source`` as the micro table names it.
     """
     out: list[RooflineDevice] = []
     for target in run.targets:
@@ -228,14 +243,16 @@ def roofline(run: BenchRun) -> list[RooflineDevice]:
                         "label": f"matmul {m.label}",
                         "intensity": float(intensity),
                         "tflops": m.summary.median,
+                        "dtype": m.config.get("dtype"),
                     }
                 )
             elif m.benchmark == "vector_add":
                 points.append(
                     {
-                        "label": "vector add",
+                        "label": f"vector_add {m.label}",
                         "intensity": 1 / 12,
                         "tflops": m.summary.median / 12 / 1000,
+                        "dtype": None,
                     }
                 )
         ceilings: dict[str, float] = {}
@@ -245,13 +262,15 @@ def roofline(run: BenchRun) -> list[RooflineDevice]:
                 ceilings[dtype] = value
         if not points and not ceilings:
             continue
+        stream = bandwidth_measurement(run, device)
         out.append(
             {
                 "device": device,
                 "device_label": str(target.get("label", device)),
                 "measured_tflops": ceilings,
                 "spec_tflops": dict(target.get("peak_tflops") or {}),
-                "bandwidth_gbs": bandwidth_ceiling(run, device),
+                "bandwidth_gbs": stream.summary.median if stream is not None else None,
+                "bandwidth_source": f"{stream.benchmark} {stream.label}" if stream else None,
                 "spec_bandwidth_gbs": target.get("peak_bandwidth_gbs"),
                 "points": points,
             }

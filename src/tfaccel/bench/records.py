@@ -110,21 +110,29 @@ class Headline(TypedDict):
 
 class RooflinePoint(TypedDict):
     """One measured kernel on the roofline: FLOP per byte moved, TFLOP/s achieved (a kernel
-    whose arithmetic intensity is not known is not a point)."""
+    whose arithmetic intensity is not known is not a point). ``label`` names it as the micro
+    table does (benchmark and configuration); ``dtype`` is the matmul's (None otherwise)."""
 
     label: str
     intensity: float
     tflops: float
+    dtype: str | None
 
 
 class RooflineDevice(TypedDict):
-    """The ceilings of one device (measured and spec) and its measured points."""
+    """The ceilings of one device (measured and spec) and its measured points.
+
+    ``bandwidth_gbs`` is one micro-table figure, bytes read + written per second, and
+    ``bandwidth_source`` names its row (``bandwidth x*s in place 256 MiB``); a report.json
+    written before it existed has no ``bandwidth_source``.
+    """
 
     device: str
     device_label: str
     measured_tflops: dict[str, float]
     spec_tflops: dict[str, float]
     bandwidth_gbs: float | None
+    bandwidth_source: str | None
     spec_bandwidth_gbs: float | None
     points: list[RooflinePoint]
 

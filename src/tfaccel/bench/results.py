@@ -75,6 +75,8 @@ class Measurement:
         unit: ``TFLOP/s``, ``GB/s``, ``images/s``, ``fraction``.
         samples: one value per timed repeat, in the metric's unit.
         extra: figures derived or needed to derive (FLOPs per image, peak, batch size...).
+        model_fingerprint: the architecture fingerprint of the model a training figure was
+            measured on (:func:`tfaccel.architecture.fingerprint`); None for micro benchmarks.
     """
 
     benchmark: str
@@ -83,6 +85,7 @@ class Measurement:
     unit: str
     samples: list[float]
     extra: dict[str, Any] = field(default_factory=dict)
+    model_fingerprint: str | None = None
 
     @property
     def summary(self) -> Summary:
@@ -125,6 +128,7 @@ class Measurement:
             n=s.n,
             samples=list(self.samples),
             extra=dict(self.extra),
+            model_fingerprint=self.model_fingerprint,
         )
 
     @classmethod
@@ -137,6 +141,7 @@ class Measurement:
             unit=record.unit,
             samples=list(record.samples),
             extra=dict(record.extra),
+            model_fingerprint=record.model_fingerprint,
         )
 
     @classmethod
@@ -149,6 +154,7 @@ class Measurement:
             unit=doc["unit"],
             samples=[float(v) for v in doc["samples"]],
             extra=dict(doc.get("extra") or {}),
+            model_fingerprint=doc.get("model_fingerprint"),
         )
 
 

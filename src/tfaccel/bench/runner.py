@@ -8,6 +8,7 @@ TensorFlow does not see) fails before minutes of measuring.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from tfaccel.snapshot import Snapshot
     from tfaccel.store import ResultsStore
 
-__all__ = ["Progress", "Task", "run"]
+__all__ = ["Progress", "Task", "model_fingerprint", "run"]
 
 
 class Progress(Protocol):
@@ -174,7 +175,7 @@ def _plan_model(
     if profile.model_configs == "short":
         reason = (
             "XLA, batch-32 tf.data and the other 16-bit policies are measured in the full run "
-            "(without --quick)"
+            f"(without --{profile.name})"
         )
         skipped.append(Skipped(name, "every device", reason))
     for t in targets:
@@ -203,7 +204,7 @@ def _run_model(
 ) -> list[Measurement]:
     from tfaccel.bench.training import train_throughput
 
-    return train_throughput(
+    measured = train_throughput(
         name,
         target,
         configs,
@@ -213,6 +214,19 @@ def _run_model(
         warmup=options.warmup,
         tick=tick,
     )
+    digest = model_fingerprint(name, tiny=options.profile_spec.tiny_models)
+    for m in measured:
+        m.model_fingerprint = digest
+    return measured
+
+
+@functools.cache
+def model_fingerprint(name: str, *, tiny: bool) -> str:
+    """The architecture fingerprint of the reference model ``name`` as the bench builds it
+    (the tiny version in ``--smoke`` runs), stored with each of its training figures."""
+    from tfaccel import architecture, models
+
+    return architecture.fingerprint(models.build(name, tiny=tiny))
 
 
 def _run_digits(target: Target, epochs: int, tick: Callable[[str], None]) -> list[Measurement]:

@@ -2,7 +2,8 @@
 
 :func:`make_report` is the ``tfaccel report`` workflow as one call: the devices, the doctor's
 checks and a bench run (recorded and compared with the last run of this machine), written as
-report.html (self-contained, plots embedded), report.json and report.md. The modules render:
+report.html (self-contained: plots embedded, nothing beside it needed), report.json (strict
+JSON), report.md, and plots/*.png, the PNG files report.md links. The modules render:
 :mod:`~tfaccel.report.text` for the terminal, :mod:`~tfaccel.report.html` for the files,
 :mod:`~tfaccel.report.plots` for the PNG plots.
 
@@ -59,12 +60,9 @@ class ReportResult:
 
     @property
     def written(self) -> dict[str, str]:
-        """The report files by kind (``html``, ``json``, ``markdown``) -> path."""
-        return {
-            "html": str(self.files.html),
-            "json": str(self.files.json),
-            "markdown": str(self.files.markdown),
-        }
+        """Every file written, by kind -> path: ``html``, ``json``, ``markdown``, then
+        ``plot:<name>`` for each PNG report.md links (report.html embeds them)."""
+        return self.files.written()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: the ``tfaccel report --json`` document (report.json's document and
@@ -89,7 +87,8 @@ def make_report(
 
     Args:
         options: what to run (default: the full bench on every device).
-        out: the directory for report.html, report.json, report.md and plots/ (created).
+        out: the directory (created) for report.html, report.json, report.md and plots/,
+            the PNG files report.md links.
         snapshot: the machine's Snapshot (default: probed now).
         db: the results database (default ``$XDG_DATA_HOME/tfaccel/results.sqlite``).
         save: record the run and compare it with the last one (``--no-save``: False).

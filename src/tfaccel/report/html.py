@@ -4,8 +4,11 @@
 comparison with the last run); :func:`report_tables` turns it into the tables every renderer
 shows (HTML, Markdown, and the terminal in ``tfaccel bench``); :func:`write_report` writes
 report.html, report.json, report.md and the PNG plots, each atomically (a temporary file renamed
-into place). Every piece of text that came from the system (device names, paths, doctor
-evidence) goes through :func:`html.escape` in the HTML.
+into place). report.html needs nothing beside it: its plots are embedded as data URIs. The PNG
+files in ``plots/`` are for report.md, which links them by those relative paths. report.json is
+strict JSON (:mod:`tfaccel.jsonout`: NaN and infinities written as null). Every piece of text
+that came from the system (device names, paths, doctor evidence) goes through
+:func:`html.escape` in the HTML.
 
 The document and its rows are the typed records of :mod:`tfaccel.bench.records`; a report.json
 read back renders the same as the document just built.
@@ -16,7 +19,6 @@ from __future__ import annotations
 import base64
 import datetime as _dt
 import html
-import json
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -32,6 +34,7 @@ from tfaccel.bench.records import (
     RunSummary,
 )
 from tfaccel.errors import UsageError
+from tfaccel.jsonout import dumps
 from tfaccel.report.findings import render_html as findings_html
 from tfaccel.report.findings import render_markdown as findings_markdown
 from tfaccel.snapshot import write_atomic
@@ -140,7 +143,9 @@ class ReportDocument(TypedDict):
 
 
 class ReportFileNames(TypedDict):
-    """Where report.json says its sibling files are, relative to its directory."""
+    """Where report.json says its sibling files are, relative to its directory (``plots``:
+    the PNG files report.md links; report.html embeds the same plots and needs none of them).
+    """
 
     html: str
     json: str
@@ -425,7 +430,8 @@ def _md_table(header: list[str], rows: list[list[Any]]) -> list[str]:
 
 
 def render_markdown(doc: ReportDocument, plot_files: dict[str, str] | None = None) -> str:
-    """report.md: the same content as the HTML, as Markdown tables (plots linked as files)."""
+    """report.md: the same content as the HTML, as Markdown tables; the plots are linked as
+    the files ``plot_files`` names (paths relative to report.md)."""
     bench = doc["bench"]
     out = [
         "# tfaccel report",
@@ -572,13 +578,21 @@ def render_html(doc: ReportDocument, plots: dict[str, bytes] | None = None) -> s
 
 @dataclass(frozen=True)
 class ReportFiles:
-    """The files a report wrote."""
+    """The files a report wrote: report.html (self-contained), report.json, report.md, and
+    the PNG plots report.md links (``plots``: name -> path)."""
 
     directory: Path
     html: Path
     json: Path
     markdown: Path
     plots: dict[str, Path]
+
+    def written(self) -> dict[str, str]:
+        """Every file written, by kind -> path: ``html``, ``json``, ``markdown``, then
+        ``plot:<name>`` for each PNG."""
+        files = {"html": str(self.html), "json": str(self.json), "markdown": str(self.markdown)}
+        files.update({f"plot:{name}": str(path) for name, path in self.plots.items()})
+        return files
 
 
 def check_writable(directory: str | Path) -> Path:
@@ -606,23 +620,31 @@ def check_writable(directory: str | Path) -> Path:
 def write_report(
     directory: str | Path, doc: ReportDocument, plots: dict[str, bytes] | None = None
 ) -> ReportFiles:
-    """Write report.html, report.json, report.md and plots/*.png into ``directory``.
+    """Write report.html, report.json, report.md and, for report.md, plots/<name>.png.
 
-    Each file is written to a temporary name and renamed into place, so a reader never sees a
-    half-written file.
+    report.html embeds the plots and needs no other file; report.md links the PNG files by
+    the relative paths report.json lists under ``files.plots``. A plot an earlier report left
+    in ``plots/`` that this report does not draw is removed, so the directory holds what
+    report.json lists. Each file is written to a temporary name and renamed into place, so a
+    reader never sees a half-written file.
 
     Raises:
         UsageError: the directory cannot be created or written.
     """
     root = check_writable(directory)
     plots = plots or {}
+    plot_dir = root / "plots"
     plot_paths: dict[str, Path] = {}
     try:
         if plots:
-            (root / "plots").mkdir(exist_ok=True)
+            plot_dir.mkdir(exist_ok=True)
         for name, png in plots.items():
-            plot_paths[name] = root / "plots" / f"{name}.png"
+            plot_paths[name] = plot_dir / f"{name}.png"
             write_atomic(plot_paths[name], png)
+        for name in PLOT_TITLES.keys() - plots.keys():
+            (plot_dir / f"{name}.png").unlink(missing_ok=True)
+        if plot_dir.is_dir() and not any(plot_dir.iterdir()):
+            plot_dir.rmdir()
         files = ReportFiles(
             directory=root,
             html=root / "report.html",
@@ -639,8 +661,7 @@ def write_report(
                 "plots": {k: f"plots/{k}.png" for k in plots},
             },
         }
-        text = json.dumps(saved, indent=2, default=str) + "\n"
-        write_atomic(files.json, text.encode("utf-8"))
+        write_atomic(files.json, (dumps(saved) + "\n").encode("utf-8"))
         markdown = render_markdown(saved, saved["files"]["plots"])
         write_atomic(files.markdown, markdown.encode("utf-8"))
         write_atomic(files.html, render_html(saved, plots).encode("utf-8"))

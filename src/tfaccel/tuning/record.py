@@ -2,13 +2,14 @@
 
 A tune run is one run of :class:`tfaccel.store.ResultsStore` (``details["kind"] == "tune"``,
 with the whole trial table in its details) holding ONE result: the winner's images/s, under
-the model's name, with a configuration carrying ``device``, ``precision``, ``jit``,
-``batch_size``, ``feed`` and the pipeline knobs. ``store.best_setting(fingerprint, model,
-"jit" | "precision", device=...)`` reads the newest complete run that measured the model and,
-finding one value per key, returns the winner's: the search has already decided, beyond the
-noise or by simplicity, so ``setup(jit="auto", precision="auto", model=model)`` applies exactly
-the configuration tune chose. An interrupted search is recorded as ``incomplete``, which
-``best_setting`` never reads.
+the model's name and its architecture fingerprint (:mod:`tfaccel.architecture`), with a
+configuration carrying ``device``, ``precision``, ``jit``, ``batch_size``, ``feed`` and the
+pipeline knobs. ``store.best_measured(fingerprint, "jit" | "precision",
+model_fingerprint=..., device=...)`` reads the newest complete run that measured a model of
+that architecture and, finding one value per key, returns the winner's: the search has already
+decided, beyond the noise or by simplicity, so ``setup(jit="auto", precision="auto",
+model=model)`` applies exactly the configuration tune chose, to that model and to no other. An
+interrupted search is recorded as ``incomplete``, which the lookups never read.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ def record(
         "budget_s": result.budget_s,
         "elapsed_s": result.elapsed_s,
         "notes": result.notes,
+        "model_fingerprint": result.model_fingerprint,
     }
     records = []
     summary = result.best_summary
@@ -82,6 +84,7 @@ def record(
                 n=summary.n,
                 samples=list(result.best_trial.samples) if result.best_trial else [],
                 extra={"tuned": True, "reason": result.reason},
+                model_fingerprint=result.model_fingerprint,
             )
         )
     with ResultsStore(path) as db:

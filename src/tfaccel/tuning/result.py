@@ -13,7 +13,13 @@ from tfaccel.tuning.batch import BatchSearch
 from tfaccel.tuning.search import Trial
 from tfaccel.tuning.space import KNOB_DEFAULTS, Config, Space, simplicity
 
-__all__ = ["Speedup", "TuneResult"]
+__all__ = ["CODE_NAMES", "Speedup", "TuneResult"]
+
+CODE_NAMES = (
+    "assumes: build_model() returns your Keras model, not compiled; optimizer and loss are",
+    "what you compile it with; x and y are your training arrays (NumPy)",
+)
+"""The names :meth:`TuneResult.code` assumes are defined, as its first comment says."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,10 @@ class TuneResult:
         final_rounds: interleaved rounds behind the decision.
         notes: facts a reader needs.
         run_id / db_path: where the result was stored (None: not stored).
+        model_fingerprint: the architecture fingerprint of the model tuned
+            (:func:`tfaccel.architecture.fingerprint`), stored with the winner so that
+            ``setup(..., model=model)`` applies it only to a model of that architecture; None
+            when the search never built the model (the result then applies to no model).
 
     Example:
         >>> result = tfaccel.tune(model_fn, (x, y), budget_s=120)      # doctest: +SKIP
@@ -69,6 +79,7 @@ class TuneResult:
     notes: list[str] = field(default_factory=list)
     run_id: int | None = None
     db_path: str | None = None
+    model_fingerprint: str | None = None
 
     # -- the best ---------------------------------------------------------------------------
 
@@ -134,19 +145,27 @@ class TuneResult:
         return {"batch_size": self.best.batch_size}
 
     def code(self) -> str:
-        """Python lines that reproduce the winner in a training script."""
+        """Python lines that reproduce the winner in a training script, valid as written.
+
+        They start with a comment naming what they assume is defined (:data:`CODE_NAMES`):
+        ``build_model()`` returning the Keras model (not compiled), the ``optimizer`` and
+        ``loss`` it is compiled with, and the training arrays ``x`` and ``y``.
+        """
         if self.best is None:
             return ""
         lines = [
+            *(f"# {line}" for line in CODE_NAMES),
+            "import tfaccel",
             f"tfaccel.setup({_kwargs(self.setup_kwargs())})  # first, before building the model",
-            f"model.compile(..., {_kwargs(self.compile_kwargs())})",
+            "model = build_model()",
+            f"model.compile(optimizer=optimizer, loss=loss, {_kwargs(self.compile_kwargs())})",
         ]
         pipeline = self.pipeline_kwargs()
         if pipeline is not None:
             lines.append(f"dataset = tfaccel.data.pipeline((x, y), {_kwargs(pipeline)})")
-            lines.append("model.fit(dataset, ...)")
+            lines.append("model.fit(dataset)")
         else:
-            lines.append(f"model.fit(x, y, {_kwargs(self.fit_kwargs())}, ...)")
+            lines.append(f"model.fit(x, y, {_kwargs(self.fit_kwargs())})")
         return "\n".join(lines)
 
     # -- output -----------------------------------------------------------------------------
@@ -157,6 +176,7 @@ class TuneResult:
         speedup = self.speedup
         return {
             "model_name": self.model_name,
+            "model_fingerprint": self.model_fingerprint,
             "device": self.device,
             "best": self.best.to_dict() if self.best is not None else None,
             "best_label": self.best.label() if self.best is not None else None,
