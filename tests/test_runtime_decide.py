@@ -369,6 +369,7 @@ def test_a_repeated_request_changes_nothing_so_it_is_never_too_late() -> None:
 # --- the results store behind jit="auto" -----------------------------------------------------
 
 MACHINE = "0123456789abcdef"  # a fingerprint digest: the lookups take it, they never probe
+MODEL = "fedcba9876543210"  # a model's architecture fingerprint
 
 
 def _record_xla_run(jit_medians: dict[bool, float]) -> None:
@@ -385,6 +386,7 @@ def _record_xla_run(jit_medians: dict[bool, float]) -> None:
             q3=median * 1.02,
             n=5,
             samples=[median] * 5,
+            model_fingerprint=MODEL,
         )
         for jit, median in jit_medians.items()
     ]
@@ -400,14 +402,18 @@ def test_jit_auto_uses_the_measurement_in_the_results_store(
 ) -> None:
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
     request = build_request({"jit": "auto"}, {}, None)
-    assert measured_jit(request, "cpu", MACHINE)[0] is None  # no database yet
+    assert measured_jit(request, "cpu", MACHINE, model_fingerprint=MODEL)[0] is None  # no db yet
     _record_xla_run({True: 400.0, False: 1200.0})
-    assert measured_jit(request, "cpu", MACHINE) == (
+    assert measured_jit(request, "cpu", MACHINE, model_fingerprint=MODEL) == (
         False,
         "measured here on cpu (reference_cnn): XLA slower",
     )
-    assert measured_jit(request, "gpu:0", MACHINE)[0] is None  # measured on the CPU only
-    assert measured_jit(request, "cpu", "another-machine")[0] is None
+    # measured on the CPU only, on this machine only, and on this model only
+    assert measured_jit(request, "gpu:0", MACHINE, model_fingerprint=MODEL)[0] is None
+    assert measured_jit(request, "cpu", "another-machine", model_fingerprint=MODEL)[0] is None
+    assert measured_jit(request, "cpu", MACHINE, model_fingerprint="another-model")[0] is None
+    value, reason = measured_jit(request, "cpu", MACHINE)  # no model: no borrowed measurement
+    assert value is None and reason.endswith("decided by rule")
 
 
 def test_jit_auto_survives_a_broken_results_store(
@@ -418,5 +424,5 @@ def test_jit_auto_survives_a_broken_results_store(
     broken.parent.mkdir()
     broken.write_bytes(b"this is not a database" * 100)
     request = build_request({"jit": "auto"}, {}, None)
-    value, reason = measured_jit(request, "cpu", MACHINE)
+    value, reason = measured_jit(request, "cpu", MACHINE, model_fingerprint=MODEL)
     assert value is None and reason.startswith("the results store could not be read")

@@ -343,16 +343,23 @@ def _probes_once(runtime: Any) -> dict[str, Any]:
 
     import tensorflow as tf
 
-    from tfaccel import inventory, probe, store
+    from tfaccel import architecture, inventory, models, probe, store
     from tfaccel.probe import cpu, nvml
 
     os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp()
     device = "gpu:0" if tf.config.list_physical_devices("GPU") else "cpu"
     fingerprint = inventory.current().fingerprint
+    model = models.build("reference_cnn", tiny=True)
+    measured = (
+        (False, "float32", 100.0),
+        (True, "float32", 300.0),
+        (False, "mixed_bfloat16", 50.0),
+        (True, "mixed_bfloat16", 60.0),
+    )
     results = [
         store.ResultRecord(
             "reference_cnn",
-            {"device": device, "jit": jit, "precision": "float32"},
+            {"device": device, "jit": jit, "precision": precision},
             "images_per_s",
             "images/s",
             median,
@@ -360,8 +367,9 @@ def _probes_once(runtime: Any) -> dict[str, Any]:
             median * 1.01,
             3,
             [median] * 3,
+            model_fingerprint=architecture.fingerprint(model),
         )
-        for jit, median in ((False, 100.0), (True, 300.0))
+        for jit, precision, median in measured
     ]
     with store.ResultsStore() as db:
         run = db.begin_run(
@@ -390,7 +398,7 @@ def _probes_once(runtime: Any) -> dict[str, Any]:
     probe.snapshot, cpu.collect = snapshot, counted("cpu", real[1])
     nvml.collect = counted("nvml", real[2])
     try:
-        config = runtime.setup(precision="auto", jit="auto")
+        config = runtime.setup(precision="auto", jit="auto", model=model)
     finally:
         probe.snapshot, cpu.collect, nvml.collect = real
     return {

@@ -23,6 +23,7 @@ __all__ = ["TfaccelError", "__version__", "device", "devices", "doctor", "setup"
 # plain ``import tfaccel``), imported on first use so that ``import tfaccel`` stays cheap.
 SUBMODULES = frozenset(
     {
+        "architecture",
         "bench",
         "diagnosis",
         "data",
@@ -30,6 +31,7 @@ SUBMODULES = frozenset(
         "errors",
         "findings",
         "inventory",
+        "jsonout",
         "keras",
         "kernels",
         "models",

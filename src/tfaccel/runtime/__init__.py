@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tfaccel import inventory
+from tfaccel.architecture import fingerprint as model_fingerprint
 from tfaccel.errors import RuntimeSetupError as RuntimeSetupError  # raised by setup()
 from tfaccel.inventory import GpuFacts, Inventory
 from tfaccel.runtime.apply import apply_plan, outcome, read_state
@@ -164,7 +165,8 @@ def setup(
     inv = inventory.current()  # the one look at the machine
     tf = importlib.import_module("tensorflow")
     state = read_state(tf)
-    plan = decide(request, _read_hardware(inv, request), state)
+    architecture = model_fingerprint(model) if model is not None else None
+    plan = decide(request, _read_hardware(inv, request, architecture), state)
     too_late = apply_plan(tf, plan, state)
     config = outcome(plan, state, too_late)
     for text in config.warnings:
@@ -174,14 +176,17 @@ def setup(
     return config
 
 
-def _read_hardware(inv: Inventory, request: Request) -> Hardware:
+def _read_hardware(inv: Inventory, request: Request, architecture: str | None) -> Hardware:
     """The hardware facts of a decision: the Inventory, the GPUs the TensorFlow of this process
-    sees (no runtime start), and, for "auto" settings, what the results store measured here."""
+    sees (no runtime start), and, for "auto" settings, what the results store measured here on
+    a model of this ``architecture`` (:func:`tfaccel.architecture.fingerprint`)."""
     gpus = inventory.tensorflow_gpus(inv, request.cuda_visible_devices)
     device_name = "gpu:0" if gpus and request.get("devices") != "none" else "cpu"
     digest = inv.fingerprint.digest
-    jit, jit_reason = measured_jit(request, device_name, digest)
-    precision, precision_reason = measured_precision(request, device_name, digest)
+    jit, jit_reason = measured_jit(request, device_name, digest, model_fingerprint=architecture)
+    precision, precision_reason = measured_precision(
+        request, device_name, digest, model_fingerprint=architecture
+    )
     return Hardware(
         gpus=gpus,
         nvml_gpus=inv.nvml_gpus,

@@ -47,9 +47,9 @@ class Hardware:
     tpu_present: bool = False
     usable_cores: int | None = None
     measured_jit: bool | None = None
-    measured_jit_reason: str = "no measurement for this machine in the results store"
+    measured_jit_reason: str = "no measurement for this model; decided by rule"
     measured_precision: str | None = None
-    measured_precision_reason: str = "no measurement for this machine in the results store"
+    measured_precision_reason: str = "no measurement for this model; decided by rule"
 
 
 @dataclass(frozen=True)
@@ -367,7 +367,7 @@ def _decide_precision(
         policy, reason = hw.measured_precision, hw.measured_precision_reason
     elif wanted == "auto":
         fast = fast_precisions(gpus, hw.cpu_flags, tpu=hw.tpu_present)
-        policy, reason = fast.best, fast.reason
+        policy, reason = fast.best, f"{hw.measured_precision_reason}: {fast.reason}"
     else:
         policy, reason = wanted, "as requested"
         slow = precision_warning(policy, gpus, hw.cpu_flags, tpu=hw.tpu_present)
@@ -393,9 +393,9 @@ def _decide_jit(
     elif hw.measured_jit is not None:
         plan.jit, reason = hw.measured_jit, hw.measured_jit_reason
     elif gpus:
-        plan.jit, reason = True, f"on for GPU ({hw.measured_jit_reason})"
+        plan.jit, reason = True, f"{hw.measured_jit_reason}: on for GPU"
     else:
-        reason = f"off on CPU, where XLA is often slower ({hw.measured_jit_reason})"
+        reason = f"{hw.measured_jit_reason}: off on CPU, where XLA is often slower"
         plan.jit = False
     _record(plan, request, "jit", plan.jit, "applied", reason)
 

@@ -16,6 +16,7 @@ import importlib
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from tfaccel.architecture import fingerprint
 from tfaccel.tuning._errors import ModelFnError, TuneError, user_traceback
 from tfaccel.tuning.space import Config
 
@@ -243,6 +244,7 @@ class TfRunner:
         self.pipeline_fn = pipeline_fn
         self.model_fn_name = model_fn_name
         self.model_name: str | None = None
+        self.model_fingerprint: str | None = None  # the architecture results are stored under
         self._samplers: dict[Config, Any] = {}
 
     @property
@@ -258,6 +260,7 @@ class TfRunner:
         model = build_model(self.model_fn, config.precision, name=self.model_fn_name)
         if self.model_name is None:
             self.model_name = str(model.name)
+            self.model_fingerprint = fingerprint(model)
         model.jit_compile = config.jit
         feed = "tf.data" if config.feed == "pipeline" else "numpy"
         dataset = self.dataset(config) if config.feed == "pipeline" else None
