@@ -151,8 +151,6 @@ def test_report_exits_1_when_the_convergence_check_fails(
     [
         (["--only", "matmul,warp_drive"], ["Unknown benchmark 'warp_drive'", "reference_cnn"]),
         (["--device", "tpu:0"], ["Unknown device 'tpu:0'"]),
-        (["--batch-size", "0"], ["positive integer", "Received: 0"]),
-        (["--repeats", "0"], ["at least 1"]),
         (["--data", "imagenet:/data"], ["--data value is not understood"]),
     ],
 )

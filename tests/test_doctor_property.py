@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from tfaccel.diagnosis import DoctorReport, diagnose, match_log
 from tfaccel.findings import STATUSES
 from tfaccel.report.findings import render_html, render_markdown
+from tfaccel.errors import SnapshotError
 from tfaccel.snapshot import Snapshot
 
 # Values that reach the rules' branches, mixed with odd ones: empty, not a version, half a version.
@@ -87,7 +88,11 @@ def test_any_snapshot_yields_a_json_report(snapshot: Snapshot) -> None:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(snapshots)
 def test_a_saved_snapshot_gives_the_same_report(snapshot: Snapshot) -> None:
-    replayed = Snapshot.from_dict(json.loads(snapshot.to_json()))
+    try:
+        replayed = Snapshot.from_dict(json.loads(snapshot.to_json()))
+    except SnapshotError as exc:  # beyond 64 bits or not finite: no machine reports it
+        assert "holds a number no machine reports" in str(exc)
+        return
     assert diagnose(replayed).to_dict() == diagnose(snapshot).to_dict()
 
 

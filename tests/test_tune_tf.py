@@ -262,7 +262,7 @@ def test_a_budget_too_small_for_one_trial_says_how_much() -> None:
     with pytest.raises(BudgetError) as info:
         tfaccel.tuning.tune(tiny_model_fn, tiny_data(), 0.5, SMALL_SPACE, sample_s=1.0, store=False)
     text = str(info.value)
-    assert "too small for one trial" in text and "at least 4 s" in text and "--budget 4" in text
+    assert "too small for one trial" in text and "at least 4 s" in text and "budget_s=4" in text
 
 
 def test_unknown_space_key_is_a_clear_error() -> None:

@@ -2,11 +2,74 @@
 
 Every message says what is wrong, what was expected, what was received and the fix,
 so the CLI can print it as it is, without a traceback.
+
+A message names an argument the way its caller spells it: :func:`argument` gives the Python
+name (``budget_s=4``) by default, and the command-line flag (``--budget 4``) inside
+:func:`argument_names`, which each command wraps around its work with its table of flags.
 """
 
 from __future__ import annotations
 
-__all__ = ["LogInputError", "RuntimeSetupError", "SnapshotError", "TfaccelError", "UsageError"]
+import contextlib
+import contextvars
+import shlex
+from collections.abc import Iterator, Mapping
+from types import MappingProxyType
+from typing import Any
+
+__all__ = [
+    "LogInputError",
+    "RuntimeSetupError",
+    "SnapshotError",
+    "TfaccelError",
+    "UsageError",
+    "argument",
+    "argument_names",
+]
+
+_NAMES: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar(
+    "tfaccel_argument_names", default=MappingProxyType({})
+)
+_NO_VALUE: Any = object()
+
+
+@contextlib.contextmanager
+def argument_names(names: Mapping[str, str]) -> Iterator[None]:
+    """Within the block, :func:`argument` spells the arguments in ``names`` as mapped.
+
+    Args:
+        names: Python argument name -> how the caller spells it, e.g. ``{"budget_s":
+            "--budget"}`` for ``tfaccel tune``. Nested blocks add to the outer table.
+
+    Example:
+        >>> with argument_names({"budget_s": "--budget"}):
+        ...     argument("budget_s", 4)
+        '--budget 4'
+        >>> argument("budget_s", 4)
+        'budget_s=4'
+    """
+    token = _NAMES.set({**_NAMES.get(), **names})
+    try:
+        yield
+    finally:
+        _NAMES.reset(token)
+
+
+def argument(name: str, value: Any = _NO_VALUE) -> str:
+    """The argument ``name`` (with ``value``, when given) as the caller spells it.
+
+    Returns:
+        ``name`` / ``name=repr(value)`` from Python; the flag / ``flag value`` (quoted for a
+        shell) inside :func:`argument_names` that maps ``name``.
+    """
+    flag = _NAMES.get().get(name)
+    if value is _NO_VALUE:
+        return flag or name
+    if flag is None:
+        return f"{name}={value!r}"
+    if flag.startswith("-"):
+        return f"{flag} {shlex.quote(str(value))}"
+    return shlex.quote(str(value))  # a positional argument: the value alone
 
 
 class TfaccelError(Exception):

@@ -12,15 +12,20 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
+import re
+import shlex
+import stat
 import tempfile
 import types
 import typing
 from dataclasses import dataclass, field
+from itertools import accumulate
 from pathlib import Path
 from typing import Any, TypeVar, Union
 
-from tfaccel.errors import SnapshotError
+from tfaccel.errors import SnapshotError, UsageError, argument
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -37,11 +42,21 @@ __all__ = [
     "TfBuild",
     "ToolPaths",
     "TpuInfo",
+    "check_writable",
     "load_snapshot",
     "save_snapshot",
+    "write_atomic",
 ]
 
 SCHEMA_VERSION = 1
+
+# What a snapshot file may hold. A real one is tens of KiB (the deep probe's log is capped at
+# 200,000 characters), nests 4 levels deep, and every number fits in 64 bits.
+MAX_SNAPSHOT_BYTES = 8 * 1024 * 1024
+MAX_DEPTH = 32
+MIN_INT = -(2**63)  # signed and unsigned 64-bit counters, as NVML and the kernel report them
+MAX_INT = 2**64 - 1
+INT_RANGE = f"from {MIN_INT:,} to {MAX_INT:,} (64 bits)"
 
 
 @dataclass
@@ -246,7 +261,9 @@ class Snapshot:
     def from_dict(cls, data: Any) -> Snapshot:
         """Build a Snapshot from ``to_dict`` output, checking every field's type.
 
-        Unknown keys are ignored (a newer tfaccel may add fields); missing keys take defaults.
+        Unknown keys are ignored (a newer tfaccel may add fields); missing keys take defaults
+        (``schema_version`` too), but an object with none of a snapshot's fields is refused.
+        Integers must fit in 64 bits and numbers be finite.
 
         Raises:
             SnapshotError: a value has the wrong type; the message names its path.
@@ -258,15 +275,33 @@ class Snapshot:
                 received=type(data).__name__,
                 fix="save a new one with 'tfaccel doctor --save-snapshot FILE'",
             )
+        known = {f.name for f in dataclasses.fields(cls)}
+        if not known.intersection(data):
+            keys = ", ".join(repr(k) for k in list(data)[:8]) or "none"
+            raise SnapshotError(
+                "The JSON object is not a tfaccel snapshot: it has none of a snapshot's fields",
+                expected="a JSON object as written by 'tfaccel doctor --save-snapshot', "
+                f'starting with "schema_version": {SCHEMA_VERSION}',
+                received=f"an object with the keys {keys}",
+                fix="save a new one with 'tfaccel doctor --save-snapshot FILE'",
+            )
+        # A hand-written partial snapshot (a few fields of a bug report) may leave it out.
         version = data.get("schema_version", SCHEMA_VERSION)
-        if not isinstance(version, int) or isinstance(version, bool) or version > SCHEMA_VERSION:
+        if (
+            not isinstance(version, int)
+            or isinstance(version, bool)
+            or not 1 <= version <= SCHEMA_VERSION
+        ):
+            newer = isinstance(version, int) and not isinstance(version, bool) and version > 1
             raise SnapshotError(
                 "The snapshot's schema_version is not one this tfaccel reads",
-                expected=f"an integer <= {SCHEMA_VERSION}",
-                received=repr(version),
-                fix="upgrade tfaccel, or save the snapshot again with this version",
+                expected=f"an integer from 1 to {SCHEMA_VERSION}",
+                received=_shown(version),
+                fix="upgrade tfaccel to read it"
+                if newer
+                else "save a new one with 'tfaccel doctor --save-snapshot FILE'",
             )
-        return _convert(cls, data, "snapshot")
+        return typing.cast(Snapshot, _convert(cls, data, "snapshot"))
 
 
 T = TypeVar("T")
@@ -316,10 +351,16 @@ def _convert(tp: Any, value: Any, path: str) -> Any:
     if tp is int:
         if not isinstance(value, int) or isinstance(value, bool):
             raise _type_error(path, "an integer", value)
+        if not MIN_INT <= value <= MAX_INT:
+            raise _range_error(path, value)
         return value
     if tp is float:
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             raise _type_error(path, "a number", value)
+        if isinstance(value, int) and not MIN_INT <= value <= MAX_INT:
+            raise _range_error(path, value)
+        if not math.isfinite(value):
+            raise _range_error(path, value)
         return float(value)
     if tp is str:
         if not isinstance(value, str):
@@ -328,83 +369,356 @@ def _convert(tp: Any, value: Any, path: str) -> Any:
     raise _type_error(path, str(tp), value)
 
 
+_FIX_EDITED = "save a new one with 'tfaccel doctor --save-snapshot FILE' (do not edit it by hand)"
+
+
 def _type_error(path: str, expected: Any, value: Any) -> SnapshotError:
-    shown = json.dumps(value)[:80] if _jsonable(value) else type(value).__name__
     return SnapshotError(
         f"The snapshot field '{path}' has the wrong type",
         expected=str(expected),
-        received=shown,
-        fix="save a new one with 'tfaccel doctor --save-snapshot FILE' (do not edit it by hand)",
+        received=_shown(value),
+        fix=_FIX_EDITED,
     )
 
 
-def _jsonable(value: Any) -> bool:
+def _range_error(path: str, value: Any) -> SnapshotError:
+    return SnapshotError(
+        f"The snapshot field '{path}' holds a number no machine reports",
+        expected=f"a finite number; an integer {INT_RANGE}",
+        received=_shown(value),
+        fix=_FIX_EDITED,
+    )
+
+
+def _shown(value: Any) -> str:
+    """A short text of a JSON value for a message (never the whole of a big one)."""
+    if isinstance(value, dict):
+        return f"an object of {len(value)} keys"
+    if isinstance(value, list):
+        return f"a list of {len(value)} items"
+    if isinstance(value, int) and not isinstance(value, bool) and not MIN_INT <= value <= MAX_INT:
+        return f"an integer of about {int(value.bit_length() * math.log10(2)) + 1:,} digits"
     try:
-        json.dumps(value)
+        text = json.dumps(value)
     except (TypeError, ValueError):
-        return False
-    return True
+        return type(value).__name__
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def load_snapshot(path: str | os.PathLike[str]) -> Snapshot:
     """Read a snapshot saved by ``save_snapshot``.
 
+    The file is read only when it is a regular file of at most ``MAX_SNAPSHOT_BYTES``; its
+    JSON may nest at most ``MAX_DEPTH`` levels, hold integers of at most 64 bits and finite
+    numbers only, and must have this tfaccel's ``schema_version``.
+
     Raises:
-        SnapshotError: the file is missing, not JSON, or not a snapshot.
+        SnapshotError: the file is missing, not a regular file, too large, not JSON, or not a
+            snapshot (the message names the field and what it should hold).
     """
     p = Path(path)
     fix = "pass a file written by 'tfaccel doctor --save-snapshot FILE'"
-    if not p.exists():
-        raise SnapshotError(f"The snapshot file {str(p)!r} does not exist", fix=fix)
-    if p.is_dir():
+    try:
+        info = p.stat()
+    except FileNotFoundError:
+        raise SnapshotError(f"The snapshot file {str(p)!r} does not exist", fix=fix) from None
+    except (OSError, ValueError) as exc:
+        raise SnapshotError(
+            f"The snapshot file {str(p)!r} cannot be read",
+            expected="a readable JSON file",
+            received=_os_reason(exc),
+            fix=fix,
+        ) from None
+    if stat.S_ISDIR(info.st_mode):
         raise SnapshotError(
             f"The snapshot path {str(p)!r} is a directory", expected="a JSON file", fix=fix
         )
+    if not stat.S_ISREG(info.st_mode):
+        raise SnapshotError(
+            f"The snapshot path {str(p)!r} is not a regular file",
+            expected="a JSON file",
+            received=_file_kind(info.st_mode),
+            fix=fix,
+        )
     try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        with p.open("rb") as fh:
+            raw = fh.read(MAX_SNAPSHOT_BYTES + 1)
+    except OSError as exc:
         raise SnapshotError(
             f"The snapshot file {str(p)!r} cannot be read",
+            expected="a readable JSON file",
+            received=_os_reason(exc),
+            fix=fix,
+        ) from None
+    if len(raw) > MAX_SNAPSHOT_BYTES:
+        raise SnapshotError(
+            f"The snapshot file {str(p)!r} is too large to be a snapshot",
+            expected=f"at most {MAX_SNAPSHOT_BYTES // 2**20} MiB (a snapshot is tens of KiB)",
+            received=f"{max(info.st_size, len(raw)):,} bytes",
+            fix=fix,
+        )
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SnapshotError(
+            f"The snapshot file {str(p)!r} is not UTF-8 text",
             expected="a UTF-8 JSON file",
+            received=f"{exc.reason} at byte {exc.start}",
+            fix=fix,
+        ) from None
+    return Snapshot.from_dict(parse_json(text, source=f"The snapshot file {str(p)!r}", fix=fix))
+
+
+# A string runs to its closing quote, or to the end of an unterminated text: the match never
+# fails once started, so the scan stays linear on any input.
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_DEPTH_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+class _Refused(ValueError):
+    """A JSON number the snapshot loader does not take (raised inside ``json.loads``)."""
+
+
+def _parse_int(text: str) -> int:
+    if len(text.lstrip("-")) > 20 or not MIN_INT <= int(text) <= MAX_INT:
+        raise _Refused(
+            f"the integer {text[:30]}{'...' if len(text) > 30 else ''} "
+            f"({len(text.lstrip('-')):,} digits)"
+        )
+    return int(text)
+
+
+def _parse_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _Refused(f"the number {text[:30]} (beyond the range of a float)")
+    return value
+
+
+def _parse_constant(name: str) -> float:
+    raise _Refused(f"{name} (not a finite number)")
+
+
+def nesting_depth(text: str) -> int:
+    """How deep the arrays and objects of a JSON text nest (brackets inside strings ignored).
+
+    Linear in the length of the text and without recursion, so it is safe on any input.
+    """
+    brackets = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
+    return max(accumulate(map(_DEPTH_STEP.__getitem__, brackets)), default=0)
+
+
+def parse_json(text: str, *, source: str, fix: str) -> Any:
+    """Parse a snapshot's JSON text within bounds: depth, integer size, finite numbers.
+
+    Args:
+        text: the JSON text.
+        source: what it is, for the message (``The snapshot file 'x.json'``).
+        fix: the fix the message gives.
+
+    Raises:
+        SnapshotError: not JSON, nested deeper than ``MAX_DEPTH``, an integer beyond 64 bits,
+            or a number that is not finite (``NaN``, ``Infinity``, ``1e999``).
+    """
+    depth = nesting_depth(text)
+    if depth > MAX_DEPTH:
+        raise SnapshotError(
+            f"{source} nests its arrays and objects too deeply to be a snapshot",
+            expected=f"at most {MAX_DEPTH} levels (a snapshot has 4)",
+            received=f"{depth:,} levels",
+            fix=fix,
+        )
+    try:
+        return json.loads(
+            text,
+            parse_int=_parse_int,
+            parse_float=_parse_float,
+            parse_constant=_parse_constant,
+        )
+    except _Refused as exc:
+        raise SnapshotError(
+            f"{source} holds a number no machine reports",
+            expected=f"integers {INT_RANGE} and finite numbers",
             received=str(exc),
             fix=fix,
         ) from None
-    try:
-        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise SnapshotError(
-            f"The snapshot file {str(p)!r} is not valid JSON",
+            f"{source} is not valid JSON",
             expected="a JSON object",
             received=f"{exc.msg} at line {exc.lineno} column {exc.colno}",
             fix=fix,
         ) from None
-    return Snapshot.from_dict(data)
+    except (ValueError, RecursionError) as exc:  # any other refusal of the parser, by name
+        raise SnapshotError(
+            f"{source} is not valid JSON",
+            expected="a JSON object",
+            received=f"{type(exc).__name__}: {str(exc)[:200]}",
+            fix=fix,
+        ) from None
 
 
-def save_snapshot(snap: Snapshot, path: str | os.PathLike[str]) -> None:
-    """Write a snapshot as JSON, atomically (a temporary file renamed into place)."""
-    write_atomic(Path(path), snap.to_json() + "\n")
+def save_snapshot(
+    snap: Snapshot, path: str | os.PathLike[str], *, argument_name: str = "path"
+) -> None:
+    """Write a snapshot as JSON, atomically (a temporary file renamed into place).
+
+    Raises:
+        UsageError: the file cannot be written there (the message names the path, the
+            argument ``argument_name`` as the caller spells it, and why).
+    """
+    write_atomic(Path(path), snap.to_json() + "\n", argument_name=argument_name)
 
 
-def write_atomic(path: Path, content: str | bytes, *, mode: int = 0o644) -> None:
+def check_writable(path: str | os.PathLike[str], *, argument_name: str = "path") -> Path:
+    """Check, before any work, that :func:`write_atomic` can write ``path``; create nothing.
+
+    The path must not be a directory or a special file (a device, a FIFO), its directory must
+    exist, and a file must be creatable in it (tried with a temporary file, removed at once:
+    this also catches read-only file systems and directories such as /proc and /sys).
+
+    Args:
+        path: the file to be written.
+        argument_name: the argument that gave the path, named in the message (through
+            :func:`tfaccel.errors.argument`, so the CLI's flag when the CLI runs).
+
+    Returns:
+        ``path`` as a Path.
+
+    Raises:
+        UsageError: the file cannot be written there; the message names the path and why.
+    """
+    target = Path(path)
+    directory = _check_target(target, argument_name)
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+        os.close(fd)
+        os.unlink(probe)
+    except (OSError, ValueError) as exc:
+        raise _write_error(target, directory, argument_name, exc) from None
+    return target
+
+
+def write_atomic(
+    path: Path, content: str | bytes, *, mode: int = 0o644, argument_name: str = "path"
+) -> None:
     """Write ``content`` to ``path`` so that a reader sees the old file or the whole new one.
 
     Text is written as UTF-8. The file gets ``mode`` (mkstemp alone would leave it 0600,
-    while a report or a snapshot is meant to be shared).
+    while a report or a snapshot is meant to be shared). On any failure nothing is left
+    behind: the temporary file is removed and an existing file at ``path`` is untouched.
+
+    Args:
+        path: the file to write.
+        content: its content.
+        mode: its permission bits.
+        argument_name: the argument that gave the path, named in an error (the CLI's flag
+            when the CLI runs, through :func:`tfaccel.errors.argument`).
+
+    Raises:
+        UsageError: ``path`` is a directory or a special file, its directory is missing, or
+            the file cannot be written (permissions, a read-only file system, a full disk).
     """
-    directory = path.parent if str(path.parent) else Path(".")
+    directory = _check_target(path, argument_name)
     data = content.encode("utf-8") if isinstance(content, str) else content
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    tmp: str | None = None
     try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+        tmp = None
+    except (OSError, ValueError) as exc:
+        raise _write_error(path, directory, argument_name, exc) from None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+def _check_target(path: Path, argument_name: str) -> Path:
+    """The directory ``path`` will be written in, after the checks that need no writing."""
+    directory = path.parent if str(path.parent) else Path(".")
+    flag = argument(argument_name)
+    try:
+        info: os.stat_result | None = path.stat()
+    except FileNotFoundError:
+        info = None
+    except NotADirectoryError:
+        info = None  # a parent is a file: said below
+    except (OSError, ValueError) as exc:
+        raise _write_error(path, directory, argument_name, exc) from None
+    if info is not None and stat.S_ISDIR(info.st_mode):
+        raise UsageError(
+            f"Cannot write {str(path)!r} ({_given(flag)}): it is a directory",
+            expected="the path of a file (created or replaced)",
+            received="an existing directory",
+            fix=f"name a file inside it: {argument(argument_name, str(path / 'FILE'))}",
+        )
+    if info is not None and not stat.S_ISREG(info.st_mode):
+        raise UsageError(
+            f"Cannot write {str(path)!r} ({_given(flag)}): it is not a regular file",
+            expected="the path of a regular file (created or replaced)",
+            received=_file_kind(info.st_mode),
+            fix=f"pass {flag} with the path of a file in a writable directory",
+        )
+    try:
+        parent = directory.stat()
+    except FileNotFoundError:
+        raise UsageError(
+            f"Cannot write {str(path)!r} ({_given(flag)}): the directory "
+            f"{str(directory)!r} does not exist",
+            expected="a file in an existing directory",
+            received="no such directory",
+            fix=f"create it first (mkdir -p {shlex.quote(str(directory))}), or pass {flag} "
+            "with a path in an existing directory",
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise _write_error(path, directory, argument_name, exc) from None
+    if not stat.S_ISDIR(parent.st_mode):
+        raise UsageError(
+            f"Cannot write {str(path)!r} ({_given(flag)}): {str(directory)!r} is not a directory",
+            expected="a file in an existing directory",
+            received=f"{str(directory)!r} is {_file_kind(parent.st_mode)}",
+            fix=f"pass {flag} with a path in an existing directory",
+        )
+    return directory
+
+
+def _write_error(path: Path, directory: Path, argument_name: str, exc: Exception) -> UsageError:
+    flag = argument(argument_name)
+    return UsageError(
+        f"Cannot write {str(path)!r} ({_given(flag)}): the directory {str(directory)!r} "
+        "does not accept the file",
+        expected="a path in a writable directory on a writable file system, with free space",
+        received=_os_reason(exc),
+        fix=f"pass {flag} with a path in a writable directory, e.g. in your home directory",
+    )
+
+
+def _given(flag: str) -> str:
+    return f"given with {flag}" if flag.startswith("-") else f"the argument {flag}"
+
+
+def _os_reason(exc: Exception) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{type(exc).__name__}: {exc.strerror}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _file_kind(mode: int) -> str:
+    kinds = (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a named pipe (FIFO)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISREG, "a regular file"),
+    )
+    return next((name for test, name in kinds if test(mode)), "a special file")

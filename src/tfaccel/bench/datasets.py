@@ -23,10 +23,16 @@ __all__ = [
     "CifarData",
     "DataError",
     "ImageData",
+    "check_synthetic_memory",
     "digits_split",
     "load_cifar10",
     "synthetic",
+    "synthetic_bytes",
 ]
+
+MEMORY_SHARE = 0.5
+"""Share of the available memory synthetic data may take: training also needs room for
+TensorFlow, the model and the input pipeline's copies."""
 
 CIFAR10_FILES: tuple[str, ...] = (*(f"data_batch_{i}" for i in range(1, 6)), "test_batch")
 CIFAR10_IMAGES_PER_BATCH = 10_000
@@ -70,11 +76,81 @@ def synthetic(count: int, shape: tuple[int, ...], classes: int = 10, seed: int =
         shape: shape of one example (e.g. (32, 32, 3)).
         classes: labels are drawn from 0 .. classes - 1.
         seed: random seed (same data every run).
+
+    Raises:
+        DataError: the arrays cannot be allocated (the message says how much they need).
     """
     rng = np.random.default_rng(seed)
-    x = rng.random((count, *shape), dtype=np.float32)
-    y = rng.integers(0, classes, size=count, dtype=np.int32)
+    try:
+        x = rng.random((count, *shape), dtype=np.float32)
+        y = rng.integers(0, classes, size=count, dtype=np.int32)
+    except (MemoryError, ValueError) as exc:
+        raise DataError(
+            f"The synthetic data set of {count:,} examples cannot be allocated",
+            expected=f"{_size(synthetic_bytes(count, shape))} of free memory",
+            received=f"{type(exc).__name__}: {str(exc)[:200]}",
+            fix="ask for fewer examples, e.g. --data synthetic:10000",
+        ) from None
     return ImageData(x=x, y=y, source=f"synthetic ({count} random examples)")
+
+
+def synthetic_bytes(count: int, shape: tuple[int, ...]) -> int:
+    """Bytes :func:`synthetic` allocates: float32 examples of ``shape`` and int32 labels."""
+    pixels = 1
+    for size in shape:
+        pixels *= int(size)
+    return count * (4 * pixels + 4)
+
+
+def check_synthetic_memory(
+    count: int,
+    shapes: dict[str, tuple[int, ...]],
+    available_bytes: int | None,
+    *,
+    spec: str,
+) -> None:
+    """Refuse, before anything is allocated, synthetic data that does not fit in memory.
+
+    Args:
+        count: examples per model.
+        shapes: the input shape of each model the data is made for (each gets its own set).
+        available_bytes: the memory available on this machine (None: not known, no check).
+        spec: the ``--data`` value, for the message.
+
+    Raises:
+        DataError: the data sets need more than ``MEMORY_SHARE`` of the available memory;
+            the message gives both sizes and the largest count that fits.
+    """
+    if available_bytes is None or available_bytes <= 0 or not shapes:
+        return
+    per_example = sum(synthetic_bytes(1, shape) for shape in shapes.values())
+    needed = count * per_example
+    allowed = int(available_bytes * MEMORY_SHARE)
+    if needed <= allowed:
+        return
+    fits = allowed // per_example
+    raise DataError(
+        f"The synthetic data of {count:,} examples does not fit in this machine's memory: "
+        f"it needs {_size(needed)}",
+        expected=f"at most {_size(allowed)} ({MEMORY_SHARE:.0%} of the {_size(available_bytes)} "
+        f"available), that is at most {fits:,} examples "
+        f"({_size(per_example)} per example for {', '.join(shapes)})",
+        received=f"--data {spec}",
+        fix=f"pass --data synthetic:{max(fits, 1)} or fewer"
+        if fits >= 1
+        else "free some memory, or run fewer model benchmarks (--only)",
+    )
+
+
+def _size(n: int) -> str:
+    """Bytes in binary units, exact for any integer size (no float overflow)."""
+    for unit, scale in (("EiB", 2**60), ("PiB", 2**50), ("TiB", 2**40), ("GiB", 2**30)):
+        if n >= scale:
+            tenths = n * 10 // scale
+            return f"{tenths // 10:,}.{tenths % 10} {unit}"
+    if n >= 2**20:
+        return f"{n / 2**20:.1f} MiB"
+    return f"{n:,} bytes"
 
 
 class _SafeUnpickler(pickle.Unpickler):

@@ -115,7 +115,15 @@ def parse_data_spec(text: str) -> DataSpec:
     if kind == "synthetic":
         if not rest:
             return DataSpec("synthetic")
-        if rest.isdigit() and int(rest) > 0:
+        if rest.isascii() and rest.isdigit() and len(rest) > MAX_IMAGES_DIGITS:
+            raise UsageError(
+                "The --data size is too large to be a number of images",
+                expected=f"synthetic:N with N from 1 to {10**MAX_IMAGES_DIGITS - 1:,} (and "
+                "within the machine's memory)",
+                received=f"a number of {len(rest):,} digits",
+                fix="for example --data synthetic:10000",
+            )
+        if rest.isascii() and rest.isdigit() and int(rest) > 0:
             return DataSpec("synthetic", images=int(rest))
     elif kind == "cifar10" and rest:
         return DataSpec("cifar10", path=rest)
@@ -126,6 +134,9 @@ def parse_data_spec(text: str) -> DataSpec:
         received=repr(text),
         fix="for example --data cifar10:~/data/cifar-10-batches-py",
     )
+
+
+MAX_IMAGES_DIGITS = 15  # far beyond any memory; the machine's memory bounds N further
 
 
 _DEVICE_RE = re.compile(r"^(cpu|gpus|all|gpu:\d+)$")
@@ -246,6 +257,32 @@ class BenchOptions:
                 fix="for example --repeats 5",
             )
         parse_data_spec(self.data)
+
+    def check_memory(self, available_bytes: int | None) -> None:
+        """Refuse synthetic training data larger than this machine's memory, before any of it
+        is allocated (``--data synthetic:N`` with a huge N).
+
+        Args:
+            available_bytes: the memory available here (``CpuInfo.memory_available_bytes``);
+                None skips the check.
+
+        Raises:
+            UsageError: the data sets of the selected models need more than half of it; the
+                message gives the sizes and the largest N that fits.
+        """
+        from tfaccel import models
+        from tfaccel.bench.datasets import check_synthetic_memory
+
+        spec = self.data_spec
+        if spec.kind != "synthetic":
+            return
+        shapes = {
+            name: tuple(models.MODELS[name].input_shape)
+            for name in MODEL_BENCHMARKS
+            if name in self.only
+        }
+        count = spec.images or self.profile_spec.synthetic_images
+        check_synthetic_memory(count, shapes, available_bytes, spec=str(spec))
 
     @property
     def profile_spec(self) -> Profile:

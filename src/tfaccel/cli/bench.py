@@ -10,9 +10,12 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from tfaccel.cli._args import integer
+
 # RichProgress and quiet_tensorflow live in _output (every command may use them); they are
 # importable from here too, where they were first defined.
 from tfaccel.cli._output import RichProgress, print_json, quiet_tensorflow
+from tfaccel.errors import UsageError
 
 if TYPE_CHECKING:
     from tfaccel.bench import BenchOptions, BenchStatus
@@ -30,6 +33,8 @@ __all__ = [
 # The bench's status -> the exit code of `tfaccel bench` and `tfaccel report` (see EXIT_CODES
 # in tfaccel.cli: 1 when the digits convergence check failed).
 EXIT_CODE: dict[BenchStatus, int] = {"ok": 0, "check_failed": 1}
+
+MAX_REPEATS = 10_000  # timed (or warm-up) repeats per configuration
 
 
 def add_bench_arguments(p: argparse.ArgumentParser) -> None:
@@ -58,19 +63,23 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--batch-size",
-        type=int,
+        type=integer("--batch-size", example=256),
         metavar="N",
         help="batch size of the tf.data configurations (default 256)",
     )
     p.add_argument(
         "--repeats",
-        type=int,
+        type=integer("--repeats", example=5, maximum=MAX_REPEATS),
         default=5,
         metavar="N",
         help="timed repeats per configuration (default 5)",
     )
     p.add_argument(
-        "--warmup", type=int, default=1, metavar="N", help="warm-up repeats, discarded (default 1)"
+        "--warmup",
+        type=integer("--warmup", example=1, minimum=0, maximum=MAX_REPEATS),
+        default=1,
+        metavar="N",
+        help="warm-up repeats, discarded (default 1)",
     )
     p.add_argument(
         "--data",
@@ -118,9 +127,19 @@ def add_parser(sub: Any) -> None:
 
 
 def options_from(args: argparse.Namespace) -> BenchOptions:
-    """Build :class:`tfaccel.bench.BenchOptions` from parsed flags (validated)."""
+    """Build :class:`tfaccel.bench.BenchOptions` from parsed flags, validated before any work:
+    the options themselves and the size of the synthetic data against this machine's memory."""
     from tfaccel.bench.options import BenchOptions, parse_only
+    from tfaccel.probe import cpu
 
+    if args.smoke and args.quick:
+        raise UsageError(
+            "--smoke and --quick cannot be combined",
+            expected="one of them: --quick (a short run with real figures) or --smoke (tiny "
+            "sizes that check that everything runs; the figures mean nothing)",
+            received="both",
+            fix="drop one of them",
+        )
     profile = "smoke" if args.smoke else "quick" if args.quick else "full"
     options = BenchOptions(
         profile=profile,
@@ -132,6 +151,7 @@ def options_from(args: argparse.Namespace) -> BenchOptions:
         data=args.data,
     )
     options.validate()
+    options.check_memory(cpu.collect().memory_available_bytes)
     return options
 
 

@@ -5,10 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from tfaccel.cli._args import seconds
 from tfaccel.cli._output import print_json
-from tfaccel.errors import UsageError
+from tfaccel.errors import UsageError, argument_names
 
-__all__ = ["add_parser", "run"]
+__all__ = ["FLAGS", "add_parser", "run"]
+
+# The library's argument names -> this command's flags, for the messages of its errors.
+FLAGS = {"timeout_s": "--deep-timeout", "path": "--save-snapshot"}
 
 
 def add_parser(sub: Any) -> None:
@@ -43,7 +47,13 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="also import TensorFlow in a subprocess (with a timeout) and read its log",
     )
-    p.add_argument("--deep-timeout", type=float, default=120.0, metavar="S")
+    p.add_argument(
+        "--deep-timeout",
+        type=seconds("--deep-timeout", example=120),
+        default=120.0,
+        metavar="S",
+        help="seconds allowed for the --deep import of TensorFlow (default 120)",
+    )
     p.add_argument("--snapshot", metavar="FILE", help="diagnose a saved snapshot, not this machine")
     p.add_argument(
         "--save-snapshot",
@@ -54,9 +64,16 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Diagnose this machine, a saved snapshot or a log; print the report; 1 if a check failed."""
+    with argument_names(FLAGS):
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from tfaccel import probe
     from tfaccel.diagnosis import DoctorReport, diagnose, match_log, read_log_file
-    from tfaccel.snapshot import load_snapshot, save_snapshot
+    from tfaccel.probe import deep
+    from tfaccel.snapshot import check_writable, load_snapshot, save_snapshot
 
     if args.snapshot and args.deep:
         raise UsageError(
@@ -65,13 +82,18 @@ def run(args: argparse.Namespace) -> int:
             received="both",
             fix="drop --deep: a saved snapshot keeps the deep results it was saved with",
         )
-    if args.deep_timeout <= 0:
-        raise UsageError(
-            "--deep-timeout must be positive",
-            expected="seconds > 0",
-            received=str(args.deep_timeout),
-            fix="e.g. --deep-timeout 120",
-        )
+    for flag, value in (("--snapshot", args.snapshot), ("--save-snapshot", args.save_snapshot)):
+        if value is not None and not value.strip():
+            raise UsageError(
+                f"{flag} was given an empty file name",
+                expected="the path of a JSON file",
+                received=repr(value),
+                fix=f"e.g. {flag} snapshot.json",
+            )
+    if args.save_snapshot:
+        check_writable(args.save_snapshot)  # before the probe, which may take minutes
+    if args.deep and args.deep_timeout < deep.MIN_IMPORT_S:
+        raise deep.timeout_too_short(args.deep_timeout)
     log = read_log_file(args.log) if args.log is not None else None
     snap = None
     if args.snapshot:

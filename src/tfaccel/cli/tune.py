@@ -5,12 +5,29 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from tfaccel.cli._args import fraction, integer, seconds
 from tfaccel.cli._output import print_json
-from tfaccel.errors import UsageError
+from tfaccel.errors import UsageError, argument_names
 
-__all__ = ["EXIT_INTERRUPTED", "add_parser", "run"]
+__all__ = ["EXIT_INTERRUPTED", "FLAGS", "add_parser", "run"]
 
 EXIT_INTERRUPTED = 130
+
+# The arguments of tfaccel.tuning.tune_model / tune_script -> this command's flags, so an error
+# raised by the library names what the user typed.
+FLAGS = {
+    "budget_s": "--budget",
+    "space": "--space",
+    "batch_cap": "--batch-cap",
+    "margin": "--margin",
+    "sample_s": "--sample-seconds",
+    "final_rounds": "--rounds",
+    "store": "--db",
+    "name": "--model",
+    "path": "SCRIPT",
+    "smoke": "--smoke",
+}
+WEEK_S = 7 * 24 * 3600.0
 
 
 def add_parser(sub: Any) -> None:
@@ -37,7 +54,7 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--budget",
-        type=float,
+        type=seconds("--budget", example=300, maximum=WEEK_S),
         default=None,
         metavar="SECONDS",
         help="time the search may take (default 300)",
@@ -51,24 +68,29 @@ def add_parser(sub: Any) -> None:
         "precision=float32,mixed_bfloat16 (or auto), jit=off,on, feed=numpy,pipeline, "
         "cache=auto,off, prefetch=auto,1,0, num_parallel_calls=auto,1, threads=default,2:1",
     )
-    p.add_argument("--batch-cap", type=int, metavar="N", help="largest batch size to try")
+    p.add_argument(
+        "--batch-cap",
+        type=integer("--batch-cap", example=1024),
+        metavar="N",
+        help="largest batch size to try",
+    )
     p.add_argument(
         "--margin",
-        type=float,
+        type=fraction("--margin", example=0.1),
         default=0.1,
         metavar="F",
         help="fraction kept below the largest batch that fitted in memory (default 0.1)",
     )
     p.add_argument(
         "--sample-seconds",
-        type=float,
+        type=seconds("--sample-seconds", example=1.0, maximum=3600.0),
         default=1.0,
         metavar="S",
         help="length of one timed sample (default 1.0)",
     )
     p.add_argument(
         "--rounds",
-        type=int,
+        type=integer("--rounds", example=5, maximum=1000),
         default=5,
         metavar="N",
         help="interleaved rounds of the final comparison (default 5)",
@@ -91,6 +113,11 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Tune the script or model; print the result (text or JSON); 130 when interrupted."""
+    with argument_names(FLAGS):
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from tfaccel.tuning.api import tune_model, tune_script
     from tfaccel.tuning.space import parse_space_text
 

@@ -5,6 +5,11 @@ to the matcher is cut the same way, by :func:`window_text`), and the notes say s
 bytes are replaced; binary, empty and unreadable inputs are refused with a
 :class:`~tfaccel.errors.LogInputError` that says how to save a log.
 
+A stream (standard input, a pipe, a FIFO, a device) is read for at most 1 GiB and 60 seconds,
+so an endless one (``/dev/zero``, ``yes``) or a silent one is answered in bounded time (a FIFO
+that no program opens for writing within 2 seconds is refused); its first 64 KiB decide whether
+it is text before the rest is read.
+
 Example:
     >>> log = read_log_file("train.log")  # doctest: +SKIP
     >>> log.partial, log.notes  # doctest: +SKIP
@@ -14,9 +19,12 @@ Example:
 from __future__ import annotations
 
 import os
+import select
 import shlex
 import stat
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO
 
@@ -30,6 +38,9 @@ HEAD_BYTES = 8 * MIB
 TAIL_BYTES = 24 * MIB
 SNIFF_BYTES = 64 * 1024  # looked at to tell text from binary
 UNDECODABLE_LIMIT = 0.3  # share of replacement characters above which the input is not text
+STREAM_LIMIT_BYTES = 1024 * MIB  # a stream is read up to this much...
+STREAM_TIME_LIMIT_S = 60.0  # ... and for this long
+FIFO_WRITER_WAIT_S = 2.0  # a named pipe with no writer is refused after this wait
 
 _HOW_TO_SAVE = (
     "save TensorFlow's output with `python train.py 2>&1 | tee tf.log`, "
@@ -86,6 +97,7 @@ class _Raw:
     tail: bytes = b""
     tail_offset: int = 0
     size: int = 0
+    stopped: str | None = None  # why a stream was not read to its end
 
     @property
     def skipped(self) -> int:
@@ -123,7 +135,17 @@ def _read_stdin() -> _Raw:
     if stream is None:
         raise _input_error("<stdin>", "cannot be read", "no standard input")
     try:
-        return _read_stream(stream)
+        fd: int | None = stream.fileno()
+    except (OSError, ValueError, AttributeError):
+        fd = None  # an in-memory stream: finite, read as it is
+    try:
+        if fd is None:
+            return _collect(_file_reader(stream), "<stdin>")
+        info = os.fstat(fd)
+        if stat.S_ISREG(info.st_mode) and info.st_size > 0:
+            with os.fdopen(os.dup(fd), "rb") as fh:
+                return _read_regular(fh, info.st_size)
+        return _collect(_fd_reader(fd, blocking=True), "<stdin>")
     except OSError as exc:
         raise _input_error("<stdin>", "cannot be read", str(exc)) from None
 
@@ -133,17 +155,41 @@ def _read_path(name: str) -> _Raw:
         info = os.stat(name)
     except FileNotFoundError:
         raise _input_error(name, "does not exist", "no such file") from None
-    except OSError as exc:
+    except (OSError, ValueError) as exc:
         raise _unreadable(name, exc) from None
     if stat.S_ISDIR(info.st_mode):
         raise _input_error(name, "is a directory", "a directory")
-    try:
-        with open(name, "rb") as fh:
-            if stat.S_ISREG(info.st_mode):
+    if stat.S_ISREG(info.st_mode) and info.st_size > 0:
+        try:
+            with open(name, "rb") as fh:
                 return _read_regular(fh, info.st_size)
-            return _read_stream(fh)
+        except OSError as exc:
+            raise _unreadable(name, exc) from None
+    # A FIFO, a device, a socket, or a file whose size is not known (/proc): opened without
+    # waiting for a writer, then read within the stream limits.
+    try:
+        fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
         raise _unreadable(name, exc) from None
+    try:
+        reader = _fd_reader(fd, blocking=False, fifo=stat.S_ISFIFO(info.st_mode))
+        return _collect(reader, name, kind=_kind(info.st_mode))
+    except OSError as exc:
+        raise _unreadable(name, exc) from None
+    finally:
+        os.close(fd)
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a file"
 
 
 def _read_regular(fh: IO[bytes], size: int) -> _Raw:
@@ -157,39 +203,108 @@ def _read_regular(fh: IO[bytes], size: int) -> _Raw:
     return _Raw(head, tail, size - TAIL_BYTES, size)
 
 
-def _read_stream(fh: IO[bytes]) -> _Raw:
-    """Read a stream that cannot seek, keeping the head and a rolling tail."""
-    head = _read_up_to(fh, FULL_SCAN_LIMIT_BYTES)
-    if len(head) < FULL_SCAN_LIMIT_BYTES:
-        return _Raw(head, size=len(head))
-    tail = bytearray(head[HEAD_BYTES:])
-    head = head[:HEAD_BYTES]
-    total = FULL_SCAN_LIMIT_BYTES
-    while chunk := fh.read(MIB):
-        total += len(chunk)
-        tail += chunk
-        if len(tail) > 2 * TAIL_BYTES:
-            del tail[: len(tail) - TAIL_BYTES]
-    kept = bytes(tail[-TAIL_BYTES:])
-    return _Raw(head, kept, total - len(kept), total)
+# A reader returns up to n bytes: b"" at the end, None when the time limit passed first.
+_Reader = Callable[[int], "bytes | None"]
 
 
-def _read_up_to(fh: IO[bytes], limit: int) -> bytes:
-    parts, got = [], 0
-    while got < limit:
-        chunk = fh.read(min(MIB, limit - got))
+def _file_reader(fh: IO[bytes]) -> _Reader:
+    return fh.read
+
+
+def _fd_reader(fd: int, *, blocking: bool, fifo: bool = False) -> _Reader:
+    """Read ``fd`` until ``STREAM_TIME_LIMIT_S`` has passed, waiting for data with poll().
+
+    Args:
+        fd: the descriptor.
+        blocking: the descriptor is shared (standard input), so it is not switched to
+            non-blocking mode; a read follows only when poll() says data (or the end) is there.
+        fifo: a named pipe opened without waiting for a writer: its end before any writer
+            came means "no writer yet", so a writer is waited for ``FIFO_WRITER_WAIT_S``.
+    """
+    started = time.monotonic()
+    deadline = started + STREAM_TIME_LIMIT_S
+    poller = select.poll() if hasattr(select, "poll") else None
+    if poller is not None:
+        poller.register(fd, select.POLLIN | select.POLLPRI)
+    writer_seen = not fifo
+
+    def read(n: int) -> bytes | None:
+        nonlocal writer_seen
+        while True:
+            now = time.monotonic()
+            if now >= deadline:
+                return None
+            if not blocking:
+                try:
+                    data = os.read(fd, n)
+                except BlockingIOError:
+                    writer_seen = True  # a writer is there, with nothing to say yet
+                else:
+                    if data or writer_seen or now - started >= FIFO_WRITER_WAIT_S:
+                        writer_seen = writer_seen or bool(data)
+                        return data
+            if poller is None:
+                return os.read(fd, n)  # no poll() here: a plain read
+            wait_s = min(deadline - now, 1.0 if writer_seen else 0.05)
+            if poller.poll(max(1, int(wait_s * 1000))) and blocking:
+                return os.read(fd, n)
+
+    return read
+
+
+def _collect(read: _Reader, source: str, *, kind: str = "a stream") -> _Raw:
+    """Read a stream: all of it up to 32 MiB, else its head and a rolling tail, within the
+    stream limits; refuse binary data as soon as its first 64 KiB are in."""
+    first = bytearray()
+    tail = bytearray()
+    total = 0
+    sniffed = False
+    stopped: str | None = None
+    while True:
+        chunk = read(MIB)
+        if chunk is None:
+            stopped = f"it was still open after {STREAM_TIME_LIMIT_S:g} s"
+            break
         if not chunk:
             break
-        parts.append(chunk)
-        got += len(chunk)
-    return b"".join(parts)
+        total += len(chunk)
+        room = FULL_SCAN_LIMIT_BYTES - len(first)
+        first += chunk[:room]
+        tail += chunk[room:]
+        if len(tail) > 2 * TAIL_BYTES:
+            del tail[: len(tail) - TAIL_BYTES]
+        if not sniffed and len(first) >= SNIFF_BYTES:
+            _refuse_binary(bytes(first[:SNIFF_BYTES]), source)
+            sniffed = True
+        if total >= STREAM_LIMIT_BYTES:
+            stopped = f"it did not end within {STREAM_LIMIT_BYTES // MIB:,} MiB"
+            break
+    if total == 0:
+        if stopped is not None:
+            raise _input_error(
+                source,
+                "gave no data",
+                f"{kind} with no data within {STREAM_TIME_LIMIT_S:g} s (no program writes to it?)",
+            )
+        if kind == "a named pipe (FIFO)":
+            raise _input_error(
+                source,
+                "gave no data",
+                f"{kind} that no program wrote to within {FIFO_WRITER_WAIT_S:g} s",
+            )
+        if kind != "a stream":
+            raise _input_error(source, "is empty", f"{kind} that gave no data")
+    if total <= FULL_SCAN_LIMIT_BYTES:
+        return _Raw(bytes(first), size=total, stopped=stopped)
+    # The tail continues from byte FULL_SCAN_LIMIT_BYTES; the head keeps the first 8 MiB.
+    rest = bytes(first[HEAD_BYTES:]) + bytes(tail)
+    kept = rest[-TAIL_BYTES:]
+    return _Raw(bytes(first[:HEAD_BYTES]), kept, total - len(kept), total, stopped)
 
 
-def _decode(raw: _Raw, source: str) -> LogText:
-    if raw.size == 0:
-        raise _input_error(source, "is empty", "an empty file (0 bytes)")
-    encoding = _encoding(raw.head)
-    sniff = raw.head[:SNIFF_BYTES]
+def _refuse_binary(sniff: bytes, source: str) -> None:
+    """Refuse data that is not text: NUL bytes (in UTF-8) or mostly undecodable bytes."""
+    encoding = _encoding(sniff)
     if encoding == "utf-8" and b"\x00" in sniff:
         raise _input_error(source, "is binary", "binary data (NUL bytes in the first 64 KiB)")
     sample = sniff.decode(encoding, errors="replace")
@@ -198,8 +313,20 @@ def _decode(raw: _Raw, source: str) -> LogText:
         raise _input_error(
             source, "is not text", f"bytes that are mostly not UTF-8 text ({bad:.0%} undecodable)"
         )
+
+
+def _decode(raw: _Raw, source: str) -> LogText:
+    if raw.size == 0:
+        raise _input_error(source, "is empty", "an empty file (0 bytes)")
+    encoding = _encoding(raw.head)
+    _refuse_binary(raw.head[:SNIFF_BYTES], source)
     text = raw.head.decode(encoding, errors="replace")
     notes = [f"decoded as {encoding} (byte-order mark)"] if encoding != "utf-8" else []
+    if raw.stopped is not None:
+        notes.append(
+            f"stopped reading {source} after {raw.size:,} bytes: {raw.stopped}; "
+            "the rest was not read"
+        )
     if raw.tail:
         head_lines = count_lines(text)
         tail = _tail_bytes(raw, encoding).decode(_tail_encoding(encoding), errors="replace")
@@ -263,11 +390,11 @@ def _input_error(source: str, what: str, received: str) -> LogInputError:
     )
 
 
-def _unreadable(name: str, exc: OSError) -> LogInputError:
+def _unreadable(name: str, exc: OSError | ValueError) -> LogInputError:
     quoted = shlex.quote(name)
     return LogInputError(
         f"The log file {name!r} cannot be read",
         expected="a file this user may read",
-        received=exc.strerror or str(exc),
+        received=getattr(exc, "strerror", None) or str(exc),
         fix=f"chmod u+r {quoted}, or pipe it in: sudo cat {quoted} | tfaccel doctor --log -",
     )

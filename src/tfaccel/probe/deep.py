@@ -8,6 +8,7 @@ child reads the GPUs' details with :func:`tfaccel.probe.tf_gpus.collect`, as thi
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -15,11 +16,27 @@ import sys
 import time
 from collections.abc import Mapping
 
+from tfaccel.errors import UsageError, argument
 from tfaccel.snapshot import DeepProbe
 
-__all__ = ["DEFAULT_TIMEOUT_S", "RESULT_MARKER", "run"]
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "MAX_TIMEOUT_S",
+    "MIN_IMPORT_S",
+    "RESULT_MARKER",
+    "check_timeout",
+    "import_seconds",
+    "run",
+    "timeout_too_short",
+]
 
 DEFAULT_TIMEOUT_S = 120.0
+MAX_TIMEOUT_S = 24 * 3600.0
+MIN_IMPORT_S = 1.0
+"""No import of TensorFlow 2 finishes sooner: a new interpreter starts and loads the
+framework's shared libraries (over a gigabyte for TensorFlow 2.21). A timeout below this
+cannot tell a hang from a normal import."""
+MEASURE_LIMIT_S = 60.0
 RESULT_MARKER = "TFACCEL_DEEP_RESULT "
 _MAX_LOG_CHARS = 200_000
 
@@ -56,10 +73,15 @@ def run(
     """Import TensorFlow in a child process and collect devices, errors and its log.
 
     Args:
-        timeout_s: seconds before the child is killed and the import reported as hung.
+        timeout_s: seconds before the child is killed and the import reported as hung
+            (finite, above 0, at most ``MAX_TIMEOUT_S``).
         python: the interpreter to use (default: this one).
         environ: the child's environment (default: this process's), log verbosity raised.
+
+    Raises:
+        UsageError: ``timeout_s`` is not a finite number of seconds in range.
     """
+    timeout_s = check_timeout(timeout_s)
     env = dict(os.environ if environ is None else environ)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "0")
     env.setdefault("TF_CPP_VMODULE", "dso_loader=1,cuda_dnn=1,gpu_device=1")
@@ -96,6 +118,86 @@ def run(
     return probe
 
 
+def check_timeout(timeout_s: object) -> float:
+    """``timeout_s`` as a float, when it is a finite number of seconds in (0, MAX_TIMEOUT_S].
+
+    Raises:
+        UsageError: anything else (NaN, infinity, 0, a negative number, not a number); the
+            message names the argument as the caller spells it (``--deep-timeout`` on the CLI).
+    """
+    if isinstance(timeout_s, (int, float)) and not isinstance(timeout_s, bool):
+        if math.isfinite(timeout_s) and 0 < timeout_s <= MAX_TIMEOUT_S:
+            return float(timeout_s)
+    raise UsageError(
+        f"The time allowed for importing TensorFlow, {argument('timeout_s')}, is not valid",
+        expected=f"a finite number of seconds above 0 and at most {MAX_TIMEOUT_S:g} (a day)",
+        received=repr(timeout_s),
+        fix=f"pass {argument('timeout_s', DEFAULT_TIMEOUT_S)} (the default)",
+    )
+
+
+def import_seconds(
+    limit_s: float = MEASURE_LIMIT_S, python: str | None = None
+) -> tuple[float, str]:
+    """How long ``import tensorflow`` takes here, in a fresh interpreter.
+
+    Args:
+        limit_s: stop waiting after this many seconds.
+        python: the interpreter to use (default: this one).
+
+    Returns:
+        (seconds, outcome): outcome ``ok``, ``failed`` (it raised or crashed) or ``timed out``
+        (seconds is then ``limit_s``).
+    """
+    start = time.monotonic()
+    with subprocess.Popen(
+        [python or sys.executable, "-c", "import tensorflow"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+        start_new_session=True,
+    ) as proc:
+        try:
+            code = proc.wait(timeout=limit_s)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            proc.wait()
+            return limit_s, "timed out"
+    return time.monotonic() - start, "ok" if code == 0 else "failed"
+
+
+def timeout_too_short(
+    timeout_s: float, *, python: str | None = None, limit_s: float = MEASURE_LIMIT_S
+) -> UsageError:
+    """The error for a timeout shorter than any TensorFlow import (below ``MIN_IMPORT_S``).
+
+    It measures how long the import takes here (at most ``limit_s``), so the message can
+    say which timeout fits this machine.
+    """
+    seconds, outcome = import_seconds(limit_s, python)
+    if outcome == "ok":
+        here = f"importing TensorFlow took {seconds:.1f} s here (measured now)"
+        suggested = max(30, 5 * math.ceil(seconds))
+    elif outcome == "failed":
+        here = (
+            f"here 'import tensorflow' fails after {seconds:.1f} s "
+            "(run it with --deep and the default timeout to see why)"
+        )
+        suggested = int(DEFAULT_TIMEOUT_S)
+    else:
+        here = f"here it did not finish within {limit_s:g} s (measured now)"
+        suggested = int(DEFAULT_TIMEOUT_S)
+    return UsageError(
+        f"The timeout {argument('timeout_s', timeout_s)} is too short for importing TensorFlow: "
+        "the import would be reported as a hang",
+        expected=f"at least {MIN_IMPORT_S:g} s, which no TensorFlow import beats; {here}",
+        received=f"{timeout_s:g} s",
+        fix=f"pass {argument('timeout_s', suggested)}, or leave the default "
+        f"{DEFAULT_TIMEOUT_S:g} s",
+    )
+
+
 def _read_result(probe: DeepProbe, stdout: str) -> None:
     for line in stdout.splitlines():
         if not line.startswith(RESULT_MARKER):
@@ -114,7 +216,7 @@ def _read_result(probe: DeepProbe, stdout: str) -> None:
         probe.error = data.get("error")
 
 
-def _kill_group(proc: subprocess.Popen[str]) -> None:
+def _kill_group(proc: subprocess.Popen[str] | subprocess.Popen[bytes]) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):

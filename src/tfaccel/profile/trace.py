@@ -20,17 +20,21 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import stat
+import tempfile
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tfaccel.errors import TfaccelError
+from tfaccel.errors import TfaccelError, argument
 
 __all__ = [
     "OpStat",
     "TraceError",
     "TraceSummary",
+    "check_logdir",
     "device_busy_us",
     "find_xspace",
     "parse_kernel_stats",
@@ -50,12 +54,76 @@ class TraceError(TfaccelError):
     """The profiler cannot start, stop, or write its trace."""
 
 
+def check_logdir(logdir: str | Path) -> Path:
+    """Check, before any training, that the profiler can write its trace under ``logdir``.
+
+    ``logdir`` must be a directory or not exist yet; the nearest existing directory above it
+    must accept a new file (tried with a temporary file, removed at once, so a read-only
+    directory or file system is found now). Nothing is left behind: a missing ``logdir`` is
+    created by the profiler when the trace starts.
+
+    Returns:
+        ``logdir`` as a Path (``~`` expanded).
+
+    Raises:
+        TraceError: ``logdir`` is a file, a parent is a file, or nothing can be written there;
+            the message names the path and the argument (``--trace`` on the command line).
+    """
+    flag = argument("trace_dir")
+    path = Path(logdir).expanduser()
+    fix = f"pass {flag} with a directory you can write, e.g. {argument('trace_dir', 'traces')}"
+    existing = path
+    while True:
+        try:
+            info = existing.stat()
+        except (FileNotFoundError, NotADirectoryError):
+            if existing.parent == existing:
+                break
+            existing = existing.parent
+            continue
+        except (OSError, ValueError) as exc:
+            raise _logdir_error(path, _reason(exc), fix) from None
+        if not stat.S_ISDIR(info.st_mode):
+            what = "is a file" if existing == path else f"is under {str(existing)!r}, a file"
+            raise TraceError(
+                f"The trace directory {str(path)!r} ({flag}) {what}",
+                expected="a directory (created when missing) for the TensorFlow Profiler's files",
+                received=f"{str(existing)!r} is not a directory",
+                fix=fix,
+            )
+        break
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".tfaccel-trace-check.", dir=existing)
+        os.close(fd)
+        os.unlink(probe)
+    except (OSError, ValueError) as exc:
+        raise _logdir_error(path, f"{str(existing)!r}: {_reason(exc)}", fix) from None
+    return path
+
+
+def _logdir_error(path: Path, received: str, fix: str) -> TraceError:
+    return TraceError(
+        f"The trace cannot be written to {str(path)!r} ({argument('trace_dir')})",
+        expected="a directory that exists or can be created, and can be written",
+        received=received,
+        fix=fix,
+    )
+
+
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{type(exc).__name__}: {exc.strerror}"
+    return f"{type(exc).__name__}: {exc}"
+
+
 def start(logdir: str | Path) -> None:
     """Start the TensorFlow Profiler, writing under ``logdir``.
 
     Raises:
-        TraceError: a profiler session is already running, or the profiler cannot start.
+        TraceError: ``logdir`` cannot be written (:func:`check_logdir`), a profiler session
+            is already running, or the profiler cannot start.
     """
+    check_logdir(logdir)
     import tensorflow as tf
 
     try:

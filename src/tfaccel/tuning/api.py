@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tfaccel import inventory
+from tfaccel.errors import argument
 from tfaccel.inventory import Inventory
 from tfaccel.tuning._errors import BudgetError, SpaceError, TuneError
 from tfaccel.tuning.batch import is_oom_error
@@ -28,6 +29,9 @@ __all__ = ["DEFAULT_BUDGET_S", "tune", "tune_model", "tune_script"]
 
 DEFAULT_BUDGET_S = 300.0
 """Five minutes: enough to screen the default space of a small model on a CPU."""
+DEFAULT_MARGIN = 0.1
+DEFAULT_SAMPLE_S = 1.0
+DEFAULT_FINAL_ROUNDS = 5
 
 StoreTarget = bool | str | Path
 
@@ -40,11 +44,11 @@ def tune(
     *,
     model_name: str | None = None,
     batch_cap: int | None = None,
-    margin: float = 0.1,
+    margin: float = DEFAULT_MARGIN,
     is_oom: Callable[[BaseException], bool] = is_oom_error,
     store: StoreTarget = True,
-    sample_s: float = 1.0,
-    final_rounds: int = 5,
+    sample_s: float = DEFAULT_SAMPLE_S,
+    final_rounds: int = DEFAULT_FINAL_ROUNDS,
     pipeline_kwargs: Mapping[str, Any] | None = None,
     progress: bool = True,
     runner: Runner | None = None,
@@ -158,6 +162,7 @@ def tune_script(
     Example:
         >>> result = tfaccel.tuning.tune_script("train.py", budget_s=600)  # doctest: +SKIP
     """
+    _check_numbers(budget_s, **options)  # before the script runs: it may import TensorFlow
     hooks = load_script(path)
     merged = {**(hooks.space or {}), **(space or {})}
     if options.get("model_name"):
@@ -186,6 +191,7 @@ def tune_model(
     Example:
         >>> result = tfaccel.tuning.tune_model("reference_cnn", budget_s=300)  # doctest: +SKIP
     """
+    _check_numbers(budget_s, **options)  # before the synthetic data is made
     hooks = reference_hooks(name, smoke=smoke, examples=examples)
     options.pop("model_name", None)
     return _tune(hooks, budget_s, space, **options)
@@ -197,21 +203,24 @@ def _tune(
     space: Mapping[str, Any] | None,
     *,
     batch_cap: int | None = None,
-    margin: float = 0.1,
+    margin: float = DEFAULT_MARGIN,
     is_oom: Callable[[BaseException], bool] = is_oom_error,
     store: StoreTarget = True,
-    sample_s: float = 1.0,
-    final_rounds: int = 5,
+    sample_s: float = DEFAULT_SAMPLE_S,
+    final_rounds: int = DEFAULT_FINAL_ROUNDS,
     progress: bool = True,
     runner: Runner | None = None,
 ) -> TuneResult:
     """Check everything, search in this process, search threads in workers, store."""
     from tfaccel.tuning.trials import check_data
 
+    settings = _settings(budget_s, sample_s, final_rounds, batch_cap, margin)
     parsed = parse_space(space)
     x, y, count = check_data(hooks.data)
-    settings = _settings(budget_s, sample_s, final_rounds, batch_cap, margin)
     threads = _thread_values(parsed, hooks)
+    # The database is opened (created when missing) once every other input is known good and
+    # before the search, so a bad path fails in a second, not after minutes of searching.
+    _check_store(store)
     tf_runner = None
     if runner is None:
         tf_runner = _tf_runner(hooks, parsed, x, y, sample_s)
@@ -256,16 +265,56 @@ def _tf_runner(hooks: Hooks, space: Space, x: Any, y: Any, sample_s: float) -> A
     )
 
 
+def _check_numbers(
+    budget_s: float,
+    *,
+    sample_s: float = DEFAULT_SAMPLE_S,
+    final_rounds: int = DEFAULT_FINAL_ROUNDS,
+    batch_cap: int | None = None,
+    margin: float = DEFAULT_MARGIN,
+    **_others: Any,
+) -> SearchSettings:
+    """Check the numbers of a search (what :func:`_tune` checks first), before the model and
+    data are loaded.
+
+    Raises:
+        TuneError: a number is not valid; BudgetError: the budget cannot pay for one trial.
+    """
+    return _settings(budget_s, sample_s, final_rounds, batch_cap, margin)
+
+
+def _check_store(store: StoreTarget) -> None:
+    """Open the results database (created when missing) and close it again.
+
+    Raises:
+        TuneError: ``store`` is not True, False or a path; StoreError: the database cannot
+            be opened or created (a directory, an unwritable place, another program's file).
+    """
+    if store is False:
+        return
+    if store is not True and not isinstance(store, (str, os.PathLike)):
+        raise TuneError(
+            f"The argument {argument('store', store)} is not valid",
+            expected="True (the default results database), False (do not store), or the path "
+            "of a database file",
+            received=type(store).__name__,
+            fix=f"pass {argument('store', 'results.sqlite')}",
+        )
+    from tfaccel.store import ResultsStore
+
+    ResultsStore(None if store is True else Path(store)).close()
+
+
 def _settings(
     budget_s: float, sample_s: float, final_rounds: int, batch_cap: int | None, margin: float
 ) -> SearchSettings:
-    _check_number("sample_s", sample_s, "a number of seconds > 0, e.g. 1.0", lambda v: v > 0)
-    _check_number("margin", margin, "a fraction in [0, 1), e.g. 0.1", lambda v: 0 <= v < 1)
+    _check_number("sample_s", sample_s, "a number of seconds > 0", 1.0, lambda v: v > 0)
+    _check_number("margin", margin, "a fraction in [0, 1)", 0.1, lambda v: 0 <= v < 1)
     if not _is_int(final_rounds) or final_rounds < 1:
-        raise _bad_option("final_rounds", final_rounds, "an integer >= 1, e.g. 5")
+        raise _bad_option("final_rounds", final_rounds, "an integer >= 1", 5)
     if batch_cap is not None and (not _is_int(batch_cap) or batch_cap < 1):
-        raise _bad_option("batch_cap", batch_cap, "an integer >= 1, or None")
-    _check_number("budget_s", budget_s, "a number of seconds > 0, e.g. 300", lambda v: v > 0)
+        raise _bad_option("batch_cap", batch_cap, "an integer >= 1, or None", 1024)
+    _check_number("budget_s", budget_s, "a number of seconds > 0", 300, lambda v: v > 0)
     settings = SearchSettings(
         budget_s=float(budget_s),
         sample_s=float(sample_s),
@@ -280,8 +329,8 @@ def _settings(
             expected=f"at least {needed} s: building the model, its first (traced) steps and "
             f"one timed sample of {sample_s:g} s (a trial takes about 4 samples' time); a "
             "useful search of the default space takes minutes",
-            received=f"budget_s={budget_s:g}",
-            fix=f"pass a budget of {needed} s or more (tfaccel tune --budget {needed}); "
+            received=argument("budget_s", budget_s),
+            fix=f"pass a budget of {needed} s or more ({argument('budget_s', needed)}); "
             f"{math.ceil(DEFAULT_BUDGET_S)} s searches the default space of a small model",
         )
     return settings
@@ -291,20 +340,20 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _check_number(name: str, value: Any, expected: str, ok: Callable[[float], bool]) -> None:
+def _check_number(
+    name: str, value: Any, expected: str, example: float, ok: Callable[[float], bool]
+) -> None:
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
     if not number or not math.isfinite(value) or not ok(value):
-        raise _bad_option(name, value, expected)
+        raise _bad_option(name, value, expected, example)
 
 
-def _bad_option(name: str, value: Any, expected: str) -> TuneError:
+def _bad_option(name: str, value: Any, expected: str, example: object) -> TuneError:
     return TuneError(
-        f"The argument {name}={value!r} is not valid",
+        f"The argument {argument(name, value)} is not valid",
         expected=expected,
         received=repr(value),
-        fix=f"pass {name}= {expected.split('e.g. ')[-1]}"
-        if "e.g." in expected
-        else f"pass {name}= {expected}",
+        fix=f"pass, for example, {argument(name, example)}",
     )
 
 

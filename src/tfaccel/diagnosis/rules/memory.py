@@ -15,6 +15,7 @@ from tfaccel.snapshot import GpuInfo, Snapshot
 
 LOG_HINT = "seen only in a log or traceback: run `tfaccel doctor --log FILE`"
 MEMORY_IN_USE_SHARE = 0.5
+_GIB = 2**30
 
 
 def gpu_memory_in_use(s: Snapshot) -> Finding:
@@ -28,7 +29,7 @@ def gpu_memory_in_use(s: Snapshot) -> Finding:
     busy = [
         g
         for g in known
-        if (g.memory_used_bytes or 0) > MEMORY_IN_USE_SHARE * (g.memory_total_bytes or 1)
+        if _share(g.memory_used_bytes or 0, g.memory_total_bytes or 1) > MEMORY_IN_USE_SHARE
     ]
     if not busy:
         return make_finding("gpu_memory_in_use", "ok", "GPU memory is mostly free", evidence)
@@ -45,8 +46,23 @@ def gpu_memory_in_use(s: Snapshot) -> Finding:
 def _memory_line(gpu: GpuInfo) -> str:
     used = gpu.memory_used_bytes or 0
     total = gpu.memory_total_bytes or 1
-    share = f"{used / total:.0%}"
-    return f"{gpu_name(gpu)}: {used / 2**30:.1f} GiB of {total / 2**30:.1f} GiB used ({share})"
+    share = f"{_share(used, total):.0%}"
+    return f"{gpu_name(gpu)}: {_gib(used)} GiB of {_gib(total)} GiB used ({share})"
+
+
+def _share(used: int, total: int) -> float:
+    """used / total, exact for integers of any size (a float division would overflow)."""
+    if total == 0:
+        return 0.0
+    return max(-(10**9), min(used * 1000 // total, 10**9)) / 1000
+
+
+def _gib(n: int) -> str:
+    """Bytes as GiB with one decimal, in integer arithmetic (any size, no float overflow)."""
+    if abs(n) >= _GIB * 10**18:
+        return f"{'-' if n < 0 else ''}over 10^18"
+    tenths = (abs(n) * 10 + _GIB // 2) // _GIB
+    return f"{'-' if n < 0 else ''}{tenths // 10}.{tenths % 10}"
 
 
 def oom(s: Snapshot) -> Finding:

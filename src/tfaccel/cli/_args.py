@@ -1,0 +1,90 @@
+"""Numeric argument types the commands share, checked where argparse parses the command line.
+
+Every numeric option takes a type from here, so NaN, infinity, a negative count or a value out
+of range is refused while parsing, with the flag, what it takes, what it got and an example
+(argparse prints ``tfaccel CMD: error: argument --flag: ...`` and exits 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+from typing import NoReturn
+
+from tfaccel.errors import UsageError
+
+__all__ = ["fraction", "integer", "seconds"]
+
+DAY_S = 24 * 3600.0
+
+
+def _refuse(flag: str, what: str, expected: str, text: str, example: object) -> NoReturn:
+    error = UsageError(what, expected=expected, received=repr(text), fix=f"e.g. {flag} {example}")
+    raise argparse.ArgumentTypeError(str(error))
+
+
+def seconds(
+    flag: str, *, example: float, maximum: float = DAY_S, minimum: float = 0.0
+) -> Callable[[str], float]:
+    """An argparse type: a finite number of seconds above ``minimum``, at most ``maximum``."""
+    expected = f"a finite number of seconds above {minimum:g} and at most {_duration(maximum)}"
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            _refuse(flag, "not a number of seconds", expected, text, example)
+        if not math.isfinite(value):
+            _refuse(flag, "not a finite number of seconds", expected, text, example)
+        if not minimum < value <= maximum:
+            _refuse(flag, "the number of seconds is out of range", expected, text, example)
+        return value
+
+    parse.__name__ = "seconds"
+    return parse
+
+
+def integer(
+    flag: str, *, example: int, minimum: int = 1, maximum: int = 2**31 - 1
+) -> Callable[[str], int]:
+    """An argparse type: an integer from ``minimum`` to ``maximum``."""
+    what = "a positive integer" if minimum == 1 else f"an integer of at least {minimum}"
+    expected = f"{what}, at most {maximum:,}"
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text.strip())
+        except ValueError:
+            _refuse(flag, "not an integer", expected, text, example)
+        if not minimum <= value <= maximum:
+            _refuse(flag, "the number is out of range", expected, text, example)
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def fraction(flag: str, *, example: float) -> Callable[[str], float]:
+    """An argparse type: a fraction in [0, 1)."""
+    expected = "a number from 0 up to (not including) 1"
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            _refuse(flag, "not a fraction", expected, text, example)
+        if not (math.isfinite(value) and 0 <= value < 1):
+            _refuse(flag, "the fraction is out of range", expected, text, example)
+        return value
+
+    parse.__name__ = "fraction"
+    return parse
+
+
+def _duration(seconds: float) -> str:
+    for unit, size in (("week", 7 * DAY_S), ("day", DAY_S), ("hour", 3600.0)):
+        if seconds >= size and seconds % size == 0:
+            count = int(seconds // size)
+            return f"{seconds:g} ({count} {unit}{'s' if count > 1 else ''})"
+    return f"{seconds:g}"

@@ -1,0 +1,754 @@
+"""Bad command-line input: one table, each row a clear error (exit 2) that changes nothing.
+
+Every row is an argv, the exit code 2 and a fragment of the message. The row runs in a scratch
+directory (the working directory, and ``$XDG_DATA_HOME`` for the default results database)
+prepared by its setup; the test records every file there (kind, size, content, modification
+time) before and after, and asserts that nothing was created, changed or removed, and that no
+traceback was printed. Rows run in-process through ``tfaccel.cli.main`` unless they need a real
+standard input (``subprocess``).
+
+Where a command would go on to measure (bench, tune, profile), the measuring entry point is
+replaced by a tripwire: a row that gets past the checks fails at once, instead of running a
+benchmark.
+
+Below the table: the library paths behind some rows that a command line cannot reach (a
+read-only file system, a disk that fills up while a file is written).
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import sqlite3
+import stat
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tfaccel.cli import main
+from tfaccel.errors import TfaccelError, UsageError, argument, argument_names
+from tfaccel.profile.trace import TraceError, check_logdir
+from tfaccel.snapshot import SCHEMA_VERSION, Snapshot, load_snapshot, save_snapshot, write_atomic
+
+Setup = Callable[[Path], Callable[[], None] | None]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One bad input.
+
+    Attributes:
+        id: the test id.
+        argv: the command line; ``{work}`` stands for the scratch directory.
+        fragment: text the message must contain.
+        setup: prepares the scratch directory; may return a cleanup.
+        patches: ``(module, attribute, value)`` set for the row (shorter limits).
+        stdin: a file given as standard input (the row then runs as a subprocess).
+        fix: the message must say the fix ("Fix:"); False for argparse's own messages.
+    """
+
+    id: str
+    argv: tuple[str, ...]
+    fragment: str
+    setup: Setup | None = None
+    patches: tuple[tuple[str, str, Any], ...] = ()
+    stdin: str | None = None
+    fix: bool = True
+
+
+# --- setups ------------------------------------------------------------------------------------
+
+
+def _file(name: str, content: str | bytes) -> Setup:
+    def make(work: Path) -> None:
+        data = content.encode() if isinstance(content, str) else content
+        (work / name).write_bytes(data)
+
+    return make
+
+
+def _snapshot_with(**changes: Any) -> str:
+    doc = Snapshot().to_dict()
+    doc.update(changes)
+    return json.dumps(doc)
+
+
+def _gpu_snapshot(**gpu: Any) -> str:
+    return _snapshot_with(nvml={"available": True, "gpus": [{"index": 0, "name": "A100", **gpu}]})
+
+
+def _foreign_db(work: Path) -> None:
+    with sqlite3.connect(work / "other.sqlite") as conn:
+        conn.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)")
+        conn.execute("CREATE TABLE runs (x)")
+        conn.execute("INSERT INTO users (name) VALUES ('ada')")
+    conn.close()
+
+
+def _fifo(work: Path) -> None:
+    os.mkfifo(work / "pipe")
+
+
+def _fifo_with_a_silent_writer(work: Path) -> Callable[[], None]:
+    os.mkfifo(work / "pipe")
+    holder = os.open(work / "pipe", os.O_RDWR | os.O_NONBLOCK)  # a writer that never writes
+    return lambda: os.close(holder)
+
+
+def _a_file_and_a_dir(work: Path) -> None:
+    (work / "file.txt").write_text("not a directory\n")
+    (work / "dir").mkdir()
+
+
+DEEP = "[" * 100_000 + "]" * 100_000
+TOO_BIG = " " * (8 * 2**20) + "{}"
+TOO_LONG = "9" * 40
+
+LOGREAD = "tfaccel.diagnosis.logread"
+SHORT_WAITS = ((LOGREAD, "FIFO_WRITER_WAIT_S", 0.2), (LOGREAD, "STREAM_TIME_LIMIT_S", 0.5))
+
+ROWS: list[Row] = [
+    # --- the command line itself
+    Row("no-command", (), "exit codes", fix=False),
+    Row("unknown-command", ("frobnicate",), "invalid choice", fix=False),
+    Row("doctor-unknown-flag", ("doctor", "--nope"), "unrecognized arguments", fix=False),
+    # --- doctor --save-snapshot: the one atomic writer
+    Row(
+        "save-snapshot-into-a-missing-directory",
+        ("doctor", "--save-snapshot", "{work}/missing/snap.json"),
+        "the directory '{work}/missing' does not exist",
+    ),
+    Row(
+        "save-snapshot-onto-a-directory",
+        ("doctor", "--save-snapshot", "{work}/dir"),
+        "(given with --save-snapshot): it is a directory",
+        setup=_a_file_and_a_dir,
+    ),
+    Row(
+        "save-snapshot-under-proc",
+        ("doctor", "--save-snapshot", "/proc/tfaccel-snapshot.json"),
+        "the directory '/proc' does not accept the file",
+    ),
+    Row(
+        "save-snapshot-on-a-read-only-file-system",
+        ("doctor", "--save-snapshot", "/sys/tfaccel-snapshot.json"),
+        "the directory '/sys' does not accept the file",
+    ),
+    Row(
+        "save-snapshot-onto-a-device",
+        ("doctor", "--save-snapshot", "/dev/null"),
+        "it is not a regular file",
+    ),
+    Row(
+        "save-snapshot-under-a-file",
+        ("doctor", "--save-snapshot", "{work}/file.txt/snap.json"),
+        "'{work}/file.txt' is not a directory",
+        setup=_a_file_and_a_dir,
+    ),
+    Row("save-snapshot-empty-name", ("doctor", "--save-snapshot", ""), "empty file name"),
+    # --- doctor --deep-timeout
+    *(
+        Row(
+            f"deep-timeout-{label}",
+            ("doctor", "--deep", "--deep-timeout", value),
+            f"argument --deep-timeout: {what}",
+        )
+        for label, value, what in (
+            ("nan", "nan", "not a finite number of seconds"),
+            ("inf", "inf", "not a finite number of seconds"),
+            ("negative", "-1", "the number of seconds is out of range"),
+            ("zero", "0", "the number of seconds is out of range"),
+            ("above-a-day", "1e9", "the number of seconds is out of range"),
+            ("text", "soon", "not a number of seconds"),
+        )
+    ),
+    Row(
+        "deep-and-snapshot-together",
+        ("doctor", "--deep", "--snapshot", "{work}/x.json"),
+        "--deep cannot be combined with --snapshot",
+    ),
+    # --- doctor --snapshot: the loader's bounds
+    Row("snapshot-missing", ("doctor", "--snapshot", "{work}/nope.json"), "does not exist"),
+    Row(
+        "snapshot-is-a-directory",
+        ("doctor", "--snapshot", "{work}/dir"),
+        "is a directory",
+        setup=_a_file_and_a_dir,
+    ),
+    Row("snapshot-empty-name", ("doctor", "--snapshot", ""), "empty file name"),
+    Row("snapshot-dev-zero", ("doctor", "--snapshot", "/dev/zero"), "a character device"),
+    Row(
+        "snapshot-fifo",
+        ("doctor", "--snapshot", "{work}/pipe"),
+        "a named pipe (FIFO)",
+        setup=_fifo,
+    ),
+    Row(
+        "snapshot-100k-nested-brackets",
+        ("doctor", "--snapshot", "{work}/deep.json"),
+        "nests its arrays and objects too deeply",
+        setup=_file("deep.json", DEEP),
+    ),
+    Row(
+        "snapshot-integer-beyond-a-float",
+        ("doctor", "--json", "--snapshot", "{work}/big.json"),
+        "holds a number no machine reports",
+        setup=_file("big.json", _gpu_snapshot(memory_total_bytes=10**400, memory_used_bytes=1)),
+    ),
+    Row(
+        "snapshot-integer-beyond-64-bits",
+        ("doctor", "--snapshot", "{work}/big.json"),
+        "holds a number no machine reports",
+        setup=_file("big.json", _gpu_snapshot(memory_total_bytes=2**64, memory_used_bytes=1)),
+    ),
+    Row(
+        "snapshot-integer-of-5000-digits",
+        ("doctor", "--snapshot", "{work}/big.json"),
+        "5,000 digits",
+        setup=_file("big.json", '{"schema_version": 1, "cpu": {"sockets": ' + "7" * 5000 + "}}"),
+    ),
+    Row(
+        "snapshot-float-beyond-range",
+        ("doctor", "--snapshot", "{work}/big.json"),
+        "1e999",
+        setup=_file("big.json", '{"schema_version": 1, "cpu": {"max_mhz": 1e999}}'),
+    ),
+    Row(
+        "snapshot-nan",
+        ("doctor", "--snapshot", "{work}/nan.json"),
+        "NaN (not a finite number)",
+        setup=_file("nan.json", '{"schema_version": 1, "cpu": {"max_mhz": NaN}}'),
+    ),
+    *(
+        Row(
+            f"snapshot-schema-version-{label}",
+            ("doctor", "--snapshot", "{work}/v.json"),
+            "schema_version is not one this tfaccel reads",
+            setup=_file("v.json", _snapshot_with(schema_version=value)),
+        )
+        for label, value in (
+            ("0", 0),
+            ("negative", -1),
+            ("newer", 99),
+            ("text", "1"),
+            ("bool", True),
+        )
+    ),
+    Row(
+        "snapshot-wrong-type",
+        ("doctor", "--snapshot", "{work}/t.json"),
+        "'snapshot.nvml.gpus' has the wrong type",
+        setup=_file("t.json", _snapshot_with(nvml={"gpus": "A100"})),
+    ),
+    Row(
+        "snapshot-wrong-type-deep-inside",
+        ("doctor", "--snapshot", "{work}/t.json"),
+        "'snapshot.nvml.gpus[0].memory_total_bytes' has the wrong type",
+        setup=_file("t.json", _gpu_snapshot(memory_total_bytes="80 GB")),
+    ),
+    Row(
+        "snapshot-not-json",
+        ("doctor", "--snapshot", "{work}/x.json"),
+        "is not valid JSON",
+        setup=_file("x.json", "{not json"),
+    ),
+    Row(
+        "snapshot-empty-file",
+        ("doctor", "--snapshot", "{work}/x.json"),
+        "is not valid JSON",
+        setup=_file("x.json", ""),
+    ),
+    Row(
+        "snapshot-a-list",
+        ("doctor", "--snapshot", "{work}/x.json"),
+        "not a JSON object",
+        setup=_file("x.json", "[1, 2]"),
+    ),
+    Row(
+        "snapshot-another-json-document",
+        ("doctor", "--snapshot", "{work}/package.json"),
+        "none of a snapshot's fields",
+        setup=_file("package.json", '{"name": "my-app", "version": "1.0.0"}'),
+    ),
+    Row(
+        "snapshot-too-large",
+        ("doctor", "--snapshot", "{work}/x.json"),
+        "too large to be a snapshot",
+        setup=_file("x.json", TOO_BIG),
+    ),
+    Row(
+        "snapshot-not-utf8",
+        ("doctor", "--snapshot", "{work}/x.json"),
+        "is not UTF-8 text",
+        setup=_file("x.json", b'{"schema_version": 1, "env": {"A": "\xff\xfe"}}'),
+    ),
+    # --- doctor --log: bounded reads, clear refusals
+    Row("log-missing", ("doctor", "--log", "{work}/nope.log"), "does not exist"),
+    Row(
+        "log-a-directory",
+        ("doctor", "--log", "{work}/dir"),
+        "is a directory",
+        setup=_a_file_and_a_dir,
+    ),
+    Row("log-empty", ("doctor", "--log", "{work}/e.log"), "is empty", setup=_file("e.log", "")),
+    Row(
+        "log-only-whitespace",
+        ("doctor", "--log", "{work}/e.log"),
+        "holds only whitespace",
+        setup=_file("e.log", " \n\t\n"),
+    ),
+    Row(
+        "log-binary-file",
+        ("doctor", "--log", "{work}/core.bin"),
+        "is binary",
+        setup=_file("core.bin", bytes(range(256)) * 64),
+    ),
+    Row("log-dev-zero", ("doctor", "--log", "/dev/zero"), "is binary"),
+    Row("log-dev-urandom", ("doctor", "--log", "/dev/urandom"), "/dev/urandom' is"),
+    Row("log-dev-null", ("doctor", "--log", "/dev/null"), "a character device that gave no data"),
+    Row(
+        "log-fifo-nobody-writes-to",
+        ("doctor", "--log", "{work}/pipe"),
+        "no program wrote to",
+        setup=_fifo,
+        patches=SHORT_WAITS,
+    ),
+    Row(
+        "log-fifo-with-a-silent-writer",
+        ("doctor", "--log", "{work}/pipe"),
+        "with no data within 0.5 s",
+        setup=_fifo_with_a_silent_writer,
+        patches=SHORT_WAITS,
+    ),
+    Row(
+        "log-stdin-dev-zero",
+        ("doctor", "--log", "-"),
+        "Standard input is binary",
+        stdin="/dev/zero",
+    ),
+    Row("log-stdin-empty", ("doctor", "--log", "-"), "Standard input is empty", stdin="/dev/null"),
+    # --- bench
+    Row(
+        "bench-synthetic-285-TiB",
+        ("bench", "--only", "mlp", "--no-save", "--data", "synthetic:100000000000"),
+        "does not fit in this machine's memory: it needs",
+    ),
+    Row(
+        "bench-synthetic-40-digits",
+        ("bench", "--no-save", "--data", f"synthetic:{TOO_LONG}"),
+        "too large to be a number of images",
+    ),
+    Row(
+        "bench-synthetic-zero", ("bench", "--data", "synthetic:0"), "--data value is not understood"
+    ),
+    Row(
+        "bench-data-unknown",
+        ("bench", "--data", "imagenet:/data"),
+        "--data value is not understood",
+    ),
+    Row("bench-smoke-and-quick", ("bench", "--smoke", "--quick"), "cannot be combined"),
+    Row(
+        "bench-db-another-programs-sqlite",
+        ("bench", "--only", "matmul", "--db", "{work}/other.sqlite"),
+        "not a tfaccel results database",
+        setup=_foreign_db,
+    ),
+    Row(
+        "bench-db-a-directory",
+        ("bench", "--only", "matmul", "--db", "{work}/dir"),
+        "is a directory",
+        setup=_a_file_and_a_dir,
+    ),
+    Row(
+        "bench-db-under-proc",
+        ("bench", "--only", "matmul", "--db", "/proc/tfaccel.sqlite"),
+        "cannot be opened",
+    ),
+    Row(
+        "bench-db-corrupt",
+        ("bench", "--only", "matmul", "--db", "{work}/r.sqlite"),
+        "is corrupt",
+        setup=_file("r.sqlite", b"\x00garbage" * 512),
+    ),
+    Row(
+        "bench-unknown-benchmark",
+        ("bench", "--only", "matmul,warp_drive"),
+        "Unknown benchmark 'warp_drive'",
+    ),
+    Row("bench-unknown-device", ("bench", "--device", "tpu:0"), "Unknown device 'tpu:0'"),
+    *(
+        Row(f"bench-{flag[2:]}-{label}", ("bench", flag, value), f"argument {flag}: {what}")
+        for flag, label, value, what in (
+            ("--batch-size", "zero", "0", "the number is out of range"),
+            ("--batch-size", "fraction", "1.5", "not an integer"),
+            ("--repeats", "zero", "0", "the number is out of range"),
+            ("--repeats", "nan", "nan", "not an integer"),
+            ("--repeats", "a-million", "1000000", "the number is out of range"),
+            ("--warmup", "negative", "-1", "the number is out of range"),
+        )
+    ),
+    # --- tune
+    *(
+        Row(
+            f"tune-{flag[2:]}-{label}",
+            ("tune", "--model", "mlp", flag, value),
+            f"argument {flag}: {what}",
+        )
+        for flag, label, value, what in (
+            ("--budget", "nan", "nan", "not a finite number of seconds"),
+            ("--budget", "inf", "inf", "not a finite number of seconds"),
+            ("--budget", "negative", "-5", "the number of seconds is out of range"),
+            ("--sample-seconds", "zero", "0", "the number of seconds is out of range"),
+            ("--margin", "one", "1", "the fraction is out of range"),
+            ("--margin", "nan", "nan", "the fraction is out of range"),
+            ("--rounds", "zero", "0", "the number is out of range"),
+            ("--batch-cap", "zero", "0", "the number is out of range"),
+        )
+    ),
+    Row(
+        "tune-budget-too-small-names-the-flag",
+        ("tune", "--model", "mlp", "--smoke", "--no-progress", "--no-save", "--budget", "0.5"),
+        "Received: --budget 0.5. Fix: pass a budget of 4 s or more (--budget 4)",
+    ),
+    Row(
+        "tune-db-under-proc",
+        ("tune", "--model", "mlp", "--smoke", "--no-progress", "--db", "/proc/tfaccel.sqlite"),
+        "cannot be opened",
+    ),
+    Row(
+        "tune-db-a-directory",
+        ("tune", "--model", "mlp", "--smoke", "--no-progress", "--db", "{work}/dir"),
+        "is a directory",
+        setup=_a_file_and_a_dir,
+    ),
+    Row(
+        "tune-db-another-programs-sqlite",
+        ("tune", "--model", "mlp", "--smoke", "--no-progress", "--db", "{work}/other.sqlite"),
+        "not a tfaccel results database",
+        setup=_foreign_db,
+    ),
+    Row("tune-nothing-to-tune", ("tune", "--no-progress"), "SCRIPT or --model"),
+    Row(
+        "tune-smoke-with-a-script",
+        ("tune", "train.py", "--smoke", "--no-progress"),
+        "--smoke applies to --model only",
+    ),
+    Row("tune-unknown-model", ("tune", "--model", "resnet99", "--no-progress"), "Unknown model"),
+    Row("tune-bad-space", ("tune", "--model", "mlp", "--space", "jit"), "KEY=VALUES"),
+    # --- profile (checked before TensorFlow starts)
+    Row("profile-zero-steps", ("profile", "--model", "mlp", "--steps", "0"), "at least 1"),
+    Row("profile-unknown-model", ("profile", "--model", "transformer"), "Unknown model"),
+    # --- devices
+    Row(
+        "devices-tf-timeout-nan",
+        ("devices", "--tf", "--tf-timeout", "nan"),
+        "finite number of seconds",
+    ),
+]
+
+SLOW_ROWS = [
+    # Measures how long importing TensorFlow takes here, to say which timeout fits.
+    Row(
+        "deep-timeout-shorter-than-any-import",
+        ("doctor", "--deep", "--deep-timeout", "0.05"),
+        "is too short for importing TensorFlow",
+    ),
+]
+
+# The trace directory is checked by tfaccel.profile.trace.check_logdir; the profile command
+# calls it when the trace starts, after the training run. These rows say "up front".
+TRACE_ROWS = [
+    Row(
+        "profile-trace-onto-a-file",
+        ("profile", "--model", "mlp", "--tiny", "--trace", "{work}/file.txt"),
+        "is a file",
+        setup=_a_file_and_a_dir,
+    ),
+    Row(
+        "profile-trace-in-a-read-only-directory",
+        ("profile", "--model", "mlp", "--tiny", "--trace", "/sys/tfaccel-trace"),
+        "cannot be written",
+    ),
+]
+
+
+# --- running a row -----------------------------------------------------------------------------
+
+
+class ReachedTheWork(BaseException):
+    """Raised by a tripwire: the command got past its checks and would measure now."""
+
+
+def _tripwire(*args: object, **kwargs: object) -> None:
+    raise ReachedTheWork
+
+
+@pytest.fixture(autouse=True)
+def tripwires(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A row that passes every check fails at once here, instead of measuring for minutes."""
+    import tfaccel.bench.history
+    import tfaccel.models
+    import tfaccel.tuning.api
+
+    build = tfaccel.models.build
+
+    def build_only_unknown_names(name: str, **kwargs: Any) -> Any:
+        if name in tfaccel.models.MODELS:
+            raise ReachedTheWork
+        return build(name, **kwargs)  # raises the error that lists the models
+
+    monkeypatch.setattr(tfaccel.bench.history, "run", _tripwire)
+    monkeypatch.setattr(tfaccel.tuning.api, "_tf_runner", _tripwire)
+    monkeypatch.setattr(tfaccel.models, "build", build_only_unknown_names)
+
+
+def manifest(root: Path) -> dict[str, tuple[Any, ...]]:
+    """Every entry under ``root``: kind, size, modification time and content hash of files.
+
+    FIFOs and other special files are recorded by kind only (never opened).
+    """
+    entries: dict[str, tuple[Any, ...]] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = Path(dirpath) / name
+            info = path.lstat()
+            rel = str(path.relative_to(root))
+            if stat.S_ISREG(info.st_mode):
+                digest = hashlib.sha256(path.read_bytes()).hexdigest()
+                entries[rel] = ("file", info.st_size, info.st_mtime_ns, digest)
+            elif stat.S_ISDIR(info.st_mode):
+                entries[rel] = ("dir",)
+            else:
+                entries[rel] = (stat.S_IFMT(info.st_mode),)
+    return entries
+
+
+@dataclass
+class Outcome:
+    code: int
+    out: str
+    err: str
+
+
+def run_in_process(argv: list[str], capsys: pytest.CaptureFixture[str]) -> Outcome:
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's own refusals exit 2
+        code = exc.code if isinstance(exc.code, int) else 2
+    except ReachedTheWork:
+        out, err = capsys.readouterr()
+        pytest.fail(f"{argv} passed every check and went on to measure; stderr: {err[-500:]}")
+    out, err = capsys.readouterr()
+    return Outcome(code, out, err)
+
+
+def run_as_process(argv: list[str], work: Path, stdin: str) -> Outcome:
+    with open(stdin, "rb") as fh:
+        done = subprocess.run(
+            [sys.executable, "-m", "tfaccel", *argv],
+            stdin=fh,
+            capture_output=True,
+            text=True,
+            cwd=work,
+            env={**os.environ, "XDG_DATA_HOME": str(work / "xdg")},
+            timeout=120,
+        )
+    return Outcome(done.returncode, done.stdout, done.stderr)
+
+
+@pytest.fixture
+def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    root = tmp_path / "work"
+    root.mkdir()
+    monkeypatch.chdir(root)
+    monkeypatch.setenv("XDG_DATA_HOME", str(root / "xdg"))
+    yield root
+
+
+def check_row(
+    row: Row, work: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cleanup = row.setup(work) if row.setup is not None else None
+    for module, name, value in row.patches:
+        monkeypatch.setattr(f"{module}.{name}", value)
+    argv = [arg.replace("{work}", str(work)) for arg in row.argv]
+    before = manifest(work)
+    try:
+        if row.stdin is not None:
+            outcome = run_as_process(argv, work, row.stdin)
+        else:
+            outcome = run_in_process(argv, capsys)
+    finally:
+        if cleanup is not None:
+            cleanup()
+    printed = outcome.out + outcome.err
+    assert outcome.code == 2, f"exit {outcome.code} for {argv}:\n{printed[-2000:]}"
+    assert "Traceback" not in printed, printed
+    assert row.fragment.replace("{work}", str(work)) in outcome.err, outcome.err
+    if row.fix:
+        assert "error:" in outcome.err and "Fix:" in outcome.err, outcome.err
+    assert manifest(work) == before, "the scratch directory changed"
+
+
+@pytest.mark.parametrize("row", [pytest.param(row, id=row.id) for row in ROWS])
+def test_bad_input_is_a_clear_error_that_changes_nothing(
+    row: Row, work: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    check_row(row, work, monkeypatch, capsys)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("row", [pytest.param(row, id=row.id) for row in SLOW_ROWS])
+def test_slow_bad_input_is_a_clear_error_that_changes_nothing(
+    row: Row, work: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    check_row(row, work, monkeypatch, capsys)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="tfaccel.profile.command checks --trace when the trace starts, after the training run",
+)
+@pytest.mark.parametrize("row", [pytest.param(row, id=row.id) for row in TRACE_ROWS])
+def test_trace_directory_is_refused_before_training(
+    row: Row, work: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    check_row(row, work, monkeypatch, capsys)
+
+
+def test_the_table_covers_every_command_that_takes_input() -> None:
+    commands = {row.argv[0] for row in ROWS + SLOW_ROWS + TRACE_ROWS if row.argv}
+    assert commands >= {"doctor", "bench", "tune", "profile", "devices"}
+    assert len(ROWS) + len(SLOW_ROWS) + len(TRACE_ROWS) >= 90
+
+
+# --- the library behind the rows -------------------------------------------------------------
+
+
+def test_a_read_only_file_system_is_a_usage_error_that_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def read_only(*args: object, **kwargs: object) -> tuple[int, str]:
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(tempfile, "mkstemp", read_only)
+    target = tmp_path / "snap.json"
+    with argument_names({"path": "--save-snapshot"}), pytest.raises(UsageError) as info:
+        save_snapshot(Snapshot(), target)
+    message = str(info.value)
+    assert "Read-only file system" in message and "--save-snapshot" in message
+    assert str(target) in message and "Fix:" in message
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "report.json"
+    target.write_text("the old report\n")
+
+    def disk_full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", disk_full)
+    with pytest.raises(UsageError, match="No space left on device"):
+        write_atomic(target, "x" * 10_000)
+    assert target.read_text() == "the old report\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
+
+
+def test_an_interrupted_write_leaves_no_temporary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def interrupted(fd: int) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "fsync", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write_atomic(tmp_path / "snap.json", "{}")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_errors_name_python_arguments_from_python_and_flags_from_the_cli() -> None:
+    assert argument("budget_s", 4) == "budget_s=4"
+    with argument_names({"budget_s": "--budget", "path": "SCRIPT"}):
+        assert argument("budget_s", 4) == "--budget 4"
+        assert argument("budget_s") == "--budget"
+        assert argument("path", "my train.py") == "'my train.py'"
+        with argument_names({"margin": "--margin"}):
+            assert argument("budget_s") == "--budget" and argument("margin") == "--margin"
+        assert argument("margin") == "margin"
+    assert argument("budget_s") == "budget_s"
+
+
+def test_tune_from_python_names_its_arguments() -> None:
+    from tfaccel.tuning import tune_model
+    from tfaccel.tuning._errors import BudgetError, TuneError
+
+    with pytest.raises(BudgetError) as info:
+        tune_model("mlp", 0.5, smoke=True, store=False, progress=False)
+    assert "budget_s=0.5" in str(info.value) and "budget_s=4" in str(info.value)
+    assert "--budget" not in str(info.value)
+    with pytest.raises(TuneError, match=r"sample_s=nan is not valid"):
+        tune_model("mlp", 60, smoke=True, store=False, progress=False, sample_s=float("nan"))
+
+
+def test_tune_opens_the_database_before_it_builds_anything(tmp_path: Path) -> None:
+    from tfaccel.store import StoreError
+    from tfaccel.tuning import tune_model
+
+    (tmp_path / "file.txt").write_text("x")
+    with pytest.raises(StoreError):
+        tune_model("mlp", 60, smoke=True, progress=False, store=tmp_path / "file.txt" / "r.db")
+    fresh = tmp_path / "new" / "results.sqlite"
+    with pytest.raises(ReachedTheWork):  # the tripwire replaces the TensorFlow runner
+        tune_model("mlp", 60, smoke=True, progress=False, store=fresh)
+    assert fresh.is_file()  # created (and checked) before the search would start
+
+
+@pytest.mark.parametrize(
+    ("name", "fragment"),
+    [
+        ("file.txt", "is a file"),
+        ("file.txt/sub", "a file"),
+        ("/sys/tfaccel-trace", "cannot be written"),
+    ],
+)
+def test_trace_directory_check(tmp_path: Path, name: str, fragment: str) -> None:
+    (tmp_path / "file.txt").write_text("x")
+    with argument_names({"trace_dir": "--trace"}), pytest.raises(TraceError) as info:
+        check_logdir(tmp_path / name)
+    assert fragment in str(info.value) and "--trace" in str(info.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file.txt"]
+
+
+def test_trace_directory_that_can_be_made_is_accepted_and_not_made(tmp_path: Path) -> None:
+    assert check_logdir(tmp_path / "a" / "b") == tmp_path / "a" / "b"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_snapshot_the_loader_accepts_at_its_bounds_is_rendered(tmp_path: Path) -> None:
+    top = 2**64 - 1
+    path = tmp_path / "edge.json"
+    path.write_text(
+        _gpu_snapshot(memory_total_bytes=top, memory_used_bytes=top, memory_free_bytes=0)
+    )
+    snapshot = load_snapshot(path)
+    assert snapshot.schema_version == SCHEMA_VERSION
+    assert main(["doctor", "--snapshot", str(path), "--json"]) in (0, 1)
+
+
+def test_deep_probe_refuses_a_timeout_that_is_not_a_number_of_seconds() -> None:
+    from tfaccel.probe import deep
+
+    for bad in (float("nan"), float("inf"), 0, -1, True, "10"):
+        with pytest.raises(TfaccelError, match="is not valid"):
+            deep.run(timeout_s=bad)  # type: ignore[arg-type]
