@@ -1,7 +1,7 @@
 """``tfaccel report``: devices, doctor and a bench run, on the terminal and as files.
 
-Writes report.html (self-contained, plots embedded), report.json and report.md into ``--out``
-(default ./tfaccel-report), records the bench run in the results database and compares it
+Writes report.html (self-contained, plots embedded), report.json, report.md and the plot files
+report.md links (plots/*.png) into ``--out`` (default ./tfaccel-report), records the bench run in the results database and compares it
 with the last run of this machine. The workflow is :func:`tfaccel.report.make_report`; this
 module parses the flags, calls it, renders the result and maps its status to the exit code.
 """
@@ -26,7 +26,7 @@ def add_parser(sub: Any) -> None:
         description=(
             "Probe the devices, run the doctor's checks and a bench (use --quick for about 1.5 "
             "minutes on 2 cores), then write report.html (self-contained, plots embedded), "
-            "report.json and report.md into --out."
+            "report.json, report.md and the plots/*.png files report.md links into --out."
         ),
     )
     add_bench_arguments(p)

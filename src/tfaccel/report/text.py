@@ -338,7 +338,8 @@ def render_report(result: ReportResult) -> RenderableType:
         render_bench(result.bench),
         _rule("files"),
     ]
-    parts += [Text(f"{kind:9} {path}") for kind, path in result.written.items()]
+    width = max(map(len, result.written), default=0)
+    parts += [Text(f"{kind:{width}}  {path}") for kind, path in result.written.items()]
     return Group(*parts)
 
 
