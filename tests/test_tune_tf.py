@@ -353,6 +353,7 @@ class _Scripted:
 
     device = "cpu"
     model_name = "reference_cnn"
+    model_fingerprint: str | None = None
 
     def prepare(self, config: Config) -> None:
         pass
@@ -376,34 +377,45 @@ class _Interrupting(_Scripted):
 
 
 def test_stored_result_is_what_setup_auto_applies(tmp_path: Path) -> None:
+    from tfaccel import architecture, models
+
     db = tmp_path / "tfaccel" / "results.sqlite"
     space = {"batch_size": [64], "precision": ["float32", "mixed_bfloat16"], "jit": [False, True]}
+    runner = _Scripted()
+    runner.model_fingerprint = architecture.fingerprint(models.build("reference_cnn", tiny=True))
     result = tfaccel.tuning.tune(
-        tiny_model_fn, tiny_data(), 60, space, **{**FAST, "store": db}, runner=_Scripted()
+        tiny_model_fn, tiny_data(), 60, space, **{**FAST, "store": db}, runner=runner
     )
     assert result.best == Config(64, jit=True) and result.run_id is not None
-    fingerprint = inventory.current().fingerprint.digest
-    assert store.best_setting(fingerprint, "reference_cnn", "jit", path=db) is True
-    assert store.best_setting(fingerprint, "reference_cnn", "precision", path=db) == "float32"
+    assert result.model_fingerprint == runner.model_fingerprint
     code = (
-        "import json, tfaccel\n"
-        "config = tfaccel.setup(jit='auto', precision='auto')\n"
+        "import json, sys, tfaccel\n"
+        "from tfaccel import models\n"
+        "model = models.build('reference_cnn', tiny=True) if sys.argv[1] == 'same' else None\n"
+        "config = tfaccel.setup(jit='auto', precision='auto', model=model)\n"
         "print(json.dumps({k: [config[k].applied, config[k].reason] for k in ('jit', 'precision')}))"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env=clean_env({"XDG_DATA_HOME": str(tmp_path)}),
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    applied = json.loads(done.stdout.strip().splitlines()[-1])
-    assert applied["jit"] == [True, "measured here on cpu (reference_cnn): XLA faster"]
-    assert applied["precision"] == [
-        "float32",
-        "measured here on cpu (reference_cnn): float32 fastest",
-    ]
+
+    def applied(which: str) -> dict[str, list[Any]]:
+        done = subprocess.run(
+            [sys.executable, "-c", code, which],
+            capture_output=True,
+            text=True,
+            env=clean_env({"XDG_DATA_HOME": str(tmp_path)}),
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+    same = applied("same")  # the architecture that was measured
+    assert same["jit"] == [True, "measured here on cpu (reference_cnn): XLA faster"]
+    assert same["precision"] == ["float32", "measured here on cpu (reference_cnn): float32 fastest"]
+    unmeasured = applied("none")  # no model: nothing is borrowed, the rule decides
+    for setting in ("jit", "precision"):
+        reason = unmeasured[setting][1]
+        assert reason.startswith("no model given to setup(model=...)"), reason
+        assert "decided by rule" in reason
+    assert unmeasured["jit"][0] is False  # the rule on a CPU
 
 
 def test_ctrl_c_returns_the_best_so_far_and_stores_it_as_incomplete(tmp_path: Path) -> None:

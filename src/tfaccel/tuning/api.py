@@ -242,6 +242,7 @@ def _tune(
     if tf_runner is not None:
         tf_runner.close()
     result = _result(outcome, name, device, resolved, settings.budget_s)
+    result.model_fingerprint = getattr(runner, "model_fingerprint", None)
     if threads and result.best is not None and not result.interrupted:
         _thread_search(result, hooks, threads, settings, began)
     result.elapsed_s = time.monotonic() - began
@@ -414,13 +415,15 @@ class _progress_bar:
             return None
         from rich.console import Console
         from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+        from rich.table import Column
 
         self.progress = Progress(
             SpinnerColumn(),
             TextColumn("[bold]tfaccel tune[/bold]"),
             BarColumn(),
-            TimeElapsedColumn(),
-            TextColumn("{task.description}"),
+            # the time is never cut; the description wraps rather than ending in "..."
+            TimeElapsedColumn(table_column=Column(no_wrap=True, min_width=7)),
+            TextColumn("{task.description}", table_column=Column(overflow="fold")),
             console=Console(stderr=True),
             transient=True,
         )
