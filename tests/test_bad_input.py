@@ -26,6 +26,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,6 +107,12 @@ def _fifo_with_a_silent_writer(work: Path) -> Callable[[], None]:
 def _a_file_and_a_dir(work: Path) -> None:
     (work / "file.txt").write_text("not a directory\n")
     (work / "dir").mkdir()
+
+
+def _a_file_and_a_script(work: Path) -> None:
+    """file.txt, and train.py, a script that exits with status 1 if it runs."""
+    _a_file_and_a_dir(work)
+    (work / "train.py").write_text("raise SystemExit('the script ran')\n")
 
 
 DEEP = "[" * 100_000 + "]" * 100_000
@@ -444,38 +451,106 @@ ROWS: list[Row] = [
     Row("tune-unknown-model", ("tune", "--model", "resnet99", "--no-progress"), "Unknown model"),
     Row("tune-bad-space", ("tune", "--model", "mlp", "--space", "jit"), "KEY=VALUES"),
     # --- profile (checked before TensorFlow starts)
-    Row("profile-zero-steps", ("profile", "--model", "mlp", "--steps", "0"), "at least 1"),
+    *(
+        Row(
+            f"profile-{flag[2:]}-{label}",
+            ("profile", "--model", "mlp", flag, value),
+            f"argument {flag}: {what}",
+        )
+        for flag, label, value, what in (
+            ("--steps", "zero", "0", "the number is out of range"),
+            ("--steps", "nan", "nan", "not an integer"),
+            ("--steps", "fraction", "1.5", "not an integer"),
+            ("--steps", "beyond-31-bits", "9" * 40, "the number is out of range"),
+            ("--warmup", "negative", "-1", "the number is out of range"),
+            ("--batch-size", "zero", "0", "the number is out of range"),
+            ("--trace-steps", "zero", "0", "the number is out of range"),
+            ("--top", "negative", "-1", "the number is out of range"),
+            ("--top", "text", "all", "not an integer"),
+        )
+    ),
     Row("profile-unknown-model", ("profile", "--model", "transformer"), "Unknown model"),
     # --- devices
+    *(
+        Row(
+            f"devices-tf-timeout-{label}",
+            ("devices", "--tf", "--tf-timeout", value),
+            f"argument --tf-timeout: {what}",
+        )
+        for label, value, what in (
+            ("nan", "nan", "not a finite number of seconds"),
+            ("inf", "inf", "not a finite number of seconds"),
+            ("negative", "-1", "the number of seconds is out of range"),
+            ("zero", "0", "the number of seconds is out of range"),
+            ("above-a-day", "1e9", "the number of seconds is out of range"),
+            ("text", "soon", "not a number of seconds"),
+        )
+    ),
+    # --- the results database is a file: a device, a FIFO (SQLite would fail with I/O errors)
     Row(
-        "devices-tf-timeout-nan",
-        ("devices", "--tf", "--tf-timeout", "nan"),
-        "finite number of seconds",
+        "bench-db-dev-null",
+        ("bench", "--only", "matmul", "--db", "/dev/null"),
+        "'/dev/null' is not a regular file. Expected: the path of a regular file",
+    ),
+    Row(
+        "bench-db-a-fifo",
+        ("bench", "--only", "matmul", "--db", "{work}/pipe"),
+        "is not a regular file. Expected: the path of a regular file (it is created when "
+        "missing). Received: a named pipe (FIFO)",
+        setup=_fifo,
+    ),
+    Row(
+        "tune-db-dev-zero",
+        ("tune", "--model", "mlp", "--smoke", "--no-progress", "--db", "/dev/zero"),
+        "'/dev/zero' is not a regular file. Expected: the path of a regular file",
+    ),
+    # --- report --out (checked before the bench runs)
+    Row(
+        "report-out-is-a-file",
+        ("report", "--smoke", "--no-save", "--out", "{work}/file.txt"),
+        "(--out) is not writable",
+        setup=_a_file_and_a_dir,
+    ),
+    Row(
+        "report-out-under-proc-sys",
+        ("report", "--smoke", "--no-save", "--out", "/proc/sys/tfaccel-report"),
+        "(--out) is not writable",
     ),
 ]
 
 SLOW_ROWS = [
-    # Measures how long importing TensorFlow takes here, to say which timeout fits.
+    # Measure how long importing TensorFlow takes here, to say which timeout fits.
     Row(
         "deep-timeout-shorter-than-any-import",
         ("doctor", "--deep", "--deep-timeout", "0.05"),
         "is too short for importing TensorFlow",
     ),
+    Row(
+        "devices-tf-timeout-shorter-than-any-import",
+        ("devices", "--tf", "--tf-timeout", "0.05"),
+        "The timeout --tf-timeout 0.05 is too short for importing TensorFlow",
+    ),
 ]
 
-# The trace directory is checked by tfaccel.profile.trace.check_logdir; the profile command
-# calls it when the trace starts, after the training run. These rows say "up front".
+# The trace directory (tfaccel.profile.trace.check_logdir) is checked before the model is
+# built or the script runs, not when the trace starts after a training run.
 TRACE_ROWS = [
     Row(
         "profile-trace-onto-a-file",
         ("profile", "--model", "mlp", "--tiny", "--trace", "{work}/file.txt"),
-        "is a file",
+        "(--trace) is a file",
         setup=_a_file_and_a_dir,
     ),
     Row(
         "profile-trace-in-a-read-only-directory",
         ("profile", "--model", "mlp", "--tiny", "--trace", "/sys/tfaccel-trace"),
         "cannot be written",
+    ),
+    Row(
+        "profile-script-trace-onto-a-file",
+        ("profile", "--trace", "{work}/file.txt", "{work}/train.py"),
+        "(--trace) is a file",
+        setup=_a_file_and_a_script,
     ),
 ]
 
@@ -613,10 +688,6 @@ def test_slow_bad_input_is_a_clear_error_that_changes_nothing(
     check_row(row, work, monkeypatch, capsys)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="tfaccel.profile.command checks --trace when the trace starts, after the training run",
-)
 @pytest.mark.parametrize("row", [pytest.param(row, id=row.id) for row in TRACE_ROWS])
 def test_trace_directory_is_refused_before_training(
     row: Row, work: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
@@ -689,6 +760,20 @@ def test_errors_name_python_arguments_from_python_and_flags_from_the_cli() -> No
     assert argument("budget_s") == "budget_s"
 
 
+def test_errors_echo_a_huge_value_cut_and_at_once() -> None:
+    start = time.monotonic()
+    text = argument("steps", 10**5000)  # repr() of an integer over 4,300 digits raises
+    assert time.monotonic() - start < 1.0
+    assert text == "steps=an integer of about 5,001 digits"
+    with argument_names({"steps": "--steps"}):
+        assert argument("steps", -(10**5000)) == "--steps an integer of about 5,001 digits"
+        flag = argument("steps", "9" * 10**6)
+    assert len(argument("log", "x" * 10**6)) < 5_000 and len(flag) < 5_000
+    assert flag.endswith("… (1,000,000 characters)")
+    long_path = "/data/" + "d" * 300 + "/traces"
+    assert argument("trace_dir", long_path) == f"trace_dir={long_path!r}"  # a fix is never cut
+
+
 def test_tune_from_python_names_its_arguments() -> None:
     from tfaccel.tuning import tune_model
     from tfaccel.tuning._errors import BudgetError, TuneError
@@ -728,6 +813,28 @@ def test_trace_directory_check(tmp_path: Path, name: str, fragment: str) -> None
         check_logdir(tmp_path / name)
     assert fragment in str(info.value) and "--trace" in str(info.value)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file.txt"]
+
+
+def test_profile_checks_the_trace_directory_before_it_trains_or_runs_the_script(
+    tmp_path: Path,
+) -> None:
+    from tfaccel.profile import command
+
+    (tmp_path / "file.txt").write_text("x")
+    ran: list[str] = []
+
+    def run(script: str, args: list[str]) -> int:
+        ran.append(script)
+        return 0
+
+    with pytest.raises(TraceError, match="trace_dir"):
+        command.profile_script("train.py", [], run, trace_dir=str(tmp_path / "file.txt"))
+    assert ran == []
+    # the model is not built (the tripwire on tfaccel.models.build is not reached)
+    with pytest.raises(TraceError, match="is a file"):
+        command.profile_model("mlp", tiny=True, trace_dir=str(tmp_path / "file.txt"))
+    with pytest.raises(TraceError, match="cannot be written"):
+        command.check_model_request("mlp", trace_dir="/sys/tfaccel-trace")
 
 
 def test_trace_directory_that_can_be_made_is_accepted_and_not_made(tmp_path: Path) -> None:

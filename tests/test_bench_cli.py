@@ -227,6 +227,31 @@ def test_locked_and_corrupt_database(capsys: pytest.CaptureFixture[str], tmp_pat
     _assert_clear_error(code, err, "is corrupt", f"mv {path}")
 
 
+@pytest.mark.parametrize("command", ["bench", "report"])
+def test_the_progress_says_tensorflow_is_starting_while_it_starts(
+    command: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    import tfaccel.cli.bench
+    import tfaccel.cli.report
+
+    shown: list[str] = []
+
+    def starting() -> None:  # stands for quiet_tensorflow(): what does the progress say now?
+        shown.append(capsys.readouterr().err)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tfaccel.cli.bench, "quiet_tensorflow", starting)
+    monkeypatch.setattr(tfaccel.cli.report, "quiet_tensorflow", starting)
+    out = ["--out", str(tmp_path / "report")] if command == "report" else []
+    assert main([command, "--smoke", "--only", "matmul", "--no-save", *out]) == 130
+    assert len(shown) == 1
+    lines = shown[0].splitlines()  # off a terminal, each status is one plain line
+    assert lines[-2:] == ["tfaccel: probing the machine", "tfaccel: starting TensorFlow"]
+
+
 def test_kernels_bench_without_a_gpu_says_why_it_skipped(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

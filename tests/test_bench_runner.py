@@ -8,8 +8,11 @@ from pathlib import Path
 import pytest
 
 from tfaccel import bench
+from tfaccel.bench import runner
 from tfaccel.bench.convergence import ACCURACY_THRESHOLD, digits_convergence
 from tfaccel.bench.targets import Target
+from tfaccel.errors import UsageError
+from tfaccel.snapshot import Snapshot
 from tfaccel.store import ResultsStore
 
 CPU = Target("cpu", "cpu", "CPU", ("/CPU:0",), ("float32",))
@@ -81,3 +84,19 @@ def test_bandwidth_counts_bytes_read_and_written_in_place() -> None:
     assert m.label == "x*s in place 4 MiB" and m.unit == "GB/s"
     assert m.extra["bytes_moved_per_pass"] == 2 * 4 * 1024 * 1024
     assert m.extra["counted"] == "bytes read + written" and m.summary.median > 0
+
+
+def test_synthetic_data_beyond_memory_is_refused_before_any_is_allocated(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def allocate(*args: object, **kwargs: object) -> None:
+        raise AssertionError("synthetic data was allocated")
+
+    monkeypatch.setattr(runner, "synthetic", allocate)
+    snap = Snapshot()
+    snap.cpu.memory_available_bytes = 8 * 2**30
+    options = bench.BenchOptions(profile="smoke", only=("mlp",), data="synthetic:100000000000")
+    with pytest.raises(UsageError) as info:
+        bench.run(options, snapshot=snap)
+    message = str(info.value)
+    assert "does not fit in this machine's memory" in message and "Fix:" in message

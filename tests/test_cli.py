@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import json
 import os
 import re
@@ -11,8 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from tfaccel.cli import main
+import tfaccel.probe
+from tfaccel.cli import COMMANDS, main
+from tfaccel.cli._output import set_verbose
+from tfaccel.errors import argument
 from tfaccel.probe import deep
+from tfaccel.snapshot import DeepProbe, Snapshot
 
 CPUINFO = Path("/proc/cpuinfo")
 
@@ -109,6 +115,71 @@ def test_doctor_log_text_output_shows_the_cause_and_its_fix(
     assert re.search(r"^  fail +oom +The GPU ran out of memory", out, re.MULTILINE)
     assert "- tensor shape [5760,4,4,2048]" in out and "fix: halve the batch size" in out
     assert "failures found (1 fail, 0 warn, 0 info, 0 ok, 0 skip)" in out
+
+
+DEEP_LOG = (
+    "W0000 00:00:1795400751.3 26082 gpu_device.cc:2344] Cannot dlopen some GPU libraries. "
+    "Skipping registering GPU devices...\n"
+)
+
+
+def test_doctor_verbose_deep_shows_what_tensorflow_logged(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def snapshot(**kwargs: object) -> Snapshot:
+        snap = Snapshot()
+        snap.deep = DeepProbe(ran=True, ok=True, returncode=0, timeout_s=120.0, log=DEEP_LOG)
+        return snap
+
+    monkeypatch.setattr(tfaccel.probe, "snapshot", snapshot)
+    try:
+        main(["doctor", "--deep", "-v"])
+        verbose = capsys.readouterr().err
+        main(["doctor", "--deep"])
+        plain = capsys.readouterr().err
+    finally:
+        set_verbose(False)
+    assert "what TensorFlow logged in its subprocess" in verbose and DEEP_LOG in verbose
+    assert DEEP_LOG not in plain and "what TensorFlow logged" not in plain
+
+
+def test_doctor_verbose_help_says_it_shows_the_deep_log(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["doctor", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "with --deep, what TensorFlow logged" in help_text
+
+
+def test_every_command_names_the_library_arguments_by_its_flags(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """main() puts each command's FLAGS around it: an error the library raises names what the
+    user typed (--trace, --tf-timeout, --out), and outside a command the Python name."""
+    seen: dict[str, dict[str, str]] = {}
+    declared: dict[str, dict[str, str]] = {}
+    for name, module_name in COMMANDS:
+        module = importlib.import_module(module_name)
+        flags = getattr(module, "FLAGS", None)
+        if not flags:
+            continue
+        declared[name] = dict(flags)
+
+        def record(
+            args: argparse.Namespace, name: str = name, flags: dict[str, str] = flags
+        ) -> int:
+            seen[name] = {python: argument(python) for python in flags}
+            return 0
+
+        monkeypatch.setattr(module, "run", record)
+        assert main([name]) == 0
+    assert {"doctor", "tune", "profile", "devices", "report"} <= set(declared)
+    assert seen == declared
+    assert declared["profile"]["trace_dir"] == "--trace"
+    assert declared["devices"]["timeout_s"] == "--tf-timeout"
+    assert declared["report"]["out"] == "--out"
+    assert argument("trace_dir") == "trace_dir"  # nothing left behind
 
 
 def test_snapshot_save_then_replay_gives_the_same_report(tmp_path: Path) -> None:

@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tfaccel.diagnosis import DoctorReport, diagnose, match_log
+from tfaccel.errors import SnapshotError
 from tfaccel.findings import STATUSES
 from tfaccel.report.findings import render_html, render_markdown
-from tfaccel.errors import SnapshotError
 from tfaccel.snapshot import Snapshot
 
 # Values that reach the rules' branches, mixed with odd ones: empty, not a version, half a version.

@@ -818,6 +818,43 @@ def test_tf_import_hang_and_exception() -> None:
     assert "error: ImportError: libcudart.so.11.0: cannot open" in f.evidence
 
 
+# What a CPU machine's `import tensorflow` prints on every start (TensorFlow 2.21), after the
+# line that tells what went wrong.
+STARTUP_NOTICES = """\
+WARNING: All log messages before absl::InitializeLog() is called are written to STDERR
+I0000 00:00:1795400751.258919   26082 port.cc:153] oneDNN custom operations are on. You may see slightly different numerical results due to floating-point round-off errors from different computation orders. To turn them off, set the environment variable `TF_ENABLE_ONEDNN_OPTS=0`.
+I0000 00:00:1795400751.301113   26082 cpu_feature_guard.cc:210] This TensorFlow binary is optimized to use available CPU instructions in performance-critical operations.
+To enable the following instructions: AVX2 AVX512F AVX512_VNNI FMA, in other operations, rebuild TensorFlow with the appropriate compiler flags.
+WARNING: All log messages before absl::InitializeLog() is called are written to STDERR
+I0000 00:00:1795400752.258919   26082 port.cc:153] oneDNN custom operations are on. You may see slightly different numerical results due to floating-point round-off errors from different computation orders. To turn them off, set the environment variable `TF_ENABLE_ONEDNN_OPTS=0`.
+"""  # fmt: skip
+
+
+def test_tf_import_failure_evidence_keeps_the_error_not_the_startup_notices() -> None:
+    s = this_machine()
+    error = "ImportError: numpy.core.multiarray failed to import"
+    s.deep = deep(ok=False, returncode=1, physical_devices=[], log=f"{error}\n{STARTUP_NOTICES}")
+    f = find(s, "tf_import")
+    assert f.status == "fail"
+    logged = [line for line in f.evidence if line.startswith("log: ")]
+    assert logged == [f"log: {error}"]
+    assert not any("oneDNN" in line or "absl::InitializeLog" in line for line in f.evidence)
+
+
+def test_tf_import_timeout_below_the_default_says_the_time_was_short() -> None:
+    s = this_machine()
+    s.deep = deep(ok=False, timed_out=True, returncode=None, timeout_s=5.0, log=STARTUP_NOTICES)
+    f = find(s, "tf_import")
+    assert f.status == "fail"
+    assert f.title == "import tensorflow did not finish within 5 s" and "hung" not in f.title
+    assert f.fix is not None and "try the default 120 s (--deep-timeout 120" in f.fix
+    assert "time allowed: 5 s, below the default 120 s" in " ".join(f.evidence)
+    s.deep = deep(ok=False, timed_out=True, returncode=None, timeout_s=300.0)
+    f = find(s, "tf_import")
+    assert f.title == "import tensorflow hung (no answer within 300 s)"
+    assert f.fix is not None and "--deep-timeout" not in f.fix
+
+
 def test_tf_import_ok_and_skipped_without_deep() -> None:
     s = gpu_machine()
     s.deep = deep()

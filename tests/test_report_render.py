@@ -12,7 +12,7 @@ import pytest
 
 from tfaccel.bench import BenchRun, Measurement
 from tfaccel.cli import main
-from tfaccel.errors import UsageError
+from tfaccel.errors import UsageError, argument_names
 from tfaccel.report.html import (
     build_document,
     check_writable,
@@ -156,6 +156,34 @@ def test_unwritable_out_is_a_clear_error(
     code = main(["report", "--quick", "--out", str(blocker / "report"), "--no-save"])
     err = capsys.readouterr().err
     assert code == 2 and "is not writable" in err and "Traceback" not in err
+
+
+def test_a_report_file_that_cannot_be_written_names_the_out_argument(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "report"
+    (out / "report.json").mkdir(parents=True)  # the directory is writable; this file is not
+    with pytest.raises(UsageError) as info:
+        write_report(out, _doc())
+    assert "(the argument out): it is a directory" in str(info.value)
+    with argument_names({"out": "--out"}), pytest.raises(UsageError) as info:
+        write_report(out, _doc())
+    assert "(given with --out): it is a directory" in str(info.value)
+
+    import tfaccel.cli.report
+    import tfaccel.report
+
+    def make_report(options: object, *, out: str, **kwargs: object) -> object:
+        return write_report(out, _doc())  # the measuring is not what this checks
+
+    monkeypatch.setattr(tfaccel.report, "make_report", make_report)
+    monkeypatch.setattr(tfaccel.cli.report, "quiet_tensorflow", lambda: None)
+    code = main(["report", "--smoke", "--no-save", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert "(given with --out): it is a directory" in err
+    assert f"Fix: move {str(out / 'report.json')!r} out of the way, or pass --out with" in err
+    assert sorted(p.name for p in out.iterdir()) == ["report.json"]
 
 
 # -- the roofline: labelled points, one bandwidth figure ------------------------------------------

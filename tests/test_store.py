@@ -166,6 +166,26 @@ def test_directory_and_newer_schema_are_clear_errors(tmp_path: Path) -> None:
         ResultsStore(path)
 
 
+@pytest.mark.parametrize("kind", ["character device", "named pipe"])
+def test_a_path_that_is_not_a_regular_file_is_refused_and_left_alone(
+    tmp_path: Path, kind: str
+) -> None:
+    if kind == "named pipe":
+        path = tmp_path / "pipe"
+        os.mkfifo(path)
+    else:
+        path = Path("/dev/null")
+    before = path.stat()
+    with pytest.raises(StoreError) as info:
+        ResultsStore(path)
+    message = str(info.value)
+    assert f"{str(path)!r} is not a regular file" in message and kind in message
+    assert "rollback" not in message and "I/O" not in message and "Fix: pass --db" in message
+    after = path.stat()
+    assert (after.st_mode, after.st_size) == (before.st_mode, before.st_size)
+    assert sorted(tmp_path.iterdir()) == ([path] if kind == "named pipe" else [])
+
+
 _WRITER = textwrap.dedent(
     """
     import sys, time

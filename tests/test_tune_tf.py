@@ -129,6 +129,36 @@ def test_cli_model_json(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> N
     assert record.config["batch_size"] == doc["best"]["batch_size"]
 
 
+STARTUP_NOISE = ("absl::InitializeLog", "oneDNN custom operations", "cpu_feature_guard")
+TUNE_SMOKE = [
+    "tune", "--model", "reference-cnn", "--smoke", "--budget", "60", "--space", "batch_size=16",
+    "--space", "precision=float32", "--space", "jit=off", "--space", "feed=numpy",
+    "--sample-seconds", "0.05", "--rounds", "2", "--no-save", "--no-progress",
+]  # fmt: skip
+
+
+def _tune_process(*extra: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in clean_env().items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    return subprocess.run(
+        [sys.executable, "-m", "tfaccel", *TUNE_SMOKE, *extra],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+
+
+def test_cli_keeps_tensorflow_startup_notices_off_stderr_unless_verbose() -> None:
+    verbose = _tune_process("--verbose")
+    assert verbose.returncode == 0, verbose.stderr[-2000:]
+    if not any(noise in verbose.stderr for noise in STARTUP_NOISE):
+        pytest.skip("this TensorFlow prints none of the start-up notices tfaccel hides")
+    quiet = _tune_process()
+    assert quiet.returncode == 0, quiet.stderr[-2000:]
+    assert "best: " in quiet.stdout
+    assert [noise for noise in STARTUP_NOISE if noise in quiet.stderr] == [], quiet.stderr
+
+
 def _write_script(tmp_path: Path, body: str | None = None) -> Path:
     script = tmp_path / "train.py"
     script.write_text(

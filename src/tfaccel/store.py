@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -154,6 +155,24 @@ class RunRecord:
     details: dict[str, Any]
 
 
+def _special_kind(path: Path) -> str | None:
+    """What ``path`` is when it exists but is neither a regular file nor a directory (a
+    device, a FIFO, a socket); None otherwise (missing, unreadable: opening it says why)."""
+    try:
+        mode = path.stat().st_mode
+    except (OSError, ValueError):
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    kinds = (
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a named pipe (FIFO)"),
+        (stat.S_ISSOCK, "a socket"),
+    )
+    return next((name for test, name in kinds if test(mode)), "a special file")
+
+
 def _dumps(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
@@ -167,9 +186,10 @@ class ResultsStore:
         timeout_s: how long to wait for another process's lock before giving up.
 
     Raises:
-        StoreError: the file cannot be created, is not a SQLite database (corrupt), is a
-            SQLite database of another program (its tables named), was written by a newer
-            tfaccel, or is locked by another process for longer than ``timeout_s``.
+        StoreError: the path is a directory or not a regular file (a device, a FIFO), the
+            file cannot be created, is not a SQLite database (corrupt), is a SQLite database
+            of another program (its tables named), was written by a newer tfaccel, or is
+            locked by another process for longer than ``timeout_s``.
     """
 
     def __init__(self, path: str | Path | None = None, *, timeout_s: float = DEFAULT_TIMEOUT_S):
@@ -181,6 +201,15 @@ class ResultsStore:
                 expected="a file path (it is created when missing)",
                 received="a directory",
                 fix=f"pass --db {self.path / 'results.sqlite'}",
+            )
+        kind = _special_kind(self.path)
+        if kind is not None:  # SQLite would fail later with "disk I/O error" or worse
+            raise StoreError(
+                f"The results database path {str(self.path)!r} is not a regular file",
+                expected="the path of a regular file (it is created when missing)",
+                received=kind,
+                fix="pass --db with the path of a file, e.g. --db results.sqlite, or leave "
+                f"--db out to use {default_path()}",
             )
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)

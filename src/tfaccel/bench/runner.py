@@ -256,7 +256,8 @@ def run(
         The :class:`BenchRun`; ``run_id`` is set when it was recorded.
 
     Raises:
-        UsageError: bad options or data (the message says which and how to fix it).
+        UsageError: bad options or data (the message says which and how to fix it), or
+            synthetic data larger than this machine's memory (said before any is allocated).
         StoreError: the results database cannot be written.
     """
     from tfaccel import inventory, probe
@@ -268,8 +269,9 @@ def run(
     options = options or BenchOptions()
     options.validate()
     profile = options.profile_spec
+    snap = snapshot or probe.snapshot()  # no TensorFlow: the machine as it is
+    options.check_memory(snap.cpu.memory_available_bytes)  # before any data is allocated
     data = _model_data(options, profile)  # reads and checks CIFAR-10 before importing TF
-    snap = snapshot or probe.snapshot()
     inv = inventory.build(snap)
     fingerprint = inv.fingerprint
     targets = resolve_targets(options.device, inv, snap.cpu.flags)

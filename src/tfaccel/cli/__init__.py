@@ -1,7 +1,10 @@
 """The ``tfaccel`` command line: parse, call the library, render. No logic lives here.
 
 Each command is a module of this package exposing ``add_parser(subparsers)`` and
-``run(args) -> int``; ``main(argv)`` takes argv so tests call it directly. Every command takes
+``run(args) -> int``, and, when the library's errors may name an argument, ``FLAGS``: the
+library's argument names -> the command's flags (``{"trace_dir": "--trace"}``), so a message
+names what the user typed (:func:`tfaccel.errors.argument_names`, around every command).
+``main(argv)`` takes argv so tests call it directly. Every command takes
 ``--json`` (stdout then holds one JSON document and nothing else) and ``--verbose`` (also
 before the command: ``tfaccel --verbose bench``).
 """
@@ -17,7 +20,7 @@ from collections.abc import Sequence
 
 from tfaccel._version import __version__
 from tfaccel.cli._output import VERBOSE_HELP, json_document, set_verbose
-from tfaccel.errors import TfaccelError
+from tfaccel.errors import TfaccelError, argument_names
 
 __all__ = ["COMMANDS", "EXIT_CODES", "main"]
 
@@ -61,9 +64,11 @@ def build_parser() -> argparse.ArgumentParser:
         module.add_parser(sub)
         command = sub.choices[name]
         _add_verbose(command)
-        # Each command knows its own options, to warn when one is given after its SCRIPT.
+        # Each command knows its own options, to warn when one is given after its SCRIPT, and
+        # the flags that stand for the library's arguments in its error messages.
         options = [o for action in command._actions for o in action.option_strings]
-        command.set_defaults(own_options=tuple(options))
+        flags = dict(getattr(module, "FLAGS", {}))
+        command.set_defaults(own_options=tuple(options), argument_flags=flags)
     return parser
 
 
@@ -86,7 +91,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.verbose = bool(args.global_verbose or getattr(args, "verbose", False))
     set_verbose(args.verbose)
     try:
-        with json_document() if getattr(args, "json", False) else contextlib.nullcontext():
+        with (
+            json_document() if getattr(args, "json", False) else contextlib.nullcontext(),
+            argument_names(getattr(args, "argument_flags", {})),
+        ):
             code: int = args.handler(args)
     except TfaccelError as exc:
         print(f"tfaccel: error: {exc}", file=sys.stderr)

@@ -164,6 +164,7 @@ def run(args: argparse.Namespace) -> int:
     options = options_from(args)
     with RichProgress("probing the machine") as progress:
         snap = probe.snapshot()  # before quiet_tensorflow(), so it records the user's env
+        progress.status("starting TensorFlow")
         quiet_tensorflow()
         result = bench.run_with_history(
             options,

@@ -5,9 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from tfaccel.cli._args import seconds
 from tfaccel.cli._output import print_json, show_tensorflow_log
 
-__all__ = ["add_parser", "run"]
+__all__ = ["FLAGS", "add_parser", "run"]
+
+# The library's argument names -> this command's flags, for the messages of its errors
+# (tfaccel.cli.main applies it).
+FLAGS = {"timeout_s": "--tf-timeout"}
 
 
 def add_parser(sub: Any) -> None:
@@ -28,14 +33,22 @@ def add_parser(sub: Any) -> None:
         help="also ask TensorFlow (in a subprocess) which devices it registers, and its build",
     )
     p.add_argument(
-        "--tf-timeout", type=float, default=120.0, metavar="S", help="seconds allowed for --tf"
+        "--tf-timeout",
+        type=seconds("--tf-timeout", example=120),
+        default=120.0,
+        metavar="S",
+        help="seconds allowed for --tf (default 120)",
     )
     p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    """List the devices (text or JSON); with --tf, what TensorFlow registers too."""
     from tfaccel import inventory, probe
+    from tfaccel.probe import deep
 
+    if args.tf and args.tf_timeout < deep.MIN_IMPORT_S:
+        raise deep.timeout_too_short(args.tf_timeout)  # before the probe, said at once
     snap = probe.snapshot(deep=args.tf, deep_timeout_s=args.tf_timeout)
     if snap.deep is not None:
         show_tensorflow_log(snap.deep.log)

@@ -6,12 +6,13 @@ import argparse
 from typing import Any
 
 from tfaccel.cli._args import seconds
-from tfaccel.cli._output import print_json
-from tfaccel.errors import UsageError, argument_names
+from tfaccel.cli._output import print_json, show_tensorflow_log
+from tfaccel.errors import UsageError
 
 __all__ = ["FLAGS", "add_parser", "run"]
 
-# The library's argument names -> this command's flags, for the messages of its errors.
+# The library's argument names -> this command's flags, for the messages of its errors
+# (tfaccel.cli.main applies it).
 FLAGS = {"timeout_s": "--deep-timeout", "path": "--save-snapshot"}
 
 
@@ -35,7 +36,8 @@ def add_parser(sub: Any) -> None:
         "-v",
         "--verbose",
         action="store_true",
-        help="show the evidence of every check, not only problems",
+        help="show the evidence of every check, not only problems, and, with --deep, what "
+        "TensorFlow logged",
     )
     p.add_argument(
         "--log",
@@ -65,11 +67,6 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Diagnose this machine, a saved snapshot or a log; print the report; 1 if a check failed."""
-    with argument_names(FLAGS):
-        return _run(args)
-
-
-def _run(args: argparse.Namespace) -> int:
     from tfaccel import probe
     from tfaccel.diagnosis import DoctorReport, diagnose, match_log, read_log_file
     from tfaccel.probe import deep
@@ -100,6 +97,8 @@ def _run(args: argparse.Namespace) -> int:
         snap = load_snapshot(args.snapshot)
     elif log is None or args.deep or args.save_snapshot:
         snap = probe.snapshot(deep=args.deep, deep_timeout_s=args.deep_timeout)
+    if snap is not None and snap.deep is not None:
+        show_tensorflow_log(snap.deep.log)  # with --verbose only
     if args.save_snapshot and snap is not None:
         save_snapshot(snap, args.save_snapshot)
     if snap is None:

@@ -22,13 +22,18 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from tfaccel.cli._args import integer
 from tfaccel.cli._output import print_json, quiet_tensorflow, warn_options_after_script
 from tfaccel.errors import UsageError
 
 if TYPE_CHECKING:
     from tfaccel.profile import Diagnosis, Measurement
 
-__all__ = ["add_parser", "run"]
+__all__ = ["FLAGS", "add_parser", "run"]
+
+# The library's argument names -> this command's flags, for the messages of its errors
+# (tfaccel.cli.main applies it).
+FLAGS = {"trace_dir": "--trace"}
 
 
 def add_parser(sub: Any) -> None:
@@ -50,14 +55,24 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--steps",
-        type=int,
+        type=integer("--steps", example=50),
         metavar="N",
         help="--model: measured steps after warm-up (default 50); script: stop each fit "
         "after warm-up + N steps (default: run to the end)",
     )
-    p.add_argument("--warmup", type=int, default=5, metavar="N", help="warm-up steps (default 5)")
     p.add_argument(
-        "--batch-size", type=int, default=64, metavar="B", help="--model: batch size (default 64)"
+        "--warmup",
+        type=integer("--warmup", example=5, minimum=0),
+        default=5,
+        metavar="N",
+        help="warm-up steps (default 5)",
+    )
+    p.add_argument(
+        "--batch-size",
+        type=integer("--batch-size", example=64),
+        default=64,
+        metavar="B",
+        help="--model: batch size (default 64)",
     )
     p.add_argument(
         "--input",
@@ -79,9 +94,19 @@ def add_parser(sub: Any) -> None:
         "the top ops by self time",
     )
     p.add_argument(
-        "--trace-steps", type=int, default=20, metavar="N", help="steps in the trace (default 20)"
+        "--trace-steps",
+        type=integer("--trace-steps", example=20),
+        default=20,
+        metavar="N",
+        help="steps in the trace (default 20)",
     )
-    p.add_argument("--top", type=int, default=10, metavar="N", help="ops listed (default 10)")
+    p.add_argument(
+        "--top",
+        type=integer("--top", example=10),
+        default=10,
+        metavar="N",
+        help="ops listed (default 10)",
+    )
     p.add_argument(
         "--json",
         action="store_true",
@@ -115,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
             warmup=args.warmup,
             batch_size=args.batch_size,
             input=args.input,
+            trace_dir=args.trace,
             trace_steps=args.trace_steps,
         )  # a mistake is said at once, before TensorFlow starts
         quiet_tensorflow()

@@ -1,9 +1,10 @@
 """``tfaccel report``: devices, doctor and a bench run, on the terminal and as files.
 
 Writes report.html (self-contained, plots embedded), report.json, report.md and the plot files
-report.md links (plots/*.png) into ``--out`` (default ./tfaccel-report), records the bench run in the results database and compares it
-with the last run of this machine. The workflow is :func:`tfaccel.report.make_report`; this
-module parses the flags, calls it, renders the result and maps its status to the exit code.
+report.md links (plots/*.png) into ``--out`` (default ./tfaccel-report), records the bench run
+in the results database and compares it with the last run of this machine. The workflow is
+:func:`tfaccel.report.make_report`; this module parses the flags, calls it, renders the result
+and maps its status to the exit code.
 """
 
 from __future__ import annotations
@@ -15,7 +16,11 @@ from tfaccel.cli._output import RichProgress, print_json, quiet_tensorflow
 from tfaccel.cli.bench import EXIT_CODE, add_bench_arguments, options_from
 from tfaccel.report import DEFAULT_OUT  # a light import: the package defers its renderers
 
-__all__ = ["DEFAULT_OUT", "add_parser", "run"]
+__all__ = ["DEFAULT_OUT", "FLAGS", "add_parser", "run"]
+
+# The library's argument names -> this command's flags, for the messages of its errors
+# (tfaccel.cli.main applies it).
+FLAGS = {"out": "--out"}
 
 
 def add_parser(sub: Any) -> None:

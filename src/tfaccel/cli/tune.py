@@ -6,15 +6,15 @@ import argparse
 from typing import Any
 
 from tfaccel.cli._args import fraction, integer, seconds
-from tfaccel.cli._output import print_json
-from tfaccel.errors import UsageError, argument_names
+from tfaccel.cli._output import print_json, quiet_tensorflow
+from tfaccel.errors import UsageError
 
 __all__ = ["EXIT_INTERRUPTED", "FLAGS", "add_parser", "run"]
 
 EXIT_INTERRUPTED = 130
 
 # The arguments of tfaccel.tuning.tune_model / tune_script -> this command's flags, so an error
-# raised by the library names what the user typed.
+# raised by the library names what the user typed (tfaccel.cli.main applies it).
 FLAGS = {
     "budget_s": "--budget",
     "space": "--space",
@@ -113,11 +113,6 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Tune the script or model; print the result (text or JSON); 130 when interrupted."""
-    with argument_names(FLAGS):
-        return _run(args)
-
-
-def _run(args: argparse.Namespace) -> int:
     from tfaccel.tuning.api import tune_model, tune_script
     from tfaccel.tuning.space import parse_space_text
 
@@ -146,6 +141,7 @@ def _run(args: argparse.Namespace) -> int:
     }
     if args.budget is not None:
         options["budget_s"] = args.budget
+    quiet_tensorflow()  # TensorFlow's start-up notices and retracing warnings, unless --verbose
     if args.model:
         result = tune_model(args.model, smoke=args.smoke, **options)
     else:

@@ -22,7 +22,7 @@ from typing import Any
 from tfaccel.diagnosis.logmatch import LogReport, match_log
 from tfaccel.diagnosis.logread import LogText, read_log_file, window_text
 from tfaccel.diagnosis.rules import RULES, run_rules
-from tfaccel.errors import LogInputError, UsageError
+from tfaccel.errors import LogInputError, UsageError, shown
 from tfaccel.findings import Finding, counts
 from tfaccel.snapshot import Snapshot
 
@@ -152,7 +152,6 @@ def check(*, deep: bool = False, log: str | bytes | LogText | None = None) -> Do
 # --- the log argument -------------------------------------------------------------------------
 
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
-_SHOWN_CHARS = 60
 
 
 def check_log(log: object, *, where: str, allow_empty: bool = False) -> str | LogText | None:
@@ -225,14 +224,6 @@ def _empty_log(where: str, received: str) -> LogInputError:
 
 
 def _shown(value: object) -> str:
-    """The value's repr and type, cut to a line (a log can be megabytes long)."""
-    if isinstance(value, (str, bytes, bytearray)) and len(value) > _SHOWN_CHARS - 10:
-        head = repr(value[: _SHOWN_CHARS - 10])
-        return f"{head}… ({len(value):,} {'characters' if isinstance(value, str) else 'bytes'})"
-    try:
-        text = repr(value)
-    except Exception:  # a repr that fails (or an int of 4301+ digits): name the type only
-        text = "<unprintable>"
-    if len(text) > _SHOWN_CHARS:
-        text = text[: _SHOWN_CHARS - 1] + "…"
-    return f"{text} ({type(value).__name__})"
+    """The value as a message shows it (cut to a line: a log can be megabytes long), and its
+    type."""
+    return f"{shown(value)} ({type(value).__name__})"

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tfaccel.errors import UsageError
+from tfaccel.profile import trace
 from tfaccel.profile.bottlenecks import Diagnosis, diagnose
 from tfaccel.profile.records import Measurement
 
@@ -121,14 +122,18 @@ def check_model_request(
     warmup: int = 5,
     batch_size: int = 64,
     input: str = "pipeline",
+    trace_dir: str | None = None,
     trace_steps: int = 20,
 ) -> None:
     """Refuse what :func:`profile_model` would refuse, without importing TensorFlow.
 
     Raises:
         UsageError: steps < 1, warmup < 0, an unknown model, input or batch size.
+        TraceError: ``trace_dir`` is given and the trace cannot be written there.
     """
     _check_counts(steps, warmup, trace_steps)
+    if trace_dir:
+        trace.check_logdir(trace_dir)  # before the training run, not when the trace starts
     if input not in INPUTS:
         raise UsageError(
             f"Unknown input kind {input!r}",
@@ -177,6 +182,8 @@ def profile_model(
 
     Raises:
         UsageError: steps < 1, warmup < 0, an unknown model, input or batch size.
+        TraceError: ``trace_dir`` is given and the trace cannot be written there (checked
+            before the model is built).
     """
     check_model_request(
         name,
@@ -184,6 +191,7 @@ def profile_model(
         warmup=warmup,
         batch_size=batch_size,
         input=input,
+        trace_dir=trace_dir,
         trace_steps=trace_steps,
     )
     from tfaccel import models
@@ -326,9 +334,13 @@ def profile_script(
 
     Raises:
         UsageError: steps < 1 or warmup < 0.
+        TraceError: ``trace_dir`` is given and the trace cannot be written there (checked
+            before the script runs).
         NoStepsError: the script ended normally without a step to time.
     """
     _check_counts(steps, warmup, trace_steps)
+    if trace_dir:
+        trace.check_logdir(trace_dir)
     from tfaccel.profile.inject import patch_fit
     from tfaccel.profile.session import Session, open_session
 

@@ -33,7 +33,7 @@ from tfaccel.bench.records import (
     RunDocument,
     RunSummary,
 )
-from tfaccel.errors import UsageError
+from tfaccel.errors import UsageError, argument
 from tfaccel.jsonout import dumps
 from tfaccel.report.findings import render_html as findings_html
 from tfaccel.report.findings import render_markdown as findings_markdown
@@ -67,6 +67,7 @@ __all__ = [
 ]
 
 SCHEMA = "tfaccel-report/1"
+_OUT = "out"  # the argument that names the report directory (make_report's; --out on the CLI)
 PLOT_TITLES = {
     "throughput": "Training throughput per configuration",
     "roofline": "Roofline: matmul and bandwidth ceilings",
@@ -609,12 +610,31 @@ def check_writable(directory: str | Path) -> Path:
         os.unlink(probe)
     except OSError as exc:
         raise UsageError(
-            f"The report directory {str(path)!r} is not writable",
+            f"The report directory {str(path)!r} ({argument(_OUT)}) is not writable",
             expected="a directory that exists or can be created, and can be written",
             received=f"{type(exc).__name__}: {exc.strerror or exc}",
-            fix="pass --out with a writable directory, e.g. --out ./tfaccel-report",
+            fix=f"pass {argument(_OUT)} with a writable directory, e.g. "
+            f"{argument(_OUT, './tfaccel-report')}",
         ) from None
     return path
+
+
+def _write(path: Path, data: bytes) -> None:
+    """:func:`write_atomic` of one report file; an error names the report directory's argument
+    (``--out`` on the command line), and when a directory or a special file stands where the
+    file goes, says to move it or to choose another directory."""
+    try:
+        write_atomic(path, data, argument_name=_OUT)
+    except UsageError as exc:
+        if not (os.path.lexists(path) and not path.is_file()):
+            raise
+        raise UsageError(
+            exc.what,
+            expected=exc.expected,
+            received=exc.received,
+            fix=f"move {str(path)!r} out of the way, or pass {argument(_OUT)} with another "
+            "directory",
+        ) from None
 
 
 def write_report(
@@ -640,7 +660,7 @@ def write_report(
             plot_dir.mkdir(exist_ok=True)
         for name, png in plots.items():
             plot_paths[name] = plot_dir / f"{name}.png"
-            write_atomic(plot_paths[name], png)
+            _write(plot_paths[name], png)
         for name in PLOT_TITLES.keys() - plots.keys():
             (plot_dir / f"{name}.png").unlink(missing_ok=True)
         if plot_dir.is_dir() and not any(plot_dir.iterdir()):
@@ -661,15 +681,15 @@ def write_report(
                 "plots": {k: f"plots/{k}.png" for k in plots},
             },
         }
-        write_atomic(files.json, (dumps(saved) + "\n").encode("utf-8"))
+        _write(files.json, (dumps(saved) + "\n").encode("utf-8"))
         markdown = render_markdown(saved, saved["files"]["plots"])
-        write_atomic(files.markdown, markdown.encode("utf-8"))
-        write_atomic(files.html, render_html(saved, plots).encode("utf-8"))
+        _write(files.markdown, markdown.encode("utf-8"))
+        _write(files.html, render_html(saved, plots).encode("utf-8"))
     except OSError as exc:
         raise UsageError(
-            f"The report could not be written to {str(root)!r}",
+            f"The report could not be written to {str(root)!r} ({argument(_OUT)})",
             expected="a writable directory with free space",
             received=f"{type(exc).__name__}: {exc.strerror or exc}",
-            fix="pass --out with a writable directory",
+            fix=f"pass {argument(_OUT)} with a writable directory",
         ) from None
     return files

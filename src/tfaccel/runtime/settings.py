@@ -8,7 +8,7 @@ The ``check_*`` functions at the end are the argument checks of the public API a
 layer (``tfaccel.device``, ``tfaccel.data.pipeline``, ``tfaccel.distribute.train``, the
 profilers): one per kind of value, each raising a :class:`~tfaccel.errors.UsageError` that
 names the function, the argument, what it accepts, what it got (cut to a line by
-:func:`shown`) and the fix, before anything is built, written or started.
+:func:`tfaccel.errors.shown`) and the fix, before anything is built, written or started.
 """
 
 from __future__ import annotations
@@ -16,13 +16,12 @@ from __future__ import annotations
 import math
 import numbers
 import os
-import reprlib
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
-from tfaccel.errors import UsageError
+from tfaccel.errors import UsageError, shown
 from tfaccel.runtime.model import check_model_dims
 
 __all__ = [
@@ -403,45 +402,7 @@ def _is_keras_model(value: object) -> bool:
 
 
 # --- argument checks of the public API ----------------------------------------------------------
-
-SHOWN_CHARS = 60
-"""The longest a received value is echoed in a message; longer values are cut, with their size."""
-
-_REPR = reprlib.Repr()
-_REPR.maxstring = _REPR.maxother = SHOWN_CHARS
-_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 6
-_REPR.maxlevel = 3
-
-
-def shown(value: object, *, quoted: bool = True) -> str:
-    """``value`` as a message shows it: its repr, cut to about a line, with the full size.
-
-    Args:
-        value: anything a user passed.
-        quoted: False shows text as it was typed (a command-line value), without quotes.
-
-    Example:
-        >>> shown("9" * 1000)
-        "'99999999999999999999999999999999999999999999999999'… (1,000 characters)"
-    """
-    if isinstance(value, str):
-        cut = value[: SHOWN_CHARS - 10]
-        text = repr(cut) if quoted else cut
-        return text if len(value) == len(cut) else f"{text}… ({len(value):,} characters)"
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 160:
-        digits = int(value.bit_length() * math.log10(2)) + 1  # repr of 4301+ digits raises
-        return f"an integer of about {digits:,} digits"
-    try:
-        text = _REPR.repr(value)
-    except Exception:  # a repr that fails is no reason to hide the real error
-        text = f"<{type(value).__name__} object>"
-    if len(text) > SHOWN_CHARS * 2:
-        text = text[: SHOWN_CHARS * 2] + "…"
-    if isinstance(value, (list, tuple, set, frozenset, dict)) and len(value) > _REPR.maxlist:
-        text += f" ({len(value):,} items)"
-    elif isinstance(value, (bytes, bytearray)) and len(value) > SHOWN_CHARS:
-        text += f" ({len(value):,} bytes)"
-    return text
+# A received value is echoed through tfaccel.errors.shown (re-exported here as ``shown``).
 
 
 def _is_bool(value: object) -> bool:

@@ -10,6 +10,7 @@ and the last adds nothing.
 from __future__ import annotations
 
 from tfaccel.diagnosis.logmatch import match_log
+from tfaccel.diagnosis.logpatterns import BENIGN
 from tfaccel.diagnosis.rules._common import (
     NO_NVIDIA_GPU,
     VLOG_DEBUG,
@@ -23,6 +24,8 @@ from tfaccel.findings import Finding
 from tfaccel.snapshot import Snapshot
 
 NOT_IMPORTED = "TensorFlow was not imported: run `tfaccel doctor --deep`"
+TAIL_LINES = 5  # lines of the subprocess's log shown as evidence of a failed import
+_BENIGN_ANCHORS = tuple(anchor for anchors in BENIGN.values() for anchor in anchors)
 SIGNALS = {4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL", 11: "SIGSEGV"}
 
 
@@ -31,16 +34,9 @@ def tf_import(s: Snapshot) -> Finding:
     deep = s.deep
     if deep is None or not deep.ran:
         return skip("tf_import", NOT_IMPORTED)
-    tail = [f"log: {line}" for line in _last_lines(deep.log, 5)]
+    tail = [f"log: {line}" for line in _last_lines(deep.log, TAIL_LINES)]
     if deep.timed_out:
-        limit = f"{deep.timeout_s:g} s" if deep.timeout_s is not None else "the time limit"
-        return make_finding(
-            "tf_import",
-            "fail",
-            f"import tensorflow hung (no answer within {limit})",
-            tail,
-            VLOG_DEBUG,
-        )
+        return _timed_out(deep.timeout_s, tail)
     code = deep.returncode
     if code is not None and code < 0:
         return make_finding(
@@ -69,8 +65,42 @@ def tf_import(s: Snapshot) -> Finding:
     )
 
 
+def _timed_out(timeout_s: float | None, tail: list[str]) -> Finding:
+    """A timeout below the default says the time was short, not that TensorFlow hung."""
+    from tfaccel.probe.deep import DEFAULT_TIMEOUT_S  # a constant; nothing is probed
+
+    if timeout_s is not None and timeout_s < DEFAULT_TIMEOUT_S:
+        return make_finding(
+            "tf_import",
+            "fail",
+            f"import tensorflow did not finish within {timeout_s:g} s",
+            [
+                f"time allowed: {timeout_s:g} s, below the default {DEFAULT_TIMEOUT_S:g} s "
+                "(an import from a cold disk cache takes far longer than a warm one)",
+                *tail,
+            ],
+            f"try the default {DEFAULT_TIMEOUT_S:g} s (--deep-timeout {DEFAULT_TIMEOUT_S:g}, "
+            "or leave --deep-timeout out)",
+        )
+    limit = f"{timeout_s:g} s" if timeout_s is not None else "the time limit"
+    return make_finding(
+        "tf_import",
+        "fail",
+        f"import tensorflow hung (no answer within {limit})",
+        tail,
+        VLOG_DEBUG,
+    )
+
+
 def _last_lines(text: str, n: int) -> list[str]:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    """The last ``n`` lines of ``text`` that say something: blank lines and the notices
+    TensorFlow prints on every healthy start (``logpatterns.BENIGN``) are left out, so the
+    line that tells what went wrong is among them."""
+    lines = [
+        line.strip()
+        for line in text.splitlines()
+        if line.strip() and not any(anchor in line for anchor in _BENIGN_ANCHORS)
+    ]
     return [line[:300] for line in lines[-n:]]
 
 
