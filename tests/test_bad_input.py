@@ -122,6 +122,16 @@ TOO_LONG = "9" * 40
 LOGREAD = "tfaccel.diagnosis.logread"
 SHORT_WAITS = ((LOGREAD, "FIFO_WRITER_WAIT_S", 0.2), (LOGREAD, "STREAM_TIME_LIMIT_S", 0.5))
 
+# (label, value, what the message says) for an option that takes seconds
+BAD_SECONDS = (
+    ("nan", "nan", "not a finite number of seconds"),
+    ("inf", "inf", "not a finite number of seconds"),
+    ("negative", "-1", "the number of seconds is out of range"),
+    ("zero", "0", "the number of seconds is out of range"),
+    ("above-a-day", "1e9", "the number of seconds is out of range"),
+    ("text", "soon", "not a number of seconds"),
+)
+
 ROWS: list[Row] = [
     # --- the command line itself
     Row("no-command", (), "exit codes", fix=False),
@@ -168,14 +178,7 @@ ROWS: list[Row] = [
             ("doctor", "--deep", "--deep-timeout", value),
             f"argument --deep-timeout: {what}",
         )
-        for label, value, what in (
-            ("nan", "nan", "not a finite number of seconds"),
-            ("inf", "inf", "not a finite number of seconds"),
-            ("negative", "-1", "the number of seconds is out of range"),
-            ("zero", "0", "the number of seconds is out of range"),
-            ("above-a-day", "1e9", "the number of seconds is out of range"),
-            ("text", "soon", "not a number of seconds"),
-        )
+        for label, value, what in BAD_SECONDS
     ),
     Row(
         "deep-and-snapshot-together",
@@ -477,14 +480,7 @@ ROWS: list[Row] = [
             ("devices", "--tf", "--tf-timeout", value),
             f"argument --tf-timeout: {what}",
         )
-        for label, value, what in (
-            ("nan", "nan", "not a finite number of seconds"),
-            ("inf", "inf", "not a finite number of seconds"),
-            ("negative", "-1", "the number of seconds is out of range"),
-            ("zero", "0", "the number of seconds is out of range"),
-            ("above-a-day", "1e9", "the number of seconds is out of range"),
-            ("text", "soon", "not a number of seconds"),
-        )
+        for label, value, what in BAD_SECONDS
     ),
     # --- the results database is a file: a device, a FIFO (SQLite would fail with I/O errors)
     Row(
