@@ -99,9 +99,10 @@ def test_slow_pipeline_is_input_bound_by_the_wait_it_adds(model: Any, data: Any)
     _fit(model, instrument(_fast(data)), [calibration])
     busy = calibration.measurement().figures().busy_s
     assert busy is not None
-    # the pipeline sleeps twice as long as a step computes: with tf.data's prefetch the
-    # step waits about (sleep - compute), half of each period
-    sleep_s = min(max(2 * busy.median, 0.01), 0.06)
+    # the pipeline sleeps three times as long as a step computes: with tf.data's prefetch the
+    # step waits about (sleep - compute), two thirds of each period, so a step that computes
+    # slower than in the calibration (a busy machine) still leaves the wait a clear majority
+    sleep_s = min(max(3 * busy.median, 0.015), 0.09)
     callback = _callback()
     _fit(model, instrument(_slow(data, sleep_s)), [callback])
     measurement = callback.measurement()
@@ -111,7 +112,7 @@ def test_slow_pipeline_is_input_bound_by_the_wait_it_adds(model: Any, data: Any)
     # the wait is what the sleep adds beyond the compute it overlaps
     expected_wait = sleep_s - figures.busy_s.median
     assert figures.input_s.median == pytest.approx(expected_wait, abs=0.003 + 0.25 * sleep_s)
-    assert figures.input_share is not None and 0.25 <= figures.input_share <= 0.75
+    assert figures.input_share is not None and 0.3 <= figures.input_share <= 0.9
     synthetic_run = measurement.synthetic
     assert synthetic_run is not None, measurement.synthetic_note
     # an independent path: the same train function on one ready batch, no pipeline at all
