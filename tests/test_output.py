@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bench_helpers import sample_run
 
 from tfaccel import inventory
-from tfaccel.bench import BenchResult, BenchRun, Measurement
+from tfaccel.bench import BenchResult
 from tfaccel.cli import COMMANDS, build_parser, main
 from tfaccel.cli._output import (
     RichProgress,
@@ -135,37 +136,7 @@ def test_gpu_table_cells_are_whole_piped_and_narrow(capsys: pytest.CaptureFixtur
 
 
 def _bench_result() -> BenchResult:
-    def m(benchmark: str, median: float, unit: str, **config: Any) -> Measurement:
-        samples = [median * f for f in (0.97, 0.99, 1.0, 1.01, 1.03)]
-        extra: dict[str, Any] = {"percent_of_peak": 50.0, "percent_of_best": 100.0}
-        if unit == "images/s":
-            extra = {
-                "flops_per_image": 124_446_720,
-                "global_batch": config["batch_size"],
-                "peak_tflops": 0.35,
-                "step_time_s": [0.03, 0.031, 0.029],
-            }
-        return Measurement(benchmark, {"device": "cpu", **config}, "m", unit, samples, extra)
-
-    default = {"feed": "numpy", "batch_size": 32, "precision": "float32", "jit": False}
-    best = {"feed": "tf.data", "batch_size": 256, "precision": "mixed_bfloat16", "jit": False}
-    run = BenchRun(
-        started_at="2025-01-01T00:00:00+00:00",
-        finished_at="2025-01-01T00:01:00+00:00",
-        status="complete",
-        options={"profile": "quick"},
-        fingerprint="f",
-        fingerprint_data={},
-        tfaccel_version="0.1.0",
-        tf_version="2.21.0",
-        targets=[{"name": "cpu", "label": "CPU AMD EPYC 7B13", "peak_tflops": {"float32": 0.35}}],
-        measurements=[
-            m("matmul", 0.205, "TFLOP/s", dtype="float32", n=2048),
-            m("reference_cnn", 1096.0, "images/s", **default),
-            m("reference_cnn", 6365.0, "images/s", **best),
-        ],
-    )
-    return BenchResult.from_run(run)
+    return BenchResult.from_run(sample_run())
 
 
 def test_bench_tables_print_every_cell_whole(capsys: pytest.CaptureFixture[str]) -> None:

@@ -9,6 +9,7 @@ import stat
 from pathlib import Path
 
 import pytest
+from bench_helpers import sample_run
 
 from tfaccel.bench import BenchRun, Measurement
 from tfaccel.cli import main
@@ -27,45 +28,7 @@ EVIL = "<script>alert(1)</script>"
 
 
 def _run() -> BenchRun:
-    def m(benchmark: str, median: float, **config: object) -> Measurement:
-        samples = [median * f for f in (0.97, 0.99, 1.0, 1.01, 1.03)]
-        extra: dict[str, object] = {
-            "percent_of_peak": 50.0,
-            "percent_of_best": 100.0,
-            "arithmetic_intensity": 100.0,
-        }
-        unit = "TFLOP/s"
-        if benchmark == "reference_cnn":
-            unit = "images/s"
-            extra = {
-                "flops_per_image": 124_446_720,
-                "global_batch": config["batch_size"],
-                "peak_tflops": 0.35,
-                "step_time_s": [0.03, 0.031, 0.029],
-            }
-        return Measurement(benchmark, {"device": "cpu", **config}, "m", unit, samples, extra)
-
-    default = {"feed": "numpy", "batch_size": 32, "precision": "float32", "jit": False}
-    best = {"feed": "tf.data", "batch_size": 256, "precision": "mixed_bfloat16", "jit": False}
-    return BenchRun(
-        started_at="2025-01-01T00:00:00+00:00",
-        finished_at="2025-01-01T00:01:00+00:00",
-        status="complete",
-        options={"profile": "quick"},
-        fingerprint="f1ngerpr1nt",
-        fingerprint_data={},
-        tfaccel_version="0.1.0",
-        tf_version="2.21.0",
-        targets=[{"name": "cpu", "label": f"CPU {EVIL}", "peak_tflops": {"float32": 0.35}}],
-        measurements=[
-            m("matmul", 0.205, dtype="float32", n=2048),
-            m("vector_add", 12.0, dtype="float32", n=1024),
-            m("reference_cnn", 775.0, **default),
-            m("reference_cnn", 1603.0, **best),
-        ],
-        notes=[f"data from /home/{EVIL}/cifar"],
-        run_id=7,
-    )
+    return sample_run(f"CPU {EVIL}", [f"data from /home/{EVIL}/cifar"], run_id=7)
 
 
 def _doc() -> dict[str, object]:
