@@ -110,6 +110,12 @@ ABSL_VARIANTS = [
         "cuda_executor.cc:1001] failed call to cuInit: INTERNAL: CUDA error: Failed call to "
         "cuInit: UNKNOWN ERROR (303)",
         "no_driver_or_hidden",
+        "warn",  # the error does not say why CUDA did not start
+    ),
+    (
+        "cuda_driver.cc:282] failed call to cuInit: CUDA_ERROR_NO_DEVICE: no CUDA-capable device "
+        "is detected",
+        "no_driver_or_hidden",
         "fail",
     ),
     (
@@ -282,7 +288,11 @@ def test_several_causes_in_file_order_with_line_numbers_and_capped_lines() -> No
     missing, out_of_memory = report.causes
     assert shown_lines(missing) == [(2, lines[1])]
     assert missing.evidence == ["missing libcudnn.so.8", f"line 2: {lines[1]}"]
-    assert out_of_memory.numbers == {"count": 8, "line_numbers": [3, 4, 5, 6, 7]}
+    assert out_of_memory.numbers == {
+        "count": 8,
+        "line_numbers": [3, 4, 5, 6, 7],
+        "strength": "message",
+    }
     assert [n for n, _ in shown_lines(out_of_memory)] == [3, 4, 5, 6, 7]
     assert out_of_memory.evidence[-1] == "8 matching lines in all"
     data = report.to_dict()["causes"][1]

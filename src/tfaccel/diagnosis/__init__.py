@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tfaccel.diagnosis.logmatch import LogReport, match_log
-from tfaccel.diagnosis.logread import LogText, read_log_file, window_text
+from tfaccel.diagnosis.logread import LogText, detect_encoding, read_log_file, window_text
 from tfaccel.diagnosis.rules import RULES, run_rules
 from tfaccel.errors import LogInputError, UsageError, shown
 from tfaccel.findings import Finding, counts
@@ -151,8 +151,6 @@ def check(*, deep: bool = False, log: str | bytes | LogText | None = None) -> Do
 
 # --- the log argument -------------------------------------------------------------------------
 
-_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
-
 
 def check_log(log: object, *, where: str, allow_empty: bool = False) -> str | LogText | None:
     """The ``log`` argument as the matcher takes it: text, a :class:`LogText`, or None.
@@ -196,11 +194,13 @@ def check_log(log: object, *, where: str, allow_empty: bool = False) -> str | Lo
 
 
 def _decoded(data: bytes) -> LogText:
-    encoding = "utf-16" if data.startswith(_UTF16_BOMS) else "utf-8-sig"
+    encoding = detect_encoding(data[:4096])
+    if encoding == "utf-8":
+        encoding = "utf-8-sig"
     text = data.decode(encoding, errors="replace")
     replaced = text.count("\ufffd") - data.count("\ufffd".encode())
     body, notes = window_text(text)
-    name = "UTF-16" if encoding == "utf-16" else "UTF-8"
+    name = encoding.upper().replace("UTF-8-SIG", "UTF-8")
     if replaced > 0:
         notes.insert(
             0,
@@ -209,6 +209,8 @@ def _decoded(data: bytes) -> LogText:
         )
     elif encoding == "utf-16":
         notes.insert(0, "given as bytes, decoded as UTF-16 (byte-order mark)")
+    elif encoding.startswith("utf-16"):
+        notes.insert(0, f"given as bytes, decoded as {name} (no byte-order mark)")
     scanned = len(data) if len(body) == len(text) else len(body.encode("utf-8", "replace"))
     return LogText(body, "<bytes>", len(data), min(scanned, len(data)), notes)
 

@@ -19,13 +19,17 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfaccel.diagnosis.logpatterns import BENIGN, CAUSES, PATTERNS
+from tfaccel.diagnosis.logfacts import read_facts
+from tfaccel.diagnosis.loginfer import infer
+from tfaccel.diagnosis.logpatterns import BENIGN, CAUSES, PATTERNS, Pattern
 from tfaccel.diagnosis.logread import LogText, count_lines, window_text
+from tfaccel.diagnosis.logshape import strip_quotes, wrapped_groups
 from tfaccel.findings import Finding, Status
 
 __all__ = ["BenignMatch", "LogReport", "match_log"]
@@ -34,6 +38,7 @@ MAX_LINES_SHOWN = 5
 MAX_LINE_CHARS = 300
 MAX_DETAILS = 8
 DETAIL_LINES = 100  # details are read from the first lines of a cause only
+JOIN_LIMIT_CHARS = 1024 * 1024  # wrapped lines are joined in texts up to this size (pastes)
 
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
 
@@ -122,8 +127,9 @@ def match_log(text: str | LogText, source: str | None = None) -> LogReport:
     else:
         body, notes = window_text(text)
         scanned = len(body.encode("utf-8", errors="replace"))
-    body = _clean(body)
+    body = strip_quotes(_clean(body))
     causes, benign = _scan(body)
+    causes = infer(causes, read_facts(body))
     return LogReport(causes, benign, count_lines(body), scanned, notes, source)
 
 
@@ -173,20 +179,22 @@ def _lines_with(text: str, anchor: str) -> Iterator[tuple[int, str]]:
 
 def _scan(text: str) -> tuple[list[Finding], list[BenignMatch]]:
     claimed: dict[int, str] = {}  # line start -> cause id or benign label
+    claimed_by: dict[int, Pattern] = {}  # line start -> the pattern that claimed it for a cause
     cause_hits: dict[str, _Hits] = {}
     for pattern in PATTERNS:
         for start, line in _lines_with(text, pattern.anchor):
             if start in claimed or (pattern.regex and not pattern.regex.search(line)):
                 continue
             claimed[start] = pattern.cause
-            hits = cause_hits.setdefault(pattern.cause, _Hits())
-            hits.add(start, line)
-            if pattern.status == "fail":
-                hits.status = "fail"
-            if pattern.detail and hits.count <= DETAIL_LINES:
-                value = pattern.detail(line)
-                if value and len(hits.details) < MAX_DETAILS:
-                    hits.details[value] = None
+            claimed_by[start] = pattern
+            _record(cause_hits.setdefault(pattern.cause, _Hits()), pattern, start, line)
+    groups = list(wrapped_groups(text)) if len(text) <= JOIN_LIMIT_CHARS else []
+    any_anchor = _any_anchor()
+    for group in groups:
+        if any_anchor.search(group.joined) or any_anchor.search(group.glued):
+            _scan_wrapped(
+                group.starts, (group.joined, group.glued), claimed, claimed_by, cause_hits
+            )
     benign_hits: dict[str, _Hits] = {}
     for label, anchors in BENIGN.items():
         for anchor in anchors:
@@ -194,7 +202,81 @@ def _scan(text: str) -> tuple[list[Finding], list[BenignMatch]]:
                 if start not in claimed:
                     claimed[start] = label
                     benign_hits.setdefault(label, _Hits()).add(start, line)
+    for group in groups:
+        if not any(start in claimed for start in group.starts) and (
+            any_anchor.search(group.joined) or any_anchor.search(group.glued)
+        ):
+            joined_label = _benign_label((group.joined, group.glued))
+            if joined_label is not None:
+                claimed.update(dict.fromkeys(group.starts, joined_label))
+                benign_hits.setdefault(joined_label, _Hits()).add(group.starts[0], group.joined)
     return _build_results(text, cause_hits, benign_hits)
+
+
+@functools.cache
+def _any_anchor() -> re.Pattern[str]:
+    """One regex for every anchor, cause or benign: a joined line without one is skipped."""
+    anchors = {p.anchor for p in PATTERNS} | {a for group in BENIGN.values() for a in group}
+    return re.compile("|".join(re.escape(a) for a in sorted(anchors, key=len, reverse=True)))
+
+
+def _record(hits: _Hits, pattern: Pattern, start: int, line: str) -> None:
+    hits.add(start, line)
+    if pattern.status == "fail":
+        hits.status = "fail"
+    if pattern.detail and hits.count <= DETAIL_LINES:
+        value = pattern.detail(line)
+        if value and len(hits.details) < MAX_DETAILS:
+            hits.details[value] = None
+
+
+def _scan_wrapped(
+    starts: tuple[int, ...],
+    variants: tuple[str, str],
+    claimed: dict[int, str],
+    claimed_by: dict[int, Pattern],
+    cause_hits: dict[str, _Hits],
+) -> None:
+    """Match one message wrapped over several lines, as joined at a space and mid-word.
+
+    Where a line of it already named a cause, the joined message only adds the details that
+    line alone did not hold (a name cut off by the wrap).
+    """
+    claimed_here = [claimed_by[s] for s in starts if s in claimed_by]
+    if claimed_here:
+        pattern = claimed_here[0]
+        hits = cause_hits[pattern.cause]
+        if pattern.detail and len(hits.details) < MAX_DETAILS:
+            for variant in variants:
+                value = pattern.detail(variant)
+                if value:
+                    hits.details.setdefault(value, None)
+                    break
+        return
+    if any(s in claimed for s in starts):
+        return
+    for pattern in PATTERNS:
+        for variant in variants:
+            if pattern.anchor in variant and (
+                pattern.regex is None or pattern.regex.search(variant)
+            ):
+                for s in starts:
+                    claimed[s] = pattern.cause
+                    claimed_by[s] = pattern
+                hits = cause_hits.setdefault(pattern.cause, _Hits())
+                _record(hits, pattern, starts[0], variants[0])
+                if variant is not variants[0] and pattern.detail:
+                    value = pattern.detail(variant)
+                    if value and len(hits.details) < MAX_DETAILS:
+                        hits.details.setdefault(value, None)
+                return
+
+
+def _benign_label(variants: tuple[str, str]) -> str | None:
+    for label, anchors in BENIGN.items():
+        if any(anchor in variant for anchor in anchors for variant in variants):
+            return label
+    return None
 
 
 def _build_results(
@@ -226,7 +308,11 @@ def _cause(cause: str, hits: _Hits, numbers: dict[int, int]) -> Finding:
         evidence,
         CAUSES[cause].fix,
         source="log",
-        numbers={"count": hits.count, "line_numbers": [number for number, _ in lines]},
+        numbers={
+            "count": hits.count,
+            "line_numbers": [number for number, _ in lines],
+            "strength": "message",
+        },
     )
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from tfaccel.findings import Status
 
-__all__ = ["BENIGN", "CAUSES", "PATTERNS", "Cause", "Pattern"]
+__all__ = ["BENIGN", "CAUSES", "PATTERNS", "UNNAMED_LIBRARY_FIX", "Cause", "Pattern"]
 
 
 @dataclass(frozen=True)
@@ -107,6 +107,51 @@ CAUSES: dict[str, Cause] = {
         "tf.keras.mixed_precision.set_global_policy('mixed_float16') halves activations; "
         "`nvidia-smi` shows other processes holding memory",
     ),
+    "no_matching_wheel": Cause(
+        "pip found no TensorFlow wheel for this Python: a 32-bit Python, or a Python version "
+        "TensorFlow has no wheel for",
+        "python -c \"import struct, sys; print(struct.calcsize('P') * 8, sys.version)\" must "
+        "print 64 and a Python version that https://www.tensorflow.org/install/pip lists; "
+        "create the environment with such a Python (64-bit) and install again",
+    ),
+    "macos_no_metal": Cause(
+        "On macOS, TensorFlow uses the GPU only through the tensorflow-metal plugin",
+        "pip install tensorflow-metal (Apple silicon or AMD GPU, macOS 12 or later), in the same "
+        "environment as tensorflow",
+    ),
+    "cpu_only_build": Cause(
+        "The TensorFlow installed is a build without CUDA (CPU only)",
+        "pip uninstall -y tensorflow-cpu tensorflow && pip install 'tensorflow[and-cuda]' "
+        "(Linux x86_64); with conda: conda install -c conda-forge 'tensorflow=*=cuda*'; "
+        "on macOS there is no CUDA: pip install tensorflow-metal uses the Apple GPU",
+    ),
+    "aarch64_no_cuda": Cause(
+        "TensorFlow's PyPI wheels for aarch64 (ARM64) have no CUDA: [and-cuda] gives a CPU build",
+        "on Grace Hopper and other ARM64 servers: docker run --gpus all -it --rm "
+        "nvcr.io/nvidia/tensorflow:25.02-tf2-py3 (NVIDIA's container has CUDA for ARM64), or "
+        "build TensorFlow from source with CUDA; on Jetson: install the TensorFlow wheel of "
+        "NVIDIA's JetPack for your JetPack version, not the PyPI one",
+    ),
+    "wsl_libcuda": Cause(
+        "On WSL2, libcuda.so.1 (the Windows driver's, in /usr/lib/wsl/lib) was not found",
+        "install the NVIDIA driver on Windows only (remove any Linux NVIDIA driver installed "
+        "inside WSL), then export LD_LIBRARY_PATH=/usr/lib/wsl/lib:$LD_LIBRARY_PATH; "
+        "`ls -l /usr/lib/wsl/lib/libcuda.so.1` must list the file",
+    ),
+    "ld_library_path_shadowing": Cause(
+        "A system CUDA on LD_LIBRARY_PATH is loaded instead of the nvidia-* libraries pip "
+        "installed for TensorFlow",
+        "unset LD_LIBRARY_PATH, or take the /usr/local/cuda*/lib64 entries out of it (and out "
+        "of ~/.bashrc), so TensorFlow loads the nvidia-* libraries of its own wheels; "
+        "`tfaccel doctor` on that machine shows which copy of each library loads",
+    ),
+    "no_gpu_visible": Cause(
+        "TensorFlow listed no GPU, and the log does not show why",
+        "run `tfaccel doctor` on that machine: it checks the driver, each CUDA library and the "
+        "TensorFlow build without importing TensorFlow; to make TensorFlow name what failed: "
+        'TF_CPP_MAX_VLOG_LEVEL=3 python -c "import tensorflow as tf; '
+        "print(tf.config.list_physical_devices('GPU'))\" 2>&1 | grep -iE 'dlopen|cuda'",
+    ),
     "config_after_init": Cause(
         "Devices were configured after TensorFlow's runtime had started",
         "call tf.config.experimental.set_memory_growth(gpu, True) / set_visible_devices / "
@@ -115,6 +160,17 @@ CAUSES: dict[str, Cause] = {
         "export TF_FORCE_GPU_ALLOW_GROWTH=true",
     ),
 }
+
+
+# "Cannot dlopen some GPU libraries" with no library named (TF >= 2.16 names each one only at a
+# high log level): how to make TensorFlow name it, and what to run on the machine itself.
+UNNAMED_LIBRARY_FIX = (
+    "the log names no library; to make TensorFlow name each one it failed to load: "
+    'TF_CPP_MAX_VLOG_LEVEL=3 python -c "import tensorflow as tf; '
+    "print(tf.config.list_physical_devices('GPU'))\" 2>&1 | grep -i dlopen ; "
+    "`tfaccel doctor` (no --log) on that machine loads every CUDA library TensorFlow needs and "
+    "names the missing ones; the usual fix: pip install 'tensorflow[and-cuda]'"
+)
 
 
 # --------------------------------------------------------------------------- details
@@ -237,6 +293,16 @@ PATTERNS: tuple[Pattern, ...] = (
         ),
     ),
     _p("driver_mismatch", "Driver/library version mismatch"),
+    _p(
+        "driver_mismatch",
+        "API mismatch",
+        regex=r"NVRM: API mismatch",
+        detail=_extract(
+            r"client has the version (?P<c>[\d.]+), but (?:NVRM: )?this kernel module has the "
+            r"version (?P<k>[\d.]+)",
+            "driver libraries {c}, kernel module {k}",
+        ),
+    ),
     _p("driver_mismatch", "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH"),
     _p(
         "driver_older_than_ptx",
@@ -252,19 +318,58 @@ PATTERNS: tuple[Pattern, ...] = (
     _p("driver_older_than_ptx", "CUDA_ERROR_UNSUPPORTED_PTX_VERSION"),
     _p("tensorflow_gpu_deprecated", '"tensorflow-gpu" package has been removed'),
     _p("tensorflow_gpu_deprecated", "No matching distribution found for tensorflow-gpu"),
+    _p(
+        "tensorflow_gpu_deprecated",
+        "gpu-2.",
+        regex=r"tensorflow[-_]gpu-2\.(?:1[2-9]|[2-9]\d)\.\d+\.tar\.gz",
+        detail=_extract(
+            r"(?P<s>tensorflow[-_]gpu-[\d.]+)\.tar\.gz",
+            "{s}: the stub that only says it was removed",
+        ),
+    ),
+    _p(
+        "no_matching_wheel",
+        "No matching distribution found for tensorflow",
+        regex=r"for tensorflow(?:[-_](?:cpu|intel|macos))?(?:[<>=!~\[ ]|$)",
+    ),
+    _p(
+        "no_matching_wheel",
+        "is not a supported wheel on this platform",
+        regex=r"tensorflow",
+        detail=_extract(r"(?P<w>\S*tensorflow\S*\.whl)", "{w}"),
+    ),
     _p("windows_native", "CUDA build is not supported for Windows"),
     _p("cpu_no_avx", "Illegal instruction"),
+    _p("cpu_no_avx", "illegal hardware instruction"),
     _p("cpu_no_avx", "compiled to use AVX instructions, but these aren't available"),
     _p(
         "no_driver_or_hidden",
         "libcuda.so.1",
-        regex=r"Could not load dynamic library 'libcuda\.so|libcuda\.so\.1: cannot open",
-        detail=_extract(r"(?P<e>libcuda\.so\.1: cannot open[^;]*)", "{e}"),
+        regex=r"Could not load dynamic library 'libcuda\.so|libcuda\.so\.1: (?:cannot open|file "
+        r"too short)",
+        detail=_extract(r"(?P<e>libcuda\.so\.1: (?:cannot open|file too short)[^;]*)", "{e}"),
     ),
     _p(
         "no_driver_or_hidden",
         "failed call to cuInit",
+        regex=r"CUDA_ERROR_NO_DEVICE|no CUDA-capable device",
         detail=_extract(r"failed call to cuInit: (?P<e>.{1,160})", "cuInit: {e}"),
+    ),
+    # Another cuInit error shows that CUDA did not start, not why: no driver is the likeliest
+    # reason, not an established one.
+    _p(
+        "no_driver_or_hidden",
+        "failed call to cuInit",
+        status="warn",
+        detail=_extract(
+            r"failed call to cuInit: (?P<e>.{1,160})",
+            "cuInit: {e} (this error does not say why; no driver is the likeliest reason)",
+        ),
+    ),
+    _p(
+        "no_driver_or_hidden",
+        "Couldn't open CUDA library libcuda",
+        detail=_extract(r"(?P<e>Couldn't open CUDA library libcuda\S*)", "{e}"),
     ),
     _p("no_driver_or_hidden", "CUDA_ERROR_NO_DEVICE"),
     _p("no_driver_or_hidden", "kernel driver does not appear to be running on this host"),
@@ -284,6 +389,12 @@ PATTERNS: tuple[Pattern, ...] = (
             r"Could not load library (?P<lib>\S+)\. Error: (?P<e>.{1,120})", "{lib}: {e}"
         ),
     ),
+    _p(
+        "missing_cuda_libs",
+        "Couldn't open CUDA library",
+        detail=_extract(r"Couldn't open CUDA library (?P<lib>\S+?)\.? ", "missing {lib}"),
+    ),
+    _p("missing_cuda_libs", "Unable to load cuDNN DSO"),
     _p("missing_cuda_libs", "Cannot dlopen some GPU libraries"),
     _p("missing_cuda_libs", "Skipping registering GPU devices"),
     _p("missing_cuda_libs", "DNN library is not found"),
@@ -291,7 +402,7 @@ PATTERNS: tuple[Pattern, ...] = (
     _p("cudnn_mismatch", "DNN library initialization failed"),
     _p(
         "cc_too_low",
-        "Ignoring visible gpu device",
+        "The minimum required Cuda capability",
         regex=r"compute capability [\d.]+\. The minimum required",
         detail=_extract(
             r"name: (?P<n>[^,)]+).*?compute capability (?P<cc>[\d.]+)\. The minimum "
@@ -301,12 +412,12 @@ PATTERNS: tuple[Pattern, ...] = (
     ),
     _p(
         "gpu_too_few_cores",
-        "Ignoring visible gpu device",
-        regex=r"core count",
+        "The minimum required count is",
+        regex=r"(?:core|multiprocessor) count",
         status="warn",
         detail=_extract(
-            r"name: (?P<n>[^,)]+).*?core count: (?P<c>\d+)\. The minimum required "
-            r"count is (?P<m>\d+)",
+            r"name: (?P<n>[^,)]+).*?(?:core|multiprocessor) count: (?P<c>\d+)\. The minimum "
+            r"required count is (?P<m>\d+)",
             "{n}: {c} multiprocessors < minimum {m}",
         ),
     ),
@@ -326,6 +437,19 @@ PATTERNS: tuple[Pattern, ...] = (
         ),
     ),
     _p("cc_too_new", "CUDA_ERROR_INVALID_PTX"),
+    _p(
+        "cc_too_new",
+        "does not support target 'sm_",
+        detail=_extract(
+            r"PTX version (?P<p>[\d.]+) does not support target '(?P<t>sm_\w+)'",
+            "PTX {p} of this build cannot target {t}",
+        ),
+    ),
+    _p(
+        "cc_too_new",
+        "is not defined for option 'gpu-name'",
+        detail=_extract(r"Value '(?P<t>sm_\w+)' is not defined", "ptxas does not know {t}"),
+    ),
     _p("cc_too_new", "device kernel image is invalid"),
     _p("cc_too_new", "no kernel image is available for execution on the device"),
     _p("xla_libdevice_ptxas", "libdevice not found"),

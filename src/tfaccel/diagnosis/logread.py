@@ -30,7 +30,7 @@ from typing import IO
 
 from tfaccel.errors import LogInputError
 
-__all__ = ["LogText", "count_lines", "read_log_file", "window_text"]
+__all__ = ["LogText", "count_lines", "detect_encoding", "read_log_file", "window_text"]
 
 MIB = 1024 * 1024
 FULL_SCAN_LIMIT_BYTES = 32 * MIB  # larger inputs: only the head and the tail are scanned
@@ -304,7 +304,7 @@ def _collect(read: _Reader, source: str, *, kind: str = "a stream") -> _Raw:
 
 def _refuse_binary(sniff: bytes, source: str) -> None:
     """Refuse data that is not text: NUL bytes (in UTF-8) or mostly undecodable bytes."""
-    encoding = _encoding(sniff)
+    encoding = detect_encoding(sniff)
     if encoding == "utf-8" and b"\x00" in sniff:
         raise _input_error(source, "is binary", "binary data (NUL bytes in the first 64 KiB)")
     sample = sniff.decode(encoding, errors="replace")
@@ -318,10 +318,10 @@ def _refuse_binary(sniff: bytes, source: str) -> None:
 def _decode(raw: _Raw, source: str) -> LogText:
     if raw.size == 0:
         raise _input_error(source, "is empty", "an empty file (0 bytes)")
-    encoding = _encoding(raw.head)
+    encoding = detect_encoding(raw.head)
     _refuse_binary(raw.head[:SNIFF_BYTES], source)
     text = raw.head.decode(encoding, errors="replace")
-    notes = [f"decoded as {encoding} (byte-order mark)"] if encoding != "utf-8" else []
+    notes = [_encoding_note(encoding)] if encoding != "utf-8" else []
     if raw.stopped is not None:
         notes.append(
             f"stopped reading {source} after {raw.size:,} bytes: {raw.stopped}; "
@@ -338,17 +338,37 @@ def _decode(raw: _Raw, source: str) -> LogText:
     return LogText(text, source, raw.size, len(raw.head) + len(raw.tail), notes)
 
 
-def _encoding(head: bytes) -> str:
+UTF16_ZERO_SHARE = 0.3  # UTF-16 text without a byte-order mark: zero bytes in one column
+
+
+def detect_encoding(head: bytes) -> str:
+    """``utf-16`` / ``utf-8-sig`` after a byte-order mark; ``utf-16-le`` / ``utf-16-be`` for
+    UTF-16 without one (mostly ASCII text has a zero byte in every other position); else
+    ``utf-8``."""
     if head.startswith((b"\xff\xfe", b"\xfe\xff")):
         return "utf-16"
     if head.startswith(b"\xef\xbb\xbf"):
         return "utf-8-sig"
+    sample = head[:4096]
+    if len(sample) >= 4 and b"\x00" in sample:
+        half = len(sample) // 2
+        even, odd = sample[0::2].count(0), sample[1::2].count(0)
+        if odd >= UTF16_ZERO_SHARE * half and even <= 0.02 * half:
+            return "utf-16-le"
+        if even >= UTF16_ZERO_SHARE * half and odd <= 0.02 * half:
+            return "utf-16-be"
     return "utf-8"
+
+
+def _encoding_note(encoding: str) -> str:
+    if encoding in ("utf-16-le", "utf-16-be"):
+        return f"decoded as {encoding} (no byte-order mark; told by its zero bytes)"
+    return f"decoded as {encoding} (byte-order mark)"
 
 
 def _tail_bytes(raw: _Raw, encoding: str) -> bytes:
     """UTF-16 code units are two bytes: start the tail on an even offset."""
-    if encoding == "utf-16" and raw.tail_offset % 2:
+    if encoding.startswith("utf-16") and raw.tail_offset % 2:
         return raw.tail[1:]
     return raw.tail
 
@@ -357,6 +377,8 @@ def _tail_encoding(encoding: str) -> str:
     """The tail has no byte-order mark of its own."""
     if encoding == "utf-16":
         return "utf-16-le"  # PowerShell and Windows tools write little-endian
+    if encoding.startswith("utf-16"):
+        return encoding
     return "utf-8"
 
 

@@ -1,0 +1,167 @@
+"""Causes a log implies without stating them: drawn from its facts and the messages it holds.
+
+TensorFlow's own messages name most causes (:mod:`tfaccel.diagnosis.logpatterns`); those
+findings carry ``numbers["strength"] == "message"``. Some causes show only as a combination:
+``False`` printed by ``tf.test.is_built_with_cuda()`` in a transcript of TensorFlow 2.12 on
+``win32`` means the native-Windows build, which has no CUDA. Such a finding is an inference:
+its strength is ``inferred``, its evidence names every line it rests on, and its status is
+``warn``, never ``fail``, since a printed value or a package listing can mislead. The one
+exception is a message made specific by its context (``libcuda.so.1`` missing on WSL2): that
+keeps the message's status.
+
+Example:
+    >>> from tfaccel.diagnosis.logfacts import read_facts
+    >>> text = "Python 3.10.9 [MSC v.1934 64 bit (AMD64)] on win32\\n>>> tf.__version__\\n'2.12.0'"
+    >>> text += "\\n>>> tf.config.list_physical_devices('GPU')\\n[]"
+    >>> [(f.id, f.status) for f in infer([], read_facts(text))]
+    [('windows_native', 'warn')]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from tfaccel.diagnosis.logfacts import Fact, LogFacts, package_kind
+from tfaccel.diagnosis.logpatterns import CAUSES, UNNAMED_LIBRARY_FIX
+from tfaccel.findings import Finding
+
+__all__ = ["infer"]
+
+WINDOWS_LAST_GPU = (2, 10)  # the last TensorFlow with a CUDA build for native Windows
+
+
+def infer(causes: list[Finding], facts: LogFacts) -> list[Finding]:
+    """The causes matched in the messages, made specific by the facts, plus the inferred ones.
+
+    Args:
+        causes: the findings the message patterns gave, in the order of the log.
+        facts: what :func:`~tfaccel.diagnosis.logfacts.read_facts` read from the same text.
+
+    Returns:
+        The findings to report: message findings first (in log order), inferred ones after.
+    """
+    found = {cause.id: cause for cause in causes}
+    result = [_specific(cause, facts) for cause in causes]
+    result = [_unnamed_library(cause) for cause in result]
+    inferred: list[Finding] = []
+    platform = facts.platform
+    symptoms = _no_gpu_symptoms(facts)
+    version = facts.tf_version
+    build = _cpu_build_evidence(facts)
+    if platform is not None and platform.value == "windows" and "windows_native" not in found:
+        if (version is None or version[0] > WINDOWS_LAST_GPU) and (symptoms or build):
+            evidence = [f"native Windows: {platform.evidence}"]
+            if version is None:
+                evidence.append(
+                    "the TensorFlow version is not shown: only TensorFlow <= 2.10 has a CUDA "
+                    "build for native Windows"
+                )
+            else:
+                evidence.append(
+                    f"TensorFlow {version[0][0]}.{version[0][1]}: {version[1].evidence}"
+                )
+            inferred.append(_inferred("windows_native", evidence + _lines(symptoms + build)))
+    elif platform is not None and platform.value == "aarch64":
+        pip_extra = facts.of("and_cuda_missing")
+        if symptoms or build or pip_extra:
+            evidence = [f"aarch64 (ARM64): {platform.evidence}"]
+            inferred.append(_inferred("aarch64_no_cuda", evidence + _lines(pip_extra + symptoms)))
+    elif platform is not None and platform.value == "macos" and (symptoms or build):
+        evidence = [f"macOS: {platform.evidence}"]
+        inferred.append(_inferred("macos_no_metal", evidence + _lines(symptoms + build)))
+    if not inferred and "cpu_only_build" not in found and build:
+        inferred.append(_inferred("cpu_only_build", _lines(build + symptoms)))
+    shadowing = _shadowing(facts, found)
+    if shadowing:
+        inferred.append(_inferred("ld_library_path_shadowing", shadowing))
+    if not result and not inferred and symptoms:
+        inferred.append(_inferred("no_gpu_visible", _lines(symptoms)))
+    return result + inferred
+
+
+def _inferred(cause: str, evidence: list[str]) -> Finding:
+    return Finding(
+        cause,
+        "warn",
+        CAUSES[cause].title,
+        ["inferred from what the log shows, not from an error message:", *evidence],
+        CAUSES[cause].fix,
+        source="log",
+        numbers={
+            "count": len(evidence),
+            "line_numbers": sorted({_line(e) for e in evidence if _line(e)}),
+            "strength": "inferred",
+        },
+    )
+
+
+def _line(evidence: str) -> int:
+    head = evidence.partition("line ")[2].partition(":")[0]
+    return int(head) if head.isdigit() else 0
+
+
+def _lines(facts: list[Fact]) -> list[str]:
+    seen: dict[str, None] = {}
+    for fact in sorted(facts, key=lambda f: f.line):
+        seen[fact.evidence] = None
+    return list(seen)
+
+
+def _no_gpu_symptoms(facts: LogFacts) -> list[Fact]:
+    """Printed values that say TensorFlow sees no GPU: ``[]``, ``0``, ``False``."""
+    return [
+        f
+        for f in facts.facts
+        if (f.kind == "gpu_list" and f.value == "[]")
+        or (f.kind == "gpu_count" and f.value == "0")
+        or (f.kind == "gpu_available" and f.value in ("False", "[]"))
+    ]
+
+
+def _cpu_build_evidence(facts: LogFacts) -> list[Fact]:
+    """A printed ``is_built_with_cuda()`` of False, or CPU builds listed and no GPU build."""
+    printed = [f for f in facts.of("built_with_cuda") if f.value == "False"]
+    kinds = [(f, package_kind(f)) for f in facts.packages()]
+    cpu = [f for f, kind in kinds if kind == "cpu"]
+    gpu = [f for f, kind in kinds if kind == "gpu"]
+    return printed + (cpu if not gpu else [])
+
+
+def _shadowing(facts: LogFacts, found: dict[str, Finding]) -> list[str]:
+    """An LD_LIBRARY_PATH with a system CUDA beside pip's nvidia-* libraries, and a library
+    that failed to load or loaded in the wrong version."""
+    paths = facts.of("ld_library_path")
+    pip = facts.of("pip_nvidia")
+    failed = [found[c] for c in ("cudnn_mismatch", "missing_cuda_libs") if c in found]
+    if not (paths and pip and failed):
+        return []
+    lines = _lines(paths + pip)
+    return lines + [f"and the log shows {cause.id}: {cause.title}" for cause in failed]
+
+
+def _specific(cause: Finding, facts: LogFacts) -> Finding:
+    """A message made specific by the platform: libcuda missing on WSL2 is WSL's libcuda."""
+    platform = facts.platform
+    if (
+        cause.id == "no_driver_or_hidden"
+        and platform is not None
+        and platform.value == "wsl2"
+        and any("libcuda" in line for line in cause.evidence)
+    ):
+        return dataclasses.replace(
+            cause,
+            id="wsl_libcuda",
+            title=CAUSES["wsl_libcuda"].title,
+            fix=CAUSES["wsl_libcuda"].fix,
+            evidence=[f"WSL2: {platform.evidence}", *cause.evidence],
+        )
+    return cause
+
+
+def _unnamed_library(cause: Finding) -> Finding:
+    """A "Cannot dlopen some GPU libraries" that names no library: say how to make TF name it."""
+    if cause.id != "missing_cuda_libs":
+        return cause
+    if any(not e.startswith("line ") and "matching lines" not in e for e in cause.evidence):
+        return cause  # a library was named
+    return dataclasses.replace(cause, fix=UNNAMED_LIBRARY_FIX)
