@@ -1,4 +1,5 @@
-"""How long `tfaccel devices` and `tfaccel doctor` take, against `python -c pass`.
+"""How long `tfaccel devices` and `tfaccel doctor` (on this machine and on a pasted log) take,
+against `python -c pass`.
 
 Each command runs as a fresh process, interleaved with the baseline, so the figures include
 interpreter start-up; the target is under 1 second each on a 2-core machine.
@@ -12,6 +13,7 @@ import argparse
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 from tfaccel.timing import compare, measure_interleaved, summarize
 
@@ -21,6 +23,17 @@ COMMANDS = {
     "tfaccel devices --json": [sys.executable, "-m", "tfaccel", "devices", "--json"],
     "tfaccel doctor": [sys.executable, "-m", "tfaccel", "doctor"],
     "tfaccel doctor --json": [sys.executable, "-m", "tfaccel", "doctor", "--json"],
+    "tfaccel doctor --log FILE": [
+        sys.executable,
+        "-m",
+        "tfaccel",
+        "doctor",
+        "--log",
+        str(
+            Path(__file__).resolve().parent.parent
+            / "tests/data/doctor-corpus/d_win_tf62080_transcript_214.log"
+        ),
+    ],
 }
 TARGET_S = 1.0
 

@@ -11,7 +11,8 @@ contains, so the matcher can find candidate lines with ``str.find``.
 * :data:`BENIGN`: lines TensorFlow prints on every healthy start (``Unable to register cuDNN
   factory``, the CPU-instructions notice, ...), labelled and never called a cause.
 
-A new pattern goes here, with a real log in ``tests/data/doctor-logs``.
+A new pattern goes here, with a real log from a public issue in ``tests/data/doctor-corpus``
+(its source and the cause the thread established in an ``index-*.jsonl``).
 """
 
 from __future__ import annotations
