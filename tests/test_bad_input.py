@@ -171,6 +171,37 @@ ROWS: list[Row] = [
         setup=_a_file_and_a_dir,
     ),
     Row("save-snapshot-empty-name", ("doctor", "--save-snapshot", ""), "empty file name"),
+    # --- doctor --bundle: checked before the probe, with the same atomic writer
+    Row(
+        "bundle-into-a-missing-directory",
+        ("doctor", "--bundle", "{work}/missing/bundle.md"),
+        "the directory '{work}/missing' does not exist",
+    ),
+    Row(
+        "bundle-onto-a-directory",
+        ("doctor", "--bundle", "{work}/dir"),
+        "(given with --bundle): it is a directory",
+        setup=_a_file_and_a_dir,
+    ),
+    Row(
+        "bundle-under-proc",
+        ("doctor", "--bundle", "/proc/tfaccel-bundle.md"),
+        "the directory '/proc' does not accept the file",
+    ),
+    Row(
+        "bundle-on-a-read-only-file-system",
+        ("doctor", "--deep", "--bundle", "/sys/tfaccel-bundle.md"),
+        "the directory '/sys' does not accept the file",
+    ),
+    Row("bundle-onto-a-device", ("doctor", "--bundle", "/dev/null"), "it is not a regular file"),
+    Row(
+        "bundle-under-a-file",
+        ("doctor", "--bundle", "{work}/file.txt/bundle.md"),
+        "'{work}/file.txt' is not a directory",
+        setup=_a_file_and_a_dir,
+    ),
+    Row("bundle-empty-name", ("doctor", "--bundle", ""), "--bundle was given an empty file name"),
+    Row("bundle-blank-name", ("doctor", "--bundle", "  "), "--bundle was given an empty file name"),
     # --- doctor --deep-timeout
     *(
         Row(
@@ -453,6 +484,28 @@ ROWS: list[Row] = [
     ),
     Row("tune-unknown-model", ("tune", "--model", "resnet99", "--no-progress"), "Unknown model"),
     Row("tune-bad-space", ("tune", "--model", "mlp", "--space", "jit"), "KEY=VALUES"),
+    # --- plan (checked before the model is traced)
+    Row("plan-batch-zero", ("plan", "--model", "mlp", "--batch", "0"), "argument --batch: the number is out of range"),
+    Row("plan-batch-text", ("plan", "--model", "mlp", "--batch", "many"), "argument --batch: not an integer"),
+    Row("plan-nothing-to-plan", ("plan",), "SCRIPT or --model"),
+    Row("plan-unknown-model", ("plan", "--model", "resnet99"), "Unknown model"),
+    Row("plan-unknown-device", ("plan", "--model", "mlp", "--device", "a100-41gb"), "Unknown device key 'a100-41gb'"),
+    Row("plan-price-without-value", ("plan", "--model", "mlp", "--price", "a100-40gb"), "is not KEY=PER_HOUR"),
+    Row("plan-price-nan", ("plan", "--model", "mlp", "--price", "a100-40gb=nan"), "is not KEY=PER_HOUR"),
+    Row("plan-price-unknown-device", ("plan", "--model", "mlp", "--price", "a100-41gb=1"), "unknown device key"),
+    Row("plan-missing-script", ("plan", "nope.py"), "does not exist"),
+    Row(
+        "plan-script-without-model-fn",
+        ("plan", "train.py"),
+        "defines no model_fn",
+        setup=_file("train.py", "x = 1\n"),
+    ),
+    Row(
+        "plan-model-fn-raises",
+        ("plan", "train.py", "--batch", "8"),
+        "model_fn raised ValueError: no model today",
+        setup=_file("train.py", "def model_fn():\n    raise ValueError('no model today')\n"),
+    ),
     # --- profile (checked before TensorFlow starts)
     *(
         Row(

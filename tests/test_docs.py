@@ -550,6 +550,27 @@ def _files(*names: str) -> Check:
     return check
 
 
+BUNDLE_LOG = (
+    'Traceback (most recent call last):\n  File "/home/alice/train.py", line 12, in <module>\n'
+    "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating "
+    "tensor with shape[8,1024]\n"
+)
+
+
+def _bundle(*fragments: str) -> Check:
+    """tfaccel-bundle.md was written, holds ``fragments``, and its JSON block parses."""
+
+    def check(d: Path, runs: list[Ran]) -> None:
+        text = (d / "tfaccel-bundle.md").read_text()
+        for fragment in fragments:
+            assert fragment in text, fragment
+        block = re.search(r"^(`{3,})json\n(.*?)\n\1$", text, re.M | re.S)
+        assert block and isinstance(json.loads(block.group(2)), dict)
+        assert "alice" not in text
+
+    return check
+
+
 def _both(*checks: Check) -> Check:
     def check(d: Path, runs: list[Ran]) -> None:
         for c in checks:
@@ -611,16 +632,30 @@ CHEAP: dict[tuple[str, str], Cheap] = {
     ),
     (
         "README.md",
-        "tfaccel doctor [--json] [--deep] [--log FILE|-] [--snapshot FILE] [--save-snapshot FILE]",
+        "tfaccel doctor [--json] [--deep] [--log FILE|-] [--snapshot FILE] [--save-snapshot FILE] "
+        "[--bundle FILE]",
     ): Cheap(
         (
-            "tfaccel doctor --json --save-snapshot snapshot.json",
+            "tfaccel doctor --json --save-snapshot snapshot.json --bundle bundle.md",
             "tfaccel doctor --snapshot snapshot.json",
         ),
-        "a synopsis: its options against --help, and the doctor on this machine, saved and "
-        "replayed (not --deep, which imports TensorFlow in a subprocess)",
-        check=_both(_doctor_exit_code, _files("snapshot.json")),
+        "a synopsis: its options against --help, and the doctor on this machine, saved (with "
+        "a bundle) and replayed (not --deep, which imports TensorFlow in a subprocess)",
+        check=_both(_doctor_exit_code, _files("snapshot.json", "bundle.md")),
         exit_codes=(0, 1),  # 1 when the doctor finds a failure on this machine: its job
+    ),
+    ("docs/bundle.md", "tfaccel doctor --deep --bundle tfaccel-bundle.md"): Cheap(
+        ("tfaccel doctor --deep --bundle tfaccel-bundle.md",),
+        "as documented; exit 1 too, when the doctor finds a failure on this machine (its job)",
+        check=_bundle("TensorFlow's start-up log"),
+        exit_codes=(0, 1),
+    ),
+    ("docs/bundle.md", "tfaccel doctor --log train.log --bundle tfaccel-bundle.md"): Cheap(
+        ("tfaccel doctor --log train.log --bundle tfaccel-bundle.md",),
+        "as documented, with a train.log that ran out of GPU memory (so the doctor exits 1)",
+        files=(("train.log", BUNDLE_LOG),),
+        check=_bundle("The log given with --log", "/home/<user>/train.py"),
+        exit_codes=(1,),
     ),
     ("docs/distribute.md", "tfaccel launch -n 2 --restarts 1 train.py --epochs 3"): Cheap(
         ("tfaccel launch -n 2 --restarts 1 train.py --epochs 3",),

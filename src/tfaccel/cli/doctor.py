@@ -13,7 +13,7 @@ __all__ = ["FLAGS", "add_parser", "run"]
 
 # The library's argument names -> this command's flags, for the messages of its errors
 # (tfaccel.cli.main applies it).
-FLAGS = {"timeout_s": "--deep-timeout", "path": "--save-snapshot"}
+FLAGS = {"timeout_s": "--deep-timeout", "path": "--save-snapshot", "bundle": "--bundle"}
 
 
 def add_parser(sub: Any) -> None:
@@ -62,6 +62,15 @@ def add_parser(sub: Any) -> None:
         metavar="FILE",
         help="save everything probed to FILE (JSON) for a bug report",
     )
+    p.add_argument(
+        "--bundle",
+        metavar="FILE",
+        help="write one file to attach to a bug report (Markdown with the JSON inside): the "
+        "versions, the findings, the snapshot, and the logs of --deep and --log; user names, "
+        "home paths, host names, IP and MAC addresses and secret values are redacted in it, "
+        "and it ends with what was redacted. Only the file is redacted: what is printed "
+        "(--json included) is not",
+    )
     p.set_defaults(handler=run)
 
 
@@ -79,23 +88,31 @@ def run(args: argparse.Namespace) -> int:
             received="both",
             fix="drop --deep: a saved snapshot keeps the deep results it was saved with",
         )
-    for flag, value in (("--snapshot", args.snapshot), ("--save-snapshot", args.save_snapshot)):
+    for flag, value in (
+        ("--snapshot", args.snapshot),
+        ("--save-snapshot", args.save_snapshot),
+        ("--bundle", args.bundle),
+    ):
         if value is not None and not value.strip():
             raise UsageError(
                 f"{flag} was given an empty file name",
-                expected="the path of a JSON file",
+                expected="the path of a Markdown file"
+                if flag == "--bundle"
+                else "the path of a JSON file",
                 received=repr(value),
-                fix=f"e.g. {flag} snapshot.json",
+                fix=f"e.g. {flag} {'tfaccel-bundle.md' if flag == '--bundle' else 'snapshot.json'}",
             )
     if args.save_snapshot:
         check_writable(args.save_snapshot)  # before the probe, which may take minutes
+    if args.bundle:
+        check_writable(args.bundle, argument_name="bundle")
     if args.deep and args.deep_timeout < deep.MIN_IMPORT_S:
         raise deep.timeout_too_short(args.deep_timeout)
     log = read_log_file(args.log) if args.log is not None else None
     snap = None
     if args.snapshot:
         snap = load_snapshot(args.snapshot)
-    elif log is None or args.deep or args.save_snapshot:
+    elif log is None or args.deep or args.save_snapshot or args.bundle:
         snap = probe.snapshot(deep=args.deep, deep_timeout_s=args.deep_timeout)
     if snap is not None and snap.deep is not None:
         show_tensorflow_log(snap.deep.log)  # with --verbose only
@@ -106,6 +123,11 @@ def run(args: argparse.Namespace) -> int:
         report = DoctorReport(findings=[], log=match_log(log) if log else None)
     else:
         report = diagnose(snap, log=log)
+    bundle = None
+    if args.bundle:
+        from tfaccel.report.bundle import write_bundle
+
+        bundle = write_bundle(args.bundle, report, snap, log=log, argument_name="bundle")
     if args.json:
         print_json(report.to_dict())
     else:
@@ -116,4 +138,12 @@ def run(args: argparse.Namespace) -> int:
         out.print(render_terminal(report, verbose=args.verbose))
         if args.save_snapshot:
             out.print(f"snapshot saved to {args.save_snapshot}")
+        if bundle is not None:
+            replaced = sum(bundle.redacted.values())
+            out.print(
+                f"bundle written to {args.bundle} ({replaced} value(s) redacted; only the file "
+                "is: check it before you attach it to a bug report)",
+                markup=False,
+                highlight=False,
+            )
     return int(report.exit_code)
