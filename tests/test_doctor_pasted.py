@@ -361,3 +361,42 @@ def test_doctor_cli_answers_a_utf16_log_with_crlf_in_bounded_time(
     data = json.loads(capsys.readouterr().out)
     assert code == 1 and [c["id"] for c in data["log"]["causes"]] == ["missing_cuda_libs", "oom"]
     assert data["log"]["causes"][1]["numbers"]["count"] == 2000
+
+
+# --------------------------------------------------------------------------- scenarios by issue
+
+# The log of each public issue that shows one of today's causes, and the cause its thread set.
+ISSUE_SCENARIOS = [
+    ("d_cc120_tf111958_llvm_ptx85.log", "cc_too_new", "fail"),
+    ("c_rtx5080_nightly_cc120_invalid_handle.log", "cc_too_new", "fail"),
+    ("d_win_tf62080_transcript_214.log", "windows_native", "warn"),
+    ("e_directml18_wsl1_kernel_libcuda.log", "wsl_libcuda", "fail"),
+    ("c_poetry_and_cuda_cannot_dlopen.log", "missing_cuda_libs", "fail"),
+    ("b_macos_tfapple20_no_metal.log", "macos_no_metal", "warn"),
+    ("b_win_tf10971_quoted_32bit.log", "no_matching_wheel", "fail"),
+    ("b_conda_ana9698_tflow_select_eigen.log", "cpu_only_build", "warn"),
+    ("b_tsfedl2_tfgpu_metadata_failed.log", "tensorflow_gpu_deprecated", "fail"),
+    ("d_cudnn_docs2251_wrapped_810_vs_860.log", "cudnn_mismatch", "fail"),
+]
+_SOURCES = {
+    json.loads(line)["file"]: json.loads(line)["source"]
+    for index in sorted(CORPUS.glob("index-*.jsonl"))
+    for line in index.read_text(encoding="utf-8").splitlines()
+    if line.strip()
+}
+
+
+def _issue_id(scenario: tuple[str, str, str]) -> str:
+    url = _SOURCES[scenario[0]]
+    owner_repo, _, number = url.removeprefix("https://github.com/").rpartition("/")
+    return f"{owner_repo.rsplit('/', 1)[0]}#{number}:{scenario[1]}"
+
+
+@pytest.mark.parametrize("scenario", ISSUE_SCENARIOS, ids=_issue_id)
+def test_the_cause_each_public_issue_established(scenario: tuple[str, str, str]) -> None:
+    file, cause, status = scenario
+    report = match_log(read_log_file(str(CORPUS / file)))
+    found = {c.id: c for c in report.causes}
+    assert cause in found, [c.id for c in report.causes]
+    assert found[cause].status == status
+    assert found[cause].numbers["strength"] == ("inferred" if status == "warn" else "message")
