@@ -24,6 +24,7 @@ import tfaccel
 from tfaccel import diagnosis, placement
 from tfaccel.diagnosis import LogText
 from tfaccel.errors import LogInputError, RuntimeSetupError, TfaccelError, UsageError
+from tfaccel.planning import PlanError
 from tfaccel.runtime import parse_setting
 from tfaccel.snapshot import Snapshot
 
@@ -94,6 +95,10 @@ def _callback(**options: Any) -> Any:
     return PerformanceCallback(**options)
 
 
+def _no_model() -> Any:
+    raise ValueError("no model today")
+
+
 def _checkpointer(directory: Any) -> Any:
     from tfaccel.distribute import Checkpointer
 
@@ -121,6 +126,32 @@ ROWS: list[tuple[str, Callable[..., Any], tuple[Any, ...], dict[str, Any], type,
         "log_source=5 (int)",
     ),
     ("devices-tf-text", tfaccel.devices, (), {"tf": "yes"}, UsageError, "tf='yes' (str)"),
+    # --- tfaccel.plan (refused before the model is traced) ---------------------------------------
+    ("plan-batch-zero", tfaccel.plan, (_no_model,), {"batch_size": 0}, UsageError, "batch_size=0"),
+    ("plan-batch-float", tfaccel.plan, (_no_model,), {"batch_size": 2.5}, UsageError, "batch_size=2.5"),
+    ("plan-batch-bool", tfaccel.plan, (_no_model,), {"batch_size": True}, UsageError, "batch_size=True"),
+    ("plan-precision", tfaccel.plan, (_no_model,), {"precision": "fp8"}, UsageError, "precision='fp8'"),
+    (
+        "plan-unknown-device",
+        tfaccel.plan,
+        (_no_model,),
+        {"devices": ["a100-41gb"]},
+        UsageError,
+        "Unknown device key 'a100-41gb'",
+    ),
+    ("plan-devices-int", tfaccel.plan, (_no_model,), {"devices": [3]}, UsageError, "devices=[3]"),
+    ("plan-examples-zero", tfaccel.plan, (_no_model,), {"examples": 0}, UsageError, "examples=0"),
+    (
+        "plan-price-negative",
+        tfaccel.plan,
+        (_no_model,),
+        {"prices": {"a100-40gb": -1.0}},
+        UsageError,
+        "prices={'a100-40gb': -1.0}",
+    ),
+    ("plan-not-a-model", tfaccel.plan, (42,), {}, UsageError, "model=42"),
+    ("plan-model-fn-raises", tfaccel.plan, (_no_model,), {}, PlanError, "model_fn raised ValueError"),
+    ("plan-model-fn-returns-none", tfaccel.plan, (lambda: None,), {}, PlanError, "did not return"),
     # --- tfaccel.device ------------------------------------------------------------------------
     ("device-int", tfaccel.device, (123,), {}, UsageError, "spec=123 (int)"),
     ("device-none", tfaccel.device, (None,), {}, UsageError, "spec=None"),

@@ -7,6 +7,7 @@ Example:
     >>> import tfaccel
     >>> inv = tfaccel.devices()          # CPU, GPUs, TPUs and their peaks; no TensorFlow import
     >>> report = tfaccel.doctor()        # why TensorFlow does (not) use the GPU
+    >>> tfaccel.plan(model, batch_size=256)  # fit and time per accelerator  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from tfaccel._version import __version__
 from tfaccel.errors import TfaccelError
 
-__all__ = ["TfaccelError", "__version__", "device", "devices", "doctor", "setup", "tune"]
+__all__ = ["TfaccelError", "__version__", "device", "devices", "doctor", "plan", "setup", "tune"]
 
 # Every public submodule is an attribute of ``tfaccel`` (``tfaccel.data.pipeline(...)`` after a
 # plain ``import tfaccel``), imported on first use so that ``import tfaccel`` stays cheap.
@@ -36,6 +37,7 @@ SUBMODULES = frozenset(
         "kernels",
         "models",
         "placement",
+        "planning",
         "probe",
         "profile",
         "report",
@@ -59,11 +61,12 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Mapping, Sequence
     from contextlib import AbstractContextManager
 
     from tfaccel.diagnosis import DoctorReport
     from tfaccel.inventory import Inventory
+    from tfaccel.planning import Plan
     from tfaccel.runtime import RuntimeConfig
     from tfaccel.tuning import TuneResult
 
@@ -130,3 +133,18 @@ def tune(
     from tfaccel.tuning.api import tune as run
 
     return run(model_fn, data, budget_s, space, **options)
+
+
+def plan(
+    model: Any,
+    batch_size: int = 32,
+    precision: str | None = None,
+    optimizer: Any = None,
+    devices: Sequence[str] | None = None,
+    **options: Any,
+) -> Plan:
+    """Predict memory, fit, largest batch and time on each accelerator (``tfaccel plan``);
+    see :func:`tfaccel.planning.plan`."""
+    from tfaccel.planning.api import plan as make
+
+    return make(model, batch_size, precision, optimizer, devices, **options)

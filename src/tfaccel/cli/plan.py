@@ -1,0 +1,184 @@
+"""``tfaccel plan SCRIPT | --model NAME``: will it fit, on which accelerator, how long."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+from tfaccel.cli._args import integer
+from tfaccel.cli._output import print_json, quiet_tensorflow
+from tfaccel.errors import UsageError
+
+__all__ = ["FLAGS", "add_parser", "run"]
+
+# The arguments of tfaccel.plan -> this command's flags, for the messages of its errors.
+FLAGS = {
+    "batch_size": "--batch",
+    "precision": "--precision",
+    "optimizer": "--optimizer",
+    "devices": "--device",
+    "examples": "--examples",
+    "prices": "--price",
+    "model": "SCRIPT",
+}
+PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "plan",
+        help="predict memory, fit, largest batch and epoch time on each accelerator",
+        description=(
+            "Trace one training step of a model (nothing trains) and predict its peak memory by "
+            "part (weights, gradients, optimizer slots, activations kept for the backward "
+            "pass, input batch, 16-bit copies), whether it fits on each GPU and TPU of the "
+            "spec database and on this machine, the largest batch that fits, the "
+            "gradient_accumulation_steps that give the same update when it does not, and the "
+            "step and epoch time from a roofline of counted FLOPs and bytes. Every figure is "
+            "a prediction. SCRIPT defines model_fn() returning a Keras model (compiled, to plan "
+            "with its optimizer); its training code must sit under if __name__ == '__main__':."
+        ),
+    )
+    p.add_argument("script", nargs="?", metavar="SCRIPT", help="a script defining model_fn()")
+    p.add_argument(
+        "--model",
+        metavar="NAME",
+        help="plan a reference model instead: reference-cnn, mlp, resnet20",
+    )
+    p.add_argument(
+        "--batch",
+        type=integer("--batch", example=256, maximum=2**24),
+        default=32,
+        metavar="N",
+        help="the global batch size (default 32)",
+    )
+    p.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default=None,
+        help="the precision to plan for (default: the model's own)",
+    )
+    p.add_argument(
+        "--optimizer",
+        metavar="NAME",
+        help="plan with this optimizer (sgd, sgd-momentum, adam, adamw, rmsprop, ...; "
+        "default: the model's own); an unknown name is planned as Adam-like, and said so",
+    )
+    p.add_argument(
+        "--device",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="only these devices, repeatable: spec database keys (a100-40gb, h100-sxm, "
+        "tpu-v5e, ...; see --list-devices) or this-cpu (default: all)",
+    )
+    p.add_argument(
+        "--examples",
+        type=integer("--examples", example=50000),
+        metavar="N",
+        help="training examples per epoch, for the epoch time (default: the reference "
+        "model's data set; none for a SCRIPT)",
+    )
+    p.add_argument(
+        "--price",
+        action="append",
+        default=[],
+        metavar="KEY=PER_HOUR",
+        help="price per hour of a device, repeatable (a100-40gb=1.10): adds the cost per epoch",
+    )
+    p.add_argument("--list-devices", action="store_true", help="list the device keys and exit")
+    p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Plan the script or model; print the plan (text or JSON)."""
+    if args.list_devices:
+        return _list_devices(args)
+    if bool(args.script) == bool(args.model):
+        raise UsageError(
+            "Tell tfaccel plan what to plan: a SCRIPT or --model, not both",
+            expected="tfaccel plan train.py, or tfaccel plan --model reference-cnn",
+            received=f"SCRIPT={args.script!r}, --model={args.model!r}",
+            fix="pass exactly one of them",
+        )
+    prices = _prices(args.price)
+    from tfaccel.planning import source
+
+    examples = args.examples
+    if args.model:
+        key, model_fn = source.reference_model_fn(args.model)
+        examples = examples or source.REFERENCE_EXAMPLES.get(key)
+    else:
+        model_fn = source.script_model_fn(args.script)
+    quiet_tensorflow()
+    from tfaccel.planning.api import plan
+
+    result = plan(
+        model_fn,
+        batch_size=args.batch,
+        precision=args.precision,
+        optimizer=args.optimizer,
+        devices=args.device or None,
+        examples=examples,
+        prices=prices,
+    )
+    if args.json:
+        print_json(result.to_dict())
+    else:
+        print(result)
+    return 0
+
+
+def _prices(items: list[str]) -> dict[str, float]:
+    prices = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        try:
+            price = float(value)
+        except ValueError:
+            price = math.nan
+        if not sep or not key.strip() or not math.isfinite(price) or price < 0:
+            raise UsageError(
+                "A --price is not KEY=PER_HOUR",
+                expected="a device key, '=', and a finite price per hour of at least 0",
+                received=f"--price {item!r}",
+                fix="e.g. --price a100-40gb=1.10",
+            )
+        prices[key.strip().lower()] = price
+    if prices:
+        from tfaccel.inventory import load_specs
+
+        known = {s.key for s in load_specs()} | {"this-cpu"}
+        unknown = [k for k in prices if k not in known and not k.startswith("gpu:")]
+        if unknown:
+            raise UsageError(
+                f"--price names an unknown device key {unknown[0]!r}",
+                expected="keys of the spec database (tfaccel plan --list-devices)",
+                received=f"--price {unknown[0]}={prices[unknown[0]]:g}",
+                fix="use a key from tfaccel plan --list-devices, e.g. --price a100-40gb=1.10",
+            )
+    return prices
+
+
+def _list_devices(args: argparse.Namespace) -> int:
+    from tfaccel.inventory import load_specs
+
+    rows = [
+        {
+            "key": s.key,
+            "kind": s.kind,
+            "name": s.name,
+            "memory_gb": s.memory_gb,
+            "bandwidth_gbs": s.bandwidth_gbs,
+            "source": s.source,
+        }
+        for s in load_specs()
+    ]
+    if args.json:
+        print_json({"devices": rows})
+    else:
+        for row in rows:
+            print(f"{row['key']:<18} {row['kind']:<4} {row['name']:<28} {row['memory_gb']:g} GB")
+    return 0

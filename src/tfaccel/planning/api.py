@@ -1,0 +1,484 @@
+"""``tfaccel.plan``: memory by part, fit, largest batch, accumulation and time, per accelerator."""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from tfaccel.errors import TfaccelError, UsageError, argument, shown
+from tfaccel.planning.memory import (
+    FRAGMENTATION_MARGIN,
+    GPU_BFC_RULES,
+    AllocatorRules,
+    MemoryEstimate,
+    simulate,
+)
+from tfaccel.planning.result import DevicePlan, Plan
+from tfaccel.planning.roofline import measured_cpu_utilisation, step_time
+from tfaccel.planning.targets import Target, targets
+from tfaccel.planning.trace import StepGraph, trace_step
+
+__all__ = ["PRECISIONS", "PlanError", "plan", "plan_step"]
+
+PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+MAX_BATCH = 2**24
+RAM_RULES = AllocatorRules("all allocations (host RAM)")
+KNOWN_OPTIMIZERS = (
+    "sgd",
+    "adam",
+    "adamw",
+    "rmsprop",
+    "adagrad",
+    "adadelta",
+    "adamax",
+    "nadam",
+    "ftrl",
+    "lion",
+    "lamb",
+    "adafactor",
+)
+ASSUMED_SLOTS = 2  # the most common (Adam-like) optimizer keeps two slots per weight
+
+
+class PlanError(TfaccelError):
+    """A plan cannot be made: the model cannot be built or traced."""
+
+
+def plan(
+    model: Any,
+    batch_size: int = 32,
+    precision: str | None = None,
+    optimizer: Any = None,
+    devices: Sequence[str] | None = None,
+    *,
+    examples: int | None = None,
+    prices: Mapping[str, float] | None = None,
+    inventory: Any = None,
+) -> Plan:
+    """Plan training of ``model`` at ``batch_size``: will it fit, where, how long.
+
+    Nothing trains: one training step is traced (forward, backward, the optimizer's update),
+    its buffers are simulated to a peak by part, and the FLOPs and bytes it moves give a
+    roofline time on every accelerator of the spec database and this machine.
+
+    Args:
+        model: a Keras model, or a function returning one (``model_fn``). A compiled model
+            plans with its own optimizer and loss; an uncompiled one with ``optimizer`` (default
+            Adam) and a loss chosen from its output.
+        batch_size: the global batch (a positive integer).
+        precision: ``float32``, ``mixed_bfloat16`` or ``mixed_float16`` (default: the model's).
+        optimizer: a Keras optimizer or its name; an unknown name is planned as an Adam-like
+            optimizer with two slots per weight, stated in the notes.
+        devices: spec database keys (``["a100-40gb", "h100-sxm"]``) or ``this-cpu``
+            (default: every GPU and TPU row and this machine).
+        examples: training examples per epoch (default: none, no epoch time).
+        prices: device key -> price per hour, for the cost of an epoch.
+        inventory: this machine's Inventory (default: probed once).
+
+    Returns:
+        A :class:`Plan`; every figure in it is a prediction.
+
+    Raises:
+        UsageError: a bad batch size, precision, device key or price.
+        PlanError: the model cannot be built or traced.
+
+    Example:
+        >>> result = tfaccel.plan(model_fn, batch_size=256, devices=["a100-40gb"])  # doctest: +SKIP
+        >>> result.devices[0].max_batch                                             # doctest: +SKIP
+    """
+    _check_batch(batch_size)
+    _check_precision(precision)
+    _check_examples(examples)
+    price_table = _check_prices(prices)
+    if devices is not None:
+        if isinstance(devices, str):
+            devices = [devices]
+        if not devices or not all(isinstance(d, str) for d in devices):
+            raise UsageError(
+                "devices is not a list of device keys",
+                expected="a list of spec database keys, e.g. ['a100-40gb', 'h100-sxm']",
+                received=argument("devices", devices),
+                fix="pass device keys as text, or leave devices out for every device",
+            )
+    from tfaccel import inventory as inventory_module
+
+    inv = inventory if inventory is not None else inventory_module.current()
+    wanted = list(devices) if devices else None
+    targets(precision or "float32", wanted, inv=inv)  # an unknown key is refused before building
+    notes: list[str] = []
+    built, model_notes = _prepare(model, precision, optimizer)
+    notes += model_notes
+    try:
+        step = trace_step(built, batch_size)
+    except TfaccelError:
+        raise
+    except Exception as exc:
+        raise PlanError(
+            f"The training step of the model could not be traced: {type(exc).__name__}: {exc}",
+            expected="a model whose train_step runs under tf.function",
+            received=f"model {getattr(built, 'name', '?')!r}",
+            fix="check that model.fit runs on one batch; fix the error it raises",
+        ) from exc
+    if any("not known to the plan" in note for note in model_notes):
+        _assume_slots(step)
+    measured = measured_cpu_utilisation(inv.fingerprint.digest, step.policy)
+    chosen = targets(step.policy, wanted, inv=inv, measured_cpu=measured)
+    return plan_step(
+        step,
+        batch_size,
+        chosen,
+        examples=examples,
+        prices=price_table,
+        notes=notes,
+        model_name=getattr(built, "name", "model"),
+    )
+
+
+def plan_step(
+    step: StepGraph,
+    batch_size: int,
+    chosen: Sequence[Target],
+    *,
+    examples: int | None = None,
+    prices: Mapping[str, float] | None = None,
+    notes: Sequence[str] = (),
+    model_name: str = "model",
+) -> Plan:
+    """The plan of a traced step on ``chosen`` targets (pure: no TensorFlow)."""
+    memory = simulate(step, batch_size, rules=GPU_BFC_RULES)
+    cache: dict[tuple[str, int], MemoryEstimate] = {}
+
+    def total(rules: AllocatorRules, batch: int) -> int:
+        key = (rules.name, batch)
+        if key not in cache:
+            cache[key] = simulate(step, batch, rules=rules)
+        return cache[key].total_bytes
+
+    rows = []
+    for target in chosen:
+        rules = RAM_RULES if target.kind == "cpu" else GPU_BFC_RULES
+        need = total(rules, batch_size)
+        usable = target.usable_bytes
+        largest = _largest_batch(functools.partial(total, rules), usable) if usable else None
+        fits = usable is not None and need <= usable
+        accumulation = None
+        micro = batch_size
+        if not fits and largest:
+            accumulation = _accumulation(batch_size, largest)
+            if accumulation is not None:
+                micro = batch_size // accumulation
+        steps = accumulation or 1
+        timing = step_time(target, step.flops(micro), step.bytes_touched(micro), step.launches)
+        step_s = (
+            timing.step_s * steps if timing.step_s is not None and (fits or accumulation) else None
+        )
+        epoch_s = None
+        if step_s is not None and examples:
+            epoch_s = math.ceil(examples / batch_size) * step_s
+        price = (prices or {}).get(target.key)
+        rows.append(
+            DevicePlan(
+                target=target,
+                needed_bytes=need,
+                fits=fits,
+                max_batch=largest,
+                accumulation_steps=accumulation,
+                micro_batch=micro if accumulation else None,
+                time=timing,
+                step_s=step_s,
+                epoch_s=epoch_s,
+                price_per_hour=price,
+                epoch_cost=epoch_s / 3600.0 * price if epoch_s is not None and price else None,
+            )
+        )
+    ranked = sorted(rows, key=_rank_key)
+    for rank, row in enumerate(ranked, start=1):
+        row.rank = rank
+        row.reason = _reason(row)
+    return Plan(
+        model=model_name,
+        batch_size=batch_size,
+        precision=step.policy,
+        optimizer=step.optimizer,
+        parameters=step.trainable_parameters,
+        flops_per_step=step.flops(batch_size),
+        bytes_per_step=step.bytes_touched(batch_size),
+        memory=memory,
+        devices=ranked,
+        examples=examples,
+        notes=[
+            *notes,
+            "every figure is a prediction: memory from the traced training step, time from a "
+            "roofline of counted FLOPs and bytes",
+            f"memory includes a {FRAGMENTATION_MARGIN:.0%} fragmentation/workspace margin "
+            "(the spread measured by benchmarks/bench_plan.py)",
+            "GPU memory usable = memory - 0.5 GiB (CUDA context) - TensorFlow's reserve "
+            "(MinSystemMemory: 1.5 GiB from compute capability 8.0)",
+        ],
+    )
+
+
+def _rank_key(row: DevicePlan) -> tuple[int, float]:
+    usable = 0 if row.fits else 1 if row.accumulation_steps else 2
+    return (usable, row.step_s if row.step_s is not None else math.inf)
+
+
+def _reason(row: DevicePlan) -> str:
+    if not row.fits and not row.accumulation_steps:
+        if not row.max_batch:
+            return "memory: does not fit at any batch size"
+        return "memory: does not fit, and no accumulation divides the batch"
+    bound = row.time.bound
+    parts = []
+    if row.accumulation_steps:
+        parts.append(
+            f"memory: fits with gradient_accumulation_steps={row.accumulation_steps} "
+            f"(batch {row.micro_batch})"
+        )
+    if bound == "compute":
+        parts.append(
+            f"compute-bound at {row.target.peak_tflops:.3g} TFLOP/s x {row.target.utilisation:.0%}"
+        )
+    elif bound == "bandwidth":
+        parts.append(f"bandwidth-bound at {row.target.bandwidth_gbs:g} GB/s")
+    elif bound == "overhead":
+        parts.append("launch-bound: the step's operations are too small to fill the device")
+    else:
+        parts.append("no peak known: time not predicted")
+    return "; ".join(parts)
+
+
+def _largest_batch(total: Callable[[int], int], usable: int) -> int:
+    """The largest batch whose predicted total fits in ``usable`` (0: not even 1)."""
+    if total(1) > usable:
+        return 0
+    low, high = 1, 2
+    while high < MAX_BATCH and total(high) <= usable:
+        low, high = high, high * 2
+    if high >= MAX_BATCH and total(MAX_BATCH) <= usable:
+        return MAX_BATCH
+    while high - low > 1:
+        middle = (low + high) // 2
+        if total(middle) <= usable:
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+def _accumulation(batch: int, largest: int) -> int | None:
+    """The fewest accumulation steps ``k`` with ``batch / k`` a whole batch that fits."""
+    for k in range(2, batch + 1):
+        if batch % k == 0 and batch // k <= largest:
+            return k
+    return None
+
+
+def _assume_slots(step: StepGraph) -> None:
+    from tfaccel.planning.trace import Variable
+
+    weights = [v for v in step.variables if v.kind == "weight"]
+    step.variables = [v for v in step.variables if v.kind != "slot"]
+    for var in weights:
+        for slot in range(ASSUMED_SLOTS):
+            step.variables.append(Variable(f"{var.name}/assumed_slot_{slot}", "slot", var.bytes))
+
+
+def _prepare(model: Any, precision: str | None, optimizer: Any) -> tuple[Any, list[str]]:
+    """A compiled model of ``precision`` with ``optimizer``: the model itself when it already
+    is one, else a clone (the caller's model is left as it was)."""
+    import keras
+
+    notes: list[str] = []
+    if not isinstance(model, keras.Model):
+        if not callable(model):
+            raise UsageError(
+                "model is neither a Keras model nor a function that builds one",
+                expected="a keras.Model, or model_fn returning one",
+                received=argument("model", model),
+                fix="pass the model, or the function that builds it",
+            )
+        model = _build(model, precision)
+    policy = _policy_of(model)
+    if precision is not None and precision != policy:
+        model = _clone(model, precision)
+        notes.append(f"planned as {precision} (the model was built as {policy})")
+    opt, note = _optimizer(optimizer, model)
+    if note:
+        notes.append(note)
+    compiled = getattr(model, "optimizer", None) is not None and getattr(model, "loss", None)
+    if not compiled or opt is not None:
+        if compiled:
+            model = _clone(model, None)
+        loss = getattr(model, "loss", None) or _loss_for(model)
+        if not getattr(model, "loss", None):
+            notes.append(f"the model was not compiled: planned with loss {loss!r}")
+        model.compile(optimizer=opt or keras.optimizers.Adam(), loss=loss)
+        if opt is None:
+            notes.append("no optimizer given: planned with Adam")
+    return model, notes
+
+
+def _build(model_fn: Callable[[], Any], precision: str | None) -> Any:
+    import keras
+
+    saved = keras.mixed_precision.global_policy().name
+    try:
+        if precision is not None:
+            keras.mixed_precision.set_global_policy(precision)
+        built = model_fn()
+    except TfaccelError:
+        raise
+    except Exception as exc:
+        raise PlanError(
+            f"model_fn raised {type(exc).__name__}: {exc}",
+            expected="model_fn() to return a Keras model",
+            received=f"{type(exc).__name__}: {shown(str(exc), quoted=False)}",
+            fix="fix the error in model_fn (calling it alone reproduces it)",
+        ) from exc
+    finally:
+        keras.mixed_precision.set_global_policy(saved)
+    if not isinstance(built, keras.Model):
+        raise PlanError(
+            "model_fn did not return a Keras model",
+            expected="model_fn() returning a keras.Model",
+            received=f"{type(built).__name__}: {shown(built)}",
+            fix="return the model from model_fn",
+        )
+    return built
+
+
+def _policy_of(model: Any) -> str:
+    names: list[str] = [
+        str(getattr(layer.dtype_policy, "name", ""))
+        for layer in model._flatten_layers(include_self=False)
+        if getattr(layer, "dtype_policy", None) is not None
+    ]
+    names = [n for n in names if n]
+    if not names:
+        return "float32"
+    return max(set(names), key=names.count)
+
+
+def _clone(model: Any, precision: str | None) -> Any:
+    import keras
+
+    majority = _policy_of(model)
+
+    def clone(layer: Any) -> Any:
+        config = layer.get_config()
+        if precision is not None and "dtype" in config:
+            own = getattr(getattr(layer, "dtype_policy", None), "name", None)
+            if own == majority:
+                config["dtype"] = precision
+        return layer.__class__.from_config(config)
+
+    try:
+        return keras.models.clone_model(model, clone_function=clone)
+    except Exception as exc:
+        raise PlanError(
+            f"The model could not be rebuilt in another precision or with another optimizer "
+            f"({type(exc).__name__}: {exc})",
+            expected="a model keras.models.clone_model can rebuild (Sequential or functional)",
+            received=f"model {getattr(model, 'name', '?')!r}",
+            fix="pass model_fn instead of a model, or build the model with the policy and "
+            "optimizer wanted and leave precision and optimizer out",
+        ) from exc
+
+
+def _optimizer(optimizer: Any, model: Any) -> tuple[Any, str | None]:
+    import keras
+
+    if optimizer is None:
+        return None, None
+    if isinstance(optimizer, keras.optimizers.Optimizer):
+        return optimizer, None
+    if isinstance(optimizer, str):
+        name = optimizer.strip().lower()
+        if name in KNOWN_OPTIMIZERS or name.startswith("sgd"):
+            if name in ("sgd-momentum", "sgd_momentum", "momentum"):
+                return keras.optimizers.SGD(momentum=0.9), None
+            try:
+                return keras.optimizers.get(name), None
+            except ValueError:
+                pass
+        return keras.optimizers.Adam(), (
+            f"optimizer {optimizer!r} is not known to the plan: assumed {ASSUMED_SLOTS} slots "
+            "per weight (Adam-like); SGD keeps 0, SGD with momentum and RMSprop 1"
+        )
+    raise UsageError(
+        "optimizer is not a Keras optimizer or its name",
+        expected="a keras.optimizers.Optimizer, or a name such as 'adam', 'sgd', 'rmsprop'",
+        received=argument("optimizer", optimizer),
+        fix="pass optimizer='adam' (or the optimizer object)",
+    )
+
+
+def _loss_for(model: Any) -> str:
+    shape = tuple(model.outputs[0].shape)
+    return "sparse_categorical_crossentropy" if shape[-1] and shape[-1] > 1 else "mse"
+
+
+def _check_batch(batch_size: Any) -> None:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise UsageError(
+            "The batch size is not a positive integer",
+            expected="a whole number of examples, 1 or more",
+            received=argument("batch_size", batch_size),
+            fix="pass e.g. " + argument("batch_size", 256),
+        )
+    if batch_size > MAX_BATCH:
+        raise UsageError(
+            "The batch size is too large to plan",
+            expected=f"at most {MAX_BATCH:,}",
+            received=argument("batch_size", batch_size),
+            fix="pass e.g. " + argument("batch_size", 256),
+        )
+
+
+def _check_precision(precision: Any) -> None:
+    if precision is not None and precision not in PRECISIONS:
+        raise UsageError(
+            "Unknown precision",
+            expected="one of " + ", ".join(PRECISIONS),
+            received=argument("precision", precision),
+            fix="pass e.g. " + argument("precision", "mixed_bfloat16"),
+        )
+
+
+def _check_examples(examples: Any) -> None:
+    if examples is None:
+        return
+    if isinstance(examples, bool) or not isinstance(examples, int) or examples < 1:
+        raise UsageError(
+            "The number of examples per epoch is not a positive integer",
+            expected="a whole number of training examples, 1 or more",
+            received=argument("examples", examples),
+            fix="pass e.g. " + argument("examples", 50000),
+        )
+
+
+def _check_prices(prices: Any) -> dict[str, float]:
+    if prices is None:
+        return {}
+    if not isinstance(prices, Mapping):
+        raise UsageError(
+            "prices is not a mapping of device key to price per hour",
+            expected="e.g. {'a100-40gb': 1.10}",
+            received=argument("prices", prices),
+            fix="pass a dict",
+        )
+    table = {}
+    for key, value in prices.items():
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not isinstance(key, str) or not ok or not math.isfinite(value) or value < 0:
+            raise UsageError(
+                "A price is not a finite number of at least 0 per hour",
+                expected="device key -> price per hour, e.g. a100-40gb=1.10",
+                received=argument("prices", {key: value}),
+                fix="give each device key a price such as 1.10",
+            )
+        table[key.strip().lower()] = float(value)
+    return table

@@ -1,0 +1,330 @@
+"""The memory of one training step, simulated over the traced step (pure Python).
+
+The step's operations run in graph order; each output takes a buffer when its operation runs
+and gives it back after the last operation that reads it. A view (``Reshape``,
+``ReadVariableOp``...) shares its input's buffer; an element-wise operation writes over an input
+buffer of its own size that nothing reads later (TensorFlow's ``forward_input_or_allocate_output``).
+The variables (weights, optimizer slots, metric state) live throughout. The peak of that
+simulation, split by what each live buffer is, is the prediction; an allocator's own rules
+(:class:`AllocatorRules`: the size it rounds to, and for the CPU's oneDNN allocator the
+allocations below 256 KiB it serves from a pool that ``get_memory_info`` does not count) are
+applied so that the prediction is comparable to what that allocator reports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from tfaccel.planning.bfc import Event, replay
+from tfaccel.planning.trace import ALIASING, StepGraph
+
+__all__ = [
+    "CPU_ONEDNN_RULES",
+    "FRAGMENTATION_MARGIN",
+    "GPU_BFC_RULES",
+    "PARTS",
+    "AllocatorRules",
+    "MemoryEstimate",
+    "simulate",
+]
+
+# Element-wise operations that may write their output over a dying input of the same size.
+FORWARDING = frozenset(
+    {
+        "Relu",
+        "Relu6",
+        "Elu",
+        "Selu",
+        "Sigmoid",
+        "Tanh",
+        "Softmax",
+        "LogSoftmax",
+        "ReluGrad",
+        "Relu6Grad",
+        "EluGrad",
+        "SigmoidGrad",
+        "TanhGrad",
+        "AddV2",
+        "Add",
+        "Sub",
+        "Mul",
+        "RealDiv",
+        "DivNoNan",
+        "Maximum",
+        "Minimum",
+        "Neg",
+        "Square",
+        "Sqrt",
+        "Rsqrt",
+        "Exp",
+        "Log",
+        "BiasAdd",
+        "SelectV2",
+        "Erf",
+        "Gelu",
+    }
+)
+
+PARTS = (
+    "weights",
+    "gradients",
+    "optimizer_slots",
+    "activations",
+    "input_batch",
+    "mixed_precision_copies",
+    "temporaries",
+    "state",
+    "allocator_chunks",
+)
+
+FRAGMENTATION_MARGIN = 0.10
+"""Fraction added on top of the simulated peak for allocator fragmentation and library
+workspaces (cuDNN/oneDNN scratch) that the graph does not show. Source: the spread of
+measured/simulated peak in ``benchmarks/bench_plan.py`` on the CPU (TensorFlow's BFC allocator
+hands out a whole free chunk when it is less than twice the request, so a step's buffers take
+a few percent to tens of percent more than their sizes)."""
+
+
+@dataclass(frozen=True)
+class AllocatorRules:
+    """How an allocator counts what it hands out.
+
+    Attributes:
+        name: the allocator, for the note.
+        granularity: sizes are rounded up to a multiple of this (BFC: 256 bytes).
+        counted_from: allocations below this size are not counted (0: all are).
+    """
+
+    name: str
+    granularity: int = 256
+    counted_from: int = 0
+    growth: bool = False
+
+    def size(self, nbytes: int) -> int:
+        if nbytes <= 0 or nbytes < self.counted_from:
+            return 0
+        return -(-nbytes // self.granularity) * self.granularity
+
+
+GPU_BFC_RULES = AllocatorRules("TensorFlow's GPU BFC allocator (256-byte granularity)")
+CPU_ONEDNN_RULES = AllocatorRules(
+    "TensorFlow's oneDNN CPU allocator: BFC for allocations of 256 KiB and more, a separate "
+    "uncounted pool below",
+    counted_from=256 * 1024,
+    growth=True,
+)
+REPLAYED_STEPS = 3
+"""Steps replayed on a growing allocator: its chunks settle after the first step or two."""
+
+
+@dataclass
+class MemoryEstimate:
+    """The simulated peak memory of one training step, by part (bytes).
+
+    Attributes:
+        batch_size: the batch simulated.
+        parts: part name -> bytes at the peak (see :data:`PARTS`); they add up to ``peak_bytes``.
+        peak_bytes: the simulated peak (variables plus the live buffers at the worst moment).
+        margin_bytes: the fragmentation/workspace margin (``FRAGMENTATION_MARGIN`` x peak).
+        total_bytes: ``peak_bytes + margin_bytes``: the figure to compare with a device.
+        peak_op: the operation running at the peak.
+        allocator: the allocator rules applied.
+    """
+
+    batch_size: int
+    parts: dict[str, int]
+    peak_bytes: int
+    margin_bytes: int
+    peak_op: str
+    allocator: str
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def total_bytes(self) -> int:
+        return self.peak_bytes + self.margin_bytes
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "batch_size": self.batch_size,
+            "parts": dict(self.parts),
+            "peak_bytes": self.peak_bytes,
+            "margin_bytes": self.margin_bytes,
+            "margin_fraction": FRAGMENTATION_MARGIN,
+            "total_bytes": self.total_bytes,
+            "peak_op": self.peak_op,
+            "allocator": self.allocator,
+            "prediction": True,
+        }
+
+
+def simulate(
+    step: StepGraph,
+    batch_size: int,
+    *,
+    rules: AllocatorRules = GPU_BFC_RULES,
+    margin: float = FRAGMENTATION_MARGIN,
+) -> MemoryEstimate:
+    """Simulate one training step of ``step`` at ``batch_size`` and return its peak memory."""
+    ops = step.ops
+    sizes: dict[int, int] = {}
+    for op in ops:
+        for t in op.outputs:
+            sizes[t.index] = rules.size(t.bytes_at(batch_size))
+    kinds = _tensor_kinds(step)
+
+    # Each tensor points at the buffer it lives in; a buffer dies after its last reader.
+    buffer_of: dict[int, int] = {}
+    last_use: dict[int, int] = {}
+    for position, op in enumerate(ops):
+        for i in op.inputs:
+            last_use[i] = position
+    buffer_end: dict[int, int] = {}
+    owned: set[int] = set(step.inputs)  # input buffers belong to the caller
+    for i in step.inputs:
+        buffer_of[i] = i
+
+    live: dict[int, int] = {i: sizes.get(i, 0) for i in step.inputs}
+    live_kind: dict[int, str] = {i: "input_batch" for i in step.inputs}
+    for i in step.inputs:
+        buffer_end[i] = last_use.get(i, -1)
+    persistent = _variable_parts(step, rules)
+    events: list[Event] = [Event(i, size) for i, size in live.items() if size]
+    current = sum(live.values())
+    peak, peak_parts, peak_op = -1, {}, ""
+
+    for position, op in enumerate(ops):
+        for t in op.outputs:
+            if t.index not in last_use:
+                continue  # never read: freed at once (or a control output)
+            if op.type in ALIASING or op.type in ("Const", "VarHandleOp", "Placeholder"):
+                if op.inputs and op.type in ALIASING and op.inputs[0] in buffer_of:
+                    base = buffer_of[op.inputs[0]]
+                    buffer_of[t.index] = base
+                    buffer_end[base] = max(buffer_end.get(base, -1), last_use[t.index])
+                continue
+            reuse = _forwardable(op, t.index, sizes, buffer_of, buffer_end, position, owned)
+            if reuse is not None:
+                buffer_of[t.index] = reuse
+                buffer_end[reuse] = max(buffer_end[reuse], last_use[t.index])
+                live_kind[reuse] = kinds.get(t.index, _kind_by_phase(op.phase))
+                continue
+            buffer_of[t.index] = t.index
+            buffer_end[t.index] = last_use[t.index]
+            live[t.index] = sizes[t.index]
+            if sizes[t.index]:
+                events.append(Event(t.index, sizes[t.index]))
+            live_kind[t.index] = kinds.get(t.index, _kind_by_phase(op.phase))
+            current += sizes[t.index]
+        if current > peak:
+            peak, peak_op = current, f"{op.type} {op.name}"
+            peak_parts = _by_kind(live, live_kind)
+        for base in [b for b, end in buffer_end.items() if end <= position and b in live]:
+            current -= live.pop(base)
+            buffer_end.pop(base)
+            events.append(Event(base, 0))
+    events += [Event(base, 0) for base in live]
+
+    parts = dict.fromkeys(PARTS, 0)
+    for name, value in persistent.items():
+        parts[name] += value
+    for name, value in peak_parts.items():
+        parts[name] += value
+    if rules.growth:
+        parts["allocator_chunks"] = max(
+            0, _replayed_peak(step, rules, events) - sum(parts.values())
+        )
+    total = sum(parts.values())
+    return MemoryEstimate(
+        batch_size=batch_size,
+        parts=parts,
+        peak_bytes=total,
+        margin_bytes=int(total * margin),
+        peak_op=peak_op,
+        allocator=rules.name,
+    )
+
+
+def _replayed_peak(step: StepGraph, rules: AllocatorRules, events: list[Event]) -> int:
+    """The peak a growing BFC allocator reports: the variables (weights first, then the
+    optimizer's slots as ``optimizer.build`` makes them), then the step, replayed."""
+    order = {"weight": 0, "frozen": 0, "state": 1, "slot": 1}
+    variables = sorted(step.variables, key=lambda v: order.get(v.kind, 1))
+    replay_events = [Event(("var", n), rules.size(v.bytes)) for n, v in enumerate(variables)]
+    for repeat in range(REPLAYED_STEPS):
+        replay_events += [Event((repeat, e.key), e.size) for e in events]
+    return replay(replay_events)
+
+
+def _forwardable(
+    op: object,
+    tensor: int,
+    sizes: dict[int, int],
+    buffer_of: dict[int, int],
+    buffer_end: dict[int, int],
+    position: int,
+    owned: set[int],
+) -> int | None:
+    """The buffer of a dying input the element-wise ``op`` may write ``tensor`` over."""
+    if getattr(op, "type", "") not in FORWARDING:
+        return None
+    for i in getattr(op, "inputs", ()):
+        base = buffer_of.get(i)
+        if base is None or base in owned or base != i:
+            continue  # a view or a caller's buffer is never written over
+        if sizes.get(i) == sizes[tensor] and buffer_end.get(base) == position:
+            return base
+    return None
+
+
+def _kind_by_phase(phase: str) -> str:
+    return "activations" if phase == "forward" else "temporaries"
+
+
+def _tensor_kinds(step: StepGraph) -> dict[int, str]:
+    """Tensors whose role is known from the graph: gradients handed to the optimizer, and
+    16-bit copies of the weights (a Cast of a ReadVariableOp in the forward pass)."""
+    kinds: dict[int, str] = {}
+    producer: dict[int, object] = {}
+    for op in step.ops:
+        for t in op.outputs:
+            producer[t.index] = op
+    for op in step.ops:
+        if op.phase == "update":
+            for i in op.inputs:
+                source = producer.get(i)
+                if source is not None and getattr(source, "phase", "") == "backward":
+                    kinds[i] = "gradients"
+        if op.type == "Cast" and op.inputs:
+            source = producer.get(op.inputs[0])
+            if getattr(source, "type", "") == "ReadVariableOp" and op.outputs:
+                out = op.outputs[0]
+                if out.dtype in ("bfloat16", "half", "float16"):
+                    kinds[out.index] = "mixed_precision_copies"
+    return kinds
+
+
+def _by_kind(live: dict[int, int], live_kind: dict[int, str]) -> dict[str, int]:
+    """What the live buffers are: a buffer made by the forward pass and still live is an
+    activation kept for the backward pass."""
+    parts: dict[str, int] = {}
+    for base, size in live.items():
+        kind = live_kind.get(base, "temporaries")
+        parts[kind] = parts.get(kind, 0) + size
+    return parts
+
+
+def _variable_parts(step: StepGraph, rules: AllocatorRules) -> dict[str, int]:
+    parts = {"weights": 0, "optimizer_slots": 0, "state": 0}
+    for var in step.variables:
+        key = {"weight": "weights", "frozen": "weights", "slot": "optimizer_slots"}.get(
+            var.kind, "state"
+        )
+        parts[key] += rules.size(var.bytes)
+    return parts
+
+
+def variable_bytes(step: StepGraph, rules: AllocatorRules, kinds: Iterable[str]) -> int:
+    """Bytes of the step's variables of ``kinds`` as ``rules`` count them."""
+    wanted = set(kinds)
+    return sum(rules.size(v.bytes) for v in step.variables if v.kind in wanted)

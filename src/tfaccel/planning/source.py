@@ -1,0 +1,107 @@
+"""Where the model of a plan comes from: a user's script defining ``model_fn()``, or a tfaccel
+reference model by name.
+
+The script runs as a module named ``__tfaccel_plan__``, so its training code under
+``if __name__ == "__main__":`` does not run; ``model_fn`` (or ``tfaccel_tune()`` returning a dict
+with ``model_fn``, as for ``tfaccel tune``) is read from it.
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tfaccel.errors import UsageError
+from tfaccel.planning.api import PlanError
+
+__all__ = ["REFERENCE_EXAMPLES", "reference_model_fn", "script_model_fn"]
+
+SCRIPT_MODULE_NAME = "__tfaccel_plan__"
+REFERENCE_EXAMPLES = {"reference_cnn": 50_000, "resnet20": 50_000, "mlp": 60_000}
+"""Training examples per epoch of the reference models' data sets (CIFAR-10, MNIST)."""
+
+
+def script_model_fn(path: str) -> Callable[[], Any]:
+    """The ``model_fn`` a script defines.
+
+    Raises:
+        UsageError: the file does not exist.
+        PlanError: the script raised while loading, or defines no model_fn.
+    """
+    script = Path(path).expanduser()
+    if not script.is_file():
+        raise UsageError(
+            f"The script {path!r} does not exist",
+            expected="a Python file defining model_fn()",
+            received=f"{path!r} (working directory {os.getcwd()})",
+            fix="check the path",
+        )
+    directory = str(script.resolve().parent)
+    if directory not in sys.path:
+        sys.path.insert(0, directory)
+    try:
+        namespace = runpy.run_path(str(script), run_name=SCRIPT_MODULE_NAME)
+    except SystemExit as exc:
+        raise PlanError(
+            f"The script {script.name} exited while loading (sys.exit({exc.code!r}))",
+            expected="a script whose training runs under if __name__ == '__main__':",
+            received=f"SystemExit({exc.code!r}) at import",
+            fix="move the code that exits under if __name__ == '__main__':",
+        ) from None
+    except Exception as exc:
+        frames = traceback.extract_tb(exc.__traceback__)
+        mine = [f for f in frames if os.path.abspath(f.filename) == str(script.resolve())]
+        where = f"line {mine[-1].lineno} of {script.name}: " if mine else ""
+        text = where + "".join(traceback.format_exception_only(type(exc), exc))
+        raise PlanError(
+            f"The script {script.name} raised {type(exc).__name__} while loading: {exc}",
+            expected="a script that loads without error",
+            received=text.strip()[-1500:],
+            fix=f"fix the error; `python {path}` reproduces it",
+        ) from exc
+    model_fn = namespace.get("model_fn")
+    hook = namespace.get("tfaccel_tune")
+    if not callable(model_fn) and callable(hook):
+        spec = hook()
+        model_fn = spec.get("model_fn") if isinstance(spec, dict) else None
+    if not callable(model_fn):
+        raise PlanError(
+            f"The script {script.name} defines no model_fn",
+            expected="a module-level function model_fn() returning a keras.Model",
+            received="defined: "
+            + (", ".join(n for n in ("model_fn", "tfaccel_tune") if n in namespace) or "neither"),
+            fix="add def model_fn(): ... returning the model (compiled, to plan with its "
+            "optimizer); keep training under if __name__ == '__main__':",
+        )
+    return model_fn
+
+
+def reference_model_fn(name: str) -> tuple[str, Callable[[], Any]]:
+    """``(key, model_fn)`` of a reference model (dashes may stand for underscores), compiled
+    as ``tfaccel bench`` compiles it (RMSprop, sparse categorical cross-entropy).
+
+    Raises:
+        UsageError: unknown model name.
+    """
+    from tfaccel import models
+
+    key = name.replace("-", "_")
+    if key not in models.MODELS:
+        models.build(key)  # raises the UsageError listing the names
+
+    def model_fn() -> Any:
+        import keras
+
+        model = models.build(key, dtype=keras.mixed_precision.global_policy().name)
+        model.compile(
+            optimizer=keras.optimizers.RMSprop(learning_rate=1e-4),
+            loss="sparse_categorical_crossentropy",
+        )
+        return model
+
+    return key, model_fn

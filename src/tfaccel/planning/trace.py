@@ -1,0 +1,360 @@
+"""The traced training step: every tensor it makes, who makes it and who reads it.
+
+:func:`trace_step` traces ``model.train_step`` (forward, ``tf.GradientTape`` backward and the
+optimizer's update, as ``fit`` runs it) into a graph twice, at two batch sizes, and records
+each operation in the order the graph holds them, with each output's size as an affine
+function of the batch (``fixed + per_example * batch``). Nothing runs: the sizes come from the
+graph's static shapes. :mod:`tfaccel.planning.memory` simulates that list; the FLOPs and the
+bytes the operations touch feed :mod:`tfaccel.planning.roofline`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from tfaccel.errors import UsageError
+
+__all__ = ["OpInfo", "StepGraph", "TensorInfo", "Variable", "trace_step"]
+
+# Operations whose output is a view of their first input (no new buffer).
+ALIASING = frozenset(
+    {
+        "Identity",
+        "IdentityN",
+        "Reshape",
+        "Squeeze",
+        "ExpandDims",
+        "StopGradient",
+        "PreventGradient",
+        "EnsureShape",
+        "Snapshot",
+        "CheckNumerics",
+        "ReadVariableOp",
+    }
+)
+# Matmul-class operations whose FLOPs are counted (2 per multiply-add).
+_MATMULS = frozenset({"MatMul", "BatchMatMulV2", "BatchMatMulV3", "BatchMatMul", "Einsum"})
+_CONVS = frozenset(
+    {
+        "Conv2D",
+        "Conv3D",
+        "Conv2DBackpropInput",
+        "Conv2DBackpropFilter",
+        "Conv3DBackpropInputV2",
+        "Conv3DBackpropFilterV2",
+        "DepthwiseConv2dNative",
+        "DepthwiseConv2dNativeBackpropInput",
+        "DepthwiseConv2dNativeBackpropFilter",
+    }
+)
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """One output of an operation: its size is ``fixed + per_example * batch`` bytes."""
+
+    index: int
+    dtype: str
+    fixed: int
+    per_example: int
+
+    def bytes_at(self, batch: int) -> int:
+        return max(0, self.fixed + self.per_example * batch)
+
+
+@dataclass(frozen=True)
+class OpInfo:
+    """One operation of the step, in graph order.
+
+    Attributes:
+        name: the operation's name (``gradient_tape/...`` for the backward pass, the
+            optimizer's name for its update).
+        type: the TensorFlow operation type.
+        phase: ``forward``, ``backward``, ``update`` or ``other``.
+        inputs: indices of the tensors it reads.
+        outputs: the tensors it makes.
+        flops_fixed / flops_per_example: matmul-class FLOPs, affine in the batch.
+    """
+
+    name: str
+    type: str
+    phase: str
+    inputs: tuple[int, ...]
+    outputs: tuple[TensorInfo, ...]
+    flops_fixed: int = 0
+    flops_per_example: int = 0
+
+
+@dataclass(frozen=True)
+class Variable:
+    """A variable that lives through the step: a weight, an optimizer slot, or other state."""
+
+    name: str
+    kind: str  # "weight", "frozen", "slot", "state"
+    bytes: int
+
+
+@dataclass
+class StepGraph:
+    """The traced step: operations in graph order, the inputs, the persistent variables."""
+
+    ops: list[OpInfo]
+    inputs: tuple[int, ...]
+    variables: list[Variable]
+    trainable_parameters: int
+    weight_bytes: int
+    optimizer: str
+    policy: str
+    notes: list[str] = field(default_factory=list)
+
+    def flops(self, batch: int) -> int:
+        """Matmul-class FLOPs of one training step at ``batch`` (forward, backward, update)."""
+        return sum(op.flops_fixed + op.flops_per_example * batch for op in self.ops)
+
+    @property
+    def launches(self) -> int:
+        """Operations that run a kernel (views, constants and variable reads excluded)."""
+        skip = ALIASING | {"Const", "NoOp", "VarHandleOp", "Placeholder", "Shape"}
+        return sum(1 for op in self.ops if op.type not in skip)
+
+    def bytes_touched(self, batch: int) -> int:
+        """Bytes every operation writes plus reads once: a lower bound of the memory traffic."""
+        sizes: dict[int, int] = {}
+        total = 0
+        for op in self.ops:
+            for t in op.outputs:
+                sizes[t.index] = t.bytes_at(batch)
+                if op.type not in ALIASING:
+                    total += sizes[t.index]
+            if op.type not in ALIASING:
+                total += sum(sizes.get(i, 0) for i in op.inputs)
+        return total
+
+
+def trace_step(model: Any, batch_size: int, *, probe_batch: int | None = None) -> StepGraph:
+    """Trace one training step of a compiled, built Keras model at two batch sizes.
+
+    Args:
+        model: a compiled ``keras.Model`` whose inputs have known shapes (apart from the batch).
+        batch_size: the batch the plan is for.
+        probe_batch: the second batch size traced (default ``batch_size + 8``) to separate
+            each tensor's per-example part from its fixed part.
+
+    Raises:
+        UsageError: the model has no optimizer, or no fully known input shape.
+    """
+    import tensorflow as tf
+
+    if getattr(model, "optimizer", None) is None:
+        raise UsageError(
+            "The model is not compiled",
+            expected="a keras.Model after model.compile(optimizer=..., loss=...)",
+            received=f"{type(model).__name__} {getattr(model, 'name', '')!r} without optimizer",
+            fix="compile the model in model_fn() before returning it",
+        )
+    specs = _input_specs(model)
+    model.optimizer.build(model.trainable_variables)
+    second = probe_batch or batch_size + 8
+    first_ops, inputs = _trace(model, specs, batch_size, tf)
+    second_ops, _ = _trace(model, specs, second, tf)
+    if [o[1] for o in first_ops] != [o[1] for o in second_ops]:
+        raise RuntimeError("the training step traced to different graphs at two batch sizes")
+    ops = [_affine(a, b, batch_size, second) for a, b in zip(first_ops, second_ops, strict=False)]
+    variables = _variables(model)
+    weight_bytes = sum(v.bytes for v in variables if v.kind in ("weight", "frozen"))
+    parameters = sum(int(math.prod(v.shape)) for v in model.trainable_variables)
+    policy = getattr(getattr(model, "dtype_policy", None), "name", None) or "float32"
+    if any("bfloat16" in v or "float16" in v for v in _layer_policies(model)):
+        policy = next(v for v in _layer_policies(model) if "16" in v)
+    return StepGraph(
+        ops=ops,
+        inputs=inputs,
+        variables=variables,
+        trainable_parameters=parameters,
+        weight_bytes=weight_bytes,
+        optimizer=type(model.optimizer).__name__,
+        policy=policy,
+    )
+
+
+def _layer_policies(model: Any) -> list[str]:
+    return [
+        getattr(getattr(layer, "dtype_policy", None), "name", "")
+        for layer in model._flatten_layers()
+    ]
+
+
+def _input_specs(model: Any) -> list[tuple[tuple[int, ...], str]]:
+    try:
+        inputs = model.inputs
+    except (AttributeError, ValueError):
+        inputs = None
+    if not inputs:
+        raise UsageError(
+            "The model's input shape is unknown",
+            expected="a model built on keras.Input(shape=...) (Sequential or functional)",
+            received=f"{type(model).__name__} {getattr(model, 'name', '')!r} without inputs",
+            fix="start the model with keras.Input(shape=...)",
+        )
+    specs = []
+    for tensor in inputs:
+        shape = tuple(tensor.shape[1:])
+        if any(d is None for d in shape):
+            raise UsageError(
+                "The model's input shape is not fully known",
+                expected="every dimension but the batch known, e.g. keras.Input(shape=(32, 32, 3))",
+                received=f"input shape {tuple(tensor.shape)}",
+                fix="give keras.Input a full shape (pad or crop sequences to one length)",
+            )
+        specs.append((tuple(int(d) for d in shape), str(tensor.dtype)))
+    return specs
+
+
+def _targets(model: Any, batch: int, tf: Any) -> Any:
+    """A TensorSpec for ``y`` that the compiled loss accepts: integer labels when the output
+    is a class distribution and the loss is a sparse one, else the output's own shape."""
+    outputs = model.outputs
+    loss = model.loss if hasattr(model, "loss") else None
+    name = loss if isinstance(loss, str) else getattr(loss, "name", type(loss).__name__)
+    out_shape = tuple(int(d) for d in outputs[0].shape[1:])
+    if "sparse" in str(name).lower():
+        return tf.TensorSpec((batch, *out_shape[:-1]), tf.int64)
+    return tf.TensorSpec((batch, *out_shape), tf.float32)
+
+
+def _trace(
+    model: Any, specs: list[tuple[tuple[int, ...], str]], batch: int, tf: Any
+) -> tuple[list[tuple[str, str, str, tuple[int, ...], list[tuple[int, str, int]], int]], tuple]:
+    x_specs = [tf.TensorSpec((batch, *shape), dtype) for shape, dtype in specs]
+    y_spec = _targets(model, batch, tf)
+
+    @tf.autograph.experimental.do_not_convert
+    def step(x: Any, y: Any) -> Any:
+        return model.train_step((x, y))
+
+    x_arg = x_specs[0] if len(x_specs) == 1 else x_specs
+    graph = tf.function(step).get_concrete_function(x_arg, y_spec).graph
+    index: dict[str, int] = {}
+    optimizer_scope = model.optimizer.name + "/"
+    records = []
+    for op in graph.get_operations():
+        outputs = []
+        for t in op.outputs:
+            index[t.name] = len(index)
+            outputs.append((index[t.name], t.dtype.name, _nbytes(t)))
+        inputs = tuple(index[t.name] for t in op.inputs if t.name in index)
+        phase = (
+            "backward"
+            if op.name.startswith("gradient_tape/")
+            else "update"
+            if op.name.startswith(optimizer_scope)
+            else "forward"
+            if op.name.startswith(model.name)
+            else "other"
+        )
+        records.append((op.name, op.type, phase, inputs, outputs, _op_flops(op)))
+    placeholders = tuple(
+        index[t.name] for t in graph.inputs if t.dtype != tf.resource and t.name in index
+    )
+    return records, placeholders
+
+
+def _nbytes(tensor: Any) -> int:
+    if tensor.dtype.name in ("resource", "variant"):
+        return 0
+    shape = tensor.shape
+    if shape.rank is None or not shape.is_fully_defined():
+        return -1
+    return int(math.prod(shape.as_list())) * tensor.dtype.size
+
+
+def _op_flops(op: Any) -> int:
+    """2 x multiply-adds of a matmul-class operation (0 for anything else)."""
+    try:
+        if op.type in _MATMULS:
+            out = op.outputs[0].shape.as_list()
+            a = op.inputs[0].shape.as_list()
+            if op.type == "Einsum":
+                equation = op.get_attr("equation").decode()
+                return _einsum_flops(equation, [t.shape.as_list() for t in op.inputs])
+            adj = op.get_attr("transpose_a") if op.type == "MatMul" else op.get_attr("adj_x")
+            inner = a[-2] if adj else a[-1]
+            return 2 * int(math.prod(out)) * int(inner)
+        if op.type in _CONVS:
+            out = op.outputs[0].shape.as_list()
+            if op.type.endswith("BackpropFilter"):
+                grad = op.inputs[2].shape.as_list()  # dy; the output is the kernel
+                return 2 * int(math.prod(out)) * int(math.prod(grad[:-1]))
+            if op.type.endswith(("BackpropInput", "BackpropInputV2")):
+                kernel = op.inputs[1].shape.as_list()
+                dy = op.inputs[2].shape.as_list()
+                return 2 * int(math.prod(dy)) * int(math.prod(kernel[:-1]))
+            kernel = op.inputs[1].shape.as_list()
+            if op.type.startswith("Depthwise"):
+                return 2 * int(math.prod(out)) * int(math.prod(kernel[:-2]))
+            return 2 * int(math.prod(out)) * int(math.prod(kernel[:-1]))
+    except (TypeError, ValueError):  # an unknown dimension: not counted
+        return 0
+    return 0
+
+
+def _einsum_flops(equation: str, shapes: list[list[int]]) -> int:
+    inputs, _, _output = equation.replace(" ", "").partition("->")
+    sizes: dict[str, int] = {}
+    for term, shape in zip(inputs.split(","), shapes, strict=False):
+        for letter, size in zip(term, shape, strict=False):
+            sizes[letter] = int(size)
+    letters = set(inputs.replace(",", ""))
+    if "." in letters:
+        return 0
+    return 2 * int(math.prod(sizes[c] for c in letters)) if len(shapes) == 2 else 0
+
+
+def _affine(
+    a: tuple[str, str, str, tuple[int, ...], list[tuple[int, str, int]], int],
+    b: tuple[str, str, str, tuple[int, ...], list[tuple[int, str, int]], int],
+    batch: int,
+    second: int,
+) -> OpInfo:
+    name, op_type, phase, inputs, outs_a, flops_a = a
+    outs_b, flops_b = b[4], b[5]
+    outputs = []
+    for (index, dtype, size_a), (_, _, size_b) in zip(outs_a, outs_b, strict=False):
+        size_a, size_b = max(size_a, 0), max(size_b, 0)
+        per = (size_b - size_a) // (second - batch)
+        outputs.append(TensorInfo(index, dtype, size_a - per * batch, per))
+    per_flops = (flops_b - flops_a) // (second - batch)
+    return OpInfo(
+        name=name,
+        type=op_type,
+        phase=phase,
+        inputs=inputs,
+        outputs=tuple(outputs),
+        flops_fixed=flops_a - per_flops * batch,
+        flops_per_example=per_flops,
+    )
+
+
+def _variables(model: Any) -> list[Variable]:
+    seen: set[int] = set()
+    result = []
+    trainable = {id(v) for v in model.trainable_variables}
+    groups = [("weight" if id(v) in trainable else "frozen", v) for v in model.variables]
+    groups += [("slot" if len(v.shape) else "state", v) for v in model.optimizer.variables]
+    for var in getattr(model, "metrics_variables", []) or []:
+        groups.append(("state", var))
+    for kind, var in groups:
+        if id(var) in seen:
+            continue
+        seen.add(id(var))
+        size = int(math.prod(var.shape)) * _dtype_size(var.dtype)
+        result.append(Variable(getattr(var, "path", var.name), kind, size))
+    return result
+
+
+def _dtype_size(dtype: Any) -> int:
+    import numpy as np
+
+    return int(np.dtype(str(dtype)).itemsize) if str(dtype) != "bfloat16" else 2

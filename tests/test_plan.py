@@ -1,0 +1,313 @@
+"""tfaccel.plan: the allocator replay and the step simulation on hand-built steps, the plan's
+figures on a traced model (exact weights and optimizer slots, fit, accumulation), gradient
+accumulation matching one large step, the CLI's JSON, and predicted against measured peak
+memory for the cheap rows of benchmarks/bench_plan.py."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tfaccel
+from tfaccel.cli import main
+from tfaccel.inventory import load_specs, match_spec
+from tfaccel.planning import (
+    CPU_ONEDNN_RULES,
+    GPU_BFC_RULES,
+    AllocatorRules,
+    Target,
+    plan_step,
+    simulate,
+    step_time,
+)
+from tfaccel.planning.api import _accumulation, _largest_batch
+from tfaccel.planning.bfc import Event, replay
+from tfaccel.planning.trace import OpInfo, StepGraph, TensorInfo, Variable
+
+MIB = 2**20
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# --- the allocator replay ---------------------------------------------------------------------
+
+
+def test_a_chunk_less_than_twice_the_request_is_handed_out_whole() -> None:
+    # 1.5 MiB into a fresh 2 MiB region: 2 MiB < 3 MiB, so the whole region is in use.
+    assert replay([Event("a", 3 * MIB // 2)]) == 2 * MIB
+
+
+def test_a_chunk_twice_the_request_is_split_and_regions_double() -> None:
+    # 1 MiB splits the first 2 MiB region; the second 1 MiB takes the rest whole; the third
+    # opens a 4 MiB region (doubled) and splits it.
+    events = [Event(k, MIB) for k in "abc"]
+    assert replay(events) == 3 * MIB
+
+
+def test_freed_neighbours_merge_and_are_reused() -> None:
+    events = [Event("a", MIB // 2), Event("b", MIB // 2), Event("a", 0), Event("b", 0)]
+    events.append(Event("c", MIB))  # fits the merged first MiB of the region
+    assert replay(events) == MIB
+
+
+def test_a_request_larger_than_the_region_grows_it_to_a_power_of_two() -> None:
+    assert replay([Event("a", 5 * MIB)]) == 8 * MIB  # 2 -> 4 -> 8 MiB, 8 < 10: not split
+
+
+# --- the simulation on a hand-built step ------------------------------------------------------
+
+
+def _tensor(index: int, per_example: int, dtype: str = "float32") -> TensorInfo:
+    return TensorInfo(index, dtype, 0, per_example)
+
+
+def _step() -> StepGraph:
+    """x -> MatMul (activation a) -> Relu (in place) -> loss; backward reads the Relu output;
+    the gradient goes to the optimizer."""
+    ops = [
+        OpInfo("x", "Placeholder", "other", (), (_tensor(0, 1000),)),
+        OpInfo("w/read", "ReadVariableOp", "forward", (), (TensorInfo(1, "float32", 4000, 0),)),
+        OpInfo("m/MatMul", "MatMul", "forward", (0, 1), (_tensor(2, 400),), 0, 2000),
+        OpInfo("m/Relu", "Relu", "forward", (2,), (_tensor(3, 400),)),
+        OpInfo("m/loss", "Sum", "forward", (3,), (TensorInfo(4, "float32", 4, 0),)),
+        OpInfo("gradient_tape/g", "ReluGrad", "backward", (4, 3), (_tensor(5, 400),)),
+        OpInfo("gradient_tape/dw", "MatMul", "backward", (0, 5), (TensorInfo(6, "float32", 4000, 0),)),
+        OpInfo("sgd/update", "Mul", "update", (6,), (TensorInfo(7, "float32", 4000, 0),)),
+        OpInfo("sgd/assign", "AssignSubVariableOp", "update", (7,), ()),
+    ]
+    return StepGraph(
+        ops=ops,
+        inputs=(0,),
+        variables=[Variable("w", "weight", 4000)],
+        trainable_parameters=1000,
+        weight_bytes=4000,
+        optimizer="SGD",
+        policy="float32",
+    )
+
+
+def test_the_peak_is_the_variables_plus_the_live_buffers_at_the_worst_moment() -> None:
+    rules = AllocatorRules("exact", granularity=1)
+    estimate = simulate(_step(), 10, rules=rules, margin=0.0)
+    # The worst moment is the ReluGrad: the input (10,000), the Relu output kept for the
+    # backward pass (4,000, written over the MatMul output in place) and the loss (4), and the
+    # ReluGrad's own output (4,000); the weight (4,000) lives throughout.
+    parts = estimate.parts
+    assert "ReluGrad" in estimate.peak_op
+    assert parts["weights"] == 4000
+    assert parts["optimizer_slots"] == 0
+    assert parts["input_batch"] == 10_000
+    assert parts["activations"] == 4004
+    assert parts["temporaries"] == 4000
+    assert estimate.peak_bytes == sum(parts.values()) == 22_004
+
+
+def test_the_peak_grows_with_the_batch_and_the_margin_is_added() -> None:
+    small = simulate(_step(), 10, rules=GPU_BFC_RULES)
+    large = simulate(_step(), 1000, rules=GPU_BFC_RULES)
+    assert large.peak_bytes > small.peak_bytes
+    assert large.total_bytes == large.peak_bytes + large.margin_bytes > large.peak_bytes
+
+
+def test_the_cpu_allocator_does_not_count_small_buffers() -> None:
+    counted = simulate(_step(), 10, rules=CPU_ONEDNN_RULES, margin=0.0)
+    assert counted.peak_bytes == 0  # every buffer is below 256 KiB
+
+
+def test_largest_batch_and_accumulation() -> None:
+    assert _largest_batch(lambda b: 100 + 10 * b, 1100) == 100
+    assert _largest_batch(lambda b: 100 + 10 * b, 50) == 0
+    assert _accumulation(256, 100) == 4  # 256 / 4 = 64 <= 100; 256 / 3 is not whole
+    assert _accumulation(7, 1) == 7
+
+
+def _target(key: str, usable: int, kind: str = "gpu") -> Target:
+    return Target(
+        key=key,
+        kind=kind,
+        name=key,
+        memory_bytes=usable,
+        usable_bytes=usable,
+        peak_tflops=100.0,
+        bandwidth_gbs=1000.0,
+        utilisation=0.5,
+        utilisation_source="test",
+        source="test",
+    )
+
+
+def test_a_batch_that_does_not_fit_is_planned_with_gradient_accumulation() -> None:
+    step = _step()
+    need = simulate(step, 64).total_bytes
+    tight = simulate(step, 16).total_bytes
+    result = plan_step(step, 64, [_target("big", need * 2), _target("small", tight)])
+    big, small = result.device("big"), result.device("small")
+    assert big.fits and big.accumulation_steps is None and big.rank == 1
+    assert not small.fits and small.accumulation_steps is not None
+    assert small.micro_batch * small.accumulation_steps == 64
+    assert small.micro_batch <= small.max_batch
+    assert "gradient_accumulation_steps" in small.reason
+
+
+def test_the_roofline_names_the_longer_term() -> None:
+    target = _target("t", 2**30)
+    compute = step_time(target, flops=10**14, nbytes=10**6)
+    assert compute.bound == "compute" and compute.step_s == pytest.approx(2.0)
+    memory = step_time(target, flops=10**6, nbytes=8 * 10**11)
+    assert memory.bound == "bandwidth" and memory.step_s == pytest.approx(1.0)
+
+
+# --- the spec database ------------------------------------------------------------------------
+
+
+def test_the_spec_rows_the_plan_needs() -> None:
+    specs = {s.key: s for s in load_specs()}
+    assert specs["v100-sxm2"].memory_gb == 16 and specs["v100-sxm2-32gb"].memory_gb == 32
+    assert match_spec("Tesla V100-SXM2-32GB").key == "v100-sxm2-32gb"  # type: ignore[union-attr]
+    assert match_spec("Tesla V100-PCIE-16GB").key == "v100-pcie-16gb"  # type: ignore[union-attr]
+    assert match_spec("NVIDIA GeForce RTX 5090").key == "rtx-5090"  # type: ignore[union-attr]
+    assert match_spec("NVIDIA GB200").key == "gb200"  # type: ignore[union-attr]
+    for spec in specs.values():
+        assert spec.memory_gb and spec.bandwidth_gbs and spec.source, spec.key
+
+
+# --- on a traced model ------------------------------------------------------------------------
+
+
+def _tiny(optimizer: Any = "adam", dropout: float = 0.0, seed: int = 0) -> Any:
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    model = keras.Sequential(
+        [
+            keras.Input(shape=(20,)),
+            keras.layers.Dense(32, activation="relu"),
+            keras.layers.Dropout(dropout) if dropout else keras.layers.Identity(),
+            keras.layers.Dense(5, activation="softmax"),
+        ]
+    )
+    model.compile(optimizer=optimizer, loss="sparse_categorical_crossentropy")
+    return model
+
+
+PARAMS = 20 * 32 + 32 + 32 * 5 + 5
+
+
+@pytest.mark.parametrize(
+    ("optimizer", "slots"),
+    [("sgd", 0), ("sgd-momentum", 1), ("rmsprop", 1), ("adam", 2), ("adamw", 2)],
+)
+def test_weights_and_optimizer_slots_are_read_from_the_variables(
+    optimizer: str, slots: int
+) -> None:
+    result = tfaccel.plan(_tiny(), batch_size=8, optimizer=optimizer, devices=["t4"])
+    assert result.parameters == PARAMS
+    parts = result.memory.parts
+    assert parts["weights"] == pytest.approx(PARAMS * 4, abs=4 * 256)  # 256-byte rounding
+    assert parts["optimizer_slots"] == pytest.approx(slots * PARAMS * 4, abs=slots * 4 * 256)
+
+
+def test_an_unknown_optimizer_is_planned_with_a_stated_assumption() -> None:
+    result = tfaccel.plan(_tiny(), batch_size=8, optimizer="shampoo", devices=["t4"])
+    assert any("'shampoo' is not known" in note for note in result.notes)
+    assert result.memory.parts["optimizer_slots"] >= 2 * PARAMS * 4
+
+
+def test_the_callers_model_is_left_as_it_was() -> None:
+    model = _tiny("sgd")
+    before = [w.copy() for w in model.get_weights()]
+    tfaccel.plan(model, batch_size=8, optimizer="adam", precision="mixed_bfloat16", devices=["t4"])
+    assert type(model.optimizer).__name__ == "SGD"
+    assert all(np.array_equal(a, b) for a, b in zip(before, model.get_weights(), strict=True))
+
+
+def test_mixed_precision_plans_16_bit_copies_and_fewer_activation_bytes() -> None:
+    fp32 = tfaccel.plan(_tiny, batch_size=4096, devices=["a100-40gb"])
+    bf16 = tfaccel.plan(_tiny, batch_size=4096, precision="mixed_bfloat16", devices=["a100-40gb"])
+    assert bf16.precision == "mixed_bfloat16"
+    assert bf16.memory.parts["activations"] < fp32.memory.parts["activations"]
+    assert bf16.flops_per_step == fp32.flops_per_step > 0
+
+
+def test_gradient_accumulation_matches_one_large_step() -> None:
+    """k steps at batch B/k with gradient_accumulation_steps=k end where one step at B does."""
+    import keras
+
+    rng = np.random.default_rng(0)
+    x = rng.random((64, 20), dtype=np.float32)
+    y = rng.integers(0, 5, size=(64,))
+    whole = _tiny(keras.optimizers.SGD(learning_rate=0.5))
+    split = _tiny(keras.optimizers.SGD(learning_rate=0.5, gradient_accumulation_steps=4))
+    split.set_weights(whole.get_weights())
+    start = [w.copy() for w in whole.get_weights()]
+    whole.train_on_batch(x, y)
+    for part in range(4):
+        split.train_on_batch(x[part * 16 : (part + 1) * 16], y[part * 16 : (part + 1) * 16])
+    for a, b, s in zip(whole.get_weights(), split.get_weights(), start, strict=True):
+        assert not np.allclose(a, s)  # the step moved the weights
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_the_cli_json_lists_every_gpu_and_tpu_and_this_cpu(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["plan", "--model", "mlp", "--batch", "256", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    keys = {row["key"] for row in doc["devices"]}
+    assert {s.key for s in load_specs() if s.kind in ("gpu", "tpu")} <= keys
+    cpu = next(row for row in doc["devices"] if row["key"] == "this-cpu")
+    assert cpu["utilisation"] > 0 and cpu["utilisation_source"]
+    for row in doc["devices"]:
+        assert row["prediction"] is True
+        assert isinstance(row["fits"], bool) and row["max_batch"] and row["reason"]
+        assert row["epoch_s"] is None or row["epoch_s"] > 0
+    assert doc["examples_per_epoch"] == 60_000
+    assert sum(doc["memory"]["parts"].values()) == doc["memory"]["peak_bytes"]
+    assert [row["rank"] for row in doc["devices"]] == list(range(1, len(doc["devices"]) + 1))
+
+
+def test_the_cli_plans_a_script_with_prices(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import keras\n"
+        "def model_fn():\n"
+        "    m = keras.Sequential([keras.Input((8,)), keras.layers.Dense(3)])\n"
+        "    m.compile(optimizer='sgd', loss='mse')\n"
+        "    return m\n"
+        "if __name__ == '__main__':\n"
+        "    raise SystemExit('training ran')\n"
+    )
+    argv = ["plan", str(script), "--batch", "16", "--device", "a100-40gb", "--examples", "1000"]
+    assert main([*argv, "--price", "a100-40gb=2", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["devices"]
+    assert row["key"] == "a100-40gb" and row["fits"]
+    assert row["epoch_cost"] == pytest.approx(row["epoch_s"] / 3600 * 2)
+
+
+# --- predicted against measured (benchmarks/bench_plan.py, cheap rows) -------------------------
+
+
+def _bench() -> Any:
+    spec = importlib.util.spec_from_file_location("bench_plan", ROOT / "benchmarks/bench_plan.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_plan"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("precision", ["float32", "mixed_bfloat16"])
+def test_predicted_peak_memory_matches_the_cpu_allocators_peak(precision: str) -> None:
+    bench = _bench()
+    measured = bench.child("measure", "mlp", 256, precision, "cpu:0")["peak"]
+    predicted = bench.predict("mlp", 256, precision, "cpu:0")["peak"]
+    assert measured > 0
+    assert abs(predicted - measured) / measured <= bench.ROW_LIMIT, (predicted, measured)
