@@ -3,6 +3,8 @@
 ``tfaccel run``, ``tfaccel profile SCRIPT`` and ``tfaccel launch`` take ``SCRIPT [ARGS...]``
 after their own options; :func:`split_command` separates and checks them, and
 :func:`run_script` runs the script as ``__main__`` with ``sys.argv = [SCRIPT, *ARGS]``.
+``tfaccel tune`` and ``tfaccel plan`` read functions from a script without running its
+training: :func:`load_script` runs it under another module name and returns its namespace.
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ import sys
 import traceback
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
-from tfaccel.errors import UsageError
+from tfaccel.errors import TfaccelError, UsageError
 
-__all__ = ["check_script", "run_script", "split_command"]
+__all__ = ["check_script", "load_script", "run_script", "script_traceback", "split_command"]
 
 
 def check_script(script: str, command: str = "run") -> None:
@@ -96,10 +99,52 @@ def _exit_status(code: object) -> int:
     return 1
 
 
+def load_script(script: Path, module_name: str, error: type[TfaccelError]) -> dict[str, Any]:
+    """Run ``script`` as the module ``module_name`` and return its namespace: its code under
+    ``if __name__ == "__main__":`` (the training) does not run. Its folder goes on
+    ``sys.path``, as ``python SCRIPT`` puts it, for the imports its functions make later.
+
+    Raises:
+        error: the script exited or raised while loading (the message holds its traceback).
+    """
+    directory = str(script.resolve().parent)
+    if directory not in sys.path:
+        sys.path.insert(0, directory)
+    try:
+        namespace: dict[str, Any] = runpy.run_path(str(script), run_name=module_name)
+    except SystemExit as exc:
+        raise error(
+            f"The script {script.name} exited while loading (sys.exit({exc.code!r}))",
+            expected="a script whose training runs under if __name__ == '__main__':",
+            received=f"SystemExit({exc.code!r}) at import",
+            fix="move the code that exits under if __name__ == '__main__':",
+        ) from None
+    except Exception as exc:
+        raise error(
+            f"The script {script.name} raised {type(exc).__name__} while loading: {exc}",
+            expected="a script that loads without error",
+            received="this traceback, from your script:\n" + script_traceback(exc, script),
+            fix=f"fix the error; `python -c \"import runpy; runpy.run_path('{script}')\"` "
+            "reproduces it",
+        ) from exc
+    return namespace
+
+
+def script_traceback(exc: BaseException, script: str | os.PathLike[str]) -> str:
+    """The traceback of ``exc`` from the script's first frame on (as Python would print it)."""
+    tb = _from_script(exc, script) or exc.__traceback__
+    return "".join(traceback.format_exception(type(exc), exc, tb)).rstrip()
+
+
 def _print_script_traceback(exc: BaseException, script: str) -> None:
     """Print the traceback from the script's first frame on, without tfaccel's and runpy's."""
+    traceback.print_exception(type(exc), exc, _from_script(exc, script), file=sys.stderr)
+
+
+def _from_script(exc: BaseException, script: str | os.PathLike[str]) -> TracebackType | None:
+    """The first frame of ``exc``'s traceback in the script (or its ``__main__.py``)."""
     targets = {os.path.abspath(script), os.path.abspath(os.path.join(script, "__main__.py"))}
     tb: TracebackType | None = exc.__traceback__
     while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) not in targets:
         tb = tb.tb_next
-    traceback.print_exception(type(exc), exc, tb, file=sys.stderr)
+    return tb

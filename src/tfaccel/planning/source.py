@@ -9,15 +9,13 @@ with ``model_fn``, as for ``tfaccel tune``) is read from it.
 from __future__ import annotations
 
 import os
-import runpy
-import sys
-import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from tfaccel.errors import UsageError
 from tfaccel.planning.api import PlanError
+from tfaccel.scripts import load_script, script_traceback
 
 __all__ = ["REFERENCE_EXAMPLES", "reference_model_fn", "script_model_fn"]
 
@@ -41,33 +39,19 @@ def script_model_fn(path: str) -> Callable[[], Any]:
             received=f"{path!r} (working directory {os.getcwd()})",
             fix="check the path",
         )
-    directory = str(script.resolve().parent)
-    if directory not in sys.path:
-        sys.path.insert(0, directory)
-    try:
-        namespace = runpy.run_path(str(script), run_name=SCRIPT_MODULE_NAME)
-    except SystemExit as exc:
-        raise PlanError(
-            f"The script {script.name} exited while loading (sys.exit({exc.code!r}))",
-            expected="a script whose training runs under if __name__ == '__main__':",
-            received=f"SystemExit({exc.code!r}) at import",
-            fix="move the code that exits under if __name__ == '__main__':",
-        ) from None
-    except Exception as exc:
-        frames = traceback.extract_tb(exc.__traceback__)
-        mine = [f for f in frames if os.path.abspath(f.filename) == str(script.resolve())]
-        where = f"line {mine[-1].lineno} of {script.name}: " if mine else ""
-        text = where + "".join(traceback.format_exception_only(type(exc), exc))
-        raise PlanError(
-            f"The script {script.name} raised {type(exc).__name__} while loading: {exc}",
-            expected="a script that loads without error",
-            received=text.strip()[-1500:],
-            fix=f"fix the error; `python {path}` reproduces it",
-        ) from exc
+    namespace = load_script(script, SCRIPT_MODULE_NAME, PlanError)
     model_fn = namespace.get("model_fn")
     hook = namespace.get("tfaccel_tune")
     if not callable(model_fn) and callable(hook):
-        spec = hook()
+        try:
+            spec = hook()
+        except Exception as exc:
+            raise PlanError(
+                f"tfaccel_tune() in {script.name} raised {type(exc).__name__}: {exc}",
+                expected="a tfaccel_tune() that returns dict(model_fn=..., ...)",
+                received="this traceback, from your script:\n" + script_traceback(exc, script),
+                fix=f"fix the error in {script.name}",
+            ) from exc
         model_fn = spec.get("model_fn") if isinstance(spec, dict) else None
     if not callable(model_fn):
         raise PlanError(

@@ -29,15 +29,12 @@ Example:
 from __future__ import annotations
 
 import os
-import runpy
-import sys
-import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
+from tfaccel import scripts
 from tfaccel.errors import UsageError
 from tfaccel.tuning._errors import TuneError
 
@@ -89,7 +86,7 @@ def load_script(path: str | Path) -> Hooks:
             received=f"{str(path)!r} (working directory {os.getcwd()})",
             fix="check the path",
         )
-    namespace = _run(script)
+    namespace = scripts.load_script(script, SCRIPT_MODULE_NAME, TuneError)
     shown = script.name
     hook = namespace.get("tfaccel_tune")
     if callable(hook):
@@ -113,30 +110,6 @@ def load_script(path: str | Path) -> Hooks:
         pipeline_kwargs=dict(pipeline_kwargs) if pipeline_kwargs else None,
         recipe={"script": str(script.resolve())},
     )
-
-
-def _run(script: Path) -> dict[str, Any]:
-    directory = str(script.resolve().parent)
-    if directory not in sys.path:
-        sys.path.insert(0, directory)  # as `python SCRIPT` does; its lazy imports need it
-    try:
-        namespace: dict[str, Any] = runpy.run_path(str(script), run_name=SCRIPT_MODULE_NAME)
-    except SystemExit as exc:
-        raise TuneError(
-            f"The script {script.name} exited while loading (sys.exit({exc.code!r}))",
-            expected="a script whose training runs under if __name__ == '__main__':",
-            received=f"SystemExit({exc.code!r}) at import",
-            fix="move the code that exits under if __name__ == '__main__':",
-        ) from None
-    except Exception as exc:
-        raise TuneError(
-            f"The script {script.name} raised {type(exc).__name__} while loading: {exc}",
-            expected="a script that loads without error",
-            received="this traceback, from your script:\n" + script_traceback(exc, script),
-            fix=f"fix the error; `python -c \"import runpy; runpy.run_path('{script}')\"` "
-            "reproduces it",
-        ) from exc
-    return namespace
 
 
 def _call_hook(hook: Callable[[], Any], shown: str, script: Path) -> dict[str, Any]:
@@ -174,7 +147,7 @@ def _call_user(fn: Callable[[], Any], shown: str, script: Path) -> Any:
         raise TuneError(
             f"{shown} raised {type(exc).__name__}: {exc}",
             expected=f"{shown} to run without error",
-            received="this traceback, from your script:\n" + script_traceback(exc, script),
+            received="this traceback, from your script:\n" + scripts.script_traceback(exc, script),
             fix=f"fix the error in {shown}",
         ) from exc
 
@@ -190,17 +163,6 @@ def _no_hooks(shown: str, namespace: Mapping[str, Any]) -> TuneError:
         fix="add def model_fn(): ... and def data(): return x_train, y_train to the script; "
         "keep its training code under if __name__ == '__main__':",
     )
-
-
-def script_traceback(exc: BaseException, script: Path) -> str:
-    """The traceback of ``exc`` from the script's first frame on (as Python would print it)."""
-    target = os.path.abspath(script)
-    tb: TracebackType | None = exc.__traceback__
-    while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) != target:
-        tb = tb.tb_next
-    if tb is None:
-        tb = exc.__traceback__
-    return "".join(traceback.format_exception(type(exc), exc, tb)).rstrip()
 
 
 def reference_hooks(name: str, *, smoke: bool = False, examples: int | None = None) -> Hooks:
