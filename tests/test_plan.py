@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -76,7 +77,9 @@ def _step() -> StepGraph:
         OpInfo("m/Relu", "Relu", "forward", (2,), (_tensor(3, 400),)),
         OpInfo("m/loss", "Sum", "forward", (3,), (TensorInfo(4, "float32", 4, 0),)),
         OpInfo("gradient_tape/g", "ReluGrad", "backward", (4, 3), (_tensor(5, 400),)),
-        OpInfo("gradient_tape/dw", "MatMul", "backward", (0, 5), (TensorInfo(6, "float32", 4000, 0),)),
+        OpInfo(
+            "gradient_tape/dw", "MatMul", "backward", (0, 5), (TensorInfo(6, "float32", 4000, 0),)
+        ),
         OpInfo("sgd/update", "Mul", "update", (6,), (TensorInfo(7, "float32", 4000, 0),)),
         OpInfo("sgd/assign", "AssignSubVariableOp", "update", (7,), ()),
     ]
@@ -231,23 +234,35 @@ def test_mixed_precision_plans_16_bit_copies_and_fewer_activation_bytes() -> Non
     bf16 = tfaccel.plan(_tiny, batch_size=4096, precision="mixed_bfloat16", devices=["a100-40gb"])
     assert bf16.precision == "mixed_bfloat16"
     assert bf16.memory.parts["activations"] < fp32.memory.parts["activations"]
+    assert (
+        bf16.memory.parts["mixed_precision_copies"]
+        > 0
+        == fp32.memory.parts["mixed_precision_copies"]
+    )
     assert bf16.flops_per_step == fp32.flops_per_step > 0
 
 
 def test_gradient_accumulation_matches_one_large_step() -> None:
-    """k steps at batch B/k with gradient_accumulation_steps=k end where one step at B does."""
+    """The plan's suggestion for a batch that does not fit, k steps at batch B/k with
+    gradient_accumulation_steps=k, ends where one step at B does."""
     import keras
 
+    step = _step()
+    small = plan_step(step, 64, [_target("small", simulate(step, 16).total_bytes)]).device("small")
+    k, micro = small.accumulation_steps, small.micro_batch
+    assert k is not None and micro is not None and k > 1 and k * micro == 64
     rng = np.random.default_rng(0)
     x = rng.random((64, 20), dtype=np.float32)
     y = rng.integers(0, 5, size=(64,))
     whole = _tiny(keras.optimizers.SGD(learning_rate=0.5))
-    split = _tiny(keras.optimizers.SGD(learning_rate=0.5, gradient_accumulation_steps=4))
+    split = _tiny(keras.optimizers.SGD(learning_rate=0.5, gradient_accumulation_steps=k))
     split.set_weights(whole.get_weights())
     start = [w.copy() for w in whole.get_weights()]
     whole.train_on_batch(x, y)
-    for part in range(4):
-        split.train_on_batch(x[part * 16 : (part + 1) * 16], y[part * 16 : (part + 1) * 16])
+    for part in range(k):
+        split.train_on_batch(
+            x[part * micro : (part + 1) * micro], y[part * micro : (part + 1) * micro]
+        )
     for a, b, s in zip(whole.get_weights(), split.get_weights(), start, strict=True):
         assert not np.allclose(a, s)  # the step moved the weights
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
@@ -269,6 +284,12 @@ def test_the_cli_json_lists_every_gpu_and_tpu_and_this_cpu(
     assert doc["examples_per_epoch"] == 60_000
     assert sum(doc["memory"]["parts"].values()) == doc["memory"]["peak_bytes"]
     assert [row["rank"] for row in doc["devices"]] == list(range(1, len(doc["devices"]) + 1))
+    # Ranked: those that fit, then those that accumulate, then the rest; faster first in each.
+    order = [
+        (0 if r["fits"] else 1 if r["gradient_accumulation_steps"] else 2, r["step_s"] or math.inf)
+        for r in doc["devices"]
+    ]
+    assert order == sorted(order) and len({o[1] for o in order}) > 3
 
 
 def test_the_cli_plans_a_script_with_prices(
@@ -311,3 +332,26 @@ def test_predicted_peak_memory_matches_the_cpu_allocators_peak(precision: str) -
     predicted = bench.predict("mlp", 256, precision, "cpu:0")["peak"]
     assert measured > 0
     assert abs(predicted - measured) / measured <= bench.ROW_LIMIT, (predicted, measured)
+
+
+def test_a_script_that_raises_while_loading_is_named_with_its_own_frames(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("import math\n\nx = math.log(0)\n")
+    assert main(["plan", str(script)]) == 2
+    err = capsys.readouterr().err
+    assert "The script train.py raised ValueError while loading: math domain error" in err
+    assert f'File "{script}", line 3, in <module>' in err
+    assert "runpy" not in err.split("Fix:")[0]  # tfaccel's and runpy's frames are cut off
+
+
+def test_a_tfaccel_tune_hook_that_raises_is_named_with_its_own_frames(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("def tfaccel_tune():\n    raise KeyError('data')\n")
+    assert main(["plan", str(script)]) == 2
+    err = capsys.readouterr().err
+    assert "tfaccel_tune() in train.py raised KeyError: 'data'" in err
+    assert f'File "{script}", line 2, in tfaccel_tune' in err
