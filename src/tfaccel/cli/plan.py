@@ -9,6 +9,7 @@ from typing import Any
 from tfaccel.cli._args import integer
 from tfaccel.cli._output import print_json, quiet_tensorflow
 from tfaccel.errors import UsageError
+from tfaccel.planning.api import MAX_BATCH, PRECISIONS
 
 __all__ = ["FLAGS", "add_parser", "run"]
 
@@ -22,7 +23,6 @@ FLAGS = {
     "prices": "--price",
     "model": "SCRIPT",
 }
-PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 
 
 def add_parser(sub: Any) -> None:
@@ -48,7 +48,7 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--batch",
-        type=integer("--batch", example=256, maximum=2**24),
+        type=integer("--batch", example=256, maximum=MAX_BATCH),
         default=32,
         metavar="N",
         help="the global batch size (default 32)",

@@ -39,7 +39,7 @@ KNOWN_OPTIMIZERS = (
     "lamb",
     "adafactor",
 )
-ASSUMED_SLOTS = 2  # the most common (Adam-like) optimizer keeps two slots per weight
+ASSUMED_SLOTS = 2  # an unknown optimizer is planned as Adam, the most common: two slots a weight
 
 
 class PlanError(TfaccelError):
@@ -121,8 +121,6 @@ def plan(
             received=f"model {getattr(built, 'name', '?')!r}",
             fix="check that model.fit runs on one batch; fix the error it raises",
         ) from exc
-    if any("not known to the plan" in note for note in model_notes):
-        _assume_slots(step)
     measured = measured_cpu_utilisation(inv.fingerprint.digest, step.policy)
     chosen = targets(step.policy, wanted, inv=inv, measured_cpu=measured)
     return plan_step(
@@ -274,16 +272,6 @@ def _accumulation(batch: int, largest: int) -> int | None:
         if batch % k == 0 and batch // k <= largest:
             return k
     return None
-
-
-def _assume_slots(step: StepGraph) -> None:
-    from tfaccel.planning.trace import Variable
-
-    weights = [v for v in step.variables if v.kind == "weight"]
-    step.variables = [v for v in step.variables if v.kind != "slot"]
-    for var in weights:
-        for slot in range(ASSUMED_SLOTS):
-            step.variables.append(Variable(f"{var.name}/assumed_slot_{slot}", "slot", var.bytes))
 
 
 def _prepare(model: Any, precision: str | None, optimizer: Any) -> tuple[Any, list[str]]:
