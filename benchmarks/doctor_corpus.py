@@ -5,8 +5,9 @@ established, in ``index-*.jsonl``) and the shared logs of ``tests/data/doctor-lo
 it as ``tfaccel doctor --log`` does, and prints the accuracy per cause and overall, and every
 miss. A log is:
 
-* right when the cause the thread established is among the causes named, and no other cause
-  ``fail`` s unless the thread's cause does too (an inference is only a ``warn``);
+* right when the cause the thread established is among the causes named, as a ``fail`` or a
+  ``warn`` (an inference is only a ``warn``), and no other cause ``fail`` s unless the
+  thread's cause does too;
 * for an ``undecidable`` log (the log alone cannot show the cause), right when nothing
   ``fail`` s; for a ``clean`` log, right when nothing ``fail`` s or ``warn`` s.
 
@@ -77,11 +78,11 @@ def judge(case: Case) -> Outcome:
         right = not [n for n in named if n[1] in ("fail", "warn")]
         why = "" if right else f"clean, yet named {named}"
     else:
-        ids = {cause for cause, _ in named}
+        ids = {cause for cause, status in named if status in ("fail", "warn")}
         wrong_fail = failing - {case.cause}
         right = case.cause in ids and (not wrong_fail or case.cause in failing)
         if case.cause not in ids:
-            why = f"expected {case.cause}, named {named or 'nothing'}"
+            why = f"expected {case.cause} as a fail or warn, named {named or 'nothing'}"
         elif not right:
             why = f"expected {case.cause}, but {sorted(wrong_fail)} fail and it does not"
         else:

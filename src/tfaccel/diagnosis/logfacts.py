@@ -15,6 +15,8 @@ Example:
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import re
 from dataclasses import dataclass, field
 
@@ -191,35 +193,53 @@ _VERSION_RANK = {"printed": 0, "package": 1, "file": 2, "text": 3}
 def read_facts(text: str) -> LogFacts:
     """Collect the platform, versions, packages and printed results that ``text`` shows.
 
-    A text over 2 Mi characters is read in its first and last Mi.
+    A text over 2 Mi characters is read in its first and last Mi; line numbers are those of
+    the whole text.
     """
     if len(text) > FACT_SCAN_CHARS:
         half = FACT_SCAN_CHARS // 2
-        text = text[:half] + "\n" + text[-half:]
-    lines = text.split("\n")
+        tail_start = len(text) - half
+        parts = [
+            _Part(text[:half], 1),
+            _Part(text[tail_start:], text.count("\n", 0, tail_start) + 1),
+        ]
+    else:
+        parts = [_Part(text, 1)]
     facts: list[Fact] = []
-    facts += _prompt_results(lines)
-    facts += _printed(text)
-    facts += _platforms(text)
-    facts += _versions(text)
-    facts += _package_rows(text)
-    facts += _single(text, "ld_library_path", _LD_PATH_RE, group="v")
-    facts += _single(text, "and_cuda_missing", _AND_CUDA_MISSING_RE)
-    facts += _single(text, "pip_nvidia", _PIP_NVIDIA_RE)
+    for part in parts:
+        facts += _prompt_results(part)
+        facts += _printed(part)
+        facts += _platforms(part)
+        facts += _versions(part)
+        facts += _package_rows(part)
+        facts += _single(part, "ld_library_path", _LD_PATH_RE, group="v")
+        facts += _single(part, "and_cuda_missing", _AND_CUDA_MISSING_RE)
+        facts += _single(part, "pip_nvidia", _PIP_NVIDIA_RE)
     facts.sort(key=lambda f: f.line)
     return LogFacts(facts)
 
 
-def _line_of(text: str, pos: int) -> tuple[int, str]:
-    start = text.rfind("\n", 0, pos) + 1
-    end = text.find("\n", pos)
-    end = len(text) if end == -1 else end
-    return text.count("\n", 0, pos) + 1, text[start:end].strip()
+class _Part:
+    """Text read for facts, whose first line is line ``first_line`` of the log."""
+
+    def __init__(self, text: str, first_line: int) -> None:
+        self.text = text
+        self.first_line = first_line
+        self.lines = text.split("\n")
+        self._starts = list(
+            itertools.accumulate((len(line) + 1 for line in self.lines[:-1]), initial=0)
+        )
+
+    def line_of(self, pos: int) -> tuple[int, str]:
+        """The log's line number of offset ``pos``, and that line, stripped."""
+        index = bisect.bisect_right(self._starts, pos) - 1
+        return self.first_line + index, self.lines[index].strip()
 
 
-def _prompt_results(lines: list[str]) -> list[Fact]:
+def _prompt_results(part: _Part) -> list[Fact]:
     """``>>> expression`` then the value it printed, up to the next prompt."""
     facts: list[Fact] = []
+    lines = part.lines
     for i, line in enumerate(lines):
         if ">>>" not in line and "In [" not in line and "In[" not in line and " -c" not in line:
             continue
@@ -241,68 +261,70 @@ def _prompt_results(lines: list[str]) -> list[Fact]:
                 version = re.match(r"v?([12]\.\d{1,2})", shown)
                 if version:
                     shown_line = f"{line.strip()} -> {lines[j].strip()}"
-                    facts.append(Fact(kind, version.group(1), j + 1, shown_line, "printed"))
+                    number = part.first_line + j
+                    facts.append(Fact(kind, version.group(1), number, shown_line, "printed"))
                 break
             if kind == "gpu_list" and shown.isdigit():  # len(list_physical_devices('GPU'))
                 kind, shown = "gpu_count", shown
             elif kind == "gpu_list" and shown.startswith("["):
                 shown = "[]" if shown == "[]" else "GPU"
-            facts.append(Fact(kind, shown, j + 1, f"{line.strip()} -> {lines[j].strip()}"))
+            shown_line = f"{line.strip()} -> {lines[j].strip()}"
+            facts.append(Fact(kind, shown, part.first_line + j, shown_line))
             break
     return facts
 
 
-def _printed(text: str) -> list[Fact]:
+def _printed(part: _Part) -> list[Fact]:
     facts = []
     for kind, regex in _PRINTED:
-        for match in regex.finditer(text):
-            number, line = _line_of(text, match.start())
+        for match in regex.finditer(part.text):
+            number, line = part.line_of(match.start())
             facts.append(Fact(kind, match.group("v"), number, line))
     return facts
 
 
-def _platforms(text: str) -> list[Fact]:
+def _platforms(part: _Part) -> list[Fact]:
     facts = []
     for name, regex in _PLATFORMS:
-        match = regex.search(text)
+        match = regex.search(part.text)
         if match is not None:
-            number, line = _line_of(text, match.start())
+            number, line = part.line_of(match.start())
             facts.append(Fact("platform", name, number, line))
     return facts
 
 
-def _versions(text: str) -> list[Fact]:
+def _versions(part: _Part) -> list[Fact]:
     facts = []
     for source, regex in (("file", _TF_VERSION_FILE_RE), ("text", _TF_VERSION_TEXT_RE)):
-        for match in regex.finditer(text):
-            number, line = _line_of(text, match.start())
+        for match in regex.finditer(part.text):
+            number, line = part.line_of(match.start())
             facts.append(Fact("tf_version", match.group("v"), number, line, source))
     return facts
 
 
-def _package_rows(text: str) -> list[Fact]:
+def _package_rows(part: _Part) -> list[Fact]:
     facts = []
-    for match in _PACKAGE_RE.finditer(text):
+    for match in _PACKAGE_RE.finditer(part.text):
         name = match.group("name").lower().replace("_", "-")
         version = match.group("version")
         build = match.group("build") or ""
-        number, line = _line_of(text, match.start())
+        number, line = part.line_of(match.start())
         facts.append(Fact("package", f"{name} {version} {build}".strip(), number, line))
         if name in ("tensorflow", "tensorflow-gpu", "tensorflow-cpu", "tensorflow-intel"):
             found = re.match(r"([12]\.\d{1,2})", version)
             if found:
                 facts.append(Fact("tf_version", found.group(1), number, line, "package"))
-    for match in _TFLOW_SELECT_RE.finditer(text):
-        number, line = _line_of(text, match.start())
+    for match in _TFLOW_SELECT_RE.finditer(part.text):
+        number, line = part.line_of(match.start())
         facts.append(Fact("package", f"_tflow_select {match.group('b')}", number, line))
     return facts
 
 
-def _single(text: str, kind: str, regex: re.Pattern[str], group: str | None = None) -> list[Fact]:
-    match = regex.search(text)
+def _single(part: _Part, kind: str, regex: re.Pattern[str], group: str | None = None) -> list[Fact]:
+    match = regex.search(part.text)
     if match is None:
         return []
-    number, line = _line_of(text, match.start())
+    number, line = part.line_of(match.start())
     return [Fact(kind, match.group(group) if group else match.group(0), number, line)]
 
 
