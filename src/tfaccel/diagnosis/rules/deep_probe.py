@@ -162,7 +162,7 @@ def tf_gpus_registered(s: Snapshot) -> Finding:
     )
 
 
-_NO_GPU_EXPECTED = frozenset({"no_driver_or_hidden", "missing_cuda_libs"})
+_NO_GPU_EXPECTED = frozenset({"no_driver_or_hidden", "wsl_libcuda", "missing_cuda_libs"})
 
 
 def deep_log_causes(s: Snapshot) -> list[Finding]:
