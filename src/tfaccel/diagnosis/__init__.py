@@ -194,9 +194,7 @@ def check_log(log: object, *, where: str, allow_empty: bool = False) -> str | Lo
 
 
 def _decoded(data: bytes) -> LogText:
-    encoding = detect_encoding(data[:4096])
-    if encoding == "utf-8":
-        encoding = "utf-8-sig"
+    encoding = detect_encoding(data)
     text = data.decode(encoding, errors="replace")
     replaced = text.count("\ufffd") - data.count("\ufffd".encode())
     body, notes = window_text(text)

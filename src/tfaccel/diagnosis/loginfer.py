@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 
 from tfaccel.diagnosis.logfacts import Fact, LogFacts, package_kind
-from tfaccel.diagnosis.logpatterns import CAUSES, UNNAMED_LIBRARY_FIX
+from tfaccel.diagnosis.logpatterns import CAUSES
 from tfaccel.findings import Finding
 
 __all__ = ["infer"]
@@ -42,7 +42,6 @@ def infer(causes: list[Finding], facts: LogFacts) -> list[Finding]:
     """
     found = {cause.id: cause for cause in causes}
     result = [_specific(cause, facts) for cause in causes]
-    result = [_unnamed_library(cause) for cause in result]
     inferred: list[Finding] = []
     platform = facts.platform
     symptoms = _no_gpu_symptoms(facts)
@@ -60,26 +59,34 @@ def infer(causes: list[Finding], facts: LogFacts) -> list[Finding]:
                 evidence.append(
                     f"TensorFlow {version[0][0]}.{version[0][1]}: {version[1].evidence}"
                 )
-            inferred.append(_inferred("windows_native", evidence + _lines(symptoms + build)))
+            seen = [platform, *([version[1]] if version else []), *symptoms, *build]
+            evidence += _lines(symptoms + build)
+            inferred.append(_inferred("windows_native", evidence, seen))
     elif platform is not None and platform.value == "aarch64":
         pip_extra = facts.of("and_cuda_missing")
         if symptoms or build or pip_extra:
             evidence = [f"aarch64 (ARM64): {platform.evidence}"]
-            inferred.append(_inferred("aarch64_no_cuda", evidence + _lines(pip_extra + symptoms)))
+            evidence += _lines(pip_extra + symptoms)
+            inferred.append(
+                _inferred("aarch64_no_cuda", evidence, [platform, *pip_extra, *symptoms])
+            )
     elif platform is not None and platform.value == "macos" and (symptoms or build):
         evidence = [f"macOS: {platform.evidence}"]
-        inferred.append(_inferred("macos_no_metal", evidence + _lines(symptoms + build)))
+        evidence += _lines(symptoms + build)
+        inferred.append(_inferred("macos_no_metal", evidence, [platform, *symptoms, *build]))
     if not inferred and "cpu_only_build" not in found and build:
-        inferred.append(_inferred("cpu_only_build", _lines(build + symptoms)))
-    shadowing = _shadowing(facts, found)
-    if shadowing:
-        inferred.append(_inferred("ld_library_path_shadowing", shadowing))
+        inferred.append(_inferred("cpu_only_build", _lines(build + symptoms), build + symptoms))
+    evidence, seen = _shadowing(facts, found)
+    if seen:
+        inferred.append(_inferred("ld_library_path_shadowing", evidence, seen))
     if not result and not inferred and symptoms:
-        inferred.append(_inferred("no_gpu_visible", _lines(symptoms)))
+        inferred.append(_inferred("no_gpu_visible", _lines(symptoms), symptoms))
     return result + inferred
 
 
-def _inferred(cause: str, evidence: list[str]) -> Finding:
+def _inferred(cause: str, evidence: list[str], seen: list[Fact]) -> Finding:
+    """An inferred cause: its evidence, and the facts it rests on (their lines are its line
+    numbers)."""
     return Finding(
         cause,
         "warn",
@@ -89,15 +96,10 @@ def _inferred(cause: str, evidence: list[str]) -> Finding:
         source="log",
         numbers={
             "count": len(evidence),
-            "line_numbers": sorted({_line(e) for e in evidence if _line(e)}),
+            "line_numbers": sorted({f.line for f in seen}),
             "strength": "inferred",
         },
     )
-
-
-def _line(evidence: str) -> int:
-    head = evidence.partition("line ")[2].partition(":")[0]
-    return int(head) if head.isdigit() else 0
 
 
 def _lines(facts: list[Fact]) -> list[str]:
@@ -127,16 +129,17 @@ def _cpu_build_evidence(facts: LogFacts) -> list[Fact]:
     return printed + (cpu if not gpu else [])
 
 
-def _shadowing(facts: LogFacts, found: dict[str, Finding]) -> list[str]:
+def _shadowing(facts: LogFacts, found: dict[str, Finding]) -> tuple[list[str], list[Fact]]:
     """An LD_LIBRARY_PATH with a system CUDA beside pip's nvidia-* libraries, and a library
     that failed to load or loaded in the wrong version."""
     paths = facts.of("ld_library_path")
     pip = facts.of("pip_nvidia")
     failed = [found[c] for c in ("cudnn_mismatch", "missing_cuda_libs") if c in found]
     if not (paths and pip and failed):
-        return []
-    lines = _lines(paths + pip)
-    return lines + [f"and the log shows {cause.id}: {cause.title}" for cause in failed]
+        return [], []
+    evidence = _lines(paths + pip)
+    evidence += [f"and the log shows {cause.id}: {cause.title}" for cause in failed]
+    return evidence, paths + pip
 
 
 def _specific(cause: Finding, facts: LogFacts) -> Finding:
@@ -156,12 +159,3 @@ def _specific(cause: Finding, facts: LogFacts) -> Finding:
             evidence=[f"WSL2: {platform.evidence}", *cause.evidence],
         )
     return cause
-
-
-def _unnamed_library(cause: Finding) -> Finding:
-    """A "Cannot dlopen some GPU libraries" that names no library: say how to make TF name it."""
-    if cause.id != "missing_cuda_libs":
-        return cause
-    if any(not e.startswith("line ") and "matching lines" not in e for e in cause.evidence):
-        return cause  # a library was named
-    return dataclasses.replace(cause, fix=UNNAMED_LIBRARY_FIX)

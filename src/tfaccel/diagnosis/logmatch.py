@@ -27,7 +27,7 @@ from typing import Any
 
 from tfaccel.diagnosis.logfacts import read_facts
 from tfaccel.diagnosis.loginfer import infer
-from tfaccel.diagnosis.logpatterns import BENIGN, CAUSES, PATTERNS, Pattern
+from tfaccel.diagnosis.logpatterns import BENIGN, CAUSES, PATTERNS, UNNAMED_LIBRARY_FIX, Pattern
 from tfaccel.diagnosis.logread import LogText, count_lines, window_text
 from tfaccel.diagnosis.logshape import strip_quotes, wrapped_groups
 from tfaccel.findings import Finding, Status
@@ -189,12 +189,10 @@ def _scan(text: str) -> tuple[list[Finding], list[BenignMatch]]:
             claimed_by[start] = pattern
             _record(cause_hits.setdefault(pattern.cause, _Hits()), pattern, start, line)
     groups = list(wrapped_groups(text)) if len(text) <= JOIN_LIMIT_CHARS else []
-    any_anchor = _any_anchor()
+    any_anchor = _any_anchor()  # a joined line without an anchor can name nothing
+    groups = [g for g in groups if any_anchor.search(g.joined) or any_anchor.search(g.glued)]
     for group in groups:
-        if any_anchor.search(group.joined) or any_anchor.search(group.glued):
-            _scan_wrapped(
-                group.starts, (group.joined, group.glued), claimed, claimed_by, cause_hits
-            )
+        _scan_wrapped(group.starts, (group.joined, group.glued), claimed, claimed_by, cause_hits)
     benign_hits: dict[str, _Hits] = {}
     for label, anchors in BENIGN.items():
         for anchor in anchors:
@@ -203,9 +201,7 @@ def _scan(text: str) -> tuple[list[Finding], list[BenignMatch]]:
                     claimed[start] = label
                     benign_hits.setdefault(label, _Hits()).add(start, line)
     for group in groups:
-        if not any(start in claimed for start in group.starts) and (
-            any_anchor.search(group.joined) or any_anchor.search(group.glued)
-        ):
+        if not any(start in claimed for start in group.starts):
             joined_label = _benign_label((group.joined, group.glued))
             if joined_label is not None:
                 claimed.update(dict.fromkeys(group.starts, joined_label))
@@ -301,12 +297,15 @@ def _cause(cause: str, hits: _Hits, numbers: dict[int, int]) -> Finding:
     evidence = list(hits.details) + [f"line {number}: {line}" for number, line in lines]
     if hits.count > len(lines):
         evidence.append(f"{hits.count} matching lines in all")
+    fix = CAUSES[cause].fix
+    if cause == "missing_cuda_libs" and not hits.details:
+        fix = UNNAMED_LIBRARY_FIX  # "Cannot dlopen some GPU libraries" alone: make TF name it
     return Finding(
         cause,
         hits.status,
         CAUSES[cause].title,
         evidence,
-        CAUSES[cause].fix,
+        fix,
         source="log",
         numbers={
             "count": hits.count,

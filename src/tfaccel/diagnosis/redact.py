@@ -177,9 +177,6 @@ class Redactor:
         me = identity if identity is not None else Identity()
         self._counts: Counter[str] = Counter()
         self._keep = frozenset(keep)
-        self.unredacted_names = 0
-        """How many of the identity's user and host names were too short or too common to be
-        redacted as words (:data:`COMMON_NAMES`)."""
         self._secrets = _secret_pattern(me.secrets)
         self._homes = _literal_pattern(
             [h for h in me.homes if _is_personal_home(h)],
@@ -189,6 +186,8 @@ class Redactor:
         names = [(n, "host") for n in me.hosts] + [(n, "user") for n in me.users]
         kept = [(n, kind) for n, kind in names if _is_distinct_name(n)]
         self.unredacted_names = len({n.lower() for n, _ in names} - {n.lower() for n, _ in kept})
+        """How many of the identity's user and host names were too short or too common to be
+        redacted as words (:data:`COMMON_NAMES`)."""
         self._kind_of = {n.lower(): kind for n, kind in reversed(kept)}  # a host wins a tie
         self._names = _literal_pattern(
             [n for n, _ in kept], before=r"(?<![\w<])", after=r"(?![\w>])", flags=re.I

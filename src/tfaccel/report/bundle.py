@@ -28,7 +28,6 @@ Example:
 
 from __future__ import annotations
 
-import html
 import os
 import re
 from dataclasses import dataclass
@@ -38,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from tfaccel.diagnosis.redact import KINDS, PLACEHOLDERS, Redactor
 from tfaccel.jsonout import dumps
 from tfaccel.probe.identity import Identity
-from tfaccel.report.findings import render_markdown
+from tfaccel.report.findings import md_text, render_markdown
 from tfaccel.snapshot import Snapshot, write_atomic
 
 if TYPE_CHECKING:
@@ -48,8 +47,9 @@ __all__ = ["BUNDLE_VERSION", "MAX_LOG_CHARS", "Bundle", "build_bundle", "write_b
 
 BUNDLE_VERSION = 1
 MAX_LOG_CHARS = 200_000
-"""The most of a log a bundle holds: its first quarter and its last three quarters of this, as
-the deep probe keeps TensorFlow's log (a log's cause is most often near its end)."""
+"""The most of a log a bundle holds: its first quarter and its last three quarters of this
+(a log's cause is most often near its end). The deep probe already keeps only the last
+200,000 characters of TensorFlow's log; a ``--log`` file may be longer."""
 
 
 @dataclass(frozen=True)
@@ -307,13 +307,10 @@ _SHOWN_AS = {
     "secret": "`<secret>`, `<user>:<secret>@`",
 }
 
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~#])")
-
 
 def _md(value: str) -> str:
     """Text as Markdown shows it: no markup, no raw HTML, on one line."""
-    text = _MD_SPECIAL.sub(r"\\\1", html.escape(str(value), quote=False))
-    return " ".join(text.split())
+    return md_text(" ".join(str(value).split()))
 
 
 def _fenced(text: str, lang: str) -> str:

@@ -267,10 +267,14 @@ def _terminal_log(parts: _Parts, verbose: bool) -> RenderableType:
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~#])")
 
 
+def md_text(value: str) -> str:
+    """Text as Markdown shows it: markup and raw HTML escaped (line breaks kept)."""
+    return _MD_SPECIAL.sub(r"\\\1", html.escape(value, quote=False))
+
+
 def _md(value: str) -> str:
-    """Escape text for Markdown: no markup, no raw HTML, line breaks as ``<br>``."""
-    text = _MD_SPECIAL.sub(r"\\\1", html.escape(value, quote=False))
-    return text.replace("\r\n", "\n").replace("\n", "<br>")
+    """Escape text for a Markdown table cell: line breaks as ``<br>``."""
+    return md_text(value).replace("\r\n", "\n").replace("\n", "<br>")
 
 
 def render_markdown(subject: Findings) -> str:
