@@ -31,7 +31,6 @@ from typing import Any, Literal
 
 __all__ = [
     "PROBLEMS",
-    "SOURCES",
     "STATUSES",
     "Finding",
     "Status",
@@ -43,7 +42,6 @@ __all__ = [
 Status = Literal["ok", "skip", "info", "warn", "fail"]
 STATUSES: tuple[Status, ...] = ("ok", "skip", "info", "warn", "fail")
 PROBLEMS: tuple[Status, ...] = ("fail", "warn", "info")  # call for a change, most severe first
-SOURCES = ("probe", "log", "deep", "profile", "placement")
 
 
 @dataclass

@@ -24,7 +24,6 @@ from tfaccel.timing import compare
 
 __all__ = [
     "BANDWIDTH_BENCHMARKS",
-    "bandwidth_ceiling",
     "bandwidth_measurement",
     "device_labels",
     "device_table",
@@ -61,13 +60,6 @@ def bandwidth_measurement(run: BenchRun, device: str) -> Measurement | None:
         if found:
             return max(found, key=lambda m: m.summary.median)
     return None
-
-
-def bandwidth_ceiling(run: BenchRun, device: str) -> float | None:
-    """The measured memory bandwidth of ``device``, GB/s (:func:`bandwidth_measurement`):
-    the same figure as that benchmark's row of the micro table."""
-    m = bandwidth_measurement(run, device)
-    return m.summary.median if m is not None else None
 
 
 def _pct(value: float | None, of: float | None) -> float | None:

@@ -25,7 +25,6 @@ from typing import IO, Any
 __all__ = [
     "RichProgress",
     "filter_tensorflow_log",
-    "is_verbose",
     "json_document",
     "print_json",
     "quiet_tensorflow",
@@ -111,11 +110,6 @@ def set_verbose(verbose: bool) -> None:
     """Record the global ``--verbose`` flag for this run of the CLI."""
     global _verbose
     _verbose = bool(verbose)
-
-
-def is_verbose() -> bool:
-    """Whether ``--verbose`` was given."""
-    return _verbose
 
 
 def show_tensorflow_log(log: str | None) -> None:

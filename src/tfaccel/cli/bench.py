@@ -11,9 +11,6 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from tfaccel.cli._args import integer
-
-# RichProgress and quiet_tensorflow live in _output (every command may use them); they are
-# importable from here too, where they were first defined.
 from tfaccel.cli._output import RichProgress, print_json, quiet_tensorflow
 from tfaccel.errors import UsageError
 
@@ -22,11 +19,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EXIT_CODE",
-    "RichProgress",
     "add_bench_arguments",
     "add_parser",
     "options_from",
-    "quiet_tensorflow",
     "run",
 ]
 

@@ -134,34 +134,26 @@ def run(args: argparse.Namespace) -> int:
             fix="drop one of them",
         )
     if args.model:
-        command.check_model_request(
-            args.model,
-            steps=50 if args.steps is None else args.steps,
-            warmup=args.warmup,
-            batch_size=args.batch_size,
-            input=args.input,
-            trace_dir=args.trace,
-            trace_steps=args.trace_steps,
-        )  # a mistake is said at once, before TensorFlow starts
+        request: dict[str, Any] = {
+            "steps": 50 if args.steps is None else args.steps,
+            "warmup": args.warmup,
+            "batch_size": args.batch_size,
+            "input": args.input,
+            "trace_dir": args.trace,
+            "trace_steps": args.trace_steps,
+        }
+        # A mistake is said at once, before TensorFlow starts.
+        command.check_model_request(args.model, **request)
         quiet_tensorflow()
         profile = command.profile_model(
-            args.model,
-            steps=50 if args.steps is None else args.steps,
-            warmup=args.warmup,
-            batch_size=args.batch_size,
-            input=args.input,
-            precision=args.precision,
-            tiny=args.tiny,
-            trace_dir=args.trace,
-            trace_steps=args.trace_steps,
-            live=not args.quiet,
+            args.model, precision=args.precision, tiny=args.tiny, live=not args.quiet, **request
         )
         if args.json:
             print_json({"command": "profile", **profile.to_dict()})
         else:
             _print_report(profile.measurement, profile.diagnosis, args.top)
         return 0
-    from tfaccel.cli.run import run_script, split_command
+    from tfaccel.scripts import run_script, split_command
 
     script, script_args = split_command(
         args.script_and_args, command="profile", example="--steps 100 train.py"

@@ -20,7 +20,7 @@ from tfaccel.cli._output import print_json, warn_options_after_script
 from tfaccel.errors import UsageError
 from tfaccel.scripts import run_script, split_command
 
-__all__ = ["add_parser", "run", "run_script", "split_command"]
+__all__ = ["add_parser", "run"]
 
 # option -> the setup() setting it sets; values are parsed by tfaccel.runtime.parse_setting
 _OPTIONS = {

@@ -322,7 +322,7 @@ def profile_script(
         script: path of the script (checked by the caller).
         args: the script's own arguments.
         run: runs the script as ``__main__`` and returns its exit status (the CLI passes
-            ``tfaccel.cli.run.run_script``, which prints the script's own traceback).
+            ``tfaccel.scripts.run_script``, which prints the script's own traceback).
         steps: stop each ``fit`` after the warm-up plus this many steps (None: never).
         warmup: warm-up steps of each ``fit`` (and of StepTimers created without a value).
         trace_dir: capture a trace of ``trace_steps`` steps after the first warm-up.
