@@ -122,6 +122,14 @@ TOO_LONG = "9" * 40
 LOGREAD = "tfaccel.diagnosis.logread"
 SHORT_WAITS = ((LOGREAD, "FIFO_WRITER_WAIT_S", 0.2), (LOGREAD, "STREAM_TIME_LIMIT_S", 0.5))
 
+
+def _tensorflow_started() -> None:
+    raise ReachedTheWork  # the command started TensorFlow before it checked its input
+
+
+# profile checks its flags and the model name before it starts TensorFlow.
+BEFORE_TENSORFLOW = (("tfaccel.cli.profile", "quiet_tensorflow", _tensorflow_started),)
+
 # (label, value, what the message says) for an option that takes seconds
 BAD_SECONDS = (
     ("nan", "nan", "not a finite number of seconds"),
@@ -512,6 +520,7 @@ ROWS: list[Row] = [
             f"profile-{flag[2:]}-{label}",
             ("profile", "--model", "mlp", flag, value),
             f"argument {flag}: {what}",
+            patches=BEFORE_TENSORFLOW,
         )
         for flag, label, value, what in (
             ("--steps", "zero", "0", "the number is out of range"),
@@ -525,7 +534,12 @@ ROWS: list[Row] = [
             ("--top", "text", "all", "not an integer"),
         )
     ),
-    Row("profile-unknown-model", ("profile", "--model", "transformer"), "Unknown model"),
+    Row(
+        "profile-unknown-model",
+        ("profile", "--model", "transformer"),
+        "Unknown model",
+        patches=BEFORE_TENSORFLOW,
+    ),
     # --- devices
     *(
         Row(
@@ -891,7 +905,9 @@ def test_trace_directory_that_can_be_made_is_accepted_and_not_made(tmp_path: Pat
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_snapshot_the_loader_accepts_at_its_bounds_is_rendered(tmp_path: Path) -> None:
+def test_a_snapshot_the_loader_accepts_at_its_bounds_is_rendered(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     top = 2**64 - 1
     path = tmp_path / "edge.json"
     path.write_text(
@@ -899,7 +915,12 @@ def test_a_snapshot_the_loader_accepts_at_its_bounds_is_rendered(tmp_path: Path)
     )
     snapshot = load_snapshot(path)
     assert snapshot.schema_version == SCHEMA_VERSION
+    assert snapshot.nvml.gpus[0].memory_total_bytes == top  # kept whole, not clamped
+    capsys.readouterr()
     assert main(["doctor", "--snapshot", str(path), "--json"]) in (0, 1)
+    report = json.loads(capsys.readouterr().out)
+    busy = next(f for f in report["findings"] if f["id"] == "gpu_memory_in_use")
+    assert busy["status"] in ("warn", "fail"), busy  # all of it in use: said, not crashed
 
 
 def test_deep_probe_refuses_a_timeout_that_is_not_a_number_of_seconds() -> None:

@@ -552,9 +552,9 @@ def test_the_run_command_refuses_a_huge_logical_device_count_in_one_short_line(
     from tfaccel.cli import main
 
     script = tmp_path / "script.py"
-    script.write_text("open('ran', 'w').close()\n")
+    script.write_text("open(__file__ + '.ran', 'w').close()\n")
     code = main(["run", "--logical-devices", "1" + "0" * 100_000, str(script)])
     err = capsys.readouterr().err
-    assert code == 2 and not (tmp_path / "ran").exists()
+    assert code == 2 and not (tmp_path / "script.py.ran").exists()
     assert "--logical-devices 1000000" in err and "(100,001 characters)" in err
     assert max(len(line) for line in err.splitlines()) < LONGEST_MESSAGE

@@ -31,7 +31,11 @@ ME = Identity(
     users=("zqxalice",),
     homes=("/home/zqxalice", "/srv/people/zqxalice"),
     hosts=("zqx-host-7.lab.example.org", "zqx-host-7"),
-    secrets=("wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "ghp_FAKE0123456789abcdefghijklmnopqrstuv", "pin42"),
+    secrets=(
+        "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        "ghp_FAKE0123456789abcdefghijklmnopqrstuv",
+        "pin42",
+    ),
     macs=("3c:22:fb:12:34:56",),
 )
 
@@ -91,7 +95,10 @@ REDACTED = [
     ("ib0 80:00:02:08:fe:80:00:00:00:00:00:00:00:02:c9:03:00:0a:0b:0c", "ib0 <mac>"),
     ('File "/home/bob/train.py", line 3', 'File "/home/<user>/train.py", line 3'),
     ("/Users/carol/miniconda3/lib", "/Users/<user>/miniconda3/lib"),
-    (r"C:\Users\dave\AppData\Local\Programs\Python", r"C:\Users\<user>\AppData\Local\Programs\Python"),
+    (
+        r"C:\Users\dave\AppData\Local\Programs\Python",
+        r"C:\Users\<user>\AppData\Local\Programs\Python",
+    ),
     (r"C:\Users\Jane Doe\venv\Lib", r"C:\Users\<user>\venv\Lib"),
     (r'"C:\\Users\\erin\\x.py"', r'"C:\\Users\\<user>\\x.py"'),
     ("C:/Users/frank/x /mnt/c/Users/gus/y", "C:/Users/<user>/x /mnt/c/Users/<user>/y"),
@@ -99,11 +106,17 @@ REDACTED = [
     ("zqxalice@zqx-host-7:~$ python", "<user>@<host>:~$ python"),
     ("ZQXALICE on zqx-host-7.lab.example.org", "<user> on <host>"),
     ("from bob.smith@example.org", "from <email>"),
-    ("git clone https://bob:hunter22@example.com/r.git", "git clone https://<user>:<secret>@example.com/r.git"),
-    ("export AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "export AWS_SECRET_ACCESS_KEY=<secret>"),
+    (
+        "git clone https://bob:hunter22@example.com/r.git",
+        "git clone https://<user>:<secret>@example.com/r.git",
+    ),
+    (
+        "export AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        "export AWS_SECRET_ACCESS_KEY=<secret>",
+    ),
     ("token ghp_FAKE0123456789abcdefghijklmnopqrstuv used", "token <secret> used"),
     ("other ghp_0123456789abcdefghijklmnopqrstuvwxyz", "other <secret>"),
-    ("api_key=abcd1234 MY_PASSWORD=\"x y z w\"", 'api_key=<secret> MY_PASSWORD="<secret>"'),
+    ('api_key=abcd1234 MY_PASSWORD="x y z w"', 'api_key=<secret> MY_PASSWORD="<secret>"'),
     ("{'HF_TOKEN': 'hf-notashape-123'}", "{'HF_TOKEN': '<secret>'}"),
     ("pin is pin42.", "pin is pin42."),
     ("pin is 'pin42'", "pin is '<secret>'"),
@@ -133,21 +146,32 @@ def test_short_and_common_names_are_redacted_only_in_paths_and_fields() -> None:
     me = Identity(users=("root", "al"), homes=("/root",), hosts=("vm", "localhost"))
     redactor = Redactor(me)
     text = "root ran al's job on vm: /home/al/x, /root/x, localhost, tools, a vm"
-    assert redactor.text(text) == "root ran al's job on vm: /home/<user>/x, /root/x, localhost, tools, a vm"
+    assert (
+        redactor.text(text)
+        == "root ran al's job on vm: /home/<user>/x, /root/x, localhost, tools, a vm"
+    )
     assert redactor.unredacted_names == 4
     assert redactor.value({"platform": {"hostname": "vm"}}) == {"platform": {"hostname": "<host>"}}
 
 
 def test_json_values_are_redacted_by_key_and_stay_json() -> None:
     doc = {
-        "env": {"TFACCEL_API_TOKEN": "x" * 30, "TFACCEL_Auth": "short", "LD_LIBRARY_PATH": "/home/zqxalice/lib"},
+        "env": {
+            "TFACCEL_API_TOKEN": "x" * 30,
+            "TFACCEL_Auth": "short",
+            "LD_LIBRARY_PATH": "/home/zqxalice/lib",
+        },
         'quote"d /home/zqxalice': ['C:\\Users\\zqxalice\\a "b"', 3, None, 1.5, True],
         "hostname": "anything",
     }
     redactor = Redactor(ME)
     out = redactor.value(doc)
     assert out == {
-        "env": {"TFACCEL_API_TOKEN": "<secret>", "TFACCEL_Auth": "<secret>", "LD_LIBRARY_PATH": "/home/<user>/lib"},
+        "env": {
+            "TFACCEL_API_TOKEN": "<secret>",
+            "TFACCEL_Auth": "<secret>",
+            "LD_LIBRARY_PATH": "/home/<user>/lib",
+        },
         'quote"d /home/<user>': ['C:\\Users\\<user>\\a "b"', 3, None, 1.5, True],
         "hostname": "<host>",
     }
@@ -190,10 +214,22 @@ def _planted_snapshot() -> Snapshot:
     snap.nvml.available = True
     snap.nvml.driver_version = "550.54.14"
     snap.nvml.cuda_driver_version = "12.4"
-    snap.nvml.gpus = [GpuInfo(name="NVIDIA A100-SXM4-40GB", uuid="GPU-8e2c5b1a-1b2c", compute_capability="8.0")]
-    snap.distributions = [Distribution("nvidia-curand-cu12", "10.3.4.107", "/home/zqxalice/venv/lib")]
-    snap.env = {"TF_CONFIG": '{"cluster": {"worker": ["203.0.113.7:2222"]}}', "TFACCEL_TOKEN": "t" * 20}
-    snap.deep = DeepProbe(ran=True, ok=True, tf_version="2.21.0", log="I0000 loaded from 10.3.4.107 on 203.0.113.8 ```x")
+    snap.nvml.gpus = [
+        GpuInfo(name="NVIDIA A100-SXM4-40GB", uuid="GPU-8e2c5b1a-1b2c", compute_capability="8.0")
+    ]
+    snap.distributions = [
+        Distribution("nvidia-curand-cu12", "10.3.4.107", "/home/zqxalice/venv/lib")
+    ]
+    snap.env = {
+        "TF_CONFIG": '{"cluster": {"worker": ["203.0.113.7:2222"]}}',
+        "TFACCEL_TOKEN": "t" * 20,
+    }
+    snap.deep = DeepProbe(
+        ran=True,
+        ok=True,
+        tf_version="2.21.0",
+        log="I0000 loaded from 10.3.4.107 on 203.0.113.8 ```x",
+    )
     return snap
 
 
@@ -296,7 +332,17 @@ def test_doctor_bundle_redacts_what_the_environment_and_the_log_plant(tmp_path: 
     log.write_text(LOG)
     out = tmp_path / "bundle.md"
     done = subprocess.run(
-        [sys.executable, "-m", "tfaccel", "doctor", "--json", "--log", str(log), "--bundle", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "tfaccel",
+            "doctor",
+            "--json",
+            "--log",
+            str(log),
+            "--bundle",
+            str(out),
+        ],
         capture_output=True,
         text=True,
         env=_planted_env(tmp_path),
@@ -334,7 +380,13 @@ def test_doctor_bundle_imports_no_tensorflow_and_says_where_it_went(tmp_path: Pa
         "print('tensorflow imported:', 'tensorflow' in sys.modules)\n"
         "sys.exit(code)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=_planted_env(tmp_path),
+    )
     assert done.returncode in (0, 1), done.stderr
     assert "tensorflow imported: False" in done.stdout
     assert f"bundle written to {out}" in done.stdout

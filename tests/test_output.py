@@ -220,7 +220,10 @@ def test_a_narrow_terminal_gets_wrapped_text_and_whole_commands() -> None:
     )
     assert fix in text.splitlines()[-2]
     wrapped = [line for line in text.splitlines() if line.strip() and "fix: " not in line]
-    assert any(len(line) <= 50 for line in wrapped) and len(wrapped) > 10
+    # Wrapped at the terminal's 50 columns: a table too wide for them (a path without
+    # spaces) runs past the edge instead of being cut, but most lines fit.
+    assert len(wrapped) > 10
+    assert sum(len(line) <= 50 for line in wrapped) >= 2 / 3 * len(wrapped), wrapped
     assert "tensorflow/stream_executor/platform/default/dso_loader.cc:64]" in text
 
 

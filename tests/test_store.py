@@ -332,17 +332,3 @@ def test_another_programs_sqlite_file_is_refused_and_left_alone(tmp_path: Path) 
     assert info.value.received == "tables meta, users"
     assert info.value.fix and "--db" in info.value.fix and "permissions" not in info.value.fix
     assert path.read_bytes() == before  # no tfaccel table added to it
-
-
-def test_bench_with_another_programs_database_says_what_to_do(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    from tfaccel.cli import main
-
-    path = tmp_path / "app.sqlite"
-    _foreign(path)
-    code = main(["bench", "--smoke", "--only", "matmul", "--device", "cpu", "--db", str(path)])
-    err = capsys.readouterr().err
-    assert code != 0 and "Traceback" not in err
-    assert "not a tfaccel results database" in err and "users" in err
-    assert "--db" in err and "permissions" not in err
