@@ -535,6 +535,16 @@ def _json_doc(d: Path, runs: list[Ran]) -> None:
             assert isinstance(json.loads(run.stdout), dict), run.stdout[:2000]
 
 
+OOM_LOG = (ROOT / "tests/data/doctor-corpus/a_oom_yolo3_bfc.log").read_text(encoding="utf-8")
+
+
+def _oom_answered(d: Path, runs: list[Ran]) -> None:
+    """The oom finding carries the plan: the batch that fits, or the accumulation."""
+    out = runs[-1].stdout
+    assert "Out of memory at batch 8192: batch <= " in out, out
+    assert "gradient_accumulation_steps=" in out and "needs" in out, out
+
+
 def _doctor_exit_code(d: Path, runs: list[Ran]) -> None:
     """The saved snapshot replays to the same findings; exit 1 exactly when one failed."""
     report = json.loads(runs[0].stdout)
@@ -655,6 +665,14 @@ CHEAP: dict[tuple[str, str], Cheap] = {
         "as documented, with a train.log that ran out of GPU memory (so the doctor exits 1)",
         files=(("train.log", BUNDLE_LOG),),
         check=_bundle("The log given with --log", "/home/<user>/train.py"),
+        exit_codes=(1,),
+    ),
+    ("docs/plan.md", "tfaccel doctor --log train.log --model resnet20 --batch 8192"): Cheap(
+        ("tfaccel doctor --log train.log --model resnet20 --batch 8192",),
+        "as documented, with a train.log that ran out of memory on a 2.8 GiB GPU (a real log "
+        "of the doctor corpus), so the doctor exits 1 with the plan's answer",
+        files=(("train.log", OOM_LOG),),
+        check=_oom_answered,
         exit_codes=(1,),
     ),
     ("docs/distribute.md", "tfaccel launch -n 2 --restarts 1 train.py --epochs 3"): Cheap(

@@ -355,3 +355,18 @@ def test_a_tfaccel_tune_hook_that_raises_is_named_with_its_own_frames(
     err = capsys.readouterr().err
     assert "tfaccel_tune() in train.py raised KeyError: 'data'" in err
     assert f'File "{script}", line 2, in tfaccel_tune' in err
+
+
+def test_16_bit_peaks_only_where_the_device_computes_the_policy_natively() -> None:
+    """bfloat16 needs compute capability 8.0 and float16 7.0 (fast_precisions): a T4 (7.5)
+    gets its float16 tensor-core rate but only its float32 rate for bfloat16."""
+    from tfaccel.planning.targets import targets
+
+    def peaks(precision: str) -> dict[str, float | None]:
+        return {t.key: t.peak_tflops for t in targets(precision, ["t4", "a100-40gb"])}
+
+    specs = {s.key: s for s in load_specs()}
+    t4, a100 = specs["t4"], specs["a100-40gb"]
+    assert peaks("mixed_float16") == {"t4": t4.fp16_tflops, "a100-40gb": a100.fp16_tflops}
+    assert peaks("mixed_bfloat16") == {"t4": t4.fp32_tflops, "a100-40gb": a100.bf16_tflops}
+    assert peaks("float32") == {"t4": t4.fp32_tflops, "a100-40gb": a100.tf32_tflops}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from tfaccel.cli._args import seconds
+from tfaccel.cli._args import integer, seconds
 from tfaccel.cli._output import print_json, show_tensorflow_log
 from tfaccel.errors import UsageError
 
@@ -13,7 +13,14 @@ __all__ = ["FLAGS", "add_parser", "run"]
 
 # The library's argument names -> this command's flags, for the messages of its errors
 # (tfaccel.cli.main applies it).
-FLAGS = {"timeout_s": "--deep-timeout", "path": "--save-snapshot", "bundle": "--bundle"}
+FLAGS = {
+    "timeout_s": "--deep-timeout",
+    "path": "--save-snapshot",
+    "bundle": "--bundle",
+    "batch_size": "--batch",
+    "devices": "--device",
+    "model": "--model",
+}
 
 
 def add_parser(sub: Any) -> None:
@@ -71,6 +78,27 @@ def add_parser(sub: Any) -> None:
         "and it ends with what was redacted. Only the file is redacted: what is printed "
         "(--json included) is not",
     )
+    p.add_argument(
+        "--model",
+        metavar="NAME|SCRIPT",
+        help="with --log showing an out-of-memory error: the model that ran out (a reference "
+        "model name, or a script defining model_fn()); the oom finding then says what the "
+        "batch needs, what the device has, and the batch or gradient accumulation that fits "
+        "(a prediction of tfaccel plan)",
+    )
+    p.add_argument(
+        "--batch",
+        type=integer("--batch", example=256),
+        metavar="N",
+        help="with --model: the batch that ran out (default: the first dimension of the "
+        "tensor the log failed to allocate)",
+    )
+    p.add_argument(
+        "--device",
+        metavar="KEY",
+        help="with --model: the device it ran on, a spec database key (tfaccel plan "
+        "--list-devices; default: the allocator limit the log prints)",
+    )
     p.set_defaults(handler=run)
 
 
@@ -102,6 +130,7 @@ def run(args: argparse.Namespace) -> int:
                 received=repr(value),
                 fix=f"e.g. {flag} {'tfaccel-bundle.md' if flag == '--bundle' else 'snapshot.json'}",
             )
+    _check_plan_flags(args)
     if args.save_snapshot:
         check_writable(args.save_snapshot)  # before the probe, which may take minutes
     if args.bundle:
@@ -123,6 +152,8 @@ def run(args: argparse.Namespace) -> int:
         report = DoctorReport(findings=[], log=match_log(log) if log else None)
     else:
         report = diagnose(snap, log=log)
+    if args.model and report.log is not None and log is not None:
+        _answer_oom(report.log, log.text, args)
     bundle = None
     if args.bundle:
         from tfaccel.report.bundle import write_bundle
@@ -147,3 +178,114 @@ def run(args: argparse.Namespace) -> int:
                 highlight=False,
             )
     return int(report.exit_code)
+
+
+def _check_plan_flags(args: argparse.Namespace) -> None:
+    """--model, --batch and --device go with --log; --batch and --device with --model."""
+    if args.model is not None and args.log is None:
+        raise UsageError(
+            "--model answers an out-of-memory error of a log, and no --log was given",
+            expected="tfaccel doctor --log FILE --model NAME|SCRIPT [--batch N] [--device KEY]",
+            received=f"--model {args.model}",
+            fix="add --log FILE (the log with the OOM error), or run tfaccel plan "
+            f"{args.model} --batch N for the plan alone",
+        )
+    for flag, value in (("--batch", args.batch), ("--device", args.device)):
+        if value is not None and args.model is None:
+            raise UsageError(
+                f"{flag} sizes the plan of --model, and no --model was given",
+                expected="tfaccel doctor --log FILE --model NAME|SCRIPT " + flag + " ...",
+                received=f"{flag} {value}",
+                fix="add --model (a reference model name, or a script defining model_fn())",
+            )
+    if args.device is not None:
+        from tfaccel.planning.targets import targets
+
+        targets("float32", [args.device])  # an unknown key is refused before anything runs
+
+
+def _answer_oom(log_report: Any, text: str, args: argparse.Namespace) -> None:
+    """Replace the log's ``oom`` finding with one that carries the plan's answer."""
+    import dataclasses
+
+    from tfaccel.diagnosis.logmemory import oom_context
+
+    index = next((i for i, c in enumerate(log_report.causes) if c.id == "oom"), None)
+    if index is None:
+        log_report.notes.append(
+            f"--model {args.model}: the log shows no out-of-memory error, so no plan was made"
+        )
+        return
+    found = log_report.causes[index]
+    context = oom_context(text)
+    batch = args.batch if args.batch is not None else context.batch_guess
+    if batch is None:
+        raise UsageError(
+            "The batch that ran out of memory is not in the log",
+            expected="--batch N (the batch size the training used)",
+            received="a log without an 'OOM when allocating tensor with shape[...]' line",
+            fix=f"add --batch N, e.g. tfaccel doctor --log {args.log} --model {args.model} "
+            "--batch 256",
+        )
+    evidence = list(found.evidence)
+    if args.batch is None:
+        evidence.append(
+            f"batch {batch}: the first dimension of the tensor that did not fit, "
+            f"shape {list(context.shape or ())} (pass --batch if the batch was another)"
+        )
+    usable, device = _device_memory(args.device, context)
+    from tfaccel.cli._output import quiet_tensorflow
+
+    quiet_tensorflow()
+    from tfaccel.planning.advice import memory_advice, oom_finding
+    from tfaccel.planning.source import reference_model_fn, script_model_fn
+
+    model_fn = _model_fn(args.model, reference_model_fn, script_model_fn)
+    advice = memory_advice(model_fn, batch, usable, device=device)
+    answer = oom_finding(advice, evidence=evidence, source=found.source)
+    if advice.fits:
+        # The plan says it fits: the answer is not a smaller batch, so the log's fix stays.
+        answer = dataclasses.replace(
+            answer,
+            title=found.title,
+            fix=found.fix,
+            evidence=[
+                *answer.evidence,
+                "the plan predicts this batch fits, so the memory went elsewhere: other "
+                "processes on the GPU (nvidia-smi), an input or model larger than --model's, "
+                "or fragmentation",
+            ],
+        )
+    log_report.causes[index] = dataclasses.replace(
+        answer,
+        status=found.status,
+        numbers={**found.numbers, **answer.numbers},
+    )
+
+
+def _device_memory(key: str | None, context: Any) -> tuple[int, str]:
+    """Usable bytes and the words for them: --device, else the log's allocator limit."""
+    if key is not None:
+        from tfaccel.planning.targets import targets
+
+        target = targets("float32", [key])[0]
+        if target.usable_bytes:
+            return target.usable_bytes, f"{target.name} (usable, from the spec database)"
+    if context.usable_bytes:
+        return context.usable_bytes, f"the device (the log: {context.usable_from})"
+    raise UsageError(
+        "The log does not say how much memory the device had",
+        expected="a log with the allocator's 'Limit:' line or 'Created device ... with N MB "
+        "memory', or --device KEY",
+        received="neither",
+        fix="add --device KEY (tfaccel plan --list-devices), e.g. --device rtx-3090",
+    )
+
+
+def _model_fn(model: str, reference: Any, script: Any) -> Any:
+    """A script path (an existing file or a name ending in .py) or a reference model name."""
+    import os
+
+    if model.endswith(".py") or os.path.sep in model or os.path.isfile(model):
+        return script(model)
+    return reference(model)[1]

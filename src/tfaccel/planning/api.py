@@ -11,6 +11,7 @@ from tfaccel.errors import TfaccelError, UsageError, argument, shown
 from tfaccel.planning.memory import (
     FRAGMENTATION_MARGIN,
     GPU_BFC_RULES,
+    RAM_RULES,
     AllocatorRules,
     MemoryEstimate,
     simulate,
@@ -24,7 +25,6 @@ __all__ = ["PRECISIONS", "PlanError", "plan", "plan_step"]
 
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 MAX_BATCH = 2**24
-RAM_RULES = AllocatorRules("all allocations (host RAM)")
 KNOWN_OPTIMIZERS = (
     "sgd",
     "adam",

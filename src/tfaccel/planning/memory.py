@@ -114,6 +114,8 @@ CPU_ONEDNN_RULES = AllocatorRules(
     counted_from=256 * 1024,
     growth=True,
 )
+RAM_RULES = AllocatorRules("all allocations (host RAM)")
+"""How a plan counts against a machine's RAM: every allocation, as it is."""
 REPLAYED_STEPS = 3
 """Steps replayed on a growing allocator: its chunks settle after the first step or two."""
 

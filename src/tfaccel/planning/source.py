@@ -17,7 +17,7 @@ from tfaccel.errors import UsageError
 from tfaccel.planning.api import PlanError
 from tfaccel.scripts import load_script, script_traceback
 
-__all__ = ["REFERENCE_EXAMPLES", "reference_model_fn", "script_model_fn"]
+__all__ = ["REFERENCE_EXAMPLES", "reference_model_fn", "reference_plans", "script_model_fn"]
 
 SCRIPT_MODULE_NAME = "__tfaccel_plan__"
 REFERENCE_EXAMPLES = {"reference_cnn": 50_000, "resnet20": 50_000, "mlp": 60_000}
@@ -89,3 +89,42 @@ def reference_model_fn(name: str) -> tuple[str, Callable[[], Any]]:
         return model
 
     return key, model_fn
+
+
+def reference_plans(batch_size: int, inventory: Any = None) -> list[dict[str, Any]]:
+    """The plan of every reference model at ``batch_size`` (float32), as report rows: the
+    memory it needs, this machine's devices, and the fastest accelerator of the database.
+
+    A model whose plan fails gets a row with its ``error`` instead (the report goes on).
+    """
+    from tfaccel import models
+    from tfaccel.errors import TfaccelError
+    from tfaccel.planning.api import plan
+
+    rows: list[dict[str, Any]] = []
+    for key in models.MODELS:
+        _, model_fn = reference_model_fn(key)
+        try:
+            result = plan(
+                model_fn,
+                batch_size=batch_size,
+                precision="float32",
+                examples=REFERENCE_EXAMPLES.get(key),
+                inventory=inventory,
+            )
+        except TfaccelError as exc:
+            rows.append({"model": key, "batch_size": batch_size, "error": str(exc)})
+            continue
+        rows.append(
+            {
+                "model": key,
+                "batch_size": batch_size,
+                "precision": result.precision,
+                "parameters": result.parameters,
+                "needed_bytes": result.memory.total_bytes,
+                "this_machine": [r.to_dict() for r in result.devices if r.target.this_machine],
+                "fastest": result.devices[0].to_dict(),
+                "prediction": True,
+            }
+        )
+    return rows

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from tfaccel.errors import UsageError
-from tfaccel.inventory import AcceleratorSpec, Inventory, load_specs
+from tfaccel.inventory import AcceleratorSpec, GpuFacts, Inventory, fast_precisions, load_specs
 
 __all__ = [
     "CUDA_CONTEXT_BYTES",
@@ -82,12 +82,26 @@ def tf_gpu_reserve_bytes(memory_bytes: int, compute_capability: str | None) -> i
     return (500 if major <= 6 else 1050 if major == 7 else 1536) * 2**20
 
 
-def _peak_for(spec_rates: dict[str, float | None], precision: str, kind: str) -> float | None:
-    if "16" in precision:
-        half = "fp16" if "float16" in precision and "bfloat16" not in precision else "bf16"
-        return spec_rates.get(half) or spec_rates.get("bf16") or spec_rates.get("fp16")
+def _peak_for(
+    spec_rates: dict[str, float | None],
+    precision: str,
+    kind: str,
+    compute_capability: str | None = None,
+) -> float | None:
+    """The peak a training step in ``precision`` can reach: the 16-bit tensor-core rate only
+    where the device computes that policy natively (:func:`tfaccel.inventory.fast_precisions`:
+    bfloat16 from compute capability 8.0, float16 from 7.0; TPUs: bfloat16), else the float32
+    rate (16-bit math without the units for it runs no faster than float32)."""
     if kind == "tpu":
-        return spec_rates.get("bf16")  # TPUs run float32 matmuls in bf16 passes by default
+        # TPUs run float32 matmuls in bf16 passes by default, and have no float16 units.
+        return spec_rates.get("bf16")
+    if "16" in precision:
+        facts = [GpuFacts(0, compute_capability=compute_capability)] if kind == "gpu" else []
+        if kind != "gpu" or precision in fast_precisions(facts).fast:
+            half = "bf16" if "bfloat16" in precision else "fp16"
+            rate = spec_rates.get(half)
+            if rate:
+                return rate
     return spec_rates.get("tf32") or spec_rates.get("fp32")
 
 
@@ -111,7 +125,7 @@ def spec_target(spec: AcceleratorSpec, precision: str) -> Target:
         name=spec.name,
         memory_bytes=memory,
         usable_bytes=usable,
-        peak_tflops=_peak_for(rates, precision, spec.kind),
+        peak_tflops=_peak_for(rates, precision, spec.kind, spec.compute_capability),
         bandwidth_gbs=spec.bandwidth_gbs,
         utilisation=DEFAULT_UTILISATION[spec.kind],
         utilisation_source="default (no measurement of this device): "
