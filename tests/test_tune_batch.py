@@ -176,3 +176,70 @@ def test_auto_batch_sizes() -> None:
     assert auto_batch_sizes(256) == (32, 64, 128, 256)
     assert auto_batch_sizes(20) == (20,)
     assert auto_batch_sizes(0) == ()
+
+
+# --- starting at the planned largest batch ----------------------------------------------------
+
+
+@pytest.mark.parametrize("planned", [80, 100, 120])
+def test_a_planned_start_within_the_plans_error_takes_fewer_trials(planned: int) -> None:
+    grown: list[int] = []
+    started: list[int] = []
+    base = find_batch_size(boundary(100, grown), dataset_size=50_000, is_oom=is_fake_oom)
+    found = find_batch_size(
+        boundary(100, started), dataset_size=50_000, is_oom=is_fake_oom, planned=planned
+    )
+    assert started[0] == planned - planned % 8  # the first trial is the plan, on the grid
+    assert len(started) < len(grown)
+    assert found.largest_fit >= base.largest_fit and found.largest_fit <= 100
+    assert found.first_oom is not None and found.first_oom > 100
+
+
+def test_a_planned_start_beyond_the_cap_tries_the_cap_once() -> None:
+    tried: list[int] = []
+    found = find_batch_size(
+        boundary(10**9, tried), dataset_size=10**6, cap=500, is_oom=is_fake_oom, planned=10**7
+    )
+    assert tried == [500]  # the limit itself, one trial: 32, 64, 128, 256, 500 without the plan
+    assert found.result == 500 and not found.boundary_found
+
+
+def test_a_planned_start_far_too_high_still_finds_the_boundary() -> None:
+    tried: list[int] = []
+    found = find_batch_size(
+        boundary(5, tried), dataset_size=10**6, is_oom=is_fake_oom, planned=4096
+    )
+    assert found.largest_fit == 5 and found.first_oom == 6
+    assert tried[0] == 4096 and tried[1] == math.floor(4096 / 1.25)  # down by the plan's error
+
+
+def test_a_planned_start_below_one_is_refused() -> None:
+    with pytest.raises(ValueError, match="planned"):
+        find_batch_size(boundary(10), dataset_size=100, planned=0, is_oom=is_fake_oom)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    largest=st.integers(0, 5000),
+    planned=st.integers(1, 20_000),
+    granularity=st.sampled_from([1, 8]),
+)
+def test_any_planned_start_brackets_the_true_boundary(
+    largest: int, planned: int, granularity: int
+) -> None:
+    found = find_batch_size(
+        boundary(largest),
+        dataset_size=10_000,
+        granularity=granularity,
+        is_oom=is_fake_oom,
+        planned=planned,
+    )
+    assert found.largest_fit <= largest
+    if largest >= 10_000:
+        assert found.largest_fit == 10_000 and found.first_oom is None
+    else:
+        assert found.first_oom is not None and found.first_oom > largest
+        # the gap left is one grid step at most (or the integers below the first grid step)
+        assert found.first_oom - found.largest_fit <= max(granularity, 1) or (
+            found.largest_fit == 0 and found.first_oom <= granularity
+        )

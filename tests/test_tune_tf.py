@@ -69,6 +69,16 @@ def test_function_form_finds_and_explains_the_best() -> None:
         assert doc["fit"] == {"batch_size": result.best.batch_size}
 
 
+def test_the_memory_search_starts_at_the_planned_largest_batch() -> None:
+    """On the CPU the plan predicts far more than the data: the first trial is the limit."""
+    space = {"batch_size": "auto", "precision": ["float32"], "jit": [False], "feed": ["numpy"]}
+    result = tfaccel.tune(tiny_model_fn, tiny_data(), 60, space, **FAST)  # type: ignore[operator]
+    assert result.batch_search is not None
+    # the numpy feed keeps half the data for batches: 256; without the plan 32, 64, 128, 256
+    assert result.batch_search.tried == ((256, "ok"),)
+    assert result.notes[0].startswith("memory search started at the planned largest batch")
+
+
 def test_module_function_and_tune_tune_are_the_same_call() -> None:
     result = tfaccel.tuning.tune(
         tiny_model_fn,

@@ -7,6 +7,7 @@ stage when asked and possible, and records the winner in the results database.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import os
@@ -227,6 +228,10 @@ def _tune(
         runner = tf_runner
     hardware = functools.cache(inventory.current)  # probed at most once, when first needed
     resolved = _resolve_precision(parsed, hardware)
+    plan_note = None
+    if tf_runner is not None and resolved.batch_size == "auto":
+        planned, plan_note = _planned_batch(hooks, str(resolved.precision[0]), hardware())
+        settings = dataclasses.replace(settings, batch_planned=planned)
     began = time.monotonic()
     with _policy_kept(), _progress_bar(progress) as on_event:
         outcome = search(
@@ -241,6 +246,8 @@ def _tune(
     name = hooks.model_name or getattr(runner, "model_name", None) or "model"
     if tf_runner is not None:
         tf_runner.close()
+    if plan_note:
+        outcome.notes.insert(0, plan_note)
     result = _result(outcome, name, device, resolved, settings.budget_s)
     result.model_fingerprint = getattr(runner, "model_fingerprint", None)
     if threads and result.best is not None and not result.interrupted:
@@ -248,6 +255,38 @@ def _tune(
     result.elapsed_s = time.monotonic() - began
     _store(result, store, hardware)
     return result
+
+
+def _planned_batch(hooks: Hooks, precision: str, inv: Inventory) -> tuple[int | None, str]:
+    """The largest batch :func:`tfaccel.plan` predicts on the device the trials train on, and
+    a note for the result (None and why when the plan cannot be made)."""
+    from tfaccel.planning.advice import memory_advice
+    from tfaccel.planning.memory import GPU_BFC_RULES, RAM_RULES
+    from tfaccel.planning.targets import CUDA_CONTEXT_BYTES, tf_gpu_reserve_bytes
+
+    gpus = inventory.tensorflow_gpus(inv, inv.cuda_visible_devices)
+    if gpus:
+        gpu = gpus[0]
+        if not gpu.memory_total_bytes:
+            return None, "memory search: the GPU's memory is unknown, so it grew from batch 32"
+        total = gpu.memory_total_bytes
+        usable = total - CUDA_CONTEXT_BYTES - tf_gpu_reserve_bytes(total, gpu.compute_capability)
+        where, rules = f"GPU:0 ({usable / 2**30:.1f} GiB usable)", GPU_BFC_RULES
+    else:
+        usable = inv.cpu.memory_available_bytes or inv.cpu.memory_total_bytes or 0
+        where, rules = f"the CPU ({usable / 2**30:.1f} GiB of RAM available)", RAM_RULES
+    if usable <= 0:
+        return None, "memory search: the device's memory is unknown, so it grew from batch 32"
+    try:
+        advice = memory_advice(hooks.model_fn, 1, usable, precision=precision, rules=rules)
+    except Exception as exc:  # the search finds the limit by trials anyway
+        return None, f"memory search: no plan ({type(exc).__name__}: {exc}), grew from batch 32"
+    if advice.max_batch < 1:
+        return None, f"memory search: the plan predicts not even batch 1 fits on {where}"
+    return advice.max_batch, (
+        f"memory search started at the planned largest batch {advice.max_batch:,} on {where} "
+        "(tfaccel.plan, a prediction)"
+    )
 
 
 def _tf_runner(hooks: Hooks, space: Space, x: Any, y: Any, sample_s: float) -> Any:

@@ -94,12 +94,16 @@ def find_batch_size(
     margin: float = 0.1,
     granularity: int = 8,
     is_oom: Callable[[BaseException], bool] = is_oom_error,
+    planned: int | None = None,
 ) -> BatchSearch:
     """Find the largest batch size that fits in memory, never beyond the data or the cap.
 
     Grows from ``start`` by powers of two (clamped to the limit) until a size runs out of
     memory or the limit is reached; then bisects between the last size that fitted and the
-    first that did not, over multiples of ``granularity`` (every integer below it). When a
+    first that did not, over multiples of ``granularity`` (every integer below it). With a
+    ``planned`` size (the largest batch :func:`tfaccel.plan` predicts), the search starts
+    there instead and brackets the boundary within the plan's error (+-25% first, then by
+    powers of two): a good prediction finds the limit in a few trials. When a
     boundary was found, ``result`` is ``largest_fit * (1 - margin)`` rounded down to a multiple
     of ``granularity`` (at least 1): memory use varies between runs (fragmentation, other
     processes), and a size that just fitted once may not fit the next time.
@@ -113,6 +117,7 @@ def find_batch_size(
         granularity: bisection step (8 keeps sizes tensor-core friendly).
         is_oom: classifies an exception from ``try_batch``: True continues the search, False
             re-raises it.
+        planned: the predicted largest size that fits (None: grow from ``start``).
 
     Returns:
         A :class:`BatchSearch`; ``result == 0`` when even the smallest size did not fit.
@@ -129,6 +134,8 @@ def find_batch_size(
         >>> find_batch_size(fits, dataset_size=50_000, margin=0.1).result
         80
     """
+    if planned is not None and planned < 1:
+        raise ValueError(f"planned must be >= 1 or None, got {planned}")
     if dataset_size < 1 or start < 1 or granularity < 1 or (cap is not None and cap < 1):
         raise ValueError(
             f"dataset_size, start, granularity and cap must be >= 1, got {dataset_size}, "
@@ -150,7 +157,11 @@ def find_batch_size(
         tried.append((size, "ok"))
         return True
 
-    fit, oom = _grow(attempt, min(start, limit), limit)
+    if planned is not None:
+        first = limit if planned >= limit else _round_down(planned, granularity)
+        fit, oom = _bracket(attempt, first, limit)
+    else:
+        fit, oom = _grow(attempt, min(start, limit), limit)
     if oom is not None:
         fit, oom = _bisect(attempt, fit, oom, granularity)
     result = fit
@@ -159,8 +170,14 @@ def find_batch_size(
     return BatchSearch(fit, oom, result, limit, tuple(tried))
 
 
-def _grow(attempt: Callable[[int], bool], size: int, limit: int) -> tuple[int, int | None]:
-    fit = 0
+def _grow(
+    attempt: Callable[[int], bool], size: int, limit: int, fit: int = 0
+) -> tuple[int, int | None]:
+    """Double from ``size`` (``fit`` already fitted) until a size fails or the limit fits."""
+    if fit:
+        if fit >= limit:
+            return fit, None
+        size = min(fit * 2, limit)
     while True:
         if not attempt(size):
             return fit, size
@@ -168,6 +185,34 @@ def _grow(attempt: Callable[[int], bool], size: int, limit: int) -> tuple[int, i
         if size >= limit:
             return fit, None
         size = min(size * 2, limit)
+
+
+PLAN_STEP = 1.25
+PLAN_STEPS = 2
+"""The first steps away from a planned size: the plan's memory error is within +-20%."""
+
+
+def _bracket(attempt: Callable[[int], bool], size: int, limit: int) -> tuple[int, int | None]:
+    """From the planned ``size``: the last size that fitted and the first that did not (None:
+    the limit fitted), in steps of :data:`PLAN_STEP` first, then by powers of two."""
+    if attempt(size):
+        fit = size
+        for _ in range(PLAN_STEPS):
+            if fit >= limit:
+                return fit, None
+            larger = min(limit, max(fit + 1, math.ceil(fit * PLAN_STEP)))
+            if not attempt(larger):
+                return fit, larger
+            fit = larger
+        return _grow(attempt, fit, limit, fit=fit)
+    oom = size
+    smaller = max(1, min(size - 1, math.floor(size / PLAN_STEP)))
+    while size > 1:
+        if attempt(smaller):
+            return smaller, oom
+        oom, size = smaller, smaller
+        smaller = max(1, smaller // 2)
+    return 0, oom
 
 
 def _bisect(

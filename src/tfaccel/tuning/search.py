@@ -218,6 +218,8 @@ class SearchSettings:
         batch_start: the smallest batch size the memory search tries.
         margin: the memory search's safety margin.
         granularity: the memory search's bisection step.
+        batch_planned: the largest batch :func:`tfaccel.plan` predicts on the device: the
+            memory search starts there (None: it grows from ``batch_start``).
     """
 
     budget_s: float
@@ -230,6 +232,7 @@ class SearchSettings:
     batch_start: int = 32
     margin: float = 0.1
     granularity: int = 8
+    batch_planned: int | None = None
 
     @property
     def min_budget_s(self) -> float:
@@ -476,6 +479,7 @@ class _Search:
                 margin=s.margin,
                 granularity=s.granularity,
                 is_oom=self.is_oom,
+                planned=s.batch_planned,
             )
         except _OutOfBudget:
             fitted = [c.batch_size for c, t in self.trials.items() if t.status == "ok"]
