@@ -144,6 +144,17 @@ def test_report_exits_1_when_the_convergence_check_fails(
     saved = json.loads((out_dir / "report.json").read_text())  # written all the same
     assert saved["summary"]["checks"] == doc["summary"]["checks"]
     assert '<span class="fail">fail</span>' in (out_dir / "report.html").read_text()
+    # The plan of each reference model, predicted: memory at the batch, this machine, the
+    # fastest accelerator of the database; in every file.
+    assert {row["model"] for row in doc["plan"]} == {"reference_cnn", "mlp", "resnet20"}
+    for row in doc["plan"]:
+        assert row["prediction"] is True and row["needed_bytes"] > 0
+        assert row["this_machine"][0]["key"] == "this-cpu"
+        assert row["fastest"]["rank"] == 1 and row["fastest"]["fits"]
+    sizes = {row["model"]: row["needed_bytes"] for row in doc["plan"]}
+    assert sizes["mlp"] < sizes["reference_cnn"] < sizes["resnet20"]
+    assert "Plan of the reference models" in (out_dir / "report.md").read_text()
+    assert "Plan of the reference models" in (out_dir / "report.html").read_text()
 
 
 @pytest.mark.parametrize(

@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_OUT", "ReportResult", "make_report"]
 
 DEFAULT_OUT = "tfaccel-report"
+PLAN_BATCH = 256
+"""The batch the reference models are planned at when the bench sets none (its own default)."""
 
 
 @dataclass(frozen=True)
@@ -79,7 +81,8 @@ def make_report(
     save: bool = True,
     progress: Progress | None = None,
 ) -> ReportResult:
-    """Probe, diagnose and bench this machine, and write the report files into ``out``.
+    """Probe, diagnose and bench this machine, plan the reference models (memory, fit and
+    epoch time on every accelerator, predicted), and write the report files into ``out``.
 
     The bench run is recorded in the results database and compared with the last complete
     run of this machine (neither with ``save=False``). ``out`` is checked before anything is
@@ -117,6 +120,10 @@ def make_report(
     measured = bench.run_with_history(
         options, snapshot=snap, db=db, save=save, compare=save, progress=progress
     )
+    announce(progress, "planning the reference models")
+    from tfaccel.planning.source import reference_plans
+
+    plans = reference_plans(options.batch_size or PLAN_BATCH, inventory=inv)
     announce(progress, "drawing the plots")
     document = build_document(
         measured.run,
@@ -124,6 +131,7 @@ def make_report(
         doctor=doctor.to_dict(),
         comparison=measured.comparison,
         summary=measured.summary,
+        plan=plans,
     )
     files = write_report(out_dir, document, render_all(document["summary"]))
     return ReportResult(measured, inv, doctor, document, files)

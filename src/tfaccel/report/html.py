@@ -59,6 +59,7 @@ __all__ = [
     "fmt_seconds",
     "headline_text",
     "micro_table",
+    "plan_table",
     "render_html",
     "render_markdown",
     "report_tables",
@@ -141,6 +142,7 @@ class ReportDocument(TypedDict):
     devices: dict[str, Any] | None
     doctor: dict[str, Any] | None
     bench: RunDocument
+    plan: list[dict[str, Any]] | None
 
 
 class ReportFileNames(TypedDict):
@@ -167,6 +169,7 @@ def build_document(
     doctor: dict[str, Any] | None = None,
     comparison: RunComparison | None = None,
     summary: RunSummary | None = None,
+    plan: list[dict[str, Any]] | None = None,
 ) -> ReportDocument:
     """The report.json document.
 
@@ -176,6 +179,7 @@ def build_document(
         doctor: ``DoctorReport.to_dict()``.
         comparison: :func:`tfaccel.bench.compare_runs` output, or None.
         summary: :func:`tfaccel.bench.summarize_run` of ``run`` (derived when not given).
+        plan: :func:`tfaccel.planning.source.reference_plans` rows, or None.
     """
     from tfaccel._version import __version__
     from tfaccel.bench.analysis import summarize_run
@@ -189,6 +193,7 @@ def build_document(
         "devices": devices,
         "doctor": doctor,
         "bench": run.to_dict(),
+        "plan": plan,
     }
 
 
@@ -385,6 +390,47 @@ def comparison_table(comparison: RunComparison, *, changes_only: bool = False) -
     )
 
 
+PLAN_TITLE = "Plan of the reference models (predictions: nothing was trained for them)"
+
+
+def plan_table(plan: list[dict[str, Any]] | None) -> Table:
+    """Each reference model's plan: memory at the batch, this machine, the fastest accelerator."""
+    rows: list[list[Any]] = []
+    for row in plan or []:
+        if "error" in row:
+            rows.append([row["model"], row["batch_size"], "-", f"no plan: {row['error']}", "-"])
+            continue
+        here = "; ".join(_plan_cell(d) for d in row["this_machine"]) or "-"
+        fastest = row["fastest"]
+        rows.append(
+            [
+                row["model"],
+                row["batch_size"],
+                _gib(row["needed_bytes"]),
+                here,
+                f"{fastest['name']}: {_plan_cell(fastest, named=False)}",
+            ]
+        )
+    header = ["model", "batch", "memory (GPU allocator)", "this machine", "fastest in database"]
+    return Table("plan", PLAN_TITLE, header, rows, frozenset({1}))
+
+
+def _plan_cell(device: dict[str, Any], named: bool = True) -> str:
+    name = f"{device['key']}: " if named else ""
+    if device["fits"]:
+        fit = f"fits (max batch {device['max_batch']:,})"
+    elif device["gradient_accumulation_steps"]:
+        fit = f"accumulate {device['gradient_accumulation_steps']} x {device['micro_batch']}"
+    else:
+        fit = "does not fit"
+    epoch = device.get("epoch_s")
+    return name + fit + (f", epoch {fmt_seconds(epoch)}" if epoch is not None else "")
+
+
+def _gib(value: Any) -> str:
+    return "-" if value is None else f"{value / 2**30:.2f} GiB"
+
+
 def _device_rows(devices: dict[str, Any]) -> list[list[Any]]:
     cpu = devices.get("cpu") or {}
     peak = cpu.get("peak") or {}
@@ -448,6 +494,8 @@ def render_markdown(doc: ReportDocument, plot_files: dict[str, str] | None = Non
         out += [f"## {table.title}", "", *_md_table(table.header, table.rows)]
     for name, path in (plot_files or {}).items():
         out += [f"![{PLOT_TITLES.get(name, name)}]({path})", ""]
+    if (plan := plan_table(doc.get("plan"))).rows:
+        out += [f"## {plan.title}", "", *_md_table(plan.header, plan.rows)]
     if devices := doc.get("devices"):
         out += [
             "## Devices",
@@ -556,6 +604,8 @@ def render_html(doc: ReportDocument, plots: dict[str, bytes] | None = None) -> s
             f'src="data:image/png;base64,{data}"><figcaption>{_e(title)}</figcaption></figure>'
         )
     parts += [_html_table(t) for t in tables if t.key not in ("devices", "training")]
+    if (plan := plan_table(doc.get("plan"))).rows:
+        parts.append(_html_table(plan))
     if devices := doc.get("devices"):
         header = ["kind", "model", "details", "peak"]
         parts.append(_html_table(Table("inventory", "Devices", header, _device_rows(devices))))

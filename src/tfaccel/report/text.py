@@ -23,6 +23,7 @@ from rich.text import Text
 
 from tfaccel.inventory import Inventory, Peak
 from tfaccel.report.findings import Prose
+from tfaccel.snapshot import GpuInfo
 
 if TYPE_CHECKING:
     from tfaccel.bench import BenchResult
@@ -34,6 +35,7 @@ __all__ = [
     "WholeConsole",
     "console",
     "fmt_bytes",
+    "gpu_activity_line",
     "is_terminal",
     "render_bench",
     "render_inventory",
@@ -243,7 +245,7 @@ def _gpu_section(inv: Inventory) -> RenderableType:
         f"driver supports CUDA up to {_na(inv.cuda_driver_version)})"
     )
     table = Table(title=escape(title), title_justify="left")
-    for col in ("#", "name", "CC", "SMs", "memory used/total", "util", "temp", "power", "peak"):
+    for col in ("#", "name", "CC", "SMs", "memory used/total", "util.gpu", "temp", "power", "peak"):
         table.add_column(col)
     for dev in inv.gpus:
         g = dev.info
@@ -265,7 +267,33 @@ def _gpu_section(inv: Inventory) -> RenderableType:
             power,
             escape(peak),
         )
-    return whole_columns(table, frozenset({0, 2, 3, 4, 5, 6, 7}))
+    lines = [Text(gpu_activity_line(dev.info)) for dev in inv.gpus]
+    return Group(whole_columns(table, frozenset({0, 2, 3, 4, 5, 6, 7})), *lines)
+
+
+def gpu_activity_line(g: GpuInfo) -> str:
+    """What a GPU's SMs, tensor cores and memory bandwidth were doing (NVML GPM), or which
+    metric stands in for it: ``utilization.gpu``, the share of time any kernel ran."""
+    head = f"GPU {g.index} activity: "
+    reading = g.gpm
+    if reading is not None:
+        parts = [
+            ("SM", reading.sm_activity_percent),
+            ("SM occupancy", reading.sm_occupancy_percent),
+            ("tensor cores", reading.tensor_activity_percent),
+            ("DRAM bandwidth", reading.dram_bandwidth_percent),
+        ]
+        shown = ", ".join(
+            f"{label} {'n/a' if value is None else f'{value:.0f}%'}" for label, value in parts
+        )
+        return head + f"{shown} (NVML GPM over {reading.interval_s * 1e3:.0f} ms)"
+    if g.gpm_supported:
+        return head + f"NVML GPM supported, no reading ({g.gpm_note or 'not read'})"
+    why = f"; {g.gpm_note}" if g.gpm_note else ""
+    return head + (
+        "utilization.gpu only (pre-Hopper / not supported): util.gpu is the share of time any "
+        f"kernel ran, not SM usage{why}"
+    )
 
 
 def _tf_table(inv: Inventory) -> Table:
@@ -336,8 +364,12 @@ def render_report(result: ReportResult) -> RenderableType:
         render_terminal(result.document["doctor"] or {}),
         _rule("tfaccel bench"),
         render_bench(result.bench),
-        _rule("files"),
     ]
+    from tfaccel.report.html import plan_table
+
+    if (plan := plan_table(result.document.get("plan"))).rows:
+        parts += [_rule("tfaccel plan"), _report_table(plan)]
+    parts.append(_rule("files"))
     width = max(map(len, result.written), default=0)
     parts += [Text(f"{kind:{width}}  {path}") for kind, path in result.written.items()]
     return Group(*parts)
