@@ -18,10 +18,12 @@ __all__ = [
     "CUDA_CONTEXT_BYTES",
     "DEFAULT_UTILISATION",
     "Target",
+    "TrainingDevice",
     "cpu_target",
     "spec_target",
     "targets",
     "tf_gpu_reserve_bytes",
+    "training_device",
 ]
 
 GIB = 2**30
@@ -70,6 +72,44 @@ class Target:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class TrainingDevice:
+    """The device Keras trains on here, as a plan sees it.
+
+    Attributes:
+        usable_bytes: what its allocator can hand out (None: unknown).
+        words: the device in words, with its usable size.
+        kind: ``gpu`` or ``cpu`` (which allocator rules apply).
+    """
+
+    usable_bytes: int | None
+    words: str
+    kind: str
+
+
+def training_device(inv: Inventory) -> TrainingDevice:
+    """GPU:0 of the TensorFlow of this process (its memory less the CUDA context and
+    TensorFlow's reserve), else this CPU's available RAM. Imports TensorFlow (without starting
+    its runtime) to see which GPUs it uses."""
+    from tfaccel import inventory
+
+    gpus = inventory.tensorflow_gpus(inv, inv.cuda_visible_devices)
+    if gpus:
+        total = gpus[0].memory_total_bytes
+        if not total:
+            return TrainingDevice(None, "GPU:0 (its memory is unknown)", "gpu")
+        usable = (
+            total - CUDA_CONTEXT_BYTES - tf_gpu_reserve_bytes(total, gpus[0].compute_capability)
+        )
+        return TrainingDevice(
+            usable, f"GPU:0 {gpus[0].name} ({usable / GIB:.1f} GiB usable)", "gpu"
+        )
+    ram = inv.cpu.memory_available_bytes or inv.cpu.memory_total_bytes
+    if not ram:
+        return TrainingDevice(None, "the CPU (its RAM is unknown)", "cpu")
+    return TrainingDevice(ram, f"the CPU ({ram / GIB:.1f} GiB of RAM available)", "cpu")
 
 
 def tf_gpu_reserve_bytes(memory_bytes: int, compute_capability: str | None) -> int:

@@ -262,30 +262,23 @@ def _planned_batch(hooks: Hooks, precision: str, inv: Inventory) -> tuple[int | 
     a note for the result (None and why when the plan cannot be made)."""
     from tfaccel.planning.advice import memory_advice
     from tfaccel.planning.memory import GPU_BFC_RULES, RAM_RULES
-    from tfaccel.planning.targets import CUDA_CONTEXT_BYTES, tf_gpu_reserve_bytes
+    from tfaccel.planning.targets import training_device
 
-    gpus = inventory.tensorflow_gpus(inv, inv.cuda_visible_devices)
-    if gpus:
-        gpu = gpus[0]
-        if not gpu.memory_total_bytes:
-            return None, "memory search: the GPU's memory is unknown, so it grew from batch 32"
-        total = gpu.memory_total_bytes
-        usable = total - CUDA_CONTEXT_BYTES - tf_gpu_reserve_bytes(total, gpu.compute_capability)
-        where, rules = f"GPU:0 ({usable / 2**30:.1f} GiB usable)", GPU_BFC_RULES
-    else:
-        usable = inv.cpu.memory_available_bytes or inv.cpu.memory_total_bytes or 0
-        where, rules = f"the CPU ({usable / 2**30:.1f} GiB of RAM available)", RAM_RULES
-    if usable <= 0:
-        return None, "memory search: the device's memory is unknown, so it grew from batch 32"
+    device = training_device(inv)
+    if device.usable_bytes is None:
+        return None, f"memory search: {device.words}, so it grew from batch 32"
+    rules = GPU_BFC_RULES if device.kind == "gpu" else RAM_RULES
     try:
-        advice = memory_advice(hooks.model_fn, 1, usable, precision=precision, rules=rules)
+        advice = memory_advice(
+            hooks.model_fn, 1, device.usable_bytes, precision=precision, rules=rules
+        )
     except Exception as exc:  # the search finds the limit by trials anyway
         return None, f"memory search: no plan ({type(exc).__name__}: {exc}), grew from batch 32"
     if advice.max_batch < 1:
-        return None, f"memory search: the plan predicts not even batch 1 fits on {where}"
+        return None, f"memory search: the plan predicts not even batch 1 fits on {device.words}"
     return advice.max_batch, (
-        f"memory search started at the planned largest batch {advice.max_batch:,} on {where} "
-        "(tfaccel.plan, a prediction)"
+        f"memory search started at the planned largest batch {advice.max_batch:,} on "
+        f"{device.words} (tfaccel.plan, a prediction)"
     )
 
 
