@@ -33,6 +33,7 @@ __all__ = [
     "DeepProbe",
     "Distribution",
     "DriverInfo",
+    "GpmReading",
     "GpuInfo",
     "LibraryLoad",
     "NvmlInfo",
@@ -103,8 +104,32 @@ class PciDevice:
 
 
 @dataclass
+class GpmReading:
+    """NVML GPU Performance Metrics (GPM, Hopper and newer) of one GPU over ``interval_s``.
+
+    Percentages computed by NVML between two GPM samples: ``sm_activity_percent`` is the
+    time-averaged share of SMs with a warp resident (``NVML_GPM_METRIC_SM_UTIL``),
+    ``sm_occupancy_percent`` resident warps against the maximum, ``tensor_activity_percent``
+    the share of time the tensor cores worked (``tensor_metric`` names the NVML metric), and
+    ``dram_bandwidth_percent`` the memory bandwidth used against its peak.
+    """
+
+    interval_s: float = 0.0
+    sm_activity_percent: float | None = None
+    sm_occupancy_percent: float | None = None
+    tensor_activity_percent: float | None = None
+    tensor_metric: str | None = None  # "ANY_TENSOR_UTIL", or "HMMA_TENSOR_UTIL" (FP16/BF16)
+    dram_bandwidth_percent: float | None = None
+
+
+@dataclass
 class GpuInfo:
-    """One NVIDIA GPU as NVML reports it. Each field is None where NVML does not report it."""
+    """One NVIDIA GPU as NVML reports it. Each field is None where NVML does not report it.
+
+    ``utilization_gpu_percent`` is NVML's ``utilization.gpu``: the share of the last sample
+    period in which any kernel ran, not the share of the SMs at work; ``gpm`` holds those
+    where the GPU and driver offer GPM, and ``gpm_note`` says why not where they do not.
+    """
 
     index: int = 0
     name: str = ""
@@ -123,6 +148,9 @@ class GpuInfo:
     sm_clock_max_mhz: int | None = None
     memory_clock_max_mhz: int | None = None
     memory_bus_width_bits: int | None = None
+    gpm_supported: bool | None = None  # NVML GPM; None: not known (not asked, or no answer)
+    gpm_note: str | None = None  # why there is no GPM reading
+    gpm: GpmReading | None = None  # a short reading (``tfaccel devices``), when one was taken
 
 
 @dataclass

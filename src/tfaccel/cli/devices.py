@@ -21,9 +21,10 @@ def add_parser(sub: Any) -> None:
         help="list the CPU, NVIDIA GPUs and TPUs, their features and peaks",
         description=(
             "List the CPU (cores, DL instruction sets, memory, estimated peak), NVIDIA GPUs "
-            "through NVML (memory, compute capability, SMs, driver, utilisation, datasheet "
-            "peaks) and TPUs. Does not import TensorFlow unless --tf is given; what TensorFlow "
-            "logs then is shown with --verbose."
+            "through NVML (memory, compute capability, SMs, driver, utilization.gpu, datasheet "
+            "peaks; on GPUs with NVML GPM, Hopper and newer, a 0.15 s reading of SM, "
+            "tensor-core and DRAM bandwidth activity) and TPUs. Does not import TensorFlow "
+            "unless --tf is given; what TensorFlow logs then is shown with --verbose."
         ),
     )
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
@@ -50,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
     if args.tf and args.tf_timeout < deep.MIN_IMPORT_S:
         raise deep.timeout_too_short(args.tf_timeout)  # before the probe, said at once
     snap = probe.snapshot(deep=args.tf, deep_timeout_s=args.tf_timeout)
+    probe.nvml.add_gpm_readings(snap.nvml)
     if snap.deep is not None:
         show_tensorflow_log(snap.deep.log)
     inv = inventory.build(snap)

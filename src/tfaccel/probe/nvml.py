@@ -3,19 +3,55 @@
 Every NVML call goes through :func:`_query`, which turns NVML errors into a default value:
 an absent library, an absent driver or a field a GPU does not report is a value, never a crash.
 Tests pass a fake binding module as ``nvml=`` (the hardware binding boundary).
+
+Two measures of how busy a GPU is:
+
+* ``utilization.gpu`` (``nvmlDeviceGetUtilizationRates``, every GPU): the share of the last
+  sample period in which any kernel ran. One small kernel on one SM reads as 100%.
+* GPU Performance Metrics (NVML GPM, Hopper and newer, :func:`gpm_support`): SM activity,
+  SM occupancy, tensor-core activity and DRAM bandwidth, each computed by NVML from two
+  samples of the GPU's counters taken more than 100 ms apart (:data:`GPM_MIN_INTERVAL_S`).
 """
 
 from __future__ import annotations
 
 import importlib
+import math
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, TypeVar
 
-from tfaccel.snapshot import GpuInfo, NvmlInfo
+from tfaccel.snapshot import GpmReading, GpuInfo, NvmlInfo
 
-__all__ = ["GpuSample", "Sampler", "collect", "load_binding", "open_sampler"]
+__all__ = [
+    "GPM_MIN_INTERVAL_S",
+    "GPM_READING_S",
+    "GpuSample",
+    "Sampler",
+    "add_gpm_readings",
+    "collect",
+    "gpm_support",
+    "load_binding",
+    "open_sampler",
+    "read_gpm",
+]
+
+GPM_MIN_INTERVAL_S = 0.1
+"""NVML: two GPM samples must be more than 100 ms apart (its counters refresh that often)."""
+
+GPM_READING_S = 0.15
+"""The interval of the one GPM reading ``tfaccel devices`` takes (all GPUs at once)."""
+
+# The GPM metrics read, as (name, pynvml constant, its value in nvml.h).
+_GPM_METRICS = (
+    ("sm_activity", "NVML_GPM_METRIC_SM_UTIL", 2),
+    ("sm_occupancy", "NVML_GPM_METRIC_SM_OCCUPANCY", 3),
+    ("any_tensor", "NVML_GPM_METRIC_ANY_TENSOR_UTIL", 5),
+    ("hmma_tensor", "NVML_GPM_METRIC_HMMA_TENSOR_UTIL", 7),
+    ("dram_bandwidth", "NVML_GPM_METRIC_DRAM_BW_UTIL", 10),
+)
 
 T = TypeVar("T")
 
@@ -28,11 +64,14 @@ def load_binding() -> ModuleType | str:
         return f"the NVML binding is not installed ({exc}); pip install nvidia-ml-py"
 
 
-def collect(nvml: Any = None) -> NvmlInfo:
+def collect(nvml: Any = None, *, gpm_interval_s: float | None = None) -> NvmlInfo:
     """Query the driver version and every GPU NVML reports.
 
     Args:
         nvml: the binding module (default: ``pynvml``); tests pass a fake.
+        gpm_interval_s: also read the GPM metrics of every GPU that has them, over this many
+            seconds (one pause for all GPUs; more than :data:`GPM_MIN_INTERVAL_S`). None:
+            only ask whether each GPU has them.
 
     Returns:
         NvmlInfo; ``available`` False with ``error`` set when NVML cannot be used.
@@ -48,9 +87,65 @@ def collect(nvml: Any = None) -> NvmlInfo:
     except (error_type, OSError) as exc:
         return NvmlInfo(available=False, error=_text(str(exc)) or type(exc).__name__)
     try:
-        return _collect_initialised(nvml, error_type)
+        info = _collect_initialised(nvml, error_type)
+        if gpm_interval_s is not None:
+            _add_gpm_readings(nvml, error_type, info, gpm_interval_s)
+        return info
     finally:
         _query(nvml.nvmlShutdown, error_type)
+
+
+def add_gpm_readings(
+    info: NvmlInfo, *, interval_s: float = GPM_READING_S, nvml: Any = None
+) -> NvmlInfo:
+    """Read the GPM metrics of the GPUs of ``info`` that offer them, into their ``gpm``
+    (or the reason there is none into ``gpm_note``); no pause when none offers them.
+
+    Args:
+        info: what :func:`collect` returned.
+        interval_s: seconds between the two GPM samples (all GPUs at once).
+        nvml: the binding module (default: ``pynvml``); tests pass a fake.
+
+    Returns:
+        ``info``, completed.
+    """
+    if not any(g.gpm_supported for g in info.gpus):
+        return info
+    if nvml is None:
+        loaded = load_binding()
+        if isinstance(loaded, str):
+            return info
+        nvml = loaded
+    error_type: type[BaseException] = getattr(nvml, "NVMLError", OSError)
+    try:
+        nvml.nvmlInit()
+    except (error_type, OSError) as exc:
+        why = _text(str(exc)) or type(exc).__name__
+        for gpu in info.gpus:
+            if gpu.gpm_supported:
+                gpu.gpm_note = f"NVML cannot be initialised: {why}"
+        return info
+    try:
+        _add_gpm_readings(nvml, error_type, info, interval_s)
+    finally:
+        _query(nvml.nvmlShutdown, error_type)
+    return info
+
+
+def _add_gpm_readings(
+    nvml: Any, error_type: type[BaseException], info: NvmlInfo, interval_s: float
+) -> None:
+    supported = [g for g in info.gpus if g.gpm_supported]
+    handles = [
+        (g.index, _query(nvml.nvmlDeviceGetHandleByIndex, error_type, g.index)) for g in supported
+    ]
+    readings = read_gpm(nvml, [(i, h) for i, h in handles if h is not None], interval_s)
+    for gpu in supported:
+        got = readings.get(gpu.index, "NVML gave no handle for this GPU")
+        if isinstance(got, GpmReading):
+            gpu.gpm = got
+        else:
+            gpu.gpm_note = got
 
 
 def _collect_initialised(nvml: Any, error_type: type[BaseException]) -> NvmlInfo:
@@ -96,6 +191,7 @@ def _gpu(nvml: Any, err: type[BaseException], index: int, handle: Any) -> GpuInf
     gpu.memory_clock_max_mhz = _int(_query(nvml.nvmlDeviceGetMaxClockInfo, err, handle, memclk))
     bus = getattr(nvml, "nvmlDeviceGetMemoryBusWidth", None)
     gpu.memory_bus_width_bits = _int(_query(bus, err, handle))
+    gpu.gpm_supported, gpu.gpm_note = gpm_support(nvml, handle)
     return gpu
 
 
@@ -128,49 +224,251 @@ def _milli(value: Any) -> float | None:
     return number / 1000.0 if number is not None else None
 
 
+# --- GPU Performance Metrics (NVML GPM) -------------------------------------------------------
+
+
+def gpm_support(nvml: Any, handle: Any) -> tuple[bool | None, str | None]:
+    """Whether a GPU offers NVML GPM (``nvmlGpmQueryDeviceSupport``), and why not when not.
+
+    Returns:
+        (True, None); (False, reason) for a GPU or driver without GPM; (None, reason) when
+        NVML did not answer (no permission, another error) or the binding has no GPM.
+    """
+    error_type: type[BaseException] = getattr(nvml, "NVMLError", OSError)
+    query = getattr(nvml, "nvmlGpmQueryDeviceSupport", None)
+    if query is None:
+        return None, "this NVML binding has no GPM functions: pip install -U nvidia-ml-py"
+    try:
+        support = query(handle)
+    except error_type as exc:
+        return _gpm_refusal(nvml, "nvmlGpmQueryDeviceSupport", exc)
+    if getattr(support, "isSupportedDevice", 0):
+        return True, None
+    return False, "this GPU has no GPM (NVML GPM needs a Hopper or newer data-center GPU)"
+
+
+def _gpm_refusal(nvml: Any, call: str, exc: BaseException) -> tuple[bool | None, str]:
+    """What an NVML error from a GPM call means: not supported (False), or not known (None)."""
+    code = getattr(exc, "value", None)
+    text = _text(str(exc)) or type(exc).__name__
+    if code == getattr(nvml, "NVML_ERROR_FUNCTION_NOT_FOUND", 13):
+        return False, f"the driver's NVML has no GPM ({call}: {text}): a driver too old for GPM"
+    if code == getattr(nvml, "NVML_ERROR_NOT_SUPPORTED", 3):
+        return False, f"NVML does not support GPM on this GPU ({call}: {text})"
+    if code == getattr(nvml, "NVML_ERROR_NO_PERMISSION", 4):
+        return None, f"NVML refused GPM ({call}: {text}); profiling counters may be restricted"
+    return None, f"NVML GPM failed ({call}: {text})"
+
+
+class _GpmStream:
+    """Two GPM sample buffers of one GPU: each :meth:`read` returns the metrics NVML computes
+    between the previous sample and a new one. Call :meth:`close` to free the buffers."""
+
+    def __init__(self, nvml: Any, handle: Any, buffers: tuple[Any, Any], at: float) -> None:
+        self._nvml = nvml
+        self._error_type: type[BaseException] = getattr(nvml, "NVMLError", OSError)
+        self._handle = handle
+        self._previous, self._spare = buffers
+        self._at = at
+
+    @classmethod
+    def open(cls, nvml: Any, handle: Any) -> _GpmStream | str:
+        """Allocate the buffers and take the first sample; the reason (text) when NVML refuses."""
+        error_type: type[BaseException] = getattr(nvml, "NVMLError", OSError)
+        needed = (
+            "nvmlGpmSampleAlloc",
+            "nvmlGpmSampleFree",
+            "nvmlGpmSampleGet",
+            "nvmlGpmMetricsGet",
+        )
+        if not all(hasattr(nvml, name) for name in needed):
+            return "this NVML binding has no GPM functions: pip install -U nvidia-ml-py"
+        buffers: list[Any] = []
+        try:
+            buffers.append(nvml.nvmlGpmSampleAlloc())
+            buffers.append(nvml.nvmlGpmSampleAlloc())
+            nvml.nvmlGpmSampleGet(handle, buffers[0])
+        except error_type as exc:
+            for buffer in buffers:
+                _query(nvml.nvmlGpmSampleFree, error_type, buffer)
+            return _gpm_refusal(
+                nvml, "nvmlGpmSampleGet" if len(buffers) == 2 else "nvmlGpmSampleAlloc", exc
+            )[1]
+        return cls(nvml, handle, (buffers[0], buffers[1]), time.perf_counter())
+
+    def read(self) -> GpmReading | str | None:
+        """The metrics since the previous sample; None when it is under 100 ms old (the sample
+        is then kept for the next read), the reason (text) when NVML fails."""
+        now = time.perf_counter()
+        elapsed = now - self._at
+        if elapsed <= GPM_MIN_INTERVAL_S:
+            return None
+        try:
+            self._nvml.nvmlGpmSampleGet(self._handle, self._spare)
+        except self._error_type as exc:
+            return _gpm_refusal(self._nvml, "nvmlGpmSampleGet", exc)[1]
+        reading = _gpm_metrics(self._nvml, self._previous, self._spare, elapsed)
+        self._previous, self._spare, self._at = self._spare, self._previous, now
+        return reading
+
+    def close(self) -> None:
+        for buffer in (self._previous, self._spare):
+            _query(self._nvml.nvmlGpmSampleFree, self._error_type, buffer)
+
+
+def _gpm_metrics(nvml: Any, first: Any, second: Any, interval_s: float) -> GpmReading | str:
+    """``nvmlGpmMetricsGet`` between two samples: every metric NVML computed, in percent."""
+    error_type: type[BaseException] = getattr(nvml, "NVMLError", OSError)
+    request = nvml.c_nvmlGpmMetricsGet_t()
+    request.version = getattr(nvml, "NVML_GPM_METRICS_GET_VERSION", 1)
+    request.numMetrics = len(_GPM_METRICS)
+    request.sample1, request.sample2 = first, second
+    for slot, (_, constant, number) in zip(request.metrics, _GPM_METRICS, strict=False):
+        slot.metricId = getattr(nvml, constant, number)
+    try:
+        nvml.nvmlGpmMetricsGet(request)
+    except error_type as exc:
+        return _gpm_refusal(nvml, "nvmlGpmMetricsGet", exc)[1]
+    success = getattr(nvml, "NVML_SUCCESS", 0)
+    values: dict[str, float] = {}
+    for slot, (name, _, _) in zip(request.metrics, _GPM_METRICS, strict=False):
+        value = slot.value
+        if slot.nvmlReturn == success and isinstance(value, (int, float)) and math.isfinite(value):
+            values[name] = float(value)
+    if not values:
+        return "nvmlGpmMetricsGet computed none of the metrics asked for"
+    # Any tensor op where NVML computes it; else the FP16/BF16 (HMMA) tensor ops alone.
+    tensor_metric = None
+    for name, metric in (("any_tensor", "ANY_TENSOR_UTIL"), ("hmma_tensor", "HMMA_TENSOR_UTIL")):
+        if name in values:
+            tensor_metric = metric
+            break
+    return GpmReading(
+        interval_s=interval_s,
+        sm_activity_percent=values.get("sm_activity"),
+        sm_occupancy_percent=values.get("sm_occupancy"),
+        tensor_activity_percent=values.get("any_tensor", values.get("hmma_tensor")),
+        tensor_metric=tensor_metric,
+        dram_bandwidth_percent=values.get("dram_bandwidth"),
+    )
+
+
+def read_gpm(
+    nvml: Any, handles: Sequence[tuple[int, Any]], interval_s: float = GPM_READING_S
+) -> dict[int, GpmReading | str]:
+    """One GPM reading of each GPU over ``interval_s`` seconds (one pause for all of them).
+
+    Args:
+        nvml: the initialised binding module.
+        handles: (NVML index, device handle) of GPUs that support GPM.
+        interval_s: seconds between the two samples; more than :data:`GPM_MIN_INTERVAL_S`.
+
+    Returns:
+        Per NVML index, the reading or the reason (text) there is none.
+    """
+    interval_s = max(interval_s, GPM_MIN_INTERVAL_S + 0.01)
+    out: dict[int, GpmReading | str] = {}
+    streams: dict[int, _GpmStream] = {}
+    try:
+        for index, handle in handles:
+            opened = _GpmStream.open(nvml, handle)
+            if isinstance(opened, str):
+                out[index] = opened
+            else:
+                streams[index] = opened
+        if streams:
+            time.sleep(interval_s)
+        for index, stream in streams.items():
+            got = stream.read()
+            out[index] = got if got is not None else "the two GPM samples were under 100 ms apart"
+    finally:
+        for stream in streams.values():
+            stream.close()
+    return out
+
+
+# --- repeated readings ---------------------------------------------------------------------------
+
+
 @dataclass(frozen=True)
 class GpuSample:
-    """One cheap reading of a GPU: utilisation (``utilization.gpu``) and memory used."""
+    """One cheap reading of a GPU: ``utilization.gpu`` (the share of time any kernel ran),
+    memory used, and the GPM metrics since the previous sample where the GPU offers them."""
 
     index: int
     utilization_gpu_percent: int | None
     memory_used_bytes: int | None
+    gpm: GpmReading | None = None
 
 
 class Sampler:
     """An open NVML session that reads utilisation and memory of some GPUs, repeatedly.
 
     NVML's ``utilization.gpu`` is the share of the last sample period (1/6 s to 1 s,
-    depending on the GPU) in which a kernel was running. Call :meth:`close` when done.
+    depending on the GPU) in which a kernel was running. On GPUs with GPM each sample also
+    carries the GPM metrics since the previous one (none when that is under 100 ms ago);
+    :attr:`gpm_notes` says, per NVML index, why a GPU has none. Call :meth:`close` when done.
     """
 
     def __init__(
-        self, nvml: Any, error_type: type[BaseException], handles: list[tuple[int, Any]]
+        self,
+        nvml: Any,
+        error_type: type[BaseException],
+        handles: list[tuple[int, Any]],
+        *,
+        gpm: bool = True,
     ) -> None:
         self._nvml = nvml
         self._error_type = error_type
         self.handles = handles
+        self.gpm_notes: dict[int, str] = {}
+        self._gpm: dict[int, _GpmStream] = {}
+        for index, handle in handles:
+            if not gpm:
+                self.gpm_notes[index] = "GPM not asked for"
+                continue
+            supported, note = gpm_support(nvml, handle)
+            opened = _GpmStream.open(nvml, handle) if supported else note or "no GPM"
+            if isinstance(opened, str):
+                self.gpm_notes[index] = opened
+            else:
+                self._gpm[index] = opened
 
     def sample(self) -> list[GpuSample]:
         out = []
         for index, handle in self.handles:
             util = _query(self._nvml.nvmlDeviceGetUtilizationRates, self._error_type, handle)
             mem = _query(self._nvml.nvmlDeviceGetMemoryInfo, self._error_type, handle)
+            stream = self._gpm.get(index)
+            got = stream.read() if stream is not None else None
+            if isinstance(got, str):
+                self.gpm_notes[index] = got
             out.append(
                 GpuSample(
                     index=index,
                     utilization_gpu_percent=_int(getattr(util, "gpu", None)),
                     memory_used_bytes=_int(getattr(mem, "used", None)),
+                    gpm=got if isinstance(got, GpmReading) else None,
                 )
             )
         return out
 
     def close(self) -> None:
+        for stream in self._gpm.values():
+            stream.close()
+        self._gpm = {}
         _query(self._nvml.nvmlShutdown, self._error_type)
 
 
-def open_sampler(indices: Sequence[int] | None = None, nvml: Any = None) -> Sampler | str:
+def open_sampler(
+    indices: Sequence[int] | None = None, nvml: Any = None, *, gpm: bool = True
+) -> Sampler | str:
     """Open NVML for repeated samples of the GPUs ``indices`` (NVML numbering; None: all).
+
+    Args:
+        indices: NVML indices of the GPUs to sample (None: all).
+        nvml: the binding module (default: ``pynvml``); tests pass a fake.
+        gpm: also read the GPM metrics of the GPUs that offer them.
 
     Returns:
         A Sampler, or the reason (text) when NVML cannot be used or reports no such GPU.
@@ -195,4 +493,4 @@ def open_sampler(indices: Sequence[int] | None = None, nvml: Any = None) -> Samp
     if not handles:
         _query(nvml.nvmlShutdown, error_type)
         return "NVML reports no GPU" if indices is None else f"NVML has no GPU {list(indices)}"
-    return Sampler(nvml, error_type, handles)
+    return Sampler(nvml, error_type, handles, gpm=gpm)

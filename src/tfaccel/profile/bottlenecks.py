@@ -13,7 +13,11 @@ Thresholds (the TensorFlow Profiler's conventions):
 * tf.data saturating the CPU: process CPU time / (wall time x usable cores) >= 90% while the
   step waits for input;
 * memory headroom: a batch at least twice as large fits in 80% of the device memory (an
-  estimate: memory = fixed part + per-example part x batch).
+  estimate: memory = fixed part + per-example part x batch);
+* low GPU activity: SM activity (NVML GPM, Hopper and newer) below 50%, which NVIDIA's DCGM
+  documentation calls likely ineffective use (80% or more is necessary, not sufficient);
+  on older GPUs ``utilization.gpu`` below 50% (no kernel ran half the time), the only metric
+  there, which says nothing about how many SMs a kernel used. The finding names its metric.
 
 Each check gives one :class:`~tfaccel.findings.Finding` (source ``profile``): ``fail`` above the
 high threshold (act on it first), ``warn`` above the moderate one, ``info`` for a suggestion
@@ -48,6 +52,8 @@ SIXTEEN_BIT_LOW = 0.10
 CPU_SATURATED = 0.90
 MEMORY_TARGET = 0.80
 SMALL_OP_US = 20.0
+ACTIVITY_LOW = 0.50  # SM activity (or utilization.gpu, where it is all there is) below this
+SM_ACTIVITY_EFFECTIVE = 0.80  # DCGM: necessary, not sufficient, for effective use
 
 
 @dataclass
@@ -127,6 +133,7 @@ def diagnose(measurement: Measurement, *, min_steps: int = MIN_STEPS) -> Diagnos
         _tf_data_cpu,
         _collectives,
         _replica_imbalance,
+        _gpu_activity,
     )
     return Diagnosis(figures, findings=[rule(measurement, figures) for rule in rules])
 
@@ -707,3 +714,76 @@ def _replica_imbalance(m: Measurement, f: Figures) -> Finding:
         lost="wait for the slowest replica",
         thresholds="collectives",
     )
+
+
+def _gpu_activity(m: Measurement, f: Figures) -> Finding:
+    """How much of the GPU worked: SM activity where NVML GPM measured it, else
+    ``utilization.gpu``, which only says that some kernel ran, and is named as such."""
+    title = "Low GPU activity: the GPU works only part of the time"
+    if m.context.device_kind != "gpu":
+        return _skip("low_gpu_activity", title, "not applicable: no GPU")
+    gpm = [g for g in m.gpus if g.sm_activity_mean_percent is not None]
+    util = [g for g in m.gpus if g.utilization_mean_percent is not None]
+    if not gpm and not util:
+        why = m.gpu_note or "no NVML sample of the GPU was taken during the measured steps"
+        return _skip("low_gpu_activity", title, why)
+    fix = (
+        "Find what keeps the GPU waiting first (input_bound, host_overhead, launch_bound above); "
+        "then give each launch more work: a larger batch, XLA to fuse small ops "
+        "(model.compile(..., jit_compile=True)), mixed precision for the tensor cores "
+        '(tfaccel.setup(precision="auto"))'
+    )
+    if gpm:
+        share = _mean([(g.sm_activity_mean_percent or 0.0) / 100 for g in gpm])
+        tensor = _mean_of([g.tensor_activity_mean_percent for g in gpm])
+        dram = _mean_of([g.dram_bandwidth_mean_percent for g in gpm])
+        busy = _mean_of([g.utilization_mean_percent for g in gpm])
+        numbers: dict[str, Any] = {
+            "metric": "sm_activity",
+            "metric_label": "SM activity",
+            "metric_source": "gpm",
+            "activity_share": share,
+            "tensor_activity_share": tensor,
+            "dram_bandwidth_share": dram,
+            "utilization_gpu_share": busy,
+            "gpus": [g.index for g in gpm],
+        }
+        evidence = (
+            f"SM activity {_pct(share)} (NVML GPM: the share of SMs with work, averaged over "
+            f"time; {len(gpm)} GPU(s)); tensor cores {_pct(tensor)}, DRAM bandwidth "
+            f"{_pct(dram)}; utilization.gpu read {_pct(busy)} (the share of time any kernel ran)"
+        )
+        if share >= ACTIVITY_LOW:
+            more = "" if share >= SM_ACTIVITY_EFFECTIVE else "; below the 80% DCGM calls necessary"
+            return _finding("low_gpu_activity", "ok", title, evidence + more, numbers=numbers)
+        evidence += "; below 50%, which NVIDIA's DCGM documentation calls likely ineffective use"
+        return _finding("low_gpu_activity", "warn", title, evidence, numbers=numbers, fix=fix)
+    share = _mean([(g.utilization_mean_percent or 0.0) / 100 for g in util])
+    note = next((g.gpm_note for g in util if g.gpm_note), None) or "no GPM"
+    numbers = {
+        "metric": "utilization.gpu",
+        "metric_label": "utilization.gpu",
+        "metric_source": "utilization.gpu",
+        "activity_share": share,
+        "gpm_note": note,
+        "gpus": [g.index for g in util],
+    }
+    evidence = (
+        f"utilization.gpu {_pct(share)}: the share of time any kernel ran ({len(util)} GPU(s)), "
+        f"the only metric here ({note}); it cannot tell how many SMs a kernel kept busy"
+    )
+    if share >= ACTIVITY_LOW:
+        evidence += ", so the SM activity is unknown"
+        return _finding("low_gpu_activity", "ok", title, evidence, numbers=numbers)
+    evidence += f"; no kernel ran {_pct(1 - share)} of the time"
+    return _finding("low_gpu_activity", "warn", title, evidence, numbers=numbers, fix=fix)
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
+def _mean_of(percents: list[float | None]) -> float | None:
+    """The mean of the known percentages, as a share; None when none is known."""
+    known = [p / 100 for p in percents if p is not None]
+    return _mean(known) if known else None

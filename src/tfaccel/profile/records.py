@@ -79,13 +79,29 @@ class MemoryUsage:
 
 @dataclass
 class GpuUsage:
-    """NVML samples of one GPU over the measured steps (``nvidia-smi --query-gpu=...``)."""
+    """NVML samples of one GPU over the measured steps (``nvidia-smi --query-gpu=...``).
+
+    ``utilization_*`` is NVML's ``utilization.gpu``: the share of time any kernel ran, not
+    the share of the SMs at work. Where the GPU offers NVML GPM (Hopper and newer),
+    ``metric_source`` is ``"gpm"`` and the ``sm_activity_*``, ``tensor_activity_*`` and
+    ``dram_bandwidth_*`` figures are set (over ``gpm_samples`` intervals); otherwise it is
+    ``"utilization.gpu"`` and ``gpm_note`` says why.
+    """
 
     index: int
     samples: int
     utilization_mean_percent: float | None
     utilization_max_percent: float | None
     memory_used_max_bytes: int | None
+    metric_source: str = "utilization.gpu"  # or "gpm"
+    gpm_note: str | None = None
+    gpm_samples: int = 0
+    sm_activity_mean_percent: float | None = None
+    sm_activity_max_percent: float | None = None
+    tensor_activity_mean_percent: float | None = None
+    tensor_activity_max_percent: float | None = None
+    dram_bandwidth_mean_percent: float | None = None
+    dram_bandwidth_max_percent: float | None = None
 
 
 @dataclass

@@ -4,7 +4,10 @@
   bytes of live tensors now and at the peak, not the pool TF reserved); on the CPU, the
   process's resident memory (RSS now, and its peak from ``getrusage``).
 * GPU utilisation and memory used: NVML, sampled every ``interval_s`` in a background thread
-  (:class:`GpuMonitor`), summarised over the measured steps only.
+  (:class:`GpuMonitor`), summarised over the measured steps only. Where the GPU offers NVML
+  GPM (Hopper and newer), the summary carries SM activity, tensor-core activity and DRAM
+  bandwidth, and names ``"gpm"`` as its source; elsewhere only ``utilization.gpu`` (the share
+  of time any kernel ran) is there, and the summary names that instead.
 
 The process and NVML readings go through the probe layer's one door for readings of a
 running process, its ``readings`` module.
@@ -18,7 +21,7 @@ from typing import Any
 
 from tfaccel.profile.records import GpuUsage, MemoryUsage
 
-__all__ = ["GpuMonitor", "read_memory", "visible_nvml_indices"]
+__all__ = ["GpuMonitor", "read_memory", "summarize_gpu", "visible_nvml_indices"]
 
 
 def visible_nvml_indices(cuda_visible_devices: str | None) -> list[int] | None:
@@ -36,7 +39,8 @@ class GpuMonitor:
     """Samples NVML utilisation and memory of the visible GPUs in a daemon thread.
 
     Args:
-        interval_s: seconds between samples.
+        interval_s: seconds between samples. GPM metrics need more than 0.1 s between two
+            samples; at shorter intervals a GPM reading spans several samples.
         indices: NVML indices to sample (None: all).
         nvml: the binding module (tests pass a fake).
     """
@@ -52,6 +56,7 @@ class GpuMonitor:
         self._thread: threading.Thread | None = None
         self._sampler: Any = None
         self.note: str | None = None
+        self.gpm_notes: dict[int, str] = {}  # NVML index -> why it has no GPM readings
 
     def start(self) -> bool:
         """Open NVML and start sampling; False (with :attr:`note` set) when NVML is unusable."""
@@ -64,6 +69,7 @@ class GpuMonitor:
             self.note = opened
             return False
         self._sampler = opened
+        self.gpm_notes.update(opened.gpm_notes)
         self._stop = threading.Event()
         self._take()
         self._thread = threading.Thread(target=self._run, name="tfaccel-gpu-monitor", daemon=True)
@@ -85,6 +91,7 @@ class GpuMonitor:
             self._thread = None
         if self._sampler is not None:
             self._take()
+            self.gpm_notes.update(self._sampler.gpm_notes)
             self._sampler.close()
             self._sampler = None
 
@@ -95,23 +102,53 @@ class GpuMonitor:
             if since <= stamp <= until:
                 for reading in readings:
                     per_gpu.setdefault(reading.index, []).append(reading)
-        out = []
-        for index in sorted(per_gpu):
-            readings = per_gpu[index]
-            utils = [
-                r.utilization_gpu_percent for r in readings if r.utilization_gpu_percent is not None
-            ]
-            mems = [r.memory_used_bytes for r in readings if r.memory_used_bytes is not None]
-            out.append(
-                GpuUsage(
-                    index=index,
-                    samples=len(readings),
-                    utilization_mean_percent=sum(utils) / len(utils) if utils else None,
-                    utilization_max_percent=float(max(utils)) if utils else None,
-                    memory_used_max_bytes=max(mems) if mems else None,
-                )
-            )
-        return out
+        notes = dict(self.gpm_notes)
+        if self._sampler is not None:
+            notes.update(self._sampler.gpm_notes)
+        return [summarize_gpu(index, per_gpu[index], notes.get(index)) for index in sorted(per_gpu)]
+
+
+def summarize_gpu(index: int, readings: list[Any], gpm_note: str | None = None) -> GpuUsage:
+    """The summary of one GPU's NVML samples (:class:`tfaccel.probe.readings.GpuSample`).
+
+    The GPM figures come from the samples that carry a GPM reading; with none, the source is
+    ``utilization.gpu`` and ``gpm_note`` (why there is no GPM) is kept.
+    """
+    utils = [r.utilization_gpu_percent for r in readings if r.utilization_gpu_percent is not None]
+    mems = [r.memory_used_bytes for r in readings if r.memory_used_bytes is not None]
+    gpm = [r.gpm for r in readings if r.gpm is not None]
+    usage = GpuUsage(
+        index=index,
+        samples=len(readings),
+        utilization_mean_percent=_mean(utils),
+        utilization_max_percent=_max(utils),
+        memory_used_max_bytes=max(mems) if mems else None,
+    )
+    sm = [g.sm_activity_percent for g in gpm if g.sm_activity_percent is not None]
+    if not sm:
+        usage.gpm_note = gpm_note or (
+            "NVML GPM computed no SM activity"
+            if gpm
+            else "no GPM reading in the measured steps (one needs more than 100 ms)"
+        )
+        return usage
+    tensor = [g.tensor_activity_percent for g in gpm if g.tensor_activity_percent is not None]
+    dram = [g.dram_bandwidth_percent for g in gpm if g.dram_bandwidth_percent is not None]
+    usage.metric_source = "gpm"
+    usage.gpm_samples = len(gpm)
+    usage.sm_activity_mean_percent, usage.sm_activity_max_percent = _mean(sm), _max(sm)
+    usage.tensor_activity_mean_percent = _mean(tensor)
+    usage.tensor_activity_max_percent = _max(tensor)
+    usage.dram_bandwidth_mean_percent, usage.dram_bandwidth_max_percent = _mean(dram), _max(dram)
+    return usage
+
+
+def _mean(values: list[float] | list[int]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _max(values: list[float] | list[int]) -> float | None:
+    return float(max(values)) if values else None
 
 
 def read_memory(device_kind: str, usage: MemoryUsage | None = None) -> MemoryUsage:

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "findings_text",
+    "gpu_lines",
     "heading",
     "live_line",
     "report",
@@ -73,8 +74,14 @@ def live_line(
     if figures.examples_per_s is not None:
         parts.append(f"{figures.examples_per_s:.0f} ex/s")
     for gpu in gpus:
-        if gpu.utilization_mean_percent is not None:
-            parts.append(f"GPU{gpu.index} {gpu.utilization_mean_percent:.0f}%")
+        if gpu.sm_activity_mean_percent is not None:
+            tensor = gpu.tensor_activity_mean_percent
+            parts.append(
+                f"GPU{gpu.index} SM {gpu.sm_activity_mean_percent:.0f}%"
+                + ("" if tensor is None else f" tensor {tensor:.0f}%")
+            )
+        elif gpu.utilization_mean_percent is not None:
+            parts.append(f"GPU{gpu.index} util.gpu {gpu.utilization_mean_percent:.0f}%")
     if memory is not None and memory.current_bytes is not None:
         label = "mem" if memory.kind == "gpu" else "rss"
         parts.append(f"{label} {_bytes(memory.current_bytes)} (peak {_bytes(memory.peak_bytes)})")
@@ -127,17 +134,7 @@ def summary_table(m: Measurement) -> str:
             )
         )
     for gpu in m.gpus:
-        util = (
-            "?" if gpu.utilization_mean_percent is None else f"{gpu.utilization_mean_percent:.0f}%"
-        )
-        top = "?" if gpu.utilization_max_percent is None else f"{gpu.utilization_max_percent:.0f}%"
-        extra.append(
-            (
-                f"GPU {gpu.index}",
-                f"utilisation mean {util} (max {top}), memory used max "
-                f"{_bytes(gpu.memory_used_max_bytes)}; {gpu.samples} NVML samples",
-            )
-        )
+        extra += gpu_lines(gpu)
     if not m.gpus and m.gpu_note:
         extra.append(("GPU", m.gpu_note))
     if m.cpu_seconds is not None and m.wall_seconds and ctx.usable_cores:
@@ -164,6 +161,47 @@ def summary_table(m: Measurement) -> str:
     lines += [f"  {k.ljust(width)}  {v}" for k, v in extra]
     lines += [f"  note: {n}" for n in m.notes]
     return "\n".join(lines)
+
+
+def _percent(value: float | None) -> str:
+    return "?" if value is None else f"{value:.0f}%"
+
+
+def _mean_max(mean: float | None, top: float | None) -> str:
+    return f"{_percent(mean)} mean (max {_percent(top)})"
+
+
+def gpu_lines(gpu: GpuUsage) -> list[tuple[str, str]]:
+    """The final table's rows for one GPU: utilization.gpu and memory, then what its SMs,
+    tensor cores and memory bandwidth did (NVML GPM), or why that is not known."""
+    util = _mean_max(gpu.utilization_mean_percent, gpu.utilization_max_percent)
+    rows = [
+        (
+            f"GPU {gpu.index}",
+            f"utilization.gpu {util} = share of time any kernel ran; memory used max "
+            f"{_bytes(gpu.memory_used_max_bytes)}; {gpu.samples} NVML samples",
+        )
+    ]
+    if gpu.metric_source != "gpm":
+        rows.append(
+            (
+                f"GPU {gpu.index} activity",
+                "utilization.gpu only: SM, tensor-core and DRAM bandwidth activity not measured"
+                f": {gpu.gpm_note or 'no GPM'}",
+            )
+        )
+        return rows
+    sm = _mean_max(gpu.sm_activity_mean_percent, gpu.sm_activity_max_percent)
+    tensor = _mean_max(gpu.tensor_activity_mean_percent, gpu.tensor_activity_max_percent)
+    dram = _mean_max(gpu.dram_bandwidth_mean_percent, gpu.dram_bandwidth_max_percent)
+    rows.append(
+        (
+            f"GPU {gpu.index} activity",
+            f"SM activity {sm}, tensor cores {tensor}, DRAM bandwidth {dram} "
+            f"(NVML GPM, {gpu.gpm_samples} intervals)",
+        )
+    )
+    return rows
 
 
 def heading(diagnosis: Diagnosis) -> str:
@@ -200,11 +238,13 @@ _PRIMARY = {
     "tf_data_cpu": ("cpu_busy_share", "CPU busy"),
     "collectives": ("collective_share", "collectives"),
     "replica_imbalance": ("imbalance_share", "imbalance"),
+    "low_gpu_activity": ("activity_share", "GPU activity"),
 }
 
 
 def _short(finding: Finding) -> str:
     key, label = _PRIMARY.get(finding.id, ("", ""))
+    label = str(finding.numbers.get("metric_label", label))
     value = finding.numbers.get(key)
     if isinstance(value, float):
         return f"{label} {value * 100:.1f}%"
