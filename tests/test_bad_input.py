@@ -579,6 +579,39 @@ ROWS: list[Row] = [
         ("report", "--smoke", "--no-save", "--out", "/proc/sys/tfaccel-report"),
         "(--out) is not writable",
     ),
+    # --- selftest (checked before it looks for a GPU: the same answer on every machine)
+    Row("selftest-without-gpu", ("selftest",), "Expected: --gpu"),
+    Row(
+        "selftest-out-is-a-file",
+        ("selftest", "--gpu", "--out", "{work}/file.txt"),
+        "(--out) is not a directory: it is a file",
+        setup=_a_file_and_a_dir,
+    ),
+    Row(
+        "selftest-out-under-a-file",
+        ("selftest", "--gpu", "--json", "--out", "{work}/file.txt/gpu-check"),
+        "'{work}/file.txt' in its path is a file",
+        setup=_a_file_and_a_dir,
+    ),
+    Row(
+        "selftest-list-out-is-a-device",
+        ("selftest", "--gpu", "--list", "--out", "/dev/null"),
+        "(--out) is not a directory: it is a character device",
+    ),
+    Row(
+        "selftest-out-under-proc-sys",
+        ("selftest", "--gpu", "--out", "/proc/sys/tfaccel-gpu-check"),
+        "(--out) is not writable",
+    ),
+    Row("selftest-out-empty", ("selftest", "--gpu", "--out", ""), "--out was given an empty"),
+    *(
+        Row(
+            f"selftest-budget-{label}",
+            ("selftest", "--gpu", "--budget", value),
+            f"argument --budget: {what}",
+        )
+        for label, value, what in BAD_SECONDS
+    ),
 ]
 
 SLOW_ROWS = [
@@ -634,6 +667,7 @@ def tripwires(monkeypatch: pytest.MonkeyPatch) -> None:
     """A row that passes every check fails at once here, instead of measuring for minutes."""
     import tfaccel.bench.history
     import tfaccel.models
+    import tfaccel.report.selftest
     import tfaccel.tuning.api
 
     build = tfaccel.models.build
@@ -644,6 +678,7 @@ def tripwires(monkeypatch: pytest.MonkeyPatch) -> None:
         return build(name, **kwargs)  # raises the error that lists the models
 
     monkeypatch.setattr(tfaccel.bench.history, "run", _tripwire)
+    monkeypatch.setattr(tfaccel.report.selftest, "execute", _tripwire)
     monkeypatch.setattr(tfaccel.tuning.api, "_tf_runner", _tripwire)
     monkeypatch.setattr(tfaccel.models, "build", build_only_unknown_names)
 

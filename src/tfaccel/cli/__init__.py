@@ -35,11 +35,13 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("tune", "tfaccel.cli.tune"),
     ("plan", "tfaccel.cli.plan"),
     ("report", "tfaccel.cli.report"),
+    ("selftest", "tfaccel.cli.selftest"),
 )
 
 EXIT_CODES = """exit codes:
   0    success; for doctor: no check failed
-  1    doctor found a failure (status 'fail'); bench/report: the digits convergence check failed
+  1    doctor found a failure (status 'fail'); bench/report: the digits convergence check failed;
+       selftest: a step failed or timed out
   2    usage error: a bad argument or input (the message says what was wrong and the fix); for
        plan: also a model that cannot be built or traced (a plan that fits nowhere is still 0)
   3    internal error in tfaccel (please report it with 'tfaccel doctor --save-snapshot FILE')

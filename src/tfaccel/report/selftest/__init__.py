@@ -1,0 +1,327 @@
+"""The GPU self-test (``tfaccel selftest --gpu``, ``make gpu-check``): everything that needs a GPU,
+each step a separate process, one summary.
+
+The steps: every test marked ``gpu``, ``devices --tf``, ``doctor --deep``, ``tfaccel.setup()`` in
+each GPU mode (memory growth, a memory limit, a fraction, logical GPUs, mixed_float16 with loss
+scaling, mixed_bfloat16, XLA), each checked against what TensorFlow then reports, the bench, the
+kernels, profile, a short tune, the benchmark scripts of the checkout, and ``tfaccel report``.
+Each step runs in its own process group with its own timeout, inside one total budget: a crash,
+a hang or a failure is recorded (command, exit status, seconds, the end of its output) and the
+next step runs; when the budget is spent the remaining steps are skipped, with the reason.
+
+Whether there is a GPU is decided without TensorFlow, from NVML (:mod:`tfaccel.probe`), in a
+fraction of a second: without one the self-test is skipped, with the reason, and writes nothing.
+
+Everything is written into one directory: ``summary.json`` (the machine, then per step its
+command, status, seconds, reason and the end of its output), ``logs/`` (each step's whole output)
+and the files of ``tfaccel report`` (``report.html``...); each file is written to a temporary
+name and renamed into place. The bench, tune and report steps record into ``results.sqlite`` in
+that directory, so the self-test leaves the user's results database (and what
+``setup(precision="auto", jit="auto")`` reads from it) as it was.
+
+Example:
+    >>> from tfaccel.report import selftest
+    >>> result = selftest.run_gpu_selftest(out="gpu-check")   # doctest: +SKIP
+    >>> result.status, [s.name for s in result.steps if s.status == "failed"]   # doctest: +SKIP
+    ('passed', [])
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import stat
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from tfaccel.errors import UsageError, argument
+from tfaccel.report.selftest.gpu import (
+    SETUP_MODES,
+    checkout_root,
+    gpu_missing_reason,
+    machine_facts,
+    plan_gpu_steps,
+)
+from tfaccel.report.selftest.runner import Step, StepProgress, StepResult, run_steps
+
+__all__ = [
+    "DEFAULT_BUDGET_S",
+    "SETUP_MODES",
+    "SelftestResult",
+    "Step",
+    "StepResult",
+    "check_out_dir",
+    "checkout_root",
+    "default_out",
+    "execute",
+    "gpu_missing_reason",
+    "machine_facts",
+    "plan_gpu_steps",
+    "probe_machine",
+    "run_gpu_selftest",
+    "run_steps",
+    "write_summary",
+]
+
+RunStatus = Literal["passed", "failed", "skipped", "interrupted"]
+
+DEFAULT_BUDGET_S = 570.0
+"""The whole self-test's budget: under ten minutes with the probe and the summary."""
+_OUT = "out"  # the argument that names the directory (--out on the command line)
+_KINDS = {
+    stat.S_IFREG: "a file",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFIFO: "a named pipe (FIFO)",
+    stat.S_IFSOCK: "a socket",
+}
+
+
+@dataclass
+class SelftestResult:
+    """The self-test's outcome: ``summary.json``'s document.
+
+    Attributes:
+        status: ``passed`` (no step failed or timed out), ``failed``, ``skipped`` (no GPU:
+            nothing ran; ``reason`` says why) or ``interrupted`` (Ctrl-C; the steps done are
+            kept).
+        reason: why it was skipped or interrupted.
+        machine: the machine's facts (:func:`machine_facts`).
+        steps: one result per planned step, in order.
+        out: the directory written, None when nothing was written.
+        budget_s: the total budget.
+        started_at: when it started (UTC, ISO 8601).
+        seconds: how long it took.
+    """
+
+    status: RunStatus
+    reason: str | None = None
+    machine: dict[str, Any] = field(default_factory=dict)
+    steps: list[StepResult] = field(default_factory=list)
+    out: str | None = None
+    budget_s: float = DEFAULT_BUDGET_S
+    started_at: str = ""
+    seconds: float = 0.0
+
+    @property
+    def failed(self) -> list[StepResult]:
+        """The steps that failed or timed out."""
+        return [s for s in self.steps if s.status in ("failed", "timed-out")]
+
+    def counts(self) -> dict[str, int]:
+        """Steps per status."""
+        counts = {"passed": 0, "failed": 0, "timed-out": 0, "skipped": 0}
+        for s in self.steps:
+            counts[s.status] += 1
+        return counts
+
+    def files(self) -> dict[str, str]:
+        """The files of the directory that a reader opens first: summary.json, report.html."""
+        if self.out is None:
+            return {}
+        out = Path(self.out)
+        found = {"summary": str(out / "summary.json")}
+        if (out / "report.html").is_file():
+            found["report"] = str(out / "report.html")
+        return found
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: summary.json and the ``--json`` document."""
+        return {
+            "command": "selftest",
+            "kind": "gpu",
+            "status": self.status,
+            "reason": self.reason,
+            "started_at": self.started_at,
+            "seconds": round(self.seconds, 3),
+            "budget_s": self.budget_s,
+            "out": self.out,
+            "files": self.files(),
+            "machine": self.machine,
+            "counts": self.counts(),
+            "steps": [s.to_dict() for s in self.steps],
+        }
+
+
+# --- the directory ----------------------------------------------------------------------------
+
+
+def default_out(now: _dt.datetime | None = None) -> str:
+    """``gpu-check-YYYYMMDD-HHMMSS`` (local time), in the working directory."""
+    moment = now or _dt.datetime.now()
+    return f"gpu-check-{moment:%Y%m%d-%H%M%S}"
+
+
+def check_out_dir(out: str | Path) -> Path:
+    """Check that ``out`` is, or can become, a directory to write in; create nothing.
+
+    Raises:
+        UsageError: ``out`` is empty, is a file (or another non-directory), lies under a file,
+            or its nearest existing folder cannot be written.
+    """
+    if not str(out).strip():
+        raise UsageError(
+            f"{argument(_OUT)} was given an empty directory name",
+            expected="the directory for summary.json, the logs and the report",
+            received=repr(str(out)),
+            fix=f"pass a directory, e.g. {argument(_OUT, 'gpu-check')}",
+        )
+    path = Path(out).expanduser()
+    fix = f"pass {argument(_OUT)} with another directory, e.g. {argument(_OUT, 'gpu-check')}"
+    expected = "a directory that exists or can be created, and can be written"
+    existing = path
+    while not os.path.lexists(existing) and existing != existing.parent:
+        existing = existing.parent
+    try:
+        info = existing.stat()
+    except OSError as exc:
+        raise UsageError(
+            f"The self-test directory {str(path)!r} ({argument(_OUT)}) cannot be used",
+            expected=expected,
+            received=f"{str(existing)!r}: {type(exc).__name__}: {exc.strerror or exc}",
+            fix=fix,
+        ) from None
+    if not stat.S_ISDIR(info.st_mode):
+        kind = _KINDS.get(stat.S_IFMT(info.st_mode), "not a directory")
+        where = "it is" if existing == path else f"{str(existing)!r} in its path is"
+        raise UsageError(
+            f"The self-test directory {str(path)!r} ({argument(_OUT)}) is not a directory: "
+            f"{where} {kind}",
+            expected=expected,
+            received=f"{str(existing)!r}, {kind}",
+            fix=fix,
+        )
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(
+            f"The self-test directory {str(path)!r} ({argument(_OUT)}) is not writable",
+            expected=expected,
+            received=f"{str(existing)!r}, which this user cannot write in",
+            fix=fix,
+        )
+    return path
+
+
+def _make_out_dir(path: Path) -> Path:
+    """Create the directory and its ``logs/``, and check a file can be written there."""
+    try:
+        (path / "logs").mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".tfaccel-write-test.", dir=path)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise UsageError(
+            f"The self-test directory {str(path)!r} ({argument(_OUT)}) is not writable",
+            expected="a directory that exists or can be created, and can be written",
+            received=f"{type(exc).__name__}: {exc.strerror or exc}",
+            fix=f"pass {argument(_OUT)} with a writable directory, e.g. "
+            f"{argument(_OUT, 'gpu-check')}",
+        ) from None
+    return path
+
+
+def write_summary(result: SelftestResult) -> Path:
+    """Write ``summary.json`` into ``result.out``, atomically; return its path."""
+    from tfaccel.jsonout import dumps
+    from tfaccel.snapshot import write_atomic
+
+    assert result.out is not None
+    path = Path(result.out) / "summary.json"
+    write_atomic(path, dumps(result.to_dict()) + "\n", argument_name=_OUT)
+    return path
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+# --- the workflow -----------------------------------------------------------------------------
+
+
+def execute(
+    steps: Sequence[Step],
+    out: str | Path,
+    *,
+    machine: dict[str, Any] | None = None,
+    budget_s: float = DEFAULT_BUDGET_S,
+    progress: StepProgress | None = None,
+) -> SelftestResult:
+    """Run ``steps`` into the directory ``out`` and write summary.json there.
+
+    The directory (and ``logs/``) is created; summary.json is written even when Ctrl-C stops
+    the run (status ``interrupted``).
+
+    Raises:
+        UsageError: ``out`` cannot be created or written.
+    """
+    out_dir = _make_out_dir(check_out_dir(out))
+    started_at = _now()
+    begin = time.monotonic()
+    results, interrupted = run_steps(
+        steps, budget_s=budget_s, log_dir=out_dir / "logs", cwd=out_dir, progress=progress
+    )
+    failed = any(r.status in ("failed", "timed-out") for r in results)
+    status: RunStatus = "interrupted" if interrupted else "failed" if failed else "passed"
+    result = SelftestResult(
+        status=status,
+        reason="interrupted (Ctrl-C)" if interrupted else None,
+        machine=machine or {},
+        steps=results,
+        out=str(out_dir),
+        budget_s=budget_s,
+        started_at=started_at,
+        seconds=time.monotonic() - begin,
+    )
+    write_summary(result)
+    return result
+
+
+def probe_machine() -> tuple[str | None, dict[str, Any]]:
+    """Whether there is a GPU to test (the reason when not) and the machine's facts, without
+    TensorFlow."""
+    from tfaccel import probe
+    from tfaccel.probe import libs
+
+    snap = probe.snapshot(libraries=False)
+    driver = libs.collect_driver()
+    return gpu_missing_reason(snap, driver.nvidia_smi_path), machine_facts(snap, driver)
+
+
+def run_gpu_selftest(
+    out: str | Path | None = None,
+    *,
+    budget_s: float = DEFAULT_BUDGET_S,
+    progress: StepProgress | None = None,
+) -> SelftestResult:
+    """The GPU self-test: skipped (nothing written) without an NVIDIA GPU, else every step.
+
+    Args:
+        out: the directory to write (default :func:`default_out`); checked before anything
+            runs, on every machine.
+        budget_s: seconds for all the steps.
+        progress: told when each step starts and ends.
+
+    Returns:
+        The :class:`SelftestResult`; ``status`` ``failed`` when a step failed or timed out.
+
+    Raises:
+        UsageError: ``out`` cannot be a directory to write in.
+    """
+    out_dir = check_out_dir(out if out is not None else default_out())
+    started_at = _now()
+    begin = time.monotonic()
+    missing, machine = probe_machine()
+    if missing is not None:
+        return SelftestResult(
+            status="skipped",
+            reason=missing,
+            machine=machine,
+            budget_s=budget_s,
+            started_at=started_at,
+            seconds=time.monotonic() - begin,
+        )
+    steps = plan_gpu_steps(out_dir.resolve())
+    return execute(steps, out_dir, machine=machine, budget_s=budget_s, progress=progress)
