@@ -675,6 +675,11 @@ CHEAP: dict[tuple[str, str], Cheap] = {
         check=_oom_answered,
         exit_codes=(1,),
     ),
+    ("docs/kernels.md", "python benchmarks/bench_kernels.py --resources"): Cheap(
+        ("python benchmarks/bench_kernels.py --resources --targets sm_90",),
+        "one target of the four: tests/test_kernels_compile.py compiles every kernel for every "
+        "target and checks the table; this shows the documented command runs",
+    ),
     ("docs/distribute.md", "tfaccel launch -n 2 --restarts 1 train.py --epochs 3"): Cheap(
         ("tfaccel launch -n 2 --restarts 1 train.py --epochs 3",),
         "as documented, with a train.py that only reads its cluster (worker 1 is killed on the "

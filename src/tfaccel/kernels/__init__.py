@@ -14,6 +14,11 @@ taken through DLPack without a host round trip). Every function accepts ``out=``
 to write into) and ``fallback=``: ``None`` (default) raises :class:`KernelBackendError`
 where no kernel can run, ``"numpy"`` computes with the reference there instead.
 
+What each kernel asks of a GPU (registers, shared memory, spills, occupancy), read from its
+compiled code for several targets without a GPU: :mod:`~tfaccel.kernels.resources`
+(``python benchmarks/bench_kernels.py --resources``); it raises
+:class:`KernelCompilerError` where the compiler is missing.
+
 Importing this package is cheap: numba is imported on the first kernel call. Without a GPU,
 run the kernels on numba-cuda's simulator by setting ``NUMBA_ENABLE_CUDASIM=1`` in the
 environment before numba is imported; it warns once that it is for correctness, not speed.
@@ -34,7 +39,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from tfaccel.errors import UsageError
 from tfaccel.kernels import _checks
-from tfaccel.kernels._errors import KernelBackendError, SimulatorWarning, missing_numba
+from tfaccel.kernels._errors import (
+    KernelBackendError,
+    KernelCompilerError,
+    SimulatorWarning,
+    missing_numba,
+)
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -43,6 +53,7 @@ __all__ = [
     "Backend",
     "Fallback",
     "KernelBackendError",
+    "KernelCompilerError",
     "SimulatorWarning",
     "available",
     "backend",

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from tfaccel.errors import TfaccelError
 
-__all__ = ["SIMULATOR_HINT", "KernelBackendError", "SimulatorWarning", "missing_numba", "no_gpu"]
+__all__ = [
+    "COMPILER_FIX",
+    "SIMULATOR_HINT",
+    "KernelBackendError",
+    "KernelCompilerError",
+    "SimulatorWarning",
+    "missing_numba",
+    "no_gpu",
+]
 
 SIMULATOR_HINT = (
     "to check kernels without a GPU, run them on numba-cuda's CUDA simulator: set "
@@ -15,6 +23,18 @@ SIMULATOR_HINT = (
 
 class KernelBackendError(TfaccelError):
     """The kernels cannot run here: numba-cuda is missing, or there is no usable CUDA GPU."""
+
+
+class KernelCompilerError(TfaccelError):
+    """The kernels cannot be compiled for a GPU here: numba-cuda, NVVM or ptxas is missing,
+    the CUDA simulator is on, or the compiler does not know the target."""
+
+
+COMPILER_FIX = (
+    "pip install 'tfaccel[kernels]' (numba-cuda and the CUDA 12 compiler wheels "
+    "nvidia-cuda-nvcc-cu12 and nvidia-cuda-nvrtc-cu12, which bring NVVM and ptxas; no GPU "
+    "needed)"
+)
 
 
 class SimulatorWarning(UserWarning):
