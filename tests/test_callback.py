@@ -262,3 +262,100 @@ def test_device_busy_time_from_an_xspace() -> None:
     space.planes.add(name="/host:CPU")
     busy = device_busy_us(space.SerializeToString())
     assert busy == {"/device:GPU:0": 20.0, "/device:GPU:1": 5.0}
+
+
+# --- NVTX ranges (recorded at the boundary of tfaccel.profile.nvtx_marks) ----------------------
+
+
+class _RecordedRanges:
+    def __init__(self) -> None:
+        self.events: list[tuple[Any, ...]] = []
+
+    def push(self, name: str, step: int | None = None) -> None:
+        self.events.append(("push", name, step))
+
+    def pop(self) -> None:
+        self.events.append(("pop",))
+
+
+@pytest.fixture
+def ranges(monkeypatch: pytest.MonkeyPatch) -> _RecordedRanges:
+    from tfaccel.profile import nvtx_marks
+
+    recorded = _RecordedRanges()
+    monkeypatch.setattr(nvtx_marks, "ranges", lambda enabled=True: recorded if enabled else None)
+    return recorded
+
+
+def test_each_step_and_the_rerun_are_nvtx_ranges(
+    model: Any, data: Any, ranges: _RecordedRanges
+) -> None:
+    callback = _callback()
+    _fit(model, instrument(_fast(data)), [callback], steps=10)
+    steps = [e for s in range(WARMUP + 10) for e in (("push", "step", s), ("pop",))]
+    assert ranges.events == [*steps, ("push", "rerun", None), ("pop",)]  # CPU: re-run anyway
+    assert callback.measurement().synthetic is not None
+
+
+def _depth(events: list[tuple[Any, ...]]) -> int:
+    return sum(1 if event[0] == "push" else -1 for event in events)
+
+
+class _OpenRanges(keras.callbacks.Callback):  # type: ignore[name-defined]
+    """Put after the PerformanceCallback: the ranges still open when each hook runs."""
+
+    def __init__(self, ranges: _RecordedRanges) -> None:
+        super().__init__()
+        self.ranges = ranges
+        self.seen: list[tuple[str, int]] = []
+
+    def on_train_begin(self, logs: Any = None) -> None:
+        self.seen.append(("train_begin", _depth(self.ranges.events)))
+
+    def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+        self.seen.append(("epoch_end", _depth(self.ranges.events)))
+
+
+def test_a_step_that_finds_the_data_exhausted_is_closed_at_the_epoch_end(
+    model: Any, data: Any, ranges: _RecordedRanges
+) -> None:
+    # unknown cardinality: Keras calls the train function until the data runs out, and that
+    # last call gets on_train_batch_begin but no on_train_batch_end
+    ds = tf.data.Dataset.from_tensor_slices(data).batch(BATCH).filter(lambda x, y: True)
+    callback, probe = _callback(confirm=False), _OpenRanges(ranges)
+    model.fit(instrument(ds), epochs=2, verbose=0, callbacks=[callback, probe])
+    batches = len(data[0]) // BATCH
+    pushed = [e[2] for e in ranges.events if e[0] == "push"]
+    # each epoch ends with a begin that finds the data exhausted: it records nothing (so the
+    # next step has the same index) and its range is closed at the epoch's end
+    assert pushed == [*range(batches + 1), *range(batches, 2 * batches + 1)]
+    assert probe.seen == [("train_begin", 0), ("epoch_end", 0), ("epoch_end", 0)]
+    assert _depth(ranges.events) == 0
+    assert len(callback.measurement().records) == 2 * batches
+
+
+def test_a_step_that_raised_is_closed_when_the_next_fit_begins(
+    model: Any, data: Any, ranges: _RecordedRanges
+) -> None:
+    x, y = data
+    x = x[: BATCH * 6].copy()
+    x[BATCH * 3] = np.nan  # the fourth batch fails its check inside the train function
+    checked = tf.data.Dataset.from_tensor_slices((x, y[: BATCH * 6])).batch(BATCH)
+    checked = checked.map(lambda a, b: (tf.debugging.check_numerics(a, "bad batch"), b))
+    callback, probe = _callback(confirm=False), _OpenRanges(ranges)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="bad batch"):
+        model.fit(checked, epochs=1, verbose=0, callbacks=[callback, probe])
+    assert _depth(ranges.events) == 1  # Keras calls no hook after the step that raised
+    _fit(model, instrument(_fast(data)), [callback, probe], steps=2)
+    assert probe.seen[-2:] == [("train_begin", 0), ("epoch_end", 0)]
+    assert _depth(ranges.events) == 0
+    pushed = [e[2] for e in ranges.events if e[0] == "push"]
+    assert pushed == [0, 1, 2, 3, *range(3, 3 + WARMUP + 2)]
+
+
+def test_nvtx_false_marks_no_step(model: Any, data: Any, ranges: _RecordedRanges) -> None:
+    callback = _callback(nvtx=False)
+    _fit(model, instrument(_fast(data)), [callback], steps=2)
+    assert ranges.events == []
+    with pytest.raises(UsageError, match="nvtx"):
+        PerformanceCallback(nvtx="yes")  # type: ignore[arg-type]

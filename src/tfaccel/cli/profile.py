@@ -8,6 +8,10 @@ Two forms:
 * ``tfaccel profile --model reference-cnn [--steps N] [--batch-size B] [--trace DIR]`` trains a
   reference model for N steps on synthetic data.
 
+With ``--nsys``, either form runs as the child of Nsight Systems' ``nsys profile``
+(:mod:`tfaccel.profile.nsys`), whose report (``--nsys-output DIR``) holds the CUDA timeline with
+tfaccel's NVTX step ranges; without nsys installed, the error says how to get it.
+
 Both print a table (step time split into input wait, step and host overhead; examples/s;
 memory; GPU use), the top ops of a trace with ``--trace DIR``, and the diagnosis: each
 finding with its evidence, the fix and the predicted gain, through the terminal renderer of
@@ -20,6 +24,7 @@ output and TensorFlow's log in it are left as they are.
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING, Any
 
 from tfaccel.cli._args import integer
@@ -33,7 +38,7 @@ __all__ = ["FLAGS", "add_parser", "run"]
 
 # The library's argument names -> this command's flags, for the messages of its errors
 # (tfaccel.cli.main applies it).
-FLAGS = {"trace_dir": "--trace"}
+FLAGS = {"trace_dir": "--trace", "output_dir": "--nsys-output"}
 
 
 def add_parser(sub: Any) -> None:
@@ -108,6 +113,20 @@ def add_parser(sub: Any) -> None:
         help="ops listed (default 10)",
     )
     p.add_argument(
+        "--nsys",
+        action="store_true",
+        help="run the profile under Nsight Systems (nsys profile --trace=cuda,nvtx,cudnn,cublas,"
+        "osrt): a .nsys-rep report with the CUDA timeline and tfaccel's NVTX step ranges "
+        "(needs nsys; not with --trace)",
+    )
+    p.add_argument(
+        "--nsys-output",
+        metavar="DIR",
+        default=".",
+        help="--nsys: the directory of the report tfaccel-YYYYmmdd-HHMMSS.nsys-rep (default: "
+        "the working directory)",
+    )
+    p.add_argument(
         "--json",
         action="store_true",
         help="print one JSON document on stdout (a script's own stdout goes to stderr)",
@@ -133,6 +152,8 @@ def run(args: argparse.Namespace) -> int:
             received=f"--model {args.model} and {args.script_and_args[0]!r}",
             fix="drop one of them",
         )
+    if args.nsys:
+        return _run_under_nsys(args)
     if args.model:
         request: dict[str, Any] = {
             "steps": 50 if args.steps is None else args.steps,
@@ -177,6 +198,68 @@ def run(args: argparse.Namespace) -> int:
                 print(f"== {label} ==")
             _print_report(measurement, diagnosis, args.top)
     return result.exit_status
+
+
+def _run_under_nsys(args: argparse.Namespace) -> int:
+    """Check the request, then run this same profile as the child of ``nsys profile``."""
+    from tfaccel.profile import command, nsys
+
+    if args.trace:
+        raise UsageError(
+            "Give either --trace or --nsys, not both",
+            expected="--trace DIR (a TensorFlow Profiler trace) or --nsys (an Nsight Systems "
+            "report): both trace CUDA through CUPTI, which only one of them can hold",
+            received=f"--trace {args.trace} --nsys",
+            fix="drop --trace: the Nsight Systems report has the kernels and the NVTX steps",
+        )
+    inner = ["--warmup", str(args.warmup)]
+    if args.steps is not None:
+        inner += ["--steps", str(args.steps)]
+    if args.quiet:
+        inner.append("--quiet")
+    if args.verbose:
+        inner.append("--verbose")
+    if args.model:
+        steps = 50 if args.steps is None else args.steps
+        command.check_model_request(
+            args.model,
+            steps=steps,
+            warmup=args.warmup,
+            batch_size=args.batch_size,
+            input=args.input,
+        )
+        inner += ["--model", args.model, "--batch-size", str(args.batch_size)]
+        inner += ["--input", args.input, "--precision", args.precision]
+        if args.tiny:
+            inner.append("--tiny")
+    else:
+        from tfaccel.scripts import split_command
+
+        script, script_args = split_command(
+            args.script_and_args, command="profile", example="--nsys train.py"
+        )
+        warn_options_after_script("profile", getattr(args, "own_options", ()), script, script_args)
+        inner += [script, *script_args]
+    program = [sys.executable, "-m", "tfaccel", "profile", *inner]
+    try:
+        run = nsys.profile(program, output_dir=args.nsys_output)
+    except nsys.NsysNotFoundError as exc:
+        if args.json:
+            print_json({"command": "profile", "nsys": exc.to_dict()})
+        raise
+    if args.json:
+        print_json({"command": "profile", "nsys": run.to_dict()})
+    elif run.report_written:
+        print(
+            f"tfaccel profile: the Nsight Systems report is {run.report}\n"
+            f"  open it with nsys-ui, or summarise it: nsys stats --report "
+            f"nvtx_sum,cuda_gpu_kern_sum {run.report}"
+        )
+    for note in run.notes:
+        print(f"tfaccel profile: {note}", file=sys.stderr)
+    if not run.report_written and run.exit_status == 0:
+        return 1
+    return run.exit_status
 
 
 def _print_report(measurement: Measurement, diagnosis: Diagnosis, top: int) -> None:

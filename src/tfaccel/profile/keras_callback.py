@@ -19,6 +19,11 @@ What a Keras 3 callback can see, and how each figure is measured:
 * confirmation: when the wait is >= 5% (or not measured), and always on a CPU-only run
   (where the pipeline takes cores from the model without making the step wait), the same
   steps are re-run on one ready batch at the end of ``fit`` (weights restored afterwards).
+* NVTX: each step is a ``step`` range of the ``tfaccel`` domain (its payload the step's index),
+  the re-run a ``rerun`` range, for Nsight Systems' timeline; nothing is marked without a
+  profiler attached (:mod:`tfaccel.profile.nvtx_marks`). A step whose train function raised,
+  or found the data exhausted, gets no ``on_train_batch_end``: its range is closed at the
+  next hook (the epoch's end, the next step, or the next ``fit``).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from typing import Any, TextIO
 
 import keras
 
+from tfaccel.profile import nvtx_marks
 from tfaccel.profile import session as session_module
 from tfaccel.profile.bottlenecks import THRESHOLDS, Reports, diagnose
 from tfaccel.profile.clock import INPUT_CLOCK, InputClock, difference
@@ -73,6 +79,8 @@ class PerformanceCallback(Reports, keras.callbacks.Callback):
         trace_dir: capture a TensorFlow Profiler trace of ``trace_steps`` steps after warm-up.
         trace_steps: steps in the trace.
         clock: the input clock instrumented datasets write to (default the global one).
+        nvtx: mark each step as an NVTX range (``step`` in the domain ``tfaccel``) for
+            Nsight Systems' timeline; nothing is marked when no profiler is attached.
 
     Raises:
         UsageError: a count, switch or directory that is not valid, checked before anything
@@ -101,6 +109,7 @@ class PerformanceCallback(Reports, keras.callbacks.Callback):
         trace_dir: str | None = None,
         trace_steps: int | None = None,
         clock: InputClock | None = None,
+        nvtx: bool = True,
     ) -> None:
         where = "tfaccel.keras.PerformanceCallback"
         check_options(
@@ -116,6 +125,7 @@ class PerformanceCallback(Reports, keras.callbacks.Callback):
         )
         check_flag("summary", summary, where=where, allow_none=True)
         check_flag("confirm", confirm, where=where)
+        check_flag("nvtx", nvtx, where=where)
         check_int("max_steps", max_steps, where=where, allow_none=True)
         super().__init__()
         active = session_module.current()
@@ -142,10 +152,13 @@ class PerformanceCallback(Reports, keras.callbacks.Callback):
         self._totals: tuple[float, int, int] | None = None
         self._segment_measured = 0
         self._input_problem: str | None = None
+        self._marks = nvtx_marks.ranges(nvtx)
+        self._marked = False  # a `step` range is open
 
     # --- fit hooks -----------------------------------------------------------------------
 
     def on_train_begin(self, logs: Any = None) -> None:
+        self._close_step()  # left open by a fit that raised inside a step
         self.recorder.start_segment()
         self._segment_measured = 0
         self._describe_model()
@@ -154,15 +167,24 @@ class PerformanceCallback(Reports, keras.callbacks.Callback):
         self._totals = self.clock.read()  # fetches before the first step are no step's
 
     def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+        self._close_step()  # the data ran out inside the epoch's last step
         self.recorder.break_chain()
 
     def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
         now = time.perf_counter()
         self.recorder.begin(now)
         self._begin = now
+        marks = self._marks
+        if marks is not None:
+            if self._marked:
+                marks.pop()
+            marks.push(nvtx_marks.STEP, len(self.recorder.records))
+            self._marked = True
 
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
         end = time.perf_counter()
+        if self._marked:
+            self._close_step()
         totals = self.clock.read()  # one read per step: the fetches since the last step ended
         wait, examples, count = difference(self._totals, totals)
         self._totals = totals
@@ -184,6 +206,7 @@ class PerformanceCallback(Reports, keras.callbacks.Callback):
                 self.model.stop_training = True
 
     def on_train_end(self, logs: Any = None) -> None:
+        self._close_step()
         self.recorder.break_chain()
         if self.confirm:
             self._confirm()
@@ -200,6 +223,12 @@ class PerformanceCallback(Reports, keras.callbacks.Callback):
         return self.recorder.finish()
 
     # --- internals -----------------------------------------------------------------------
+
+    def _close_step(self) -> None:
+        if self._marked:
+            self._marked = False
+            if self._marks is not None:
+                self._marks.pop()
 
     def _describe_model(self) -> None:
         ctx = self.recorder.context
@@ -248,7 +277,14 @@ class PerformanceCallback(Reports, keras.callbacks.Callback):
             m.synthetic_note = "not run: the dataset gave no batch"
             return
         steps = min(20, figures.steps)
-        m.synthetic = synthetic.rerun(self.model, batch, figures.step_s, steps=steps)
+        marks = self._marks
+        if marks is not None:
+            marks.push(nvtx_marks.RERUN)
+        try:
+            m.synthetic = synthetic.rerun(self.model, batch, figures.step_s, steps=steps)
+        finally:
+            if marks is not None:
+                marks.pop()
 
 
 def _sixteen_bit_share(model: Any) -> float | None:

@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterator
 from typing import Any, TextIO
 
+from tfaccel.profile import nvtx_marks
 from tfaccel.profile import session as session_module
 from tfaccel.profile.bottlenecks import Reports
 from tfaccel.profile.recorder import Recorder
@@ -65,6 +66,9 @@ class StepTimer(Reports):
         trace_dir: capture a TensorFlow Profiler trace of ``trace_steps`` steps after warm-up.
         trace_steps: steps in the trace.
         sync: synchronise the GPUs at the end of a step without ``wait`` values.
+        nvtx: mark each step and its phases as NVTX ranges (``step``, ``input``, ``compute``
+            in the domain ``tfaccel``) for Nsight Systems' timeline; they cost nothing when
+            no profiler is attached (see :mod:`tfaccel.profile.nvtx_marks`).
 
     Raises:
         UsageError: a count, switch or directory that is not valid (see :func:`check_options`).
@@ -87,6 +91,7 @@ class StepTimer(Reports):
         trace_dir: str | None = None,
         trace_steps: int | None = None,
         sync: bool = True,
+        nvtx: bool = True,
     ) -> None:
         check_options(
             "tfaccel.profile.StepTimer",
@@ -100,6 +105,7 @@ class StepTimer(Reports):
             trace_steps=trace_steps,
         )
         check_flag("sync", sync, where="tfaccel.profile.StepTimer")
+        check_flag("nvtx", nvtx, where="tfaccel.profile.StepTimer")
         self._recorder: Recorder = session_module.recorder(
             "custom loop",
             warmup_steps=warmup_steps,
@@ -117,6 +123,8 @@ class StepTimer(Reports):
         self._input_s = 0.0
         self._had_input = False
         self._gpu: bool | None = None
+        self._marks = nvtx_marks.ranges(nvtx)
+        self._marked = False  # a `step` range is open
 
     @property
     def recorder(self) -> Recorder:
@@ -126,15 +134,47 @@ class StepTimer(Reports):
         if self._start is None:
             self._start = now
             self._recorder.begin(now)
+        marks = self._marks
+        if marks is not None and not self._marked:
+            marks.push(nvtx_marks.STEP, len(self._recorder.records))
+            self._marked = True
+
+    def _abandon(self) -> None:
+        """The step ended in an exception: it records nothing, and the time until the next
+        one is not host overhead."""
+        self._start, self._input_s, self._had_input = None, 0.0, False
+        self._recorder.break_chain()
+        self._close_step()
+
+    def _close_step(self) -> None:
+        if self._marked:
+            self._marked = False
+            if self._marks is not None:
+                self._marks.pop()
 
     @contextlib.contextmanager
     def input(self) -> Iterator[None]:
-        """Time fetching the next batch: ``with timer.input(): batch = next(it)``."""
+        """Time fetching the next batch: ``with timer.input(): batch = next(it)``.
+
+        An exception inside it (``StopIteration`` at the end of the data) ends the step:
+        nothing is recorded for it, and the exception propagates.
+        """
         begin = time.perf_counter()
         self._begin(begin)
-        yield
+        marks = self._marks
+        if marks is not None:
+            marks.push(nvtx_marks.INPUT)
+        try:
+            yield
+        except BaseException:
+            if marks is not None:
+                marks.pop()
+            self._abandon()
+            raise
         self._input_s += time.perf_counter() - begin
         self._had_input = True
+        if marks is not None:
+            marks.pop()
 
     @contextlib.contextmanager
     def step(self, examples: int | None = None) -> Iterator[StepHandle]:
@@ -142,22 +182,31 @@ class StepTimer(Reports):
         check_int("examples", examples, where="StepTimer.step", allow_none=True)
         begin = time.perf_counter()
         self._begin(begin)
+        marks = self._marks
+        if marks is not None:
+            marks.push(nvtx_marks.COMPUTE)
         handle = StepHandle()
         handle.examples = examples
         try:
             yield handle
             self._synchronise(handle.values)
         except BaseException:
-            self._start, self._input_s, self._had_input = None, 0.0, False
-            self._recorder.break_chain()
+            if marks is not None:
+                marks.pop()
+            self._abandon()
             raise
         end = time.perf_counter()
+        if marks is not None:
+            marks.pop()
         start = self._start if self._start is not None else begin
         input_s = self._input_s if self._had_input else None
         if input_s is None:
             self._recorder.measurement.input_note = _NO_INPUT_NOTE
-        self._recorder.end(start, input_s, end - begin, handle.examples)
-        self._start, self._input_s, self._had_input = None, 0.0, False
+        try:
+            self._recorder.end(start, input_s, end - begin, handle.examples)
+        finally:
+            self._start, self._input_s, self._had_input = None, 0.0, False
+            self._close_step()
 
     def _synchronise(self, values: list[Any]) -> None:
         if values:
@@ -180,12 +229,14 @@ class StepTimer(Reports):
 
     def measurement(self) -> Measurement:
         """Stop sampling and return what was measured."""
+        self._close_step()  # a step begun by input() and never ended
         return self._recorder.finish()
 
     def __enter__(self) -> StepTimer:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._close_step()
         self._recorder.finish()
 
 
