@@ -110,3 +110,37 @@ def test_doctor_refuses_a_batch_of_zero(capsys: pytest.CaptureFixture[str]) -> N
         main(["doctor", "--log", str(BFC_LOG), "--model", "mlp", "--batch", "0"])
     assert exited.value.code == 2
     assert "--batch" in capsys.readouterr().err
+
+
+def test_profile_answers_an_out_of_memory_run_with_the_plan(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``profile --model`` that raises ResourceExhaustedError prints the plan for this device
+    (a real TensorFlow error and a real traced model; the out-of-memory itself cannot be
+    provoked safely on this CPU)."""
+    import argparse
+
+    import tensorflow as tf
+
+    from tfaccel import inventory
+    from tfaccel.cli.profile import _out_of_memory
+    from tfaccel.planning.targets import training_device
+
+    exc = tf.errors.ResourceExhaustedError(
+        None, None, "OOM when allocating tensor with shape[4096,32,32,32] and type float"
+    )
+    args = argparse.Namespace(
+        model="mlp", batch_size=4096, precision="float32", tiny=True, json=True
+    )
+    assert _out_of_memory(args, exc) == 1
+    doc = json.loads(capsys.readouterr().out)
+    (finding,) = doc["findings"]
+    assert finding["id"] == "oom" and finding["status"] == "fail"
+    assert finding["evidence"][0].startswith("ResourceExhaustedError: OOM when allocating")
+    numbers = finding["numbers"]
+    assert numbers["batch_size"] == 4096
+    here = training_device(inventory.current())  # available RAM moves a little between reads
+    assert here.kind == "cpu" and here.usable_bytes is not None
+    assert abs(numbers["usable_bytes"] - here.usable_bytes) < 0.05 * here.usable_bytes
+    assert "GiB of RAM available" in finding["evidence"][-1]
+    assert numbers["needed_bytes"] > 0 and numbers["max_batch"] > 0

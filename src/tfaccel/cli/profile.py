@@ -166,9 +166,16 @@ def run(args: argparse.Namespace) -> int:
         # A mistake is said at once, before TensorFlow starts.
         command.check_model_request(args.model, **request)
         quiet_tensorflow()
-        profile = command.profile_model(
-            args.model, precision=args.precision, tiny=args.tiny, live=not args.quiet, **request
-        )
+        try:
+            profile = command.profile_model(
+                args.model, precision=args.precision, tiny=args.tiny, live=not args.quiet, **request
+            )
+        except Exception as exc:
+            from tfaccel.tuning.batch import is_oom_error
+
+            if not is_oom_error(exc):
+                raise
+            return _out_of_memory(args, exc)
         if args.json:
             print_json({"command": "profile", **profile.to_dict()})
         else:
@@ -271,3 +278,20 @@ def _print_report(measurement: Measurement, diagnosis: Diagnosis, top: int) -> N
     print(text.tables(measurement, top=top), text.heading(diagnosis), sep="\n\n")
     if diagnosis.refused is None:
         console().print(render_terminal(diagnosis.ranked, verbose=True))
+
+
+def _out_of_memory(args: argparse.Namespace, exc: BaseException) -> int:
+    """The run ran out of memory: print the plan's answer (the batch that fits) and exit 1."""
+    import functools
+
+    from tfaccel.cli._oom import oom_answer
+    from tfaccel.findings import text_lines
+    from tfaccel.profile.command import build_model
+
+    model_fn = functools.partial(build_model, args.model, precision=args.precision, tiny=args.tiny)
+    finding = oom_answer(exc, model_fn, args.batch_size, args.precision)
+    if args.json:
+        print_json({"command": "profile", "model": args.model, "findings": [finding.to_dict()]})
+    else:
+        print("\n".join(text_lines([finding])))
+    return 1

@@ -197,8 +197,7 @@ def profile_model(
     from tfaccel import models
 
     key = model_name(name)
-    model = models.build(key, tiny=tiny, dtype=precision)
-    _compile(model, precision)
+    model = build_model(key, precision=precision, tiny=tiny)
     info = models.MODELS[key]
     dataset, pipeline_info = _dataset(
         info.input_shape, info.classes, batch_size, steps + warmup, input
@@ -258,6 +257,15 @@ def profile_model(
         diagnosis=diagnose(measurement),
         pipeline=pipeline_info,
     )
+
+
+def build_model(name: str, *, precision: str = "float32", tiny: bool = False) -> Any:
+    """The reference model ``profile --model`` trains, compiled as it compiles it."""
+    from tfaccel import models
+
+    model = models.build(model_name(name), tiny=tiny, dtype=precision)
+    _compile(model, precision)
+    return model
 
 
 def _compile(model: Any, precision: str) -> None:
