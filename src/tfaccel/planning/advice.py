@@ -16,7 +16,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tfaccel.errors import TfaccelError
 from tfaccel.findings import Finding
 from tfaccel.planning.memory import GPU_BFC_RULES, AllocatorRules, MemoryEstimate, simulate
 from tfaccel.planning.trace import StepGraph
@@ -163,23 +162,12 @@ def memory_advice(
         UsageError: a bad batch size or precision.
         PlanError: the model cannot be built or traced.
     """
-    from tfaccel.planning.api import PlanError, _check_batch, _check_precision, _prepare
-    from tfaccel.planning.trace import trace_step
+    from tfaccel.planning.api import _check_batch, _check_precision, _prepare, traced
 
     _check_batch(batch_size)
     _check_precision(precision)
     built, _ = _prepare(model, precision, optimizer)
-    try:
-        step = trace_step(built, batch_size)
-    except TfaccelError:
-        raise
-    except Exception as exc:
-        raise PlanError(
-            f"The training step of the model could not be traced: {type(exc).__name__}: {exc}",
-            expected="a model whose train_step runs under tf.function",
-            received=f"model {getattr(built, 'name', '?')!r}",
-            fix="check that model.fit runs on one batch; fix the error it raises",
-        ) from exc
+    step = traced(built, batch_size)
     return advice_for_step(
         step,
         batch_size,

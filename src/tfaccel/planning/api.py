@@ -110,17 +110,7 @@ def plan(
     notes: list[str] = []
     built, model_notes = _prepare(model, precision, optimizer)
     notes += model_notes
-    try:
-        step = trace_step(built, batch_size)
-    except TfaccelError:
-        raise
-    except Exception as exc:
-        raise PlanError(
-            f"The training step of the model could not be traced: {type(exc).__name__}: {exc}",
-            expected="a model whose train_step runs under tf.function",
-            received=f"model {getattr(built, 'name', '?')!r}",
-            fix="check that model.fit runs on one batch; fix the error it raises",
-        ) from exc
+    step = traced(built, batch_size)
     measured = measured_cpu_utilisation(inv.fingerprint.digest, step.policy)
     chosen = targets(step.policy, wanted, inv=inv, measured_cpu=measured)
     return plan_step(
@@ -132,6 +122,25 @@ def plan(
         notes=notes,
         model_name=getattr(built, "name", "model"),
     )
+
+
+def traced(built: Any, batch_size: int) -> StepGraph:
+    """One training step of the compiled model ``built``, traced.
+
+    Raises:
+        PlanError: the step cannot be traced (the model's own error, named).
+    """
+    try:
+        return trace_step(built, batch_size)
+    except TfaccelError:
+        raise
+    except Exception as exc:
+        raise PlanError(
+            f"The training step of the model could not be traced: {type(exc).__name__}: {exc}",
+            expected="a model whose train_step runs under tf.function",
+            received=f"model {getattr(built, 'name', '?')!r}",
+            fix="check that model.fit runs on one batch; fix the error it raises",
+        ) from exc
 
 
 def plan_step(
