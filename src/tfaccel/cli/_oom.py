@@ -24,14 +24,12 @@ def oom_answer(
     """
     from tfaccel import inventory
     from tfaccel.planning.advice import memory_advice, oom_finding
-    from tfaccel.planning.memory import GPU_BFC_RULES, RAM_RULES
     from tfaccel.planning.targets import training_device
 
     message = str(exc).strip().splitlines()
     seen = f"{type(exc).__name__}: {message[0] if message else ''}"[:300]
     device = training_device(inventory.current())
     if device.usable_bytes is not None:
-        rules = GPU_BFC_RULES if device.kind == "gpu" else RAM_RULES
         try:
             advice = memory_advice(
                 model_fn,
@@ -39,7 +37,7 @@ def oom_answer(
                 device.usable_bytes,
                 device=device.words,
                 precision=precision,
-                rules=rules,
+                rules=device.rules,
             )
         except Exception as failed:  # the run's own error stays the news
             why = f"no plan: {type(failed).__name__}: {failed}"

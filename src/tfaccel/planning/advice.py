@@ -13,16 +13,16 @@ Example:
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
 from tfaccel.findings import Finding
-from tfaccel.planning.memory import GPU_BFC_RULES, AllocatorRules, MemoryEstimate, simulate
+from tfaccel.planning.memory import GPU_BFC_RULES, AllocatorRules, simulate
+from tfaccel.planning.result import _size
 from tfaccel.planning.trace import StepGraph
 
 __all__ = ["MemoryAdvice", "advice_for_step", "memory_advice", "oom_finding"]
-
-GIB = 2**30
 
 
 @dataclass(frozen=True)
@@ -58,8 +58,8 @@ class MemoryAdvice:
     def sentence(self) -> str:
         """``this model at batch B needs X GiB, the device has Y: batch <= B' or accumulate k``."""
         head = (
-            f"{self.model} at batch {self.batch_size} needs {_gib(self.needed_bytes)} "
-            f"({self.precision}), {self.device} has {_gib(self.usable_bytes)}"
+            f"{self.model} at batch {self.batch_size} needs {_size(self.needed_bytes)} "
+            f"({self.precision}), {self.device} has {_size(self.usable_bytes)}"
         )
         if self.fits:
             return head + f": it fits (up to batch {self.max_batch})"
@@ -119,20 +119,13 @@ def advice_for_step(
     rules: AllocatorRules = GPU_BFC_RULES,
 ) -> MemoryAdvice:
     """:class:`MemoryAdvice` from a traced step (pure: no TensorFlow)."""
-    from tfaccel.planning.api import _accumulation, _largest_batch
+    from tfaccel.planning.api import fit_batch
 
-    cache: dict[int, MemoryEstimate] = {}
-
+    @functools.cache
     def total(batch: int) -> int:
-        if batch not in cache:
-            cache[batch] = simulate(step, batch, rules=rules)
-        return cache[batch].total_bytes
+        return simulate(step, batch, rules=rules).total_bytes
 
-    largest = _largest_batch(total, usable_bytes)
-    need = total(batch_size)
-    accumulation = None
-    if need > usable_bytes and largest > 0:
-        accumulation = _accumulation(batch_size, largest)
+    need, largest, accumulation = fit_batch(total, batch_size, usable_bytes)
     return MemoryAdvice(
         model=model_name,
         batch_size=batch_size,
@@ -199,7 +192,3 @@ def oom_finding(
             "micro_batch": advice.micro_batch,
         },
     )
-
-
-def _gib(n: int) -> str:
-    return f"{n / GIB:.1f} GiB" if n >= GIB // 10 else f"{n / 2**20:.0f} MiB"

@@ -11,9 +11,9 @@ from tfaccel.errors import TfaccelError, UsageError, argument, shown
 from tfaccel.planning.memory import (
     FRAGMENTATION_MARGIN,
     GPU_BFC_RULES,
-    RAM_RULES,
     AllocatorRules,
     MemoryEstimate,
+    fit_rules,
     simulate,
 )
 from tfaccel.planning.result import DevicePlan, Plan
@@ -165,17 +165,16 @@ def plan_step(
 
     rows = []
     for target in chosen:
-        rules = RAM_RULES if target.kind == "cpu" else GPU_BFC_RULES
-        need = total(rules, batch_size)
+        sized = functools.partial(total, fit_rules(target.kind))
         usable = target.usable_bytes
-        largest = _largest_batch(functools.partial(total, rules), usable) if usable else None
+        largest: int | None = None
+        accumulation: int | None = None
+        if usable:
+            need, largest, accumulation = fit_batch(sized, batch_size, usable)
+        else:
+            need = sized(batch_size)
         fits = usable is not None and need <= usable
-        accumulation = None
-        micro = batch_size
-        if not fits and largest:
-            accumulation = _accumulation(batch_size, largest)
-            if accumulation is not None:
-                micro = batch_size // accumulation
+        micro = batch_size // accumulation if accumulation else batch_size
         steps = accumulation or 1
         timing = step_time(target, step.flops(micro), step.bytes_touched(micro), step.launches)
         step_s = (
@@ -255,6 +254,16 @@ def _reason(row: DevicePlan) -> str:
     else:
         parts.append("no peak known: time not predicted")
     return "; ".join(parts)
+
+
+def fit_batch(total: Callable[[int], int], batch: int, usable: int) -> tuple[int, int, int | None]:
+    """For a device of ``usable`` bytes, with ``total(b)`` the bytes batch ``b`` needs: what
+    ``batch`` needs, the largest batch that fits (0: not even 1), and, when ``batch`` does not
+    fit, the fewest accumulation steps whose micro-batch does (None: none divides it)."""
+    need = total(batch)
+    largest = _largest_batch(total, usable)
+    accumulation = _accumulation(batch, largest) if need > usable and largest > 0 else None
+    return need, largest, accumulation
 
 
 def _largest_batch(total: Callable[[int], int], usable: int) -> int:

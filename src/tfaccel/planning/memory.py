@@ -24,8 +24,10 @@ __all__ = [
     "FRAGMENTATION_MARGIN",
     "GPU_BFC_RULES",
     "PARTS",
+    "RAM_RULES",
     "AllocatorRules",
     "MemoryEstimate",
+    "fit_rules",
     "simulate",
 ]
 
@@ -116,6 +118,15 @@ CPU_ONEDNN_RULES = AllocatorRules(
 )
 RAM_RULES = AllocatorRules("all allocations (host RAM)")
 """How a plan counts against a machine's RAM: every allocation, as it is."""
+
+
+def fit_rules(kind: str) -> AllocatorRules:
+    """The rules a batch must fit under on a device of ``kind`` (``cpu``: its RAM; ``gpu``,
+    ``tpu``: the BFC allocator). Not :func:`tfaccel.planning.allocator_rules`, which counts
+    what TensorFlow's allocator statistics see, to compare with them."""
+    return RAM_RULES if kind == "cpu" else GPU_BFC_RULES
+
+
 REPLAYED_STEPS = 3
 """Steps replayed on a growing allocator: its chunks settle after the first step or two."""
 

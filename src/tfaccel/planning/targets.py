@@ -13,6 +13,7 @@ from typing import Any
 
 from tfaccel.errors import UsageError
 from tfaccel.inventory import AcceleratorSpec, GpuFacts, Inventory, fast_precisions, load_specs
+from tfaccel.planning.memory import AllocatorRules, fit_rules
 
 __all__ = [
     "CUDA_CONTEXT_BYTES",
@@ -87,6 +88,11 @@ class TrainingDevice:
     usable_bytes: int | None
     words: str
     kind: str
+
+    @property
+    def rules(self) -> AllocatorRules:
+        """The rules a batch must fit under here (:func:`~tfaccel.planning.memory.fit_rules`)."""
+        return fit_rules(self.kind)
 
 
 def training_device(inv: Inventory) -> TrainingDevice:

@@ -261,16 +261,14 @@ def _planned_batch(hooks: Hooks, precision: str, inv: Inventory) -> tuple[int | 
     """The largest batch :func:`tfaccel.plan` predicts on the device the trials train on, and
     a note for the result (None and why when the plan cannot be made)."""
     from tfaccel.planning.advice import memory_advice
-    from tfaccel.planning.memory import GPU_BFC_RULES, RAM_RULES
     from tfaccel.planning.targets import training_device
 
     device = training_device(inv)
     if device.usable_bytes is None:
         return None, f"memory search: {device.words}, so it grew from batch 32"
-    rules = GPU_BFC_RULES if device.kind == "gpu" else RAM_RULES
     try:
         advice = memory_advice(
-            hooks.model_fn, 1, device.usable_bytes, precision=precision, rules=rules
+            hooks.model_fn, 1, device.usable_bytes, precision=precision, rules=device.rules
         )
     except Exception as exc:  # the search finds the limit by trials anyway
         return None, f"memory search: no plan ({type(exc).__name__}: {exc}), grew from batch 32"

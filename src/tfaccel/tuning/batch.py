@@ -173,11 +173,8 @@ def find_batch_size(
 def _grow(
     attempt: Callable[[int], bool], size: int, limit: int, fit: int = 0
 ) -> tuple[int, int | None]:
-    """Double from ``size`` (``fit`` already fitted) until a size fails or the limit fits."""
-    if fit:
-        if fit >= limit:
-            return fit, None
-        size = min(fit * 2, limit)
+    """Double from ``size`` until a size fails or the limit fits (``fit``: the largest size
+    that fitted before ``size``)."""
     while True:
         if not attempt(size):
             return fit, size
@@ -204,7 +201,9 @@ def _bracket(attempt: Callable[[int], bool], size: int, limit: int) -> tuple[int
             if not attempt(larger):
                 return fit, larger
             fit = larger
-        return _grow(attempt, fit, limit, fit=fit)
+        if fit >= limit:
+            return fit, None
+        return _grow(attempt, min(fit * 2, limit), limit, fit)
     oom = size
     smaller = max(1, min(size - 1, math.floor(size / PLAN_STEP)))
     while size > 1:
