@@ -76,7 +76,11 @@ def fast(machine: Snapshot, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> 
     from tfaccel.probe import deep
 
     def snapshot(
-        *, deep: bool = False, deep_timeout_s: float | None = None, libraries: bool = True
+        *,
+        deep: bool = False,
+        deep_timeout_s: float | None = None,
+        libraries: bool = True,
+        gpm_interval_s: float | None = None,
     ) -> Snapshot:
         snap = copy.deepcopy(machine)
         if deep:

@@ -100,29 +100,31 @@ def test_a_refused_sample_frees_the_buffers_and_says_why() -> None:
     assert not binding.live_gpm_samples
 
 
-def test_without_a_gpm_gpu_there_is_no_pause_and_no_second_nvml_session(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_without_a_gpm_gpu_there_is_no_pause(monkeypatch: pytest.MonkeyPatch) -> None:
     pauses: list[float] = []
     monkeypatch.setattr(nvml, "time", SimpleNamespace(sleep=pauses.append))
     binding = make_binding([gpu(), gpu()])
     info = nvml.collect(binding, gpm_interval_s=nvml.GPM_READING_S)
     assert pauses == [] and all(g.gpm is None for g in info.gpus)
-    assert nvml.add_gpm_readings(info, nvml=binding) is info
-    assert pauses == [] and binding.calls == ["init", "shutdown"]  # collect's session only
+    assert binding.calls == ["init", "shutdown"]  # one NVML session
 
 
-def test_readings_added_later_open_their_own_nvml_session() -> None:
+def test_readings_are_taken_in_the_one_nvml_session_of_collect() -> None:
     binding = make_binding([gpu(), h100(sm=70)])
-    info = nvml.collect(binding)
-    nvml.add_gpm_readings(info, interval_s=A_GPM_READ, nvml=binding)
+    info = nvml.collect(binding, gpm_interval_s=A_GPM_READ)
     assert info.gpus[0].gpm is None and info.gpus[1].gpm is not None
     assert info.gpus[1].gpm.sm_activity_percent == pytest.approx(70)
-    assert binding.calls == ["init", "shutdown", "init", "shutdown"]
+    assert binding.calls == ["init", "shutdown"]
     assert not binding.live_gpm_samples
-    gone = make_binding([h100()], init_error="Driver Not Loaded")
-    nvml.add_gpm_readings(info, interval_s=A_GPM_READ, nvml=gone)
-    assert "Driver Not Loaded" in (info.gpus[1].gpm_note or "")
+
+
+def test_each_entry_says_why_nvml_is_unusable(monkeypatch: pytest.MonkeyPatch) -> None:
+    down = make_binding([h100()], init_error="Driver Not Loaded")
+    assert nvml.collect(down, gpm_interval_s=A_GPM_READ).error == "Driver Not Loaded"
+    assert nvml.open_sampler(nvml=down) == "NVML cannot be initialised: Driver Not Loaded"
+    missing = "the NVML binding is not installed (no pynvml); pip install nvidia-ml-py"
+    monkeypatch.setattr(nvml, "load_binding", lambda: missing)
+    assert nvml.collect().error == missing and nvml.open_sampler() == missing
 
 
 def test_a_gpm_reading_survives_the_snapshot_round_trip() -> None:
@@ -281,7 +283,10 @@ def test_a_gpu_that_looks_busy_by_utilization_gpu_but_not_by_sm_activity_is_flag
     assert "utilization.gpu read 99.0%" in finding.evidence[0]
     assert finding.fix and "jit_compile=True" in finding.fix
     busy = diagnose(_gpu_run(_gpm_usage(sm=85))).get("low_gpu_activity")
-    assert busy is not None and busy.status == "ok"
+    assert busy is not None and busy.status == "ok" and "80%" not in busy.evidence[0]
+    middling = diagnose(_gpu_run(_gpm_usage(sm=60))).get("low_gpu_activity")
+    assert middling is not None and middling.status == "ok" and not middling.fix
+    assert middling.evidence[0].endswith("; below the 80% DCGM calls necessary")
     text = profile_text.findings_text(diagnose(_gpu_run(_gpm_usage(sm=85))))
     assert "low_gpu_activity (SM activity 85.0%)" in text
 

@@ -50,8 +50,9 @@ def run(args: argparse.Namespace) -> int:
 
     if args.tf and args.tf_timeout < deep.MIN_IMPORT_S:
         raise deep.timeout_too_short(args.tf_timeout)  # before the probe, said at once
-    snap = probe.snapshot(deep=args.tf, deep_timeout_s=args.tf_timeout)
-    probe.nvml.add_gpm_readings(snap.nvml)
+    snap = probe.snapshot(
+        deep=args.tf, deep_timeout_s=args.tf_timeout, gpm_interval_s=probe.nvml.GPM_READING_S
+    )
     if snap.deep is not None:
         show_tensorflow_log(snap.deep.log)
     inv = inventory.build(snap)

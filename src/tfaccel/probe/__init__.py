@@ -32,7 +32,11 @@ __all__ = [
 
 
 def snapshot(
-    *, deep: bool = False, deep_timeout_s: float | None = None, libraries: bool = True
+    *,
+    deep: bool = False,
+    deep_timeout_s: float | None = None,
+    libraries: bool = True,
+    gpm_interval_s: float | None = None,
 ) -> Snapshot:
     """Probe this machine.
 
@@ -42,6 +46,8 @@ def snapshot(
         libraries: also load the NVIDIA driver library and the CUDA libraries TensorFlow needs
             (``driver``, ``cuda_libs``). They stay loaded in this process, so a process that
             imports TensorFlow itself passes False and lets TensorFlow load its own.
+        gpm_interval_s: also read the GPM metrics (SM, tensor-core, DRAM activity) of the GPUs
+            that have them, over this many seconds (:func:`nvml.collect`); None: do not.
 
     Returns:
         A Snapshot; anything that could not be read is recorded as such, never raised.
@@ -59,7 +65,7 @@ def snapshot(
         platform=system.collect_platform(),
         cpu=cpu.collect(),
         pci=pci_devices,
-        nvml=nvml.collect(),
+        nvml=nvml.collect(gpm_interval_s=gpm_interval_s),
         driver=libs.collect_driver() if libraries else DriverInfo(),
         distributions=distributions,
         tensorflow=tf_build,

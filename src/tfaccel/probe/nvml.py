@@ -30,7 +30,6 @@ __all__ = [
     "GPM_READING_S",
     "GpuSample",
     "Sampler",
-    "add_gpm_readings",
     "collect",
     "gpm_support",
     "load_binding",
@@ -44,6 +43,8 @@ GPM_MIN_INTERVAL_S = 0.1
 GPM_READING_S = 0.15
 """The interval of the one GPM reading ``tfaccel devices`` takes (all GPUs at once)."""
 
+_NO_GPM_BINDING = "this NVML binding has no GPM functions: pip install -U nvidia-ml-py"
+
 # The GPM metrics read, as (name, pynvml constant, its value in nvml.h).
 _GPM_METRICS = (
     ("sm_activity", "NVML_GPM_METRIC_SM_UTIL", 2),
@@ -52,6 +53,10 @@ _GPM_METRICS = (
     ("hmma_tensor", "NVML_GPM_METRIC_HMMA_TENSOR_UTIL", 7),
     ("dram_bandwidth", "NVML_GPM_METRIC_DRAM_BW_UTIL", 10),
 )
+
+# The tensor-core metric reported: any tensor op where NVML computes it, else the FP16/BF16
+# (HMMA) tensor ops alone; the value is its name in ``GpmReading.tensor_metric``.
+_TENSOR_METRICS = {"any_tensor": "ANY_TENSOR_UTIL", "hmma_tensor": "HMMA_TENSOR_UTIL"}
 
 T = TypeVar("T")
 
@@ -62,6 +67,33 @@ def load_binding() -> ModuleType | str:
         return importlib.import_module("pynvml")
     except ImportError as exc:
         return f"the NVML binding is not installed ({exc}); pip install nvidia-ml-py"
+
+
+def _init(nvml: Any) -> tuple[Any, type[BaseException], str | None]:
+    """Load the binding (``nvml`` None: ``pynvml``) and initialise NVML.
+
+    Returns:
+        (binding, its error type, None) when NVML is ready (shut it down when done);
+        (binding, error type, why) when ``nvmlInit`` fails; (None, OSError, why) when the
+        binding is not installed.
+    """
+    if nvml is None:
+        loaded = load_binding()
+        if isinstance(loaded, str):
+            return None, OSError, loaded
+        nvml = loaded
+    error_type = _error_type(nvml)
+    try:
+        nvml.nvmlInit()
+    except (error_type, OSError) as exc:
+        return nvml, error_type, _text(str(exc)) or type(exc).__name__
+    return nvml, error_type, None
+
+
+def _error_type(nvml: Any) -> type[BaseException]:
+    """The binding's NVML error class (``pynvml.NVMLError``)."""
+    error_type: type[BaseException] = getattr(nvml, "NVMLError", OSError)
+    return error_type
 
 
 def collect(nvml: Any = None, *, gpm_interval_s: float | None = None) -> NvmlInfo:
@@ -76,16 +108,9 @@ def collect(nvml: Any = None, *, gpm_interval_s: float | None = None) -> NvmlInf
     Returns:
         NvmlInfo; ``available`` False with ``error`` set when NVML cannot be used.
     """
-    if nvml is None:
-        loaded = load_binding()
-        if isinstance(loaded, str):
-            return NvmlInfo(available=False, error=loaded)
-        nvml = loaded
-    error_type: type[BaseException] = getattr(nvml, "NVMLError", OSError)
-    try:
-        nvml.nvmlInit()
-    except (error_type, OSError) as exc:
-        return NvmlInfo(available=False, error=_text(str(exc)) or type(exc).__name__)
+    nvml, error_type, why = _init(nvml)
+    if why is not None:
+        return NvmlInfo(available=False, error=why)
     try:
         info = _collect_initialised(nvml, error_type)
         if gpm_interval_s is not None:
@@ -93,43 +118,6 @@ def collect(nvml: Any = None, *, gpm_interval_s: float | None = None) -> NvmlInf
         return info
     finally:
         _query(nvml.nvmlShutdown, error_type)
-
-
-def add_gpm_readings(
-    info: NvmlInfo, *, interval_s: float = GPM_READING_S, nvml: Any = None
-) -> NvmlInfo:
-    """Read the GPM metrics of the GPUs of ``info`` that offer them, into their ``gpm``
-    (or the reason there is none into ``gpm_note``); no pause when none offers them.
-
-    Args:
-        info: what :func:`collect` returned.
-        interval_s: seconds between the two GPM samples (all GPUs at once).
-        nvml: the binding module (default: ``pynvml``); tests pass a fake.
-
-    Returns:
-        ``info``, completed.
-    """
-    if not any(g.gpm_supported for g in info.gpus):
-        return info
-    if nvml is None:
-        loaded = load_binding()
-        if isinstance(loaded, str):
-            return info
-        nvml = loaded
-    error_type: type[BaseException] = getattr(nvml, "NVMLError", OSError)
-    try:
-        nvml.nvmlInit()
-    except (error_type, OSError) as exc:
-        why = _text(str(exc)) or type(exc).__name__
-        for gpu in info.gpus:
-            if gpu.gpm_supported:
-                gpu.gpm_note = f"NVML cannot be initialised: {why}"
-        return info
-    try:
-        _add_gpm_readings(nvml, error_type, info, interval_s)
-    finally:
-        _query(nvml.nvmlShutdown, error_type)
-    return info
 
 
 def _add_gpm_readings(
@@ -234,13 +222,12 @@ def gpm_support(nvml: Any, handle: Any) -> tuple[bool | None, str | None]:
         (True, None); (False, reason) for a GPU or driver without GPM; (None, reason) when
         NVML did not answer (no permission, another error) or the binding has no GPM.
     """
-    error_type: type[BaseException] = getattr(nvml, "NVMLError", OSError)
     query = getattr(nvml, "nvmlGpmQueryDeviceSupport", None)
     if query is None:
-        return None, "this NVML binding has no GPM functions: pip install -U nvidia-ml-py"
+        return None, _NO_GPM_BINDING
     try:
         support = query(handle)
-    except error_type as exc:
+    except _error_type(nvml) as exc:
         return _gpm_refusal(nvml, "nvmlGpmQueryDeviceSupport", exc)
     if getattr(support, "isSupportedDevice", 0):
         return True, None
@@ -266,7 +253,7 @@ class _GpmStream:
 
     def __init__(self, nvml: Any, handle: Any, buffers: tuple[Any, Any], at: float) -> None:
         self._nvml = nvml
-        self._error_type: type[BaseException] = getattr(nvml, "NVMLError", OSError)
+        self._error_type = _error_type(nvml)
         self._handle = handle
         self._previous, self._spare = buffers
         self._at = at
@@ -274,7 +261,7 @@ class _GpmStream:
     @classmethod
     def open(cls, nvml: Any, handle: Any) -> _GpmStream | str:
         """Allocate the buffers and take the first sample; the reason (text) when NVML refuses."""
-        error_type: type[BaseException] = getattr(nvml, "NVMLError", OSError)
+        error_type = _error_type(nvml)
         needed = (
             "nvmlGpmSampleAlloc",
             "nvmlGpmSampleFree",
@@ -282,7 +269,7 @@ class _GpmStream:
             "nvmlGpmMetricsGet",
         )
         if not all(hasattr(nvml, name) for name in needed):
-            return "this NVML binding has no GPM functions: pip install -U nvidia-ml-py"
+            return _NO_GPM_BINDING
         buffers: list[Any] = []
         try:
             buffers.append(nvml.nvmlGpmSampleAlloc())
@@ -307,7 +294,7 @@ class _GpmStream:
             self._nvml.nvmlGpmSampleGet(self._handle, self._spare)
         except self._error_type as exc:
             return _gpm_refusal(self._nvml, "nvmlGpmSampleGet", exc)[1]
-        reading = _gpm_metrics(self._nvml, self._previous, self._spare, elapsed)
+        reading = _gpm_metrics(self._nvml, self._error_type, self._previous, self._spare, elapsed)
         self._previous, self._spare, self._at = self._spare, self._previous, now
         return reading
 
@@ -316,9 +303,10 @@ class _GpmStream:
             _query(self._nvml.nvmlGpmSampleFree, self._error_type, buffer)
 
 
-def _gpm_metrics(nvml: Any, first: Any, second: Any, interval_s: float) -> GpmReading | str:
+def _gpm_metrics(
+    nvml: Any, error_type: type[BaseException], first: Any, second: Any, interval_s: float
+) -> GpmReading | str:
     """``nvmlGpmMetricsGet`` between two samples: every metric NVML computed, in percent."""
-    error_type: type[BaseException] = getattr(nvml, "NVMLError", OSError)
     request = nvml.c_nvmlGpmMetricsGet_t()
     request.version = getattr(nvml, "NVML_GPM_METRICS_GET_VERSION", 1)
     request.numMetrics = len(_GPM_METRICS)
@@ -337,18 +325,13 @@ def _gpm_metrics(nvml: Any, first: Any, second: Any, interval_s: float) -> GpmRe
             values[name] = float(value)
     if not values:
         return "nvmlGpmMetricsGet computed none of the metrics asked for"
-    # Any tensor op where NVML computes it; else the FP16/BF16 (HMMA) tensor ops alone.
-    tensor_metric = None
-    for name, metric in (("any_tensor", "ANY_TENSOR_UTIL"), ("hmma_tensor", "HMMA_TENSOR_UTIL")):
-        if name in values:
-            tensor_metric = metric
-            break
+    tensor = next((name for name in _TENSOR_METRICS if name in values), "")
     return GpmReading(
         interval_s=interval_s,
         sm_activity_percent=values.get("sm_activity"),
         sm_occupancy_percent=values.get("sm_occupancy"),
-        tensor_activity_percent=values.get("any_tensor", values.get("hmma_tensor")),
-        tensor_metric=tensor_metric,
+        tensor_activity_percent=values.get(tensor),
+        tensor_metric=_TENSOR_METRICS.get(tensor),
         dram_bandwidth_percent=values.get("dram_bandwidth"),
     )
 
@@ -411,12 +394,7 @@ class Sampler:
     """
 
     def __init__(
-        self,
-        nvml: Any,
-        error_type: type[BaseException],
-        handles: list[tuple[int, Any]],
-        *,
-        gpm: bool = True,
+        self, nvml: Any, error_type: type[BaseException], handles: list[tuple[int, Any]]
     ) -> None:
         self._nvml = nvml
         self._error_type = error_type
@@ -424,9 +402,6 @@ class Sampler:
         self.gpm_notes: dict[int, str] = {}
         self._gpm: dict[int, _GpmStream] = {}
         for index, handle in handles:
-            if not gpm:
-                self.gpm_notes[index] = "GPM not asked for"
-                continue
             supported, note = gpm_support(nvml, handle)
             opened = _GpmStream.open(nvml, handle) if supported else note or "no GPM"
             if isinstance(opened, str):
@@ -460,29 +435,19 @@ class Sampler:
         _query(self._nvml.nvmlShutdown, self._error_type)
 
 
-def open_sampler(
-    indices: Sequence[int] | None = None, nvml: Any = None, *, gpm: bool = True
-) -> Sampler | str:
+def open_sampler(indices: Sequence[int] | None = None, nvml: Any = None) -> Sampler | str:
     """Open NVML for repeated samples of the GPUs ``indices`` (NVML numbering; None: all).
 
     Args:
         indices: NVML indices of the GPUs to sample (None: all).
         nvml: the binding module (default: ``pynvml``); tests pass a fake.
-        gpm: also read the GPM metrics of the GPUs that offer them.
 
     Returns:
         A Sampler, or the reason (text) when NVML cannot be used or reports no such GPU.
     """
-    if nvml is None:
-        loaded = load_binding()
-        if isinstance(loaded, str):
-            return loaded
-        nvml = loaded
-    error_type: type[BaseException] = getattr(nvml, "NVMLError", OSError)
-    try:
-        nvml.nvmlInit()
-    except (error_type, OSError) as exc:
-        return f"NVML cannot be initialised: {_text(str(exc)) or type(exc).__name__}"
+    nvml, error_type, why = _init(nvml)
+    if why is not None:
+        return why if nvml is None else f"NVML cannot be initialised: {why}"
     count = _query(nvml.nvmlDeviceGetCount, error_type, default=0)
     wanted = range(count if isinstance(count, int) else 0) if indices is None else indices
     handles = []
@@ -493,4 +458,4 @@ def open_sampler(
     if not handles:
         _query(nvml.nvmlShutdown, error_type)
         return "NVML reports no GPU" if indices is None else f"NVML has no GPU {list(indices)}"
-    return Sampler(nvml, error_type, handles, gpm=gpm)
+    return Sampler(nvml, error_type, handles)

@@ -69,7 +69,6 @@ class GpuMonitor:
             self.note = opened
             return False
         self._sampler = opened
-        self.gpm_notes.update(opened.gpm_notes)
         self._stop = threading.Event()
         self._take()
         self._thread = threading.Thread(target=self._run, name="tfaccel-gpu-monitor", daemon=True)

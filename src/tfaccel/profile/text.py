@@ -77,11 +77,11 @@ def live_line(
         if gpu.sm_activity_mean_percent is not None:
             tensor = gpu.tensor_activity_mean_percent
             parts.append(
-                f"GPU{gpu.index} SM {gpu.sm_activity_mean_percent:.0f}%"
-                + ("" if tensor is None else f" tensor {tensor:.0f}%")
+                f"GPU{gpu.index} SM {_percent(gpu.sm_activity_mean_percent)}"
+                + ("" if tensor is None else f" tensor {_percent(tensor)}")
             )
         elif gpu.utilization_mean_percent is not None:
-            parts.append(f"GPU{gpu.index} util.gpu {gpu.utilization_mean_percent:.0f}%")
+            parts.append(f"GPU{gpu.index} util.gpu {_percent(gpu.utilization_mean_percent)}")
     if memory is not None and memory.current_bytes is not None:
         label = "mem" if memory.kind == "gpu" else "rss"
         parts.append(f"{label} {_bytes(memory.current_bytes)} (peak {_bytes(memory.peak_bytes)})")
@@ -175,33 +175,27 @@ def gpu_lines(gpu: GpuUsage) -> list[tuple[str, str]]:
     """The final table's rows for one GPU: utilization.gpu and memory, then what its SMs,
     tensor cores and memory bandwidth did (NVML GPM), or why that is not known."""
     util = _mean_max(gpu.utilization_mean_percent, gpu.utilization_max_percent)
-    rows = [
+    if gpu.metric_source == "gpm":
+        sm = _mean_max(gpu.sm_activity_mean_percent, gpu.sm_activity_max_percent)
+        tensor = _mean_max(gpu.tensor_activity_mean_percent, gpu.tensor_activity_max_percent)
+        dram = _mean_max(gpu.dram_bandwidth_mean_percent, gpu.dram_bandwidth_max_percent)
+        activity = (
+            f"SM activity {sm}, tensor cores {tensor}, DRAM bandwidth {dram} "
+            f"(NVML GPM, {gpu.gpm_samples} intervals)"
+        )
+    else:
+        activity = (
+            "utilization.gpu only: SM, tensor-core and DRAM bandwidth activity not measured"
+            f": {gpu.gpm_note or 'no GPM'}"
+        )
+    return [
         (
             f"GPU {gpu.index}",
             f"utilization.gpu {util} = share of time any kernel ran; memory used max "
             f"{_bytes(gpu.memory_used_max_bytes)}; {gpu.samples} NVML samples",
-        )
+        ),
+        (f"GPU {gpu.index} activity", activity),
     ]
-    if gpu.metric_source != "gpm":
-        rows.append(
-            (
-                f"GPU {gpu.index} activity",
-                "utilization.gpu only: SM, tensor-core and DRAM bandwidth activity not measured"
-                f": {gpu.gpm_note or 'no GPM'}",
-            )
-        )
-        return rows
-    sm = _mean_max(gpu.sm_activity_mean_percent, gpu.sm_activity_max_percent)
-    tensor = _mean_max(gpu.tensor_activity_mean_percent, gpu.tensor_activity_max_percent)
-    dram = _mean_max(gpu.dram_bandwidth_mean_percent, gpu.dram_bandwidth_max_percent)
-    rows.append(
-        (
-            f"GPU {gpu.index} activity",
-            f"SM activity {sm}, tensor cores {tensor}, DRAM bandwidth {dram} "
-            f"(NVML GPM, {gpu.gpm_samples} intervals)",
-        )
-    )
-    return rows
 
 
 def heading(diagnosis: Diagnosis) -> str:
