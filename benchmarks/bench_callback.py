@@ -65,7 +65,7 @@ from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from tfaccel.timing import compare, measure_interleaved, summarize
+from tfaccel.timing import Summary, compare, measure_interleaved, summarize
 
 TARGET_OVERHEAD = 0.02
 TARGET_NVTX_OVERHEAD = 0.01
@@ -74,48 +74,18 @@ NVTX_TOOL_SOURCE = Path(__file__).resolve().parent.parent / "tests" / "data" / "
 
 def run(*, steps: int, repeats: int, batch_size: int, tiny: bool) -> dict[str, Any]:
     """Time the three configurations; return medians, spreads and the overhead ratios."""
-    import numpy as np
+    from tfaccel.keras import instrument
 
-    import tfaccel.data
-    from tfaccel import models
-    from tfaccel.keras import PerformanceCallback, instrument
-
-    model = models.build("reference_cnn", tiny=tiny)
-    model.compile(optimizer="rmsprop", loss="sparse_categorical_crossentropy")
-    rng = np.random.default_rng(0)
-    count = batch_size * 16
-    x = rng.random((count, 32, 32, 3), dtype=np.float32)
-    y = rng.integers(0, 10, count).astype(np.int32)
-    ds = tfaccel.data.pipeline((x, y), batch_size, seed=0, repeat=True, drop_remainder=True)
+    model, ds = _reference(batch_size, tiny)
     sink = io.StringIO()
 
     def fit(dataset: Any, callbacks: list[Any]) -> float:
-        begin = time.perf_counter()
-        model.fit(
-            dataset,
-            steps_per_epoch=steps,
-            epochs=1,
-            verbose=0,
-            shuffle=False,
-            callbacks=callbacks,
-        )
-        return (time.perf_counter() - begin) / steps
+        return _fit_seconds(model, dataset, callbacks, steps)
 
     hook_seconds: list[float] = []
 
-    class TimedCallback(PerformanceCallback):
-        def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
-            begin = time.perf_counter()
-            super().on_train_batch_begin(batch, logs)
-            hook_seconds.append(time.perf_counter() - begin)
-
-        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-            begin = time.perf_counter()
-            super().on_train_batch_end(batch, logs)
-            hook_seconds.append(time.perf_counter() - begin)
-
     def callback() -> Any:
-        return TimedCallback(stream=sink, summary=False, confirm=False)
+        return _timed_callback(hook_seconds, stream=sink, summary=False, confirm=False)
 
     # one callback and one instrumented dataset for all the rounds, as in a long training:
     # their one-off costs (first trace of the stamp, reading /proc) are not per step
@@ -136,11 +106,7 @@ def run(*, steps: int, repeats: int, batch_size: int, tiny: bool) -> dict[str, A
         paired = summarize([v / p for v, p in zip(values, samples["plain"], strict=True)])
         rows.append(
             {
-                "config": name,
-                "step_ms_median": s.median * 1e3,
-                "step_ms_q1": s.q1 * 1e3,
-                "step_ms_q3": s.q3 * 1e3,
-                "relative_iqr": s.relative_iqr,
+                **_step_row(name, s),
                 "ratio_to_plain": ratio,
                 "overhead_percent": (ratio - 1) * 100,
                 "paired_ratio_median": paired.median,
@@ -167,6 +133,67 @@ def run(*, steps: int, repeats: int, batch_size: int, tiny: bool) -> dict[str, A
         "repeats": repeats,
         "target_overhead_percent": TARGET_OVERHEAD * 100,
         "rows": rows,
+    }
+
+
+def _reference(batch_size: int, tiny: bool) -> tuple[Any, Any]:
+    """The reference CNN, compiled, and a repeating ``tfaccel.data.pipeline`` of 16 batches."""
+    import numpy as np
+
+    import tfaccel.data
+    from tfaccel import models
+
+    model = models.build("reference_cnn", tiny=tiny)
+    model.compile(optimizer="rmsprop", loss="sparse_categorical_crossentropy")
+    rng = np.random.default_rng(0)
+    count = batch_size * 16
+    x = rng.random((count, 32, 32, 3), dtype=np.float32)
+    y = rng.integers(0, 10, count).astype(np.int32)
+    ds = tfaccel.data.pipeline((x, y), batch_size, seed=0, repeat=True, drop_remainder=True)
+    return model, ds
+
+
+def _fit_seconds(model: Any, dataset: Any, callbacks: list[Any], steps: int) -> float:
+    """Seconds per step of one ``fit`` of ``steps`` steps."""
+    begin = time.perf_counter()
+    model.fit(
+        dataset,
+        steps_per_epoch=steps,
+        epochs=1,
+        verbose=0,
+        shuffle=False,
+        callbacks=callbacks,
+    )
+    return (time.perf_counter() - begin) / steps
+
+
+def _timed_callback(times: list[float], **options: Any) -> Any:
+    """A ``PerformanceCallback(**options)`` that appends the seconds each of its step hooks
+    takes to ``times``."""
+    from tfaccel.keras import PerformanceCallback
+
+    class TimedCallback(PerformanceCallback):
+        def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+            begin = time.perf_counter()
+            super().on_train_batch_begin(batch, logs)
+            times.append(time.perf_counter() - begin)
+
+        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            begin = time.perf_counter()
+            super().on_train_batch_end(batch, logs)
+            times.append(time.perf_counter() - begin)
+
+    return TimedCallback(**options)
+
+
+def _step_row(name: str, s: Summary) -> dict[str, Any]:
+    """A configuration's step time: median and quartiles in ms, and its relative IQR."""
+    return {
+        "config": name,
+        "step_ms_median": s.median * 1e3,
+        "step_ms_q1": s.q1 * 1e3,
+        "step_ms_q3": s.q3 * 1e3,
+        "relative_iqr": s.relative_iqr,
     }
 
 
@@ -201,22 +228,13 @@ def _stamp_cost_us(ds: Any, repeats: int, elements: int = 200) -> float:
 def run_nvtx(*, steps: int, repeats: int, batch_size: int, tiny: bool) -> dict[str, Any]:
     """Time PerformanceCallback and StepTimer with NVTX ranges off and on, interleaved."""
     import keras
-    import numpy as np
     import tensorflow as tf
 
-    import tfaccel.data
-    from tfaccel import models
-    from tfaccel.keras import PerformanceCallback, instrument
+    from tfaccel.keras import instrument
     from tfaccel.profile import StepTimer, nvtx_marks
 
-    model = models.build("reference_cnn", tiny=tiny)
-    model.compile(optimizer="rmsprop", loss="sparse_categorical_crossentropy")
+    model, ds = _reference(batch_size, tiny)
     model.optimizer.build(model.trainable_variables)
-    rng = np.random.default_rng(0)
-    count = batch_size * 16
-    x = rng.random((count, 32, 32, 3), dtype=np.float32)
-    y = rng.integers(0, 10, count).astype(np.int32)
-    ds = tfaccel.data.pipeline((x, y), batch_size, seed=0, repeat=True, drop_remainder=True)
     sink = io.StringIO()
     loss_fn = keras.losses.SparseCategoricalCrossentropy()
 
@@ -230,35 +248,11 @@ def run_nvtx(*, steps: int, repeats: int, batch_size: int, tiny: bool) -> dict[s
 
     hook_seconds: dict[bool, list[float]] = {False: [], True: []}
 
-    class TimedCallback(PerformanceCallback):
-        def __init__(self, nvtx: bool) -> None:
-            super().__init__(stream=sink, summary=False, confirm=False, nvtx=nvtx)
-            self.times = hook_seconds[nvtx]
-
-        def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
-            begin = time.perf_counter()
-            super().on_train_batch_begin(batch, logs)
-            self.times.append(time.perf_counter() - begin)
-
-        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-            begin = time.perf_counter()
-            super().on_train_batch_end(batch, logs)
-            self.times.append(time.perf_counter() - begin)
-
-    def fit(callback: Any, dataset: Any) -> Callable[[], float]:
-        def sample() -> float:
-            begin = time.perf_counter()
-            model.fit(
-                dataset,
-                steps_per_epoch=steps,
-                epochs=1,
-                verbose=0,
-                shuffle=False,
-                callbacks=[callback],
-            )
-            return (time.perf_counter() - begin) / steps
-
-        return sample
+    def fit(nvtx: bool) -> Callable[[], float]:
+        options = {"stream": sink, "summary": False, "confirm": False, "nvtx": nvtx}
+        callbacks = [_timed_callback(hook_seconds[nvtx], **options)]
+        dataset = instrument(ds)
+        return lambda: _fit_seconds(model, dataset, callbacks, steps)
 
     def loop(nvtx: bool) -> Callable[[], float]:
         timer = StepTimer(warmup_steps=0, log_every=0, live=False, sample_gpu=False, nvtx=nvtx)
@@ -278,8 +272,8 @@ def run_nvtx(*, steps: int, repeats: int, batch_size: int, tiny: bool) -> dict[s
     # one timer and one instrumented dataset per configuration for all the rounds, as in a
     # long training: their one-off costs are not per step
     candidates: dict[str, Callable[[], float | None]] = {
-        "callback nvtx off": fit(TimedCallback(nvtx=False), instrument(ds)),
-        "callback nvtx on": fit(TimedCallback(nvtx=True), instrument(ds)),
+        "callback nvtx off": fit(nvtx=False),
+        "callback nvtx on": fit(nvtx=True),
         "timer nvtx off": loop(nvtx=False),
         "timer nvtx on": loop(nvtx=True),
     }
@@ -287,18 +281,7 @@ def run_nvtx(*, steps: int, repeats: int, batch_size: int, tiny: bool) -> dict[s
     before = _tool_counts(tool)
     samples = measure_interleaved(candidates, repeats=repeats, warmup=1)
     after = _tool_counts(tool)
-    rows = []
-    for name, values in samples.items():
-        s = summarize(values)
-        rows.append(
-            {
-                "config": name,
-                "step_ms_median": s.median * 1e3,
-                "step_ms_q1": s.q1 * 1e3,
-                "step_ms_q3": s.q3 * 1e3,
-                "relative_iqr": s.relative_iqr,
-            }
-        )
+    rows = [_step_row(name, summarize(values)) for name, values in samples.items()]
     pairs = []
     marks = nvtx_marks.ranges()
     direct_us = {"callback": _marks_cost_us(marks, 1), "timer": _marks_cost_us(marks, 3)}
@@ -360,13 +343,12 @@ def _marks_cost_us(marks: Any, ranges: int, rounds: int = 20000) -> float | None
             marks.pop()
         marks.pop()
 
-    best = float("inf")
-    for _ in range(5):
-        begin = time.perf_counter()
+    def all_rounds() -> None:
         for _ in range(rounds):
             one_round()
-        best = min(best, (time.perf_counter() - begin) / rounds)
-    return best * 1e6
+
+    seconds = measure_interleaved({"calls": all_rounds}, repeats=5, warmup=0)["calls"]
+    return min(seconds) / rounds * 1e6  # the best of 5
 
 
 def _attached_tool() -> str | None:
@@ -460,30 +442,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--no-tool", action="store_true", help="--nvtx: do not attach the counting NVTX tool"
     )
     args = parser.parse_args(argv)
-    if args.nvtx:
-        if not args.no_tool and _attached_tool() is None:
-            own = list(sys.argv[1:] if argv is None else argv)
-            status = _run_with_tool(own)
-            if status is not None:
-                return status
-        if args.smoke:
-            result = run_nvtx(steps=8, repeats=2, batch_size=16, tiny=True)
-        else:
-            result = run_nvtx(
-                steps=args.steps, repeats=args.repeats, batch_size=args.batch_size, tiny=False
-            )
-        if args.json:
-            print(json.dumps(result, indent=2))
-        else:
-            _print_nvtx(result)
-        return 0
+    if args.nvtx and not args.no_tool and _attached_tool() is None:
+        status = _run_with_tool(list(sys.argv[1:] if argv is None else argv))
+        if status is not None:
+            return status
+    measure = run_nvtx if args.nvtx else run
     if args.smoke:
-        result = run(steps=8, repeats=2, batch_size=16, tiny=True)
+        result = measure(steps=8, repeats=2, batch_size=16, tiny=True)
     else:
-        result = run(steps=args.steps, repeats=args.repeats, batch_size=args.batch_size, tiny=False)
+        result = measure(
+            steps=args.steps, repeats=args.repeats, batch_size=args.batch_size, tiny=False
+        )
     if args.json:
         print(json.dumps(result, indent=2))
-        return 0
+    elif args.nvtx:
+        _print_nvtx(result)
+    else:
+        _print(result)
+    return 0
+
+
+def _print(result: dict[str, Any]) -> None:
     print(
         f"PerformanceCallback overhead on {result['model']}, batch {result['batch_size']}, "
         f"{result['steps_per_sample']} steps per sample, {result['repeats']} interleaved rounds"
@@ -503,7 +482,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"(q1-q3 {row['paired_ratio_q1']:.3f}-{row['paired_ratio_q3']:.3f}): overhead "
             f"{row['paired_overhead_percent']:+.2f}%  {row['verdict']}"
         )
-    return 0
 
 
 if __name__ == "__main__":

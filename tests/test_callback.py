@@ -19,6 +19,8 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
 
+from nvtx_helpers import RecordedRanges, record_ranges  # noqa: E402
+
 import tfaccel.data  # noqa: E402
 from tfaccel import models  # noqa: E402
 from tfaccel.errors import UsageError  # noqa: E402
@@ -267,28 +269,13 @@ def test_device_busy_time_from_an_xspace() -> None:
 # --- NVTX ranges (recorded at the boundary of tfaccel.profile.nvtx_marks) ----------------------
 
 
-class _RecordedRanges:
-    def __init__(self) -> None:
-        self.events: list[tuple[Any, ...]] = []
-
-    def push(self, name: str, step: int | None = None) -> None:
-        self.events.append(("push", name, step))
-
-    def pop(self) -> None:
-        self.events.append(("pop",))
-
-
 @pytest.fixture
-def ranges(monkeypatch: pytest.MonkeyPatch) -> _RecordedRanges:
-    from tfaccel.profile import nvtx_marks
-
-    recorded = _RecordedRanges()
-    monkeypatch.setattr(nvtx_marks, "ranges", lambda enabled=True: recorded if enabled else None)
-    return recorded
+def ranges(monkeypatch: pytest.MonkeyPatch) -> RecordedRanges:
+    return record_ranges(monkeypatch)
 
 
 def test_each_step_and_the_rerun_are_nvtx_ranges(
-    model: Any, data: Any, ranges: _RecordedRanges
+    model: Any, data: Any, ranges: RecordedRanges
 ) -> None:
     callback = _callback()
     _fit(model, instrument(_fast(data)), [callback], steps=10)
@@ -304,7 +291,7 @@ def _depth(events: list[tuple[Any, ...]]) -> int:
 class _OpenRanges(keras.callbacks.Callback):  # type: ignore[name-defined]
     """Put after the PerformanceCallback: the ranges still open when each hook runs."""
 
-    def __init__(self, ranges: _RecordedRanges) -> None:
+    def __init__(self, ranges: RecordedRanges) -> None:
         super().__init__()
         self.ranges = ranges
         self.seen: list[tuple[str, int]] = []
@@ -317,7 +304,7 @@ class _OpenRanges(keras.callbacks.Callback):  # type: ignore[name-defined]
 
 
 def test_a_step_that_finds_the_data_exhausted_is_closed_at_the_epoch_end(
-    model: Any, data: Any, ranges: _RecordedRanges
+    model: Any, data: Any, ranges: RecordedRanges
 ) -> None:
     # unknown cardinality: Keras calls the train function until the data runs out, and that
     # last call gets on_train_batch_begin but no on_train_batch_end
@@ -335,7 +322,7 @@ def test_a_step_that_finds_the_data_exhausted_is_closed_at_the_epoch_end(
 
 
 def test_a_step_that_raised_is_closed_when_the_next_fit_begins(
-    model: Any, data: Any, ranges: _RecordedRanges
+    model: Any, data: Any, ranges: RecordedRanges
 ) -> None:
     x, y = data
     x = x[: BATCH * 6].copy()
@@ -353,7 +340,7 @@ def test_a_step_that_raised_is_closed_when_the_next_fit_begins(
     assert pushed == [0, 1, 2, 3, *range(3, 3 + WARMUP + 2)]
 
 
-def test_nvtx_false_marks_no_step(model: Any, data: Any, ranges: _RecordedRanges) -> None:
+def test_nvtx_false_marks_no_step(model: Any, data: Any, ranges: RecordedRanges) -> None:
     callback = _callback(nvtx=False)
     _fit(model, instrument(_fast(data)), [callback], steps=2)
     assert ranges.events == []

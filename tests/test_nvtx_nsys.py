@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from nvtx_helpers import RecordedRanges, record_ranges
 
 from tfaccel.cli import main
 from tfaccel.errors import UsageError
@@ -37,24 +38,9 @@ TOOL_SOURCE = ROOT / "tests" / "data" / "nvtx_recorder.c"
 TRACE = "--trace=cuda,nvtx,cudnn,cublas,osrt"
 
 
-class RecordedRanges:
-    """Stands in for :class:`nvtx_marks.Ranges`: keeps what a timer pushes and pops."""
-
-    def __init__(self) -> None:
-        self.events: list[tuple[Any, ...]] = []
-
-    def push(self, name: str, step: int | None = None) -> None:
-        self.events.append(("push", name, step))
-
-    def pop(self) -> None:
-        self.events.append(("pop",))
-
-
 @pytest.fixture
 def recorded(monkeypatch: pytest.MonkeyPatch) -> RecordedRanges:
-    ranges = RecordedRanges()
-    monkeypatch.setattr(nvtx_marks, "ranges", lambda enabled=True: ranges if enabled else None)
-    return ranges
+    return record_ranges(monkeypatch)
 
 
 def _timer(**options: Any) -> StepTimer:
@@ -120,14 +106,19 @@ def test_ranges_stay_balanced_when_a_step_or_a_fetch_raises(recorded: RecordedRa
     assert len(timer.measurement().records) == 1
 
 
-def test_a_step_begun_and_never_ended_is_closed_with_the_measurement(
-    recorded: RecordedRanges,
+@pytest.mark.parametrize("ending", ["measurement", "with"])
+def test_a_step_begun_and_never_ended_is_closed_when_the_timer_ends(
+    recorded: RecordedRanges, ending: str
 ) -> None:
     timer = _timer()
     with timer.input():
         pass
     assert _balanced(recorded.events) is False
-    timer.measurement()
+    if ending == "measurement":
+        timer.measurement()
+    else:
+        with timer:
+            pass
     assert recorded.events == _step(0, "input")
 
 
@@ -300,7 +291,7 @@ argv = sys.argv
 with open(os.environ["FAKE_NSYS_ARGV"], "w") as fh:
     json.dump(argv, fh)
 output = argv[argv.index("--output") + 1]
-if os.environ.get("FAKE_NSYS_STATUS", "0") == "0":
+if os.environ.get("FAKE_NSYS_STATUS", "0") == "0" and not os.environ.get("FAKE_NSYS_NO_REPORT"):
     with open(output + ".nsys-rep", "w") as fh:
         fh.write("a report\\n")
 print("fake nsys: done")
@@ -371,16 +362,38 @@ def test_nsys_profiles_a_reference_model_and_says_where_the_report_is(
     assert "fake nsys: done" in out  # nsys's own output is left as it is
 
 
+@pytest.mark.parametrize(
+    ("env", "status", "note"),
+    [
+        ({"FAKE_NSYS_STATUS": "3"}, 3, "nsys exited with status 3 and wrote no"),
+        ({"FAKE_NSYS_NO_REPORT": "1"}, 1, "nsys exited with status 0 and wrote no"),
+    ],
+    ids=["nsys-failed", "no-report"],
+)
 def test_nsys_failure_is_its_exit_status_and_a_note(
     tmp_path: Path,
     fake_nsys: Path,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
+    env: dict[str, str],
+    status: int,
+    note: str,
 ) -> None:
-    monkeypatch.setenv("FAKE_NSYS_STATUS", "3")
-    assert main(["profile", "--nsys", "--nsys-output", str(tmp_path), _script(tmp_path)]) == 3
-    _, err = capsys.readouterr()
-    assert "nsys exited with status 3 and wrote no" in err and "Traceback" not in err
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert main(["profile", "--nsys", "--nsys-output", str(tmp_path), _script(tmp_path)]) == status
+    out, err = capsys.readouterr()
+    assert note in err and "Traceback" not in err
+    assert "the Nsight Systems report is" not in out
+    assert not list(tmp_path.glob("*.nsys-rep"))
+
+
+def test_an_nsys_that_cannot_be_started_is_a_usage_error(tmp_path: Path) -> None:
+    broken = tmp_path / "nsys"
+    broken.write_text("not a program\n")  # not executable
+    with pytest.raises(UsageError, match="could not be started") as raised:
+        nsys.profile(["true"], output_dir=str(tmp_path / "reports"), nsys=str(broken))
+    assert "install Nsight Systems" in (raised.value.fix or "")
 
 
 @pytest.mark.parametrize(

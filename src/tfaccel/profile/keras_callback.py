@@ -174,17 +174,14 @@ class PerformanceCallback(Reports, keras.callbacks.Callback):
         now = time.perf_counter()
         self.recorder.begin(now)
         self._begin = now
-        marks = self._marks
-        if marks is not None:
-            if self._marked:
-                marks.pop()
-            marks.push(nvtx_marks.STEP, len(self.recorder.records))
+        if self._marks is not None:
+            self._close_step()  # one left open: a step that got no on_train_batch_end
+            self._marks.push(nvtx_marks.STEP, len(self.recorder.records))
             self._marked = True
 
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
         end = time.perf_counter()
-        if self._marked:
-            self._close_step()
+        self._close_step()
         totals = self.clock.read()  # one read per step: the fetches since the last step ended
         wait, examples, count = difference(self._totals, totals)
         self._totals = totals

@@ -139,12 +139,16 @@ class StepTimer(Reports):
             marks.push(nvtx_marks.STEP, len(self._recorder.records))
             self._marked = True
 
+    def _clear(self) -> None:
+        """Forget the step in progress and close its range."""
+        self._start, self._input_s, self._had_input = None, 0.0, False
+        self._close_step()
+
     def _abandon(self) -> None:
         """The step ended in an exception: it records nothing, and the time until the next
         one is not host overhead."""
-        self._start, self._input_s, self._had_input = None, 0.0, False
+        self._clear()
         self._recorder.break_chain()
-        self._close_step()
 
     def _close_step(self) -> None:
         if self._marked:
@@ -205,8 +209,7 @@ class StepTimer(Reports):
         try:
             self._recorder.end(start, input_s, end - begin, handle.examples)
         finally:
-            self._start, self._input_s, self._had_input = None, 0.0, False
-            self._close_step()
+            self._clear()
 
     def _synchronise(self, values: list[Any]) -> None:
         if values:
