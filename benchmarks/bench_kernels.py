@@ -23,17 +23,20 @@ import argparse
 import json
 import sys
 
+from tfaccel import jsonout
 from tfaccel.errors import TfaccelError, UsageError, argument_names
 from tfaccel.kernels import KernelBackendError, bench, resources
 from tfaccel.kernels.occupancy import ARCHITECTURES, DEFAULT_TARGETS
 
 GPU_OPTIONS = ("sizes", "tiles", "vector_sizes", "repeats")
 RESOURCE_OPTIONS = ("targets", "occupancy_floor")
-FLAGS = {"targets": "--targets", "occupancy_floor": "--occupancy-floor"}
 
 
 def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
+
+
+FLAGS = {name: _flag(name) for name in RESOURCE_OPTIONS}
 
 
 def _check_options(args: argparse.Namespace) -> None:
@@ -70,7 +73,7 @@ def run_resources(args: argparse.Namespace) -> int:
     violations = resources.check_resources(rows, args.occupancy_floor)
     if args.json:
         document = resources.report_dict(rows, violations, chain, args.occupancy_floor)
-        print(json.dumps(document, indent=2))
+        print(jsonout.dumps(document))
     else:
         print(resources.render_text(rows, violations, chain, args.occupancy_floor))
     return 1 if violations else 0

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import importlib.util
 import json
 import os
 import subprocess
@@ -148,8 +149,14 @@ def test_every_kernel_variant_builds_a_cubin_for_every_target(
     report: dict[str, Any], shipped: list[ResourceRow]
 ) -> None:
     chain = Toolchain(**report["toolchain"])
+    text = render_text(shipped, check_resources(shipped), chain)
     print()
-    print(render_text(shipped, check_resources(shipped), chain))
+    print(text)
+    assert text.startswith("toolchain: numba-cuda's NVVM to PTX ISA ")
+    assert text.endswith(
+        f"within every limit: {len(shipped)} kernel builds, no spills, "
+        "occupancy at or above the floor"
+    )
     assert _kernel_factories() == sorted(KERNEL_OF), (
         "a kernel of tfaccel/kernels/cuda.py has no builds in resources.kernel_specs "
         f"(or KERNEL_OF here is stale): {_kernel_factories()}"
@@ -213,7 +220,11 @@ def test_occupancy_is_at_or_above_each_kernels_floor(
 def test_a_register_hungry_kernel_spills_and_fails_the_check(planted: list[ResourceRow]) -> None:
     print()
     violations = check_resources(planted)
-    print(render_text(planted, violations))
+    text = render_text(planted, violations)
+    print(text)
+    assert f"\n{len(violations)} limits broken:\n" in text
+    for v in violations:
+        assert f"  {v.kernel} ({v.variant}) on {v.target}: {v.check}: " in text
     assert [r.target for r in planted] == list(DEFAULT_TARGETS)
     for row in planted:
         assert row.registers > 200, row  # ptxas gave it about all it may...
@@ -248,6 +259,7 @@ def test_the_script_refuses_bad_input_before_compiling(
         env={**_env(), **env},
     )
     assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stdout == "", done.stdout  # no table, no rows: refused, not compiled
     assert done.stderr.startswith("error: ") and message in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
 
@@ -429,3 +441,60 @@ def test_the_report_is_one_json_document() -> None:
     assert set(document["targets"]) == {"sm_80", "sm_90"}
     assert document["occupancy_floors"] == {"matmul": 0.5}
     assert ResourceRow.from_dict(document["rows"][1]) == rows[1]
+
+
+def _bench_script() -> Any:
+    """benchmarks/bench_kernels.py as a module (it is a script, not part of the package)."""
+    spec = importlib.util.spec_from_file_location(
+        "bench_kernels", ROOT / "benchmarks" / "bench_kernels.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    ("rows", "code"),
+    [
+        ([_row(), _row(target="sm_90")], 0),
+        ([_row(), _row(target="sm_90", spill_store_bytes=4, spill_load_bytes=4)], 1),
+    ],
+)
+def test_the_script_prints_the_check_and_exits_1_on_a_broken_limit(
+    rows: list[ResourceRow],
+    code: int,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``--resources``, as text and as JSON, on rows given in place of the compiler's."""
+    from tfaccel.kernels import resources
+
+    chain = Toolchain("/x/ptxas", "12.9.86")
+    asked: list[Any] = []
+    monkeypatch.setattr(resources, "toolchain", lambda: chain)
+
+    def compiled(targets: Any, *, chain: Toolchain) -> list[ResourceRow]:
+        asked.append(targets)
+        return rows
+
+    monkeypatch.setattr(resources, "kernel_resources", compiled)
+    script = _bench_script()
+
+    assert script.main(["--resources"]) == code
+    text = capsys.readouterr().out
+    assert text.rstrip("\n") == render_text(rows, check_resources(rows), chain)
+    assert asked == [DEFAULT_TARGETS]
+    if code:
+        assert "1 limits broken:\n  matmul (float32 tile=16) on sm_90: spills: 4 bytes" in text
+    else:
+        assert "within every limit: 2 kernel builds" in text
+
+    assert (
+        script.main(["--resources", "--json", "--targets", "sm_90", "--occupancy-floor", "0.7"])
+        == code
+    )
+    document = json.loads(capsys.readouterr().out)
+    assert document == report_dict(rows, check_resources(rows, 0.7), chain, 0.7)
+    assert document["ok"] is (code == 0) and document["occupancy_floors"] == {"matmul": 0.7}
+    assert asked[-1] == ["sm_90"]

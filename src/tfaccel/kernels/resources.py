@@ -36,7 +36,7 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -629,10 +629,11 @@ def floor_lookup(occupancy_floor: float | Mapping[str, float] | None) -> Callabl
         UsageError: a floor outside [0, 1].
     """
     if occupancy_floor is None:
-        return lambda kernel: OCCUPANCY_FLOORS.get(kernel, DEFAULT_OCCUPANCY_FLOOR)
-    table = (
-        dict(occupancy_floor) if isinstance(occupancy_floor, Mapping) else {"*": occupancy_floor}
-    )
+        table: dict[str, float] = {}
+    elif isinstance(occupancy_floor, Mapping):
+        table = dict(occupancy_floor)
+    else:
+        table = {"*": occupancy_floor}
     for name, value in table.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
             raise UsageError(
@@ -667,69 +668,67 @@ def check_resources(
         UsageError: a floor outside [0, 1], or a row of an unknown target.
     """
     floor_of = floor_lookup(occupancy_floor)
-    found: list[Violation] = []
-    for row in rows:
-        arch = architecture(row.target)
+    return [
+        Violation(row.kernel, row.variant, row.target, *broken)
+        for row in rows
+        for broken in _broken_limits(row, architecture(row.target), floor_of(row.kernel))
+    ]
 
-        def broke(
-            check: str, value: float, limit: float, message: str, row: ResourceRow = row
-        ) -> None:
-            found.append(
-                Violation(row.kernel, row.variant, row.target, check, value, limit, message)
-            )
 
-        if row.block_threads > arch.max_threads_per_block:
-            broke(
-                "threads_per_block",
-                row.block_threads,
-                arch.max_threads_per_block,
-                f"{row.block_threads} threads per block, more than {arch.target} allows",
-            )
-        if row.registers > arch.max_registers_per_thread:
-            broke(
-                "registers_per_thread",
-                row.registers,
-                arch.max_registers_per_thread,
-                f"{row.registers} registers per thread, more than {arch.target} gives one",
-            )
-        if row.spill_bytes:
-            broke(
-                "spills",
-                row.spill_bytes,
-                0,
-                f"{row.spill_store_bytes} bytes spilled to local memory and "
-                f"{row.spill_load_bytes} loaded back, per thread, with {row.registers} "
-                "registers: its values do not fit in registers, and local memory is as slow "
-                "as global memory",
-            )
-        if row.shared_bytes > arch.max_static_shared_bytes_per_block:
-            broke(
-                "shared_per_block",
-                row.shared_bytes,
-                arch.max_static_shared_bytes_per_block,
-                f"{row.shared_bytes} bytes of static shared memory per block, more than "
-                f"{arch.max_static_shared_bytes_per_block}",
-            )
-        floor = floor_of(row.kernel)
-        if row.blocks_per_sm == 0:
-            broke(
-                "fits_on_sm",
-                0,
-                1,
-                f"one block of {row.block_threads} threads needs more {row.limited_by} than "
-                f"an SM of {arch.target} has: the launch fails ('too many resources requested "
-                "for launch')",
-            )
-        elif row.occupancy < floor and not row.one_block:
-            broke(
-                "occupancy",
-                row.occupancy,
-                floor,
-                f"{row.active_warps} of {arch.max_warps_per_sm} warps resident "
-                f"({row.occupancy:.1%}, limited by {row.limited_by}), below the floor of "
-                f"{floor:.0%}",
-            )
-    return found
+def _broken_limits(
+    row: ResourceRow, arch: Architecture, floor: float
+) -> Iterator[tuple[str, float, float, str]]:
+    """``(check, value, limit, message)`` for each limit of ``arch`` that ``row`` breaks."""
+    if row.block_threads > arch.max_threads_per_block:
+        yield (
+            "threads_per_block",
+            row.block_threads,
+            arch.max_threads_per_block,
+            f"{row.block_threads} threads per block, more than {arch.target} allows",
+        )
+    if row.registers > arch.max_registers_per_thread:
+        yield (
+            "registers_per_thread",
+            row.registers,
+            arch.max_registers_per_thread,
+            f"{row.registers} registers per thread, more than {arch.target} gives one",
+        )
+    if row.spill_bytes:
+        yield (
+            "spills",
+            row.spill_bytes,
+            0,
+            f"{row.spill_store_bytes} bytes spilled to local memory and "
+            f"{row.spill_load_bytes} loaded back, per thread, with {row.registers} "
+            "registers: its values do not fit in registers, and local memory is as slow "
+            "as global memory",
+        )
+    if row.shared_bytes > arch.max_static_shared_bytes_per_block:
+        yield (
+            "shared_per_block",
+            row.shared_bytes,
+            arch.max_static_shared_bytes_per_block,
+            f"{row.shared_bytes} bytes of static shared memory per block, more than "
+            f"{arch.max_static_shared_bytes_per_block}",
+        )
+    if row.blocks_per_sm == 0:
+        yield (
+            "fits_on_sm",
+            0,
+            1,
+            f"one block of {row.block_threads} threads needs more {row.limited_by} than "
+            f"an SM of {arch.target} has: the launch fails ('too many resources requested "
+            "for launch')",
+        )
+    elif row.occupancy < floor and not row.one_block:
+        yield (
+            "occupancy",
+            row.occupancy,
+            floor,
+            f"{row.active_warps} of {arch.max_warps_per_sm} warps resident "
+            f"({row.occupancy:.1%}, limited by {row.limited_by}), below the floor of "
+            f"{floor:.0%}",
+        )
 
 
 # --------------------------------------------------------------------------------------
