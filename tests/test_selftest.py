@@ -31,7 +31,15 @@ from tfaccel.report.selftest import (
     runner,
 )
 from tfaccel.report.selftest.runner import run_steps
-from tfaccel.snapshot import GpuInfo, NvmlInfo, PciDevice, PlatformInfo, Snapshot, TfBuild
+from tfaccel.snapshot import (
+    DriverInfo,
+    GpuInfo,
+    NvmlInfo,
+    PciDevice,
+    PlatformInfo,
+    Snapshot,
+    TfBuild,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -165,12 +173,28 @@ def test_whether_there_is_a_gpu_to_test(
 
 
 def test_machine_facts_come_from_the_probe_without_tensorflow() -> None:
-    facts = selftest.machine_facts(_snapshot(1, CUDA_VISIBLE_DEVICES="0", TF_CPP_MIN_LOG_LEVEL="2"))
+    snap = _snapshot(
+        1,
+        CUDA_VISIBLE_DEVICES="0",
+        TF_CPP_MIN_LOG_LEVEL="2",
+        TFACCEL_DB="/tmp/r.sqlite",
+        TF_CONFIG='{"cluster": {"worker": ["host-a:2222"]}}',
+        HOME="/root",
+    )
+    facts = selftest.machine_facts(snap, DriverInfo(nvidia_smi_path="/usr/bin/nvidia-smi"))
     assert [g["name"] for g in facts["gpus"]] == ["NVIDIA A100-SXM4-40GB"]
     assert facts["gpus"][0]["compute_capability"] == "8.0"
     assert facts["driver_version"] == "550.54.14" and facts["cuda_driver_version"] == "12.4"
     assert facts["tensorflow"]["version"] == "2.21.0" and facts["tensorflow"]["cuda_build"] is True
-    assert facts["env"] == {"CUDA_VISIBLE_DEVICES": "0", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    assert facts["nvidia_smi"] == "/usr/bin/nvidia-smi"
+    assert facts["python"] == "3.11.7" and facts["platform"] == "Linux  x86_64"
+    # what steers TensorFlow, without TF_CONFIG (it names hosts) or anything else
+    assert facts["env"] == {
+        "CUDA_VISIBLE_DEVICES": "0",
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+        "TFACCEL_DB": "/tmp/r.sqlite",
+    }
+    assert selftest.machine_facts(snap)["nvidia_smi"] is None
 
 
 # --- the plan ---------------------------------------------------------------------------------
@@ -534,10 +558,79 @@ def test_the_command_exits_1_and_shows_every_failure(
     assert doc["status"] == "failed" and doc["machine"] == machine and len(doc["steps"]) == 8
 
 
-def test_a_passing_run_exits_0(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_passing_run_exits_0(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run where nothing failed; the report a step wrote into the directory is listed."""
+    writes_a_report = Step(
+        "report", (PY, "-c", "open('report.html', 'w').write('<html></html>')"), "writes", 60
+    )
+    steps = [_steps()[0], _steps()[6], writes_a_report]  # passed, skipped (planned), passed
     monkeypatch.setattr(selftest, "probe_machine", lambda: (None, {}))
-    monkeypatch.setattr(selftest, "plan_gpu_steps", lambda out: _steps()[:1])
-    assert main(["selftest", "--gpu", "--json", "--out", str(tmp_path / "gc")]) == 0
+    monkeypatch.setattr(selftest, "plan_gpu_steps", lambda out: steps)
+    out = tmp_path / "gc"
+    assert main(["selftest", "--gpu", "--json", "--out", str(out)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["status"] == "passed" and doc["reason"] is None
+    assert doc["counts"] == {"passed": 2, "failed": 0, "timed-out": 0, "skipped": 1}
+    assert doc["files"] == {
+        "summary": str(out / "summary.json"),
+        "report": str(out / "report.html"),
+    }
+    assert json.loads((out / "summary.json").read_text())["status"] == "passed"
+
+
+def test_the_default_directory_is_named_by_the_local_time() -> None:
+    import datetime
+
+    moment = datetime.datetime(2024, 3, 9, 7, 5, 1)
+    assert selftest.default_out(moment) == "gpu-check-20240309-070501"
+
+
+def test_a_step_runs_without_the_variables_it_unsets_and_unbuffered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The setup steps must not read the user's TFACCEL_* settings (or TensorFlow's growth
+    switch); the rest of the environment is passed on."""
+    monkeypatch.setenv("TFACCEL_PRECISION", "mixed_float16")
+    monkeypatch.setenv("TF_FORCE_GPU_ALLOW_GROWTH", "true")
+    monkeypatch.setenv("TFACCEL_SELFTEST_KEPT", "kept")  # not named: kept
+    monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)
+    show = (
+        "import json, os; print(json.dumps({k: os.environ.get(k) for k in ("
+        "'TFACCEL_PRECISION', 'TF_FORCE_GPU_ALLOW_GROWTH', 'TFACCEL_SELFTEST_KEPT', "
+        "'PYTHONUNBUFFERED')}))"
+    )
+    step = Step("env", (PY, "-c", show), "", 60, unset_env=("TFACCEL_PRECISION", "TF_FORCE_GPU_*"))
+    (result,), _ = run_steps([step], budget_s=60)
+    assert result.status == "passed", result
+    assert json.loads(result.output_tail) == {
+        "TFACCEL_PRECISION": None,
+        "TF_FORCE_GPU_ALLOW_GROWTH": None,
+        "TFACCEL_SELFTEST_KEPT": "kept",
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+def test_progress_is_told_of_each_step() -> None:
+    class Recorder:
+        def __init__(self) -> None:
+            self.said: list[str] = []
+            self.advanced: list[str] = []
+
+        def status(self, description: str) -> None:
+            self.said.append(description)
+
+        def advance(self, label: str) -> None:
+            self.advanced.append(label)
+
+    progress = Recorder()
+    steps = [_steps()[0], _steps()[6]]
+    run_steps(steps, budget_s=60, progress=progress)
+    assert progress.advanced == ["[1/2] first: passed", "[2/2] planned-skip: skipped"]
+    assert progress.said[0] == "[1/2] first: running (up to 60 s)"
+    assert re.fullmatch(r"\[1/2\] first: passed in \d+\.\d s", progress.said[1])
+    assert progress.said[2] == "[2/2] planned-skip: skipped"
 
 
 def test_interrupted_run_keeps_the_steps_done(tmp_path: Path) -> None:

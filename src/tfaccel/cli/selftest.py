@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
 
     out = selftest.check_out_dir(args.out if args.out is not None else selftest.default_out())
     if args.list:
-        return _list(args, selftest, out)
+        return _list(args, out)
     with RichProgress("looking for an NVIDIA GPU") as progress:
         result = selftest.run_gpu_selftest(out, budget_s=args.budget, progress=progress)
     if args.json:
@@ -96,8 +96,10 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_CODE[result.status]
 
 
-def _list(args: argparse.Namespace, selftest: Any, out: Path) -> int:
+def _list(args: argparse.Namespace, out: Path) -> int:
     """``--list``: the steps as they would run here, and whether the self-test would skip."""
+    from tfaccel.report import selftest
+
     missing, _ = selftest.probe_machine()
     steps = selftest.plan_gpu_steps(out.resolve())
     if args.json:

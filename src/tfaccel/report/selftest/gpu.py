@@ -287,6 +287,7 @@ def plan_gpu_steps(
     def tfaccel(*args: str) -> tuple[str, ...]:
         return (py, "-m", "tfaccel", *args)
 
+    clone = str(root) if root is not None else None  # the tests' and scripts' directory
     where = f"in {root}" if root is not None else "(tfaccel is installed, not run from a clone)"
     steps: list[Step] = []
     tests = root / "tests" if root is not None else None
@@ -301,7 +302,7 @@ def plan_gpu_steps(
             (py, "-m", "pytest", "-m", "gpu", "-q", "-rs", "tests/"),
             "every test marked gpu",
             300,
-            cwd=str(root) if root is not None else None,
+            cwd=clone,
             skip=tests_skip,
             # -q ends with "N skipped, M deselected in S s" when nothing passed or failed
             skipped_if=r"^(?P<reason>\d+ skipped(?:, \d+ (?:deselected|warnings?))* in .*)$",
@@ -390,7 +391,7 @@ def plan_gpu_steps(
             "tfaccel plan's memory prediction against the GPU allocator's peak (smoke rows)",
             240,
             exit_notes=((1, "a prediction missed by over 20%, or the median by over 10%"),),
-            cwd=str(root) if root is not None else None,
+            cwd=clone,
             skip=bench_skip,
         )
     )
@@ -400,7 +401,7 @@ def plan_gpu_steps(
             (py, "benchmarks/bench_kernels.py", "--sizes", "1024", "2048", "--repeats", "3"),
             "benchmarks/bench_kernels.py: each tile size against cuBLAS",
             180,
-            cwd=str(root) if root is not None else None,
+            cwd=clone,
             skip=bench_skip,
             skipped_if=_SKIPPED_LINE,
         )
