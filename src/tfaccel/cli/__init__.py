@@ -47,7 +47,8 @@ EXIT_CODES = """exit codes:
   3    internal error in tfaccel (please report it with 'tfaccel doctor --save-snapshot FILE')
   130  interrupted (Ctrl-C); 'tfaccel tune' prints the best configuration found so far
   'tfaccel run' and 'tfaccel profile SCRIPT' return the script's own exit code; 'tfaccel launch'
-  returns the failed worker's status (128+N when it was killed by signal N).
+  returns the failed worker's status (128+N when it was killed by signal N), 124 when the group
+  stopped making progress (--hang-timeout) and 75 when it was preempted with no restart left.
 """
 
 

@@ -25,15 +25,19 @@ __all__ = ["add_parser", "main", "run"]
 DESCRIPTION = (
     "Start N worker processes of one TensorFlow cluster on this machine: each runs "
     "'python SCRIPT ARGS' with its TF_CONFIG (a cluster of N workers on free ports of --host, "
-    "127.0.0.1 by default) and TFACCEL_LAUNCH_RANK/_WORKERS/_ATTEMPT. Output lines are "
-    "prefixed with the worker's rank. When a worker fails the others are stopped (SIGTERM, "
-    "then SIGKILL after --grace seconds, to each worker's process group) and the command "
-    "exits with the failed worker's status (128+N when killed by signal N); with --restarts "
-    "K the whole group is restarted up to K times (a script training with "
+    "127.0.0.1 by default) and TFACCEL_LAUNCH_RANK/_WORKERS/_ATTEMPT. The workers run in a "
+    "private network namespace (loopback only, no outside network) where the system allows "
+    "it, since TensorFlow's gRPC servers listen on every interface; otherwise a warning names "
+    "the exposed ports first. Workers die with the launcher, however it dies. Output lines "
+    "are prefixed with the worker's rank. When a worker fails the others are stopped "
+    "(SIGTERM, then SIGKILL after --grace seconds, to each worker's process group) and the "
+    "command exits with the failed worker's status (128+N when killed by signal N); with "
+    "--hang-timeout S a group whose heartbeats stand still S seconds is stopped as hung "
+    "(exit 124); a worker that saved on SIGTERM exits 75 (preempted). With --restarts K the "
+    "whole group is restarted up to K times after any of these (a script training with "
     "tfaccel.distribute.train(checkpoint_dir=...) resumes from its last checkpoint). Ctrl-C "
-    "stops every worker and exits 130. TensorFlow's multi-worker runtime takes SIGTERM as a "
-    "preemption notice and keeps running, so a stopped worker usually ends with the SIGKILL. "
-    "Options go before SCRIPT; everything after it is passed to the script."
+    "stops every worker and exits 130. Options go before SCRIPT; everything after it is "
+    "passed to the script."
 )
 
 
@@ -49,10 +53,21 @@ def add_parser(sub: Any) -> None:
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
-    from tfaccel.distribute.launcher import DEFAULT_GRACE_S, DEFAULT_HOST
+    from tfaccel.distribute.launcher import (
+        DEFAULT_GRACE_S,
+        DEFAULT_HOST,
+        DEFAULT_STARTUP_TIMEOUT_S,
+        OVERSUBSCRIBE_FACTOR,
+    )
 
     p.add_argument(
-        "-n", "--workers", type=int, required=True, metavar="N", help="worker processes (>= 1)"
+        "-n",
+        "--workers",
+        type=int,
+        required=True,
+        metavar="N",
+        help=f"worker processes (>= 1; at most {OVERSUBSCRIBE_FACTOR} per usable core "
+        "without --oversubscribe)",
     )
     p.add_argument(
         "--restarts",
@@ -80,9 +95,40 @@ def _arguments(p: argparse.ArgumentParser) -> None:
         help=f"seconds from SIGTERM to SIGKILL when stopping workers (default {DEFAULT_GRACE_S:g})",
     )
     p.add_argument(
+        "--hang-timeout",
+        type=float,
+        metavar="S",
+        help="stop the group (and restart it, with --restarts) when no worker's heartbeat "
+        "moves for S seconds; the worker furthest behind is named. Needs a script that "
+        "reports its steps (tfaccel.distribute.train does; else tfaccel.distribute.heartbeat). "
+        "Default: no hang watch",
+    )
+    p.add_argument(
+        "--startup-timeout",
+        type=float,
+        default=DEFAULT_STARTUP_TIMEOUT_S,
+        metavar="S",
+        help="with --hang-timeout, the allowance until every worker has finished its first "
+        f"step (TensorFlow's import, the cluster's start, the first trace); default "
+        f"{DEFAULT_STARTUP_TIMEOUT_S:g}",
+    )
+    p.add_argument(
+        "--no-isolate",
+        dest="isolate",
+        action="store_false",
+        help="give the workers this machine's network instead of a private loopback-only "
+        "namespace (their gRPC ports are then open on every interface: a warning says which)",
+    )
+    p.add_argument(
+        "--oversubscribe",
+        action="store_true",
+        help=f"start more than {OVERSUBSCRIBE_FACTOR} workers per usable core all the same",
+    )
+    p.add_argument(
         "--json",
         action="store_true",
-        help="print one JSON document (exit code, attempts, ports, exit statuses) on stdout; "
+        help="print one JSON document (exit code, isolation, attempts with their ports, exit "
+        "statuses, outcome and reason) on stdout; "
         "the workers' output then goes to stderr",
     )
     p.add_argument(
@@ -109,6 +155,10 @@ def run(args: argparse.Namespace) -> int:
         host=args.host,
         port_base=args.port_base,
         grace_s=args.grace,
+        isolate=args.isolate,
+        oversubscribe=args.oversubscribe,
+        hang_timeout_s=args.hang_timeout,
+        startup_timeout_s=args.startup_timeout,
         stdout=sys.stderr if args.json else sys.stdout,
     )
     if args.json:

@@ -5,8 +5,9 @@
 - :func:`train`: one data-parallel loop for every strategy, with per-replica loss scaling
   to the global batch, optional linear learning-rate scaling, checkpoints every N steps and
   resume from the latest one.
-- :func:`launch` (``tfaccel launch -n N SCRIPT``): N local workers of one cluster, stopped
-  together when one fails, restarted as a group with ``restarts``.
+- :func:`launch` (``tfaccel launch -n N SCRIPT``): N local workers of one cluster in a private
+  network namespace, stopped together when one fails, hangs or is preempted, restarted as a
+  group with ``restarts``; :func:`heartbeat` reports a custom loop's progress to it.
 - :func:`split`: model parallel, consecutive layers on different devices, with the
   activations that cross them.
 - :func:`scaling`: throughput and efficiency per replica count, and the share of step time
@@ -39,12 +40,15 @@ from tfaccel.distribute.cluster import (
     SlurmAllocation,
     parse_tf_config,
 )
+from tfaccel.distribute.heartbeat import heartbeat
 from tfaccel.distribute.launcher import LaunchError, LaunchResult, launch
 from tfaccel.distribute.loop import EpochLog, StepLog, TrainResult, train
+from tfaccel.distribute.preemption import PREEMPTED_EXIT_CODE, Preempted
 from tfaccel.distribute.scaling import ScalingReport, ScalingRow, scaling
 from tfaccel.distribute.split import Crossing, Placement, Stage, split
 
 __all__ = [
+    "PREEMPTED_EXIT_CODE",
     "CheckpointError",
     "Checkpointer",
     "ClusterConfig",
@@ -56,6 +60,7 @@ __all__ = [
     "LaunchError",
     "LaunchResult",
     "Placement",
+    "Preempted",
     "ScalingReport",
     "ScalingRow",
     "SlurmAllocation",
@@ -65,6 +70,7 @@ __all__ = [
     "StrategyError",
     "TrainResult",
     "decide",
+    "heartbeat",
     "launch",
     "parse_tf_config",
     "scaling",

@@ -29,6 +29,8 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -40,21 +42,30 @@ from tfaccel.distribute.cluster import (
     parse_tf_config,
     slurm_allocation,
 )
-from tfaccel.errors import TfaccelError
+from tfaccel.errors import TfaccelError, UsageError
 from tfaccel.runtime.settings import check_mapping
 
 __all__ = [
+    "COLLECTIVE_TIMEOUT_ENV",
+    "DEFAULT_COLLECTIVE_TIMEOUT_S",
     "SLURM_PORT_BASE",
     "Decision",
     "Facts",
     "StrategyChoice",
     "StrategyError",
+    "collective_timeout",
     "decide",
     "strategy",
 ]
 
 SLURM_PORT_BASE = 8888
 """The first port ``SlurmClusterResolver`` gives the tasks of a node (TensorFlow's default)."""
+
+COLLECTIVE_TIMEOUT_ENV = "TFACCEL_COLLECTIVE_TIMEOUT_S"
+DEFAULT_COLLECTIVE_TIMEOUT_S = 1800.0
+"""Seconds a multi-worker collective (an all-reduce) may take before it fails with
+``DeadlineExceededError`` instead of hanging; ``TFACCEL_COLLECTIVE_TIMEOUT_S`` overrides it
+(0: no limit). It covers waiting for the slowest worker, start-up included."""
 
 
 class StrategyError(TfaccelError):
@@ -73,6 +84,7 @@ class Facts:
         gpus: the GPUs TensorFlow will use (visible physical GPUs).
         logical_gpus: the logical GPUs they are split into (equal to ``gpus`` unless split).
         logical_cpus: the logical CPU devices configured (1 unless split).
+        collective_timeout_s: seconds before a multi-worker collective fails (0: never).
     """
 
     tpu_present: bool = False
@@ -82,6 +94,7 @@ class Facts:
     gpus: int = 0
     logical_gpus: int = 0
     logical_cpus: int = 1
+    collective_timeout_s: float = DEFAULT_COLLECTIVE_TIMEOUT_S
 
 
 @dataclass(frozen=True)
@@ -243,7 +256,8 @@ def strategy(*, environ: Mapping[str, str] | None = None) -> StrategyChoice:
         A StrategyChoice: ``.strategy`` is the strategy, ``str(choice)`` says which and why.
 
     Raises:
-        UsageError: ``environ`` is not a mapping.
+        UsageError: ``environ`` is not a mapping, or ``TFACCEL_COLLECTIVE_TIMEOUT_S`` is not a
+            number of seconds >= 0.
         ClusterConfigError: ``TF_CONFIG`` is malformed, or a Slurm allocation is not usable.
         StrategyError: TensorFlow could not create the strategy (the message has its reason).
 
@@ -261,13 +275,38 @@ def strategy(*, environ: Mapping[str, str] | None = None) -> StrategyChoice:
         expected="a mapping of variable names to values (os.environ, a dict), or None",
     )
     env = os.environ if environ is None else environ
+    timeout_s = collective_timeout(env)
     cluster = parse_tf_config(env.get("TF_CONFIG"))  # bad TF_CONFIG: fail before importing TF
     slurm = slurm_allocation(env) if cluster is None else None
-    facts = _facts(env, cluster, slurm)
+    facts = dataclasses.replace(_facts(env, cluster, slurm), collective_timeout_s=timeout_s)
     decision = decide(facts)
     if decision not in _BUILT:
         _BUILT[decision] = _build(decision, facts)
     return _BUILT[decision]
+
+
+def collective_timeout(env: Mapping[str, str]) -> float:
+    """The collective timeout ``env`` asks for (``TFACCEL_COLLECTIVE_TIMEOUT_S``), or the default.
+
+    Raises:
+        UsageError: the value is not a number of seconds >= 0.
+    """
+    text = env.get(COLLECTIVE_TIMEOUT_ENV)
+    if text is None or not text.strip():
+        return DEFAULT_COLLECTIVE_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not (value >= 0 and math.isfinite(value)):
+        raise UsageError(
+            f"{COLLECTIVE_TIMEOUT_ENV}={text!r} is not a number of seconds",
+            expected="seconds >= 0 a collective may take before it fails (0: no limit)",
+            received=f"{COLLECTIVE_TIMEOUT_ENV}={text!r}",
+            fix=f"set {COLLECTIVE_TIMEOUT_ENV}=600, or unset it for "
+            f"{DEFAULT_COLLECTIVE_TIMEOUT_S:g} s",
+        )
+    return value
 
 
 def _facts(
@@ -333,7 +372,9 @@ def _multi_worker(tf: Any, decision: Decision, facts: Facts) -> StrategyChoice:
     options = tf.distribute.experimental.CommunicationOptions(
         implementation=implementations.RING
         if decision.communication == "RING"
-        else implementations.NCCL
+        else implementations.NCCL,
+        # a hung peer fails the collective (DeadlineExceededError) rather than blocking forever
+        timeout_seconds=facts.collective_timeout_s or None,
     )
     if facts.cluster is not None:
         config = facts.cluster

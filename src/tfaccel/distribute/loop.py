@@ -14,7 +14,11 @@ devices, on eight GPUs and on a cluster:
 - loss and metrics are summed across replicas (``strategy.reduce``) and averaged per epoch;
 - checkpoints (model, optimizer, step, epoch) every ``checkpoint_every`` steps and at the end;
   a new run with the same ``checkpoint_dir`` resumes at the saved step, in the same place in
-  the data.
+  the data;
+- with ``checkpoint_dir``, SIGTERM saves at the next step boundary, every worker at the same
+  step (:mod:`tfaccel.distribute.preemption`), and exits with status 75;
+- before each step a heartbeat tells ``tfaccel launch`` the step being started
+  (:mod:`tfaccel.distribute.heartbeat`), so it can tell a hung group from a slow one.
 
 Example:
     >>> import tfaccel.distribute as dist
@@ -40,6 +44,8 @@ from tfaccel.distribute.batches import DatasetFn, check_divisible, input_fn, ste
 from tfaccel.distribute.checkpoint import Checkpointer
 from tfaccel.distribute.choice import StrategyChoice
 from tfaccel.distribute.choice import strategy as choose_strategy
+from tfaccel.distribute.heartbeat import heartbeat
+from tfaccel.distribute.preemption import Preempted, SigtermFlag
 from tfaccel.errors import UsageError
 from tfaccel.runtime.settings import (
     check_callable,
@@ -211,6 +217,8 @@ def train(
         scale_learning_rate: multiply it by the replicas (the linear scaling rule, for a rate
             tuned on one device running ``global_batch_size / replicas`` per step).
         checkpoint_dir: where to save and resume from; shared by all workers of a cluster.
+            With it, SIGTERM (in the main thread) is a preemption notice: every worker saves
+            at the same next step boundary and ``Preempted`` (``SystemExit(75)``) is raised.
         checkpoint_every: save every N global steps (besides the end); needs checkpoint_dir.
         max_checkpoints: checkpoints kept.
         strategy: a StrategyChoice or a ``tf.distribute.Strategy``; default
@@ -231,6 +239,8 @@ def train(
             ``global_batch_size`` not divisible by the replicas, or a dataset shorter than
             ``steps_per_epoch`` global batches.
         CheckpointError: the checkpoint in ``checkpoint_dir`` cannot be resumed by this run.
+        Preempted: SIGTERM arrived (with ``checkpoint_dir``); the checkpoint of the step it
+            stopped at is saved. Uncaught, the process exits with status 75.
         ClusterConfigError: ``TF_CONFIG`` is malformed (when the strategy is chosen here).
 
     Example:
@@ -289,7 +299,8 @@ def train(
     )
     step_fn = _step_function(tf, dist, model, optimizer, loss_fn, metric_fns, global_batch_size)
     run = _Run(choice, keeper, global_batch_size, steps, checkpoint_every, on_step, verbose)
-    history, seconds = run.epochs(step_fn, dataset_fn, start, epochs)
+    with run.sigterm.catching(enabled=keeper is not None):
+        history, seconds = run.epochs(step_fn, dataset_fn, start, epochs)
     return TrainResult(
         model=model,
         history=history,
@@ -345,9 +356,10 @@ class _Run:
         self.checkpoint_every = checkpoint_every
         self.on_step = on_step
         self.verbose = verbose and choice.is_chief
+        self.sigterm = SigtermFlag()
 
     def epochs(
-        self, step_fn: Callable[[Any], Any], dataset_fn: DatasetFn, start: int, epochs: int
+        self, step_fn: Callable[[Any, Any], Any], dataset_fn: DatasetFn, start: int, epochs: int
     ) -> tuple[list[EpochLog], float]:
         import tensorflow as tf
 
@@ -363,8 +375,10 @@ class _Run:
             sums: dict[str, float] = {}
             began = time.perf_counter()
             for _ in range(skip, self.steps):
+                heartbeat(step + 1)
+                stop = tf.constant(1.0 if self.sigterm.is_set else 0.0)
                 try:
-                    loss_value, metric_values = step_fn(iterator)
+                    loss_value, metric_values, stopping = step_fn(iterator, stop)
                 except tf.errors.OutOfRangeError:
                     raise _short_dataset(
                         self.steps, self.global_batch_size, f"fewer examples in epoch {epoch}"
@@ -381,6 +395,8 @@ class _Run:
                 if self.keeper and self.checkpoint_every and step % self.checkpoint_every == 0:
                     self._save(step)
                     last_saved = step
+                if float(stopping) > 0 and step < epochs * self.steps:
+                    self._preempted(step, last_saved)
             seconds = time.perf_counter() - began
             total_seconds += seconds
             examples = len(losses) * self.global_batch_size
@@ -396,7 +412,17 @@ class _Run:
                 print(_epoch_line(log), file=sys.stdout, flush=True)
         if self.keeper and step != last_saved:
             self._save(step)
+        heartbeat(step, done=True)
         return history, total_seconds
+
+    def _preempted(self, step: int, last_saved: int) -> None:
+        """A worker got SIGTERM: all save this step (the same on every worker) and stop."""
+        if step != last_saved:
+            self._save(step)
+        heartbeat(step, done=True)
+        if self.verbose:
+            print(f"preempted (SIGTERM): saved step {step}; exiting", file=sys.stdout, flush=True)
+        raise Preempted(step)
 
     def _save(self, step: int) -> None:
         assert self.keeper is not None
@@ -416,10 +442,14 @@ def _step_function(
     loss_fn: Callable[[Any, Any], Any],
     metric_fns: Mapping[str, Callable[[Any, Any], Any]],
     global_batch_size: int,
-) -> Callable[[Any], Any]:
-    """One global step: a step on each replica, then loss and metric sums over replicas."""
+) -> Callable[[Any, Any], Any]:
+    """One global step: a step on each replica, then loss and metric sums over replicas.
 
-    def replica_step(features: Any, labels: Any) -> tuple[Any, dict[str, Any]]:
+    ``stop`` (1.0 when this worker got SIGTERM) rides in the all-reduce of the loss, so every
+    worker gets the same count of replicas told to stop, after the same step.
+    """
+
+    def replica_step(features: Any, labels: Any, stop: Any) -> tuple[Any, dict[str, Any]]:
         with tf.GradientTape() as tape:
             predictions = model(features, training=True)
             per_example = tf.cast(loss_fn(labels, predictions), tf.float32)
@@ -433,17 +463,17 @@ def _step_function(
             name: tf.reduce_sum(tf.cast(fn(labels, predictions), tf.float32))
             for name, fn in metric_fns.items()
         }
-        return loss, sums
+        return tf.stack([loss, stop]), sums
 
     @tf.function
-    def step(iterator: Any) -> tuple[Any, dict[str, Any]]:
+    def step(iterator: Any, stop: Any) -> tuple[Any, dict[str, Any], Any]:
         features, labels = next(iterator)
-        loss, sums = dist.run(replica_step, args=(features, labels))
-        total = dist.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None)
+        loss_and_stop, sums = dist.run(replica_step, args=(features, labels, stop))
+        total = dist.reduce(tf.distribute.ReduceOp.SUM, loss_and_stop, axis=None)
         reduced = {
             k: dist.reduce(tf.distribute.ReduceOp.SUM, v, axis=None) for k, v in sums.items()
         }
-        return total, reduced
+        return total[0], reduced, total[1]
 
     return step
 
