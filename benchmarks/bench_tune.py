@@ -1,4 +1,4 @@
-"""``tfaccel.tune`` on the reference CNN against the Keras default and an exhaustive grid.
+"""``tfaccel.tune`` on a reference model against the Keras default and an exhaustive grid.
 
 In one process, on this machine's default device:
 
@@ -9,24 +9,25 @@ In one process, on this machine's default device:
    seconds.
 3. One interleaved comparison (``--compare-rounds`` rounds of ``--compare-calls`` samples each,
    after one warm-up round) of the Keras default (``fit`` on NumPy arrays, batch 32, float32,
-   no XLA), the tuned configuration and the grid's best, on the models the grid built. It is
-   longer than the grid's rounds because it decides the checks: on this machine a
-   configuration fed from NumPy arrays runs in one of two speeds per ``fit`` call (up to 1.8x
-   apart), so its median needs many calls to settle.
+   no XLA, one step per execution), the tuned configuration and the grid's best, on the models
+   the grid built. It is longer than the grid's rounds because it decides the checks: on this
+   machine a training process runs in stretches at one of two speeds (up to 2x apart; see
+   docs/tune.md, "Two speeds"), so a median needs many samples to settle.
+4. The bfloat16 (else float32) matmul ceiling measured on the same device, and the model's
+   counted training FLOP/s at the tuned speed as a share of it.
 
 The space: batch {32, 64, 128, 256} x precision {float32, the device's 16-bit mixed policy} x
-XLA {off, on} x feed {numpy fit, tfaccel.data.pipeline} = 32 configurations. These are the
-settings found to matter for this model on CPUs (batch and feed, bfloat16, XLA
-3x slower); batch 256 is where the hand-tuned 2x was measured, and 32 configurations
-keep the grid to about ten minutes on 2 cores (XLA's compiles and slow steps are most of it).
+XLA {off, on} x steps per execution {1, 8} x feed {numpy fit, tfaccel.data.pipeline} = 64
+configurations (``--model`` picks the reference model: reference_cnn, resnet20, mlp).
 
-Checks (exit status 1 when one fails): tuned / Keras default >= 1.5; tuned >= 95% of the grid's
-best; the tuner's time <= 30% of the grid's.
+Checks (exit status 1 when one fails): tuned / Keras default >= 2.0 with the tuned
+configuration's IQR <= 10% in the final comparison; tuned >= 95% of the grid's best; the
+tuner's time <= 30% of the grid's.
 
-    python benchmarks/bench_tune.py [--budget 150] [--grid-limit 1800] [--json] [--out FILE]
-                                    [--smoke]
+    python benchmarks/bench_tune.py [--model reference_cnn] [--budget 150] [--grid-limit 1800]
+                                    [--json] [--out FILE] [--smoke]
 
-``--smoke`` runs the tiny model on a 8-configuration space with short samples: it checks that
+``--smoke`` runs the tiny model on an 8-configuration space with short samples: it checks that
 everything runs; its figures mean nothing.
 """
 
@@ -48,9 +49,11 @@ from tfaccel.tuning.hooks import reference_hooks
 from tfaccel.tuning.space import Config
 from tfaccel.tuning.trials import TfRunner
 
-MIN_RATIO_OVER_DEFAULT = 1.5
+MIN_RATIO_OVER_DEFAULT = 2.0
+MAX_TUNED_IQR = 0.10
 MIN_SHARE_OF_GRID_BEST = 0.95
 MAX_SHARE_OF_GRID_TIME = 0.30
+CEILING_N = 2048
 
 
 def _space(mixed: str, smoke: bool) -> dict[str, Any]:
@@ -58,18 +61,50 @@ def _space(mixed: str, smoke: bool) -> dict[str, Any]:
         "batch_size": [32, 64] if smoke else [32, 64, 128, 256],
         "precision": ["float32"] if smoke else ["float32", mixed],
         "jit": [False, True],
+        "steps_per_execution": [1] if smoke else [1, 8],
         "feed": ["numpy", "pipeline"],
     }
 
 
 def _configs(space: dict[str, Any]) -> list[Config]:
     return [
-        Config(b, p, j, f)
+        Config(b, p, j, f, steps_per_execution=e)
         for b in space["batch_size"]
         for p in space["precision"]
         for j in space["jit"]
+        for e in space["steps_per_execution"]
         for f in space["feed"]
     ]
+
+
+def matmul_ceiling(dtype: str, seconds: float, rounds: int) -> dict[str, Any]:
+    """The measured n x n matmul TFLOP/s of ``dtype`` on the default device (median, IQR)."""
+    import types
+
+    import tensorflow as tf
+
+    from tfaccel.bench import micro
+
+    device = "/GPU:0" if tf.config.list_physical_devices("GPU") else "/CPU:0"
+    target = types.SimpleNamespace(tf_devices=(device,), dtypes=(dtype,))
+    candidates, plan = micro.matmul_candidates(target, (CEILING_N,), seconds, (dtype,))  # type: ignore[arg-type]
+    [(name, call)] = candidates.items()
+    k = plan[name][2]
+    samples = measure_interleaved({name: call}, repeats=rounds, warmup=1)[name]
+    rates = summarize([2.0 * CEILING_N**3 * k / s / 1e12 for s in samples])
+    return {
+        "dtype": dtype,
+        "n": CEILING_N,
+        "tflops": rates.median,
+        "relative_iqr": rates.relative_iqr,
+    }
+
+
+def training_flops_per_image(hooks: Any) -> int:
+    """Counted training FLOPs per example of the model (3 x forward)."""
+    from tfaccel.bench.flops import count_model
+
+    return count_model(hooks.model_fn()).training
 
 
 def run_tuner(hooks: Any, space: dict[str, Any], args: argparse.Namespace) -> tuple[Any, float]:
@@ -152,6 +187,7 @@ def _status(text: str, args: argparse.Namespace) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="reference_cnn", help="reference_cnn, resnet20, mlp")
     parser.add_argument("--budget", type=float, default=150.0, help="the tuner's budget (s)")
     parser.add_argument("--grid-limit", type=float, default=1800.0, help="grid time limit (s)")
     parser.add_argument("--sample-seconds", type=float, default=1.0)
@@ -169,7 +205,7 @@ def main() -> int:
         args.sample_seconds, args.rounds, args.compare_rounds, args.compare_calls = 0.05, 3, 3, 1
         args.budget, args.examples = min(args.budget, 60.0), 512
 
-    hooks = reference_hooks("reference_cnn", smoke=args.smoke, examples=args.examples)
+    hooks = reference_hooks(args.model, smoke=args.smoke, examples=args.examples)
     from tfaccel.tuning.trials import device_name, hardware_precisions
 
     mixed = next((p for p in hardware_precisions() if p != "float32"), "mixed_bfloat16")
@@ -184,11 +220,27 @@ def main() -> int:
     grid, grid_s, notes = run_grid(runner, configs, args)
     grid_best = max(grid, key=lambda c: summarize(grid[c]).median)
     default = Config(KERAS_DEFAULT.batch_size, KERAS_DEFAULT.precision, KERAS_DEFAULT.jit, "numpy")
+    if default not in grid:
+        runner.prepare(default)
     _status("comparing", args)
     comparison = final_comparison(
         runner, {"default": default, "tuned": result.best, "grid_best": grid_best}, args
     )
+    _status("matmul ceiling", args)
+    ceiling_dtype = "bfloat16" if "bfloat16" in mixed else "float32"
+    if device_name() != "cpu" and mixed == "mixed_float16":
+        ceiling_dtype = "float16"
+    ceiling = matmul_ceiling(ceiling_dtype, args.sample_seconds, 3 if args.smoke else 7)
+    flops = training_flops_per_image(hooks)
+    tuned_rate = comparison["images_per_s"]["tuned"]["median"]
+    utilisation = {
+        "training_flops_per_image": flops,
+        "tuned_tflops": flops * tuned_rate / 1e12,
+        "ceiling": ceiling,
+        "share_of_ceiling": flops * tuned_rate / 1e12 / ceiling["tflops"],
+    }
     doc = {
+        "model": hooks.model_name,
         "device": device_name(),
         "space": space,
         "configurations": len(configs),
@@ -211,11 +263,14 @@ def main() -> int:
             "notes": notes,
         },
         "comparison": comparison,
+        "utilisation": utilisation,
         "tuner_share_of_grid_time": tune_s / grid_s,
     }
+    tuned_iqr = comparison["images_per_s"]["tuned"]["relative_iqr"]
     doc["checks"] = {
         f"tuned >= {MIN_RATIO_OVER_DEFAULT}x Keras default": comparison["tuned_over_default"]
         >= MIN_RATIO_OVER_DEFAULT,
+        f"tuned IQR <= {MAX_TUNED_IQR:.0%}": tuned_iqr <= MAX_TUNED_IQR,
         f"tuned >= {MIN_SHARE_OF_GRID_BEST:.0%} of the grid's best": comparison[
             "tuned_over_grid_best"
         ]
@@ -235,7 +290,10 @@ def main() -> int:
 
 def _print(doc: dict[str, Any]) -> None:
     tuner, grid, comparison = doc["tuner"], doc["grid"], doc["comparison"]
-    print(f"device: {doc['device']}; space: {doc['configurations']} configurations")
+    print(
+        f"model: {doc['model']}; device: {doc['device']}; "
+        f"space: {doc['configurations']} configurations"
+    )
     print(
         f"\ntuner: {tuner['seconds']:.0f} s (budget {tuner['budget_s']:g} s), "
         f"{tuner['timed_samples']} timed samples; best {tuner['best']}\n  why: {tuner['reason']}"
@@ -265,6 +323,15 @@ def _print(doc: dict[str, Any]) -> None:
         f"({comparison['tuned_vs_grid_best_verdict']})"
     )
     print(f"  tuner time / grid time: {doc['tuner_share_of_grid_time'] * 100:.0f}%")
+    use = doc["utilisation"]
+    ceiling = use["ceiling"]
+    print(
+        f"\nmodel FLOP/s at the tuned speed: {use['tuned_tflops']:.3f} TFLOP/s "
+        f"({use['training_flops_per_image'] / 1e6:.1f} MFLOP per training image) = "
+        f"{use['share_of_ceiling'] * 100:.0f}% of the measured {ceiling['dtype']} matmul "
+        f"ceiling ({ceiling['tflops']:.3f} TFLOP/s, n={ceiling['n']}, IQR "
+        f"{ceiling['relative_iqr'] * 100:.1f}%)"
+    )
     print()
     for check, passed in doc["checks"].items():
         print(f"  {'PASS' if passed else 'FAIL'}  {check}")

@@ -35,4 +35,9 @@ def test_bench_tune_smoke_runs_and_reports_sane_figures() -> None:
     assert all(row["median"] > 0 and row["n"] == 3 for row in figures.values())
     ratio = figures["tuned"]["median"] / figures["default"]["median"]
     assert abs(doc["comparison"]["tuned_over_default"] - ratio) < 1e-9
-    assert len(doc["checks"]) == 3 and all(isinstance(v, bool) for v in doc["checks"].values())
+    assert len(doc["checks"]) == 4 and all(isinstance(v, bool) for v in doc["checks"].values())
+    use = doc["utilisation"]
+    assert use["training_flops_per_image"] > 0 and use["ceiling"]["tflops"] > 0
+    expected = use["training_flops_per_image"] * figures["tuned"]["median"] / 1e12
+    assert abs(use["tuned_tflops"] - expected) < 1e-12
+    assert abs(use["share_of_ceiling"] - expected / use["ceiling"]["tflops"]) < 1e-12

@@ -167,6 +167,7 @@ exec(compile(sys.stdin.read(), "<reproduce>", "exec"))
 print(json.dumps({
     "policy": keras.mixed_precision.global_policy().name,
     "jit_compile": bool(model.jit_compile),
+    "steps_per_execution": int(model.steps_per_execution),
     "steps": int(model.optimizer.iterations.numpy()),
 }))
 """
@@ -177,8 +178,9 @@ print(json.dumps({
     [
         (Config(16, "float32"), 4),
         (Config(32, "mixed_bfloat16", True, "pipeline", cache=False, prefetch=1), 2),
+        (Config(16, "float32", steps_per_execution=2), 4),
     ],
-    ids=["numpy", "pipeline"],
+    ids=["numpy", "pipeline", "steps_per_execution"],
 )
 def test_the_reproduce_lines_run_as_written(best: Config, steps: int) -> None:
     import json
@@ -207,5 +209,10 @@ def test_the_reproduce_lines_run_as_written(best: Config, steps: int) -> None:
     )
     assert done.returncode == 0, f"{code}\n{done.stderr[-3000:]}"
     ran = json.loads(done.stdout.strip().splitlines()[-1])
-    assert ran == {"policy": best.precision, "jit_compile": best.jit, "steps": steps}
+    assert ran == {
+        "policy": best.precision,
+        "jit_compile": best.jit,
+        "steps_per_execution": best.steps_per_execution,
+        "steps": steps,
+    }
     assert "  " + lines[-1] in str(result)  # the text report prints the same lines

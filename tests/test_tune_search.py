@@ -102,7 +102,8 @@ def run_search(
     dataset_size: int = 10_000,
     **settings: object,
 ):  # type: ignore[no-untyped-def]
-    parsed = parse_space({"jit": False, "feed": ["numpy"], "precision": ["float32"], **space})
+    fixed = {"jit": False, "steps_per_execution": 1, "feed": ["numpy"], "precision": ["float32"]}
+    parsed = parse_space({**fixed, **space})
     return search(
         parsed,
         runner,
@@ -235,6 +236,42 @@ def test_xla_is_tried_once_on_the_leader_and_can_win() -> None:
     xla = [c for c in runner.prepared if c.jit]
     assert xla == [Config(256, jit=True)]  # only the leader's twin, once
     assert outcome.decision is not None and outcome.decision.winner == Config(256, jit=True)
+
+
+def test_xla_is_crossed_with_precision() -> None:
+    """XLA helps only float32 here: tried once on the leader (bfloat16), it would be judged a
+    loss; crossed with the precision, float32 + XLA is found and wins."""
+    clock = FakeClock()
+
+    def speed(c: Config) -> float:
+        if c.precision == "float32":
+            return 300.0 if c.jit else 100.0
+        return 80.0 if c.jit else 200.0
+
+    runner = FakeRunner(clock, speed)
+    outcome = run_search(
+        runner,
+        {"batch_size": [256], "precision": ["float32", "mixed_bfloat16"], "jit": [False, True]},
+    )
+    xla = [c for c in runner.prepared if c.jit]
+    assert sorted(c.precision for c in xla) == ["float32", "mixed_bfloat16"]  # once each
+    assert outcome.decision is not None
+    assert outcome.decision.winner == Config(256, "float32", jit=True)
+
+
+def test_steps_per_execution_is_a_lever_kept_only_when_it_wins() -> None:
+    clock = FakeClock()
+    gains = {1: 1.0, 8: 1.6}
+    runner = FakeRunner(clock, lambda c: c.batch_size * gains[c.steps_per_execution])
+    outcome = run_search(runner, {"batch_size": [64, 128], "steps_per_execution": [1, 8]})
+    assert [c for c in runner.prepared if c.steps_per_execution == 8] == [
+        Config(128, steps_per_execution=8)
+    ]
+    assert outcome.decision is not None
+    assert outcome.decision.winner == Config(128, steps_per_execution=8)
+    runner = FakeRunner(FakeClock(), lambda c: float(c.batch_size))  # no gain: the simpler wins
+    outcome = run_search(runner, {"batch_size": [64, 128], "steps_per_execution": [1, 8]})
+    assert outcome.decision is not None and outcome.decision.winner == Config(128)
 
 
 def test_slow_xla_is_dropped_after_its_first_rung() -> None:

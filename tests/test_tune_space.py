@@ -29,7 +29,7 @@ def test_unknown_key_is_a_clear_error() -> None:
         parse_space({"batchsize": [32]})
     text = str(info.value)
     assert "unknown key 'batchsize'" in text and "rename it to 'batch_size'" in text
-    assert "batch_size, precision, jit, feed" in text
+    assert "batch_size, precision, jit, steps_per_execution, feed" in text
 
 
 @pytest.mark.parametrize(
@@ -110,9 +110,22 @@ def test_variants_are_one_setting_away() -> None:
     assert Config(256, "mixed_bfloat16", True, "pipeline") in variants
     assert Config(256, "mixed_bfloat16", False, "pipeline", prefetch=1) in variants
     assert Config(256, "mixed_bfloat16", False, "pipeline", cache=False) in variants
-    assert len(variants) == 3
+    spe = Config(256, "mixed_bfloat16", False, "pipeline", steps_per_execution=8)
+    assert spe in variants and spe.label().endswith("spe=8")  # the default space's 1 and 8
+    assert len(variants) == 4
     numpy_leader = space.base(256, "float32", "numpy")
-    assert space.variants(numpy_leader) == [Config(256, jit=True)]  # no knobs without pipeline
+    assert space.variants(numpy_leader) == [  # no knobs without the pipeline
+        Config(256, jit=True),
+        Config(256, steps_per_execution=8),
+    ]
+
+
+def test_steps_per_execution_values_are_checked() -> None:
+    assert parse_space({"steps_per_execution": [8, 1, 8]}).steps_per_execution == (1, 8)
+    for bad in (0, -1, 2.5, True, "many"):
+        with pytest.raises(SpaceError, match="steps_per_execution"):
+            parse_space({"steps_per_execution": bad})
+    assert simplicity(Config(32, steps_per_execution=8)) > simplicity(Config(32))
 
 
 def test_config_round_trips_through_json() -> None:

@@ -25,7 +25,12 @@ from tfaccel.tuning import BudgetError, Config, ModelFnError, SpaceError, TuneEr
 from tfaccel.tuning.trials import TfRunner
 
 FAST = {"sample_s": 0.05, "final_rounds": 3, "store": False, "progress": False}
-SMALL_SPACE = {"batch_size": [32, 64], "precision": ["float32"], "jit": [False]}
+SMALL_SPACE = {
+    "batch_size": [32, 64],
+    "precision": ["float32"],
+    "jit": [False],
+    "steps_per_execution": [1],
+}
 
 
 def tiny_model_fn() -> Any:
@@ -120,6 +125,8 @@ def test_cli_model_json(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> N
             "precision=float32",
             "--space",
             "jit=off",
+            "--space",
+            "steps_per_execution=1",
             "--sample-seconds",
             "0.05",
             "--rounds",
@@ -258,7 +265,11 @@ def test_cli_script_with_a_tfaccel_tune_hook(
                  "--rounds", "3", "--no-save", "--no-progress", "--json"])  # fmt: skip
     doc = json.loads(capsys.readouterr().out)
     assert code == 0 and doc["model_name"] == "hooked_model"
-    assert doc["best"]["batch_size"] == 16 and len(doc["trials"]) == 1
+    assert doc["best"]["batch_size"] == 16
+    ran = [t for t in doc["trials"] if t["status"] != "skipped"]
+    [skipped] = [t for t in doc["trials"] if t["status"] == "skipped"]
+    assert len(ran) == 1 and skipped["config"]["steps_per_execution"] == 8
+    assert "needs 16 batches of data" in skipped["note"]  # 128 examples hold 8 batches of 16
 
 
 # --- bad input --------------------------------------------------------------------------------
@@ -293,7 +304,7 @@ def test_an_uncompiled_model_is_a_clear_error() -> None:
         (np.zeros((10, 8)), "not a pair (x, y)"),
         ((np.zeros((10, 8)), np.zeros(9)), "different lengths"),
         ((3, 4), "has no length"),
-        (({"image": np.zeros((10, 8))}, np.zeros(10)), "is a dict"),
+        (({"image": np.zeros((10, 8))}, np.zeros(9)), "9 rows of y"),
     ],
 )
 def test_bad_data_is_a_clear_error(data: Any, fragment: str) -> None:
@@ -599,6 +610,7 @@ def test_thread_values_reach_the_result(monkeypatch: pytest.MonkeyPatch) -> None
             "batch_size": [16],
             "precision": ["float32"],
             "jit": [False],
+            "steps_per_execution": [1],
             "feed": ["numpy"],
             "threads": [None, (2, 1)],
         },

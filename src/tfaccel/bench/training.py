@@ -156,19 +156,28 @@ class TrainingSampler:
         self.dataset = dataset
         self.global_batch = config.batch_size * (replicas if config.feed == "tf.data" else 1)
         self.target_s = target_s
-        self.steps = _MIN_STEPS
+        # Keras runs steps_per_execution steps per call of its train function and calls the
+        # callbacks once per call, with the index of the last step it ran.
+        self.per_call = max(1, int(getattr(model, "steps_per_execution", 1) or 1))
+        self.steps = self._whole(_MIN_STEPS)
         self.calls = 0
         self.step_times: list[float] = []
-        times = self.times = [0.0]
+        marks = self.marks = [(0.0, 0)]
 
         class Timer(keras.callbacks.Callback):
             def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-                times.append(time.perf_counter())
+                marks.append((time.perf_counter(), batch))
 
         self.timer = Timer()
 
+    def _whole(self, steps: int) -> int:
+        """``steps`` rounded up to whole train-function calls, at least two of them (the clock
+        starts at the end of the first)."""
+        calls = max(2, math.ceil(steps / self.per_call))
+        return calls * self.per_call
+
     def __call__(self) -> float:
-        self.times.clear()
+        self.marks.clear()
         if self.config.feed == "numpy":
             n = self.steps * self.global_batch
             self.model.fit(
@@ -190,8 +199,14 @@ class TrainingSampler:
             )
         _read_back(self.model)
         end = time.perf_counter()
-        timed_steps = len(self.times) - 1
-        seconds = end - self.times[0]
+        (start, first), (_, last) = self.marks[0], self.marks[-1]
+        timed_steps = last - first
+        if timed_steps < 1:
+            raise ValueError(
+                f"too few training steps to time: {len(self.marks)} train-function call(s) of "
+                f"{self.per_call} step(s); give more data or a smaller batch"
+            )
+        seconds = end - start
         self.step_times.append(seconds / timed_steps)
         if self.calls == 0:  # adapt the step count once, from the warm-up call
             per_step = seconds / timed_steps
@@ -199,7 +214,10 @@ class TrainingSampler:
             limit = _MAX_STEPS
             if self.config.feed == "numpy":
                 limit = max(_MIN_STEPS, len(self.data) // self.global_batch)
-            self.steps = max(_MIN_STEPS, min(limit, wanted))
+            steps = self._whole(max(_MIN_STEPS, min(limit, wanted)))
+            if self.config.feed == "numpy" and steps > limit:
+                steps = max(2, limit // self.per_call) * self.per_call
+            self.steps = steps
         self.calls += 1
         return seconds / (timed_steps * self.global_batch)  # seconds per image
 

@@ -20,7 +20,8 @@ from tfaccel import inventory
 from tfaccel.errors import argument
 from tfaccel.inventory import Inventory
 from tfaccel.tuning._errors import BudgetError, SpaceError, TuneError
-from tfaccel.tuning.batch import is_oom_error
+from tfaccel.tuning.batch import DEFAULT_BATCH_CAP, is_oom_error
+from tfaccel.tuning.data import TuneData, classify, fit_space, resolve
 from tfaccel.tuning.hooks import Hooks, load_script, reference_hooks
 from tfaccel.tuning.result import TuneResult
 from tfaccel.tuning.search import Event, Runner, SearchOutcome, SearchSettings, pick_winner, search
@@ -53,6 +54,7 @@ def tune(
     pipeline_kwargs: Mapping[str, Any] | None = None,
     progress: bool = True,
     runner: Runner | None = None,
+    batched: bool | None = None,
 ) -> TuneResult:
     """Find the fastest training configuration of a model on this machine, within a budget.
 
@@ -71,7 +73,24 @@ def tune(
         model_fn: builds and compiles the model, e.g. ``lambda: make_model()``. Called once per
             configuration with the precision set as the Keras global policy; layers with an
             explicit dtype keep it.
-        data: ``(x, y)`` arrays.
+        data: the training data, in one of five forms (:mod:`tfaccel.tuning.data`); the
+            tuner keeps your pipeline and varies what wraps it:
+
+            * ``(x, y)``: NumPy arrays, or dicts of arrays for named inputs or outputs
+              (``({"image": x1, "meta": x2}, y)``); both feeds are searched.
+            * a ``tf.data.Dataset`` of ``(x, y)`` elements, single examples or batches
+              (batches are unbatched and re-batched at each trial's batch size); each trial
+              wraps it in ``tfaccel.data.pipeline(dataset, batch_size, shuffle=False,
+              repeat=True, ...)``, not cached unless the space lists ``cache`` values.
+            * a generator function (``data=make_examples``, not ``make_examples()``) yielding
+              ``(x, y)`` examples: ``tf.data.Dataset.from_generator`` with the signature of
+              its first element, then as a dataset.
+            * a ``keras.utils.PyDataset``: ``fit`` reads it directly, so its batch size is the
+              only one tried and the pipeline knobs do not apply.
+
+            Only arrays can use the numpy feed; for the other forms the space's feed is
+            ``pipeline`` (the result's notes say so). A source without a known length is
+            counted up to the largest batch the search may try, never further.
         budget_s: seconds the search may take (the search ends sooner when it is done).
         space: what to search (:data:`tfaccel.tuning.space.DEFAULT_SPACE` for the keys left out),
             e.g. ``{"batch_size": [64, 128, 256], "jit": False}``.
@@ -89,6 +108,10 @@ def tune(
         pipeline_kwargs: fixed ``tfaccel.data.pipeline`` arguments (``map_fn``, ``seed``...).
         progress: show a progress bar with the current best on stderr.
         runner: runs the trials (default: TensorFlow); tests inject timings through it.
+        batched: whether the elements of a ``tf.data.Dataset`` (or a generator) are batches.
+            None decides by rank: inputs of the model's input rank (batch axis included) are
+            batches, one less single examples; anything else is an error asking for this
+            argument.
 
     Returns:
         A :class:`~tfaccel.tuning.result.TuneResult`: ``best``, every trial, the calls that
@@ -99,7 +122,9 @@ def tune(
         SpaceError: an unknown space key or value.
         BudgetError: the budget cannot pay for one trial (the message says how much can).
         ModelFnError: ``model_fn`` raised or returned no compiled model (with its traceback).
-        TuneError: bad data (not (x, y), empty), or the first trial failed.
+        TuneError: data in no form above (a generator object, a string...), bad arrays
+            (lengths differ, empty), a dataset whose elements are not (x, y), or the first
+            trial failed.
 
     Example:
         >>> import tfaccel
@@ -139,6 +164,7 @@ def tune(
         final_rounds=final_rounds,
         progress=progress,
         runner=runner,
+        batched=batched,
     )
 
 
@@ -211,20 +237,30 @@ def _tune(
     final_rounds: int = DEFAULT_FINAL_ROUNDS,
     progress: bool = True,
     runner: Runner | None = None,
+    batched: bool | None = None,
 ) -> TuneResult:
     """Check everything, search in this process, search threads in workers, store."""
-    from tfaccel.tuning.trials import check_data
-
     settings = _settings(budget_s, sample_s, final_rounds, batch_cap, margin)
+    if batched is not None and not isinstance(batched, bool):
+        raise _bad_option("batched", batched, "True, False or None (decided by rank)", True)
     parsed = parse_space(space)
-    x, y, count = check_data(hooks.data)
-    threads = _thread_values(parsed, hooks)
+    data = classify(hooks.data)
+    threads = _thread_values(parsed, hooks, data)
     # The database is opened (created when missing) once every other input is known good and
     # before the search, so a bad path fails in a second, not after minutes of searching.
     _check_store(store)
+    data = resolve(
+        data,
+        batched=batched,
+        count_limit=_count_limit(parsed, batch_cap),
+        build_model=functools.partial(_model_for_ranks, hooks),
+    )
+    parsed, data_notes = fit_space(parsed, data, dict(space or {}))
+    if data.kind == "pydataset" and hooks.pipeline_kwargs:
+        data_notes.append("pipeline_kwargs not used: fit reads the PyDataset as it is")
     tf_runner = None
     if runner is None:
-        tf_runner = _tf_runner(hooks, parsed, x, y, sample_s)
+        tf_runner = _tf_runner(hooks, parsed, data, sample_s)
         runner = tf_runner
     hardware = functools.cache(inventory.current)  # probed at most once, when first needed
     resolved = _resolve_precision(parsed, hardware)
@@ -237,7 +273,7 @@ def _tune(
         outcome = search(
             resolved,
             runner,
-            dataset_size=count,
+            dataset_size=data.examples,
             settings=settings,
             is_oom=is_oom,
             on_event=on_event,
@@ -246,6 +282,7 @@ def _tune(
     name = hooks.model_name or getattr(runner, "model_name", None) or "model"
     if tf_runner is not None:
         tf_runner.close()
+    outcome.notes[:0] = [*data.notes, *data_notes]
     if plan_note:
         outcome.notes.insert(0, plan_note)
     result = _result(outcome, name, device, resolved, settings.budget_s)
@@ -280,20 +317,36 @@ def _planned_batch(hooks: Hooks, precision: str, inv: Inventory) -> tuple[int | 
     )
 
 
-def _tf_runner(hooks: Hooks, space: Space, x: Any, y: Any, sample_s: float) -> Any:
+def _tf_runner(hooks: Hooks, space: Space, data: TuneData, sample_s: float) -> Any:
     from tfaccel.tuning.trials import TfRunner, resolve_pipeline
 
-    if "pipeline" in space.feed:
+    if "pipeline" in space.feed and data.kind != "pydataset":
         resolve_pipeline()  # a missing module fails now, not in the middle of the search
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     return TfRunner(
         hooks.model_fn,
-        x,
-        y,
+        data.x,
+        data.y,
         sample_s=sample_s,
         pipeline_kwargs=hooks.pipeline_kwargs,
         model_fn_name=hooks.model_fn_name or None,
+        data=data,
     )
+
+
+def _count_limit(space: Space, batch_cap: int | None) -> int:
+    """How many examples of a source of unknown size are counted: the largest batch the
+    search may try (a larger source makes no difference to it)."""
+    cap = batch_cap if batch_cap is not None else DEFAULT_BATCH_CAP
+    explicit = () if isinstance(space.batch_size, str) else space.batch_size
+    return max((cap, *explicit))
+
+
+def _model_for_ranks(hooks: Hooks) -> Any:
+    """The model in float32, built once to read its input ranks (is a dataset batched?)."""
+    from tfaccel.tuning.trials import build_model
+
+    return build_model(hooks.model_fn, "float32", name=hooks.model_fn_name or None)
 
 
 def _check_numbers(
@@ -388,10 +441,18 @@ def _bad_option(name: str, value: Any, expected: str, example: object) -> TuneEr
     )
 
 
-def _thread_values(space: Space, hooks: Hooks) -> tuple[Any, ...]:
+def _thread_values(space: Space, hooks: Hooks, data: TuneData) -> tuple[Any, ...]:
     """The thread settings to time in workers (empty: only TensorFlow's default)."""
     if all(value is None for value in space.threads):
         return ()
+    if hooks.recipe and not data.arrays:
+        raise SpaceError(
+            f"Thread counts cannot be searched with a {data.kind} as the training data",
+            expected="threads searched with (x, y) arrays: each thread setting runs in a fresh "
+            "process that rebuilds the data, which only arrays support",
+            received="threads=" + ", ".join(repr(v) for v in space.threads),
+            fix="drop 'threads' from the space, or let data() return (x, y) arrays",
+        )
     if not hooks.recipe:
         raise SpaceError(
             "Thread counts cannot be searched by tfaccel.tune(model_fn, data)",

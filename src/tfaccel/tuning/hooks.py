@@ -5,7 +5,8 @@ A script tells ``tfaccel tune SCRIPT`` what to tune in one of two ways:
 1. a function ``tfaccel_tune()`` returning a dict with ``model_fn`` and ``data`` (and, if
    wanted, ``space``, ``model_name``, ``pipeline_kwargs``); or
 2. module-level ``model_fn`` (a function returning a compiled Keras model) and ``data`` (the
-   pair ``(x, y)``, or a function returning it).
+   pair ``(x, y)`` or any other form ``tfaccel.tune`` reads, or a function returning it; a
+   generator function, one that yields, is the data itself and is not called here).
 
 The script is run as a module named ``__tfaccel_tune__``, so its training code under
 ``if __name__ == "__main__":`` does not run. :class:`Hooks` also knows how to be rebuilt in
@@ -28,6 +29,7 @@ Example:
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -52,7 +54,7 @@ class Hooks:
 
     Attributes:
         model_fn: builds and compiles the model.
-        data: (x, y).
+        data: the training data, in a form :func:`tfaccel.tuning.data.classify` reads.
         source: where they came from, for messages ("train.py", "reference model ...").
         model_fn_name: how errors name ``model_fn``.
         space: a space the script asks for (None: the default).
@@ -96,7 +98,7 @@ def load_script(path: str | Path) -> Hooks:
     else:
         raise _no_hooks(shown, namespace)
     data = spec["data"]
-    if callable(data):
+    if callable(data) and not inspect.isgeneratorfunction(data):
         data = _call_user(data, f"data() in {shown}", script)
     space = spec.get("space")
     pipeline_kwargs = spec.get("pipeline_kwargs")

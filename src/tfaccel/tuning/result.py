@@ -125,8 +125,14 @@ class TuneResult:
         return kwargs
 
     def compile_kwargs(self) -> dict[str, Any]:
-        """The ``model.compile(...)`` argument that reproduces the XLA setting."""
-        return {"jit_compile": self.best.jit} if self.best is not None else {}
+        """The ``model.compile(...)`` arguments that reproduce the XLA setting and the steps
+        per execution (left out when it is Keras' default of 1)."""
+        if self.best is None:
+            return {}
+        kwargs: dict[str, Any] = {"jit_compile": self.best.jit}
+        if self.best.steps_per_execution != 1:
+            kwargs["steps_per_execution"] = self.best.steps_per_execution
+        return kwargs
 
     def pipeline_kwargs(self) -> dict[str, Any] | None:
         """The ``tfaccel.data.pipeline(source, ...)`` arguments, None for the numpy feed."""

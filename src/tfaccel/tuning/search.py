@@ -12,8 +12,9 @@ predicate, so every path is tested with a fake runner and a fake clock.
    first steps run) and timed once, in one interleaved round.
 3. Successive halving: the best third survive to the next rung (with those just below the cut
    that are inside its noise, up to half), which times each of them in more interleaved
-   rounds; XLA and the pipeline knobs are tried on the leading configuration (each value
-   once). When at most ``max_final`` remain they get ``final_rounds`` rounds.
+   rounds; XLA, the steps per execution and the pipeline knobs are tried on the leading
+   configuration (each value once), and XLA also on the best of each other precision. When
+   at most ``max_final`` remain they get ``final_rounds`` rounds.
 4. The decision (:func:`pick_winner`): the fastest of the last rung wins only when it is faster
    beyond the noise (:func:`tfaccel.timing.compare`); otherwise the simplest configuration
    inside its noise wins (:func:`tfaccel.tuning.space.simplicity`).
@@ -27,7 +28,7 @@ import math
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from tfaccel.timing import Summary, compare, measure_interleaved, summarize
@@ -636,7 +637,7 @@ class _Search:
         """Successive halving from the screened ranking until the final rung is done."""
         rung = 0
         while ranked and self.last_rung is not None:
-            new = self.variants(ranked[0])
+            new = self.variants(ranked)
             final = self.last_rung[1] == self.settings.final_rounds
             if not new and final and len(ranked) <= self.settings.max_final:
                 return  # that rung was the final one
@@ -677,19 +678,45 @@ class _Search:
             trial.note = f"dropped after rung {rung} ({median:.0f}/s)"
             self.release(config, failed=False)
 
-    def variants(self, leader: Config) -> list[Config]:
-        """Untried XLA and knob values on the leader (each value is tried once in a search)."""
+    def variants(self, ranked: Sequence[Config]) -> list[Config]:
+        """Untried secondary values on the leader (XLA, steps per execution, knobs), and XLA
+        on the best configuration of each other precision: XLA's gain depends on the
+        precision, so it is crossed with it rather than tried once. Each value is tried once
+        per search (XLA once per precision)."""
+        leader = ranked[0]
         out = []
         for config in self.space.variants(leader):
             key = next(
                 k for k in self.space.secondary() if getattr(config, k) != getattr(leader, k)
             )
-            value = (key, getattr(config, key))
-            if value in self.tried_values or config in self.trials:
+            out += self._untried(config, key)
+        seen = {leader.precision}
+        for config in ranked[1:]:
+            if config.precision in seen:
                 continue
-            self.tried_values.add(value)
-            out.append(config)
+            seen.add(config.precision)
+            for value in self.space.jit:
+                if value != config.jit:
+                    out += self._untried(replace(config, jit=value), "jit")
         return out
+
+    def _untried(self, config: Config, key: str) -> list[Config]:
+        value: tuple[Any, ...] = (key, getattr(config, key))
+        if key == "jit":
+            value += (config.precision,)
+        if value in self.tried_values or config in self.trials:
+            return []
+        self.tried_values.add(value)
+        batches = 2 * config.steps_per_execution
+        if config.feed == "numpy" and batches * config.batch_size > self.dataset_size:
+            trial = self.trial(config)
+            trial.status = "skipped"
+            trial.note = (
+                f"the numpy feed needs {batches} batches of data per sample (two calls of "
+                f"{config.steps_per_execution} steps)"
+            )
+            return []
+        return [config]
 
     def fit_budget(
         self, survivors: list[Config], new: list[Config], rung: int

@@ -46,13 +46,14 @@ KNOBS = ("cache", "prefetch", "num_parallel_calls")
 KNOB_DEFAULTS: dict[str, Any] = {"cache": "auto", "prefetch": "auto", "num_parallel_calls": "auto"}
 """The pipeline's own defaults: the simplest value of each knob."""
 
-SPACE_KEYS = ("batch_size", "precision", "jit", "feed", *KNOBS, "threads")
+SPACE_KEYS = ("batch_size", "precision", "jit", "steps_per_execution", "feed", *KNOBS, "threads")
 """Every key a search space may have."""
 
 DEFAULT_SPACE: dict[str, Any] = {
     "batch_size": "auto",
     "precision": "auto",
     "jit": (False, True),
+    "steps_per_execution": (1, 8),
     "feed": FEEDS,
     "cache": ("auto",),
     "prefetch": ("auto",),
@@ -60,7 +61,8 @@ DEFAULT_SPACE: dict[str, Any] = {
     "threads": (None,),
 }
 """What ``tune`` searches when a key is not given: batch sizes found by the memory search,
-the precisions this hardware runs fast, XLA off and on, both feeds, the pipeline's own knob
+the precisions this hardware runs fast, XLA off and on, one or eight training steps per call
+of Keras' train function (``steps_per_execution``), both feeds, the pipeline's own knob
 defaults and TensorFlow's default thread pools."""
 
 KnobValue: TypeAlias = "bool | int | str | None"
@@ -77,6 +79,8 @@ class Config:
         batch_size: examples per training step.
         precision: Keras dtype policy (``float32``, ``mixed_bfloat16``, ``mixed_float16``).
         jit: XLA compilation of the train step (``model.compile(jit_compile=...)``).
+        steps_per_execution: training steps per call of Keras' train function (fewer returns
+            to Python per step: ``model.compile(steps_per_execution=...)``).
         feed: ``numpy`` (``fit`` on the arrays) or ``pipeline`` (``tfaccel.data.pipeline``).
         cache / prefetch / num_parallel_calls: ``tfaccel.data.pipeline`` arguments (pipeline
             feed only; the numpy feed keeps the defaults).
@@ -91,6 +95,7 @@ class Config:
     prefetch: KnobValue = "auto"
     num_parallel_calls: KnobValue = "auto"
     threads: ThreadsValue = None
+    steps_per_execution: int = 1
 
     def pipeline_knobs(self) -> dict[str, KnobValue]:
         """The ``tfaccel.data.pipeline`` knob arguments of this configuration."""
@@ -99,6 +104,8 @@ class Config:
     def label(self) -> str:
         """A short name: ``bs256 mixed_bfloat16 pipeline xla=off`` (+ changed knobs, threads)."""
         parts = [f"bs{self.batch_size}", self.precision, self.feed, f"xla={_onoff(self.jit)}"]
+        if self.steps_per_execution != 1:
+            parts.append(f"spe={self.steps_per_execution}")
         parts += [
             f"{name}={value}"
             for name, value in self.pipeline_knobs().items()
@@ -131,9 +138,10 @@ def _onoff(value: bool) -> str:
 def simplicity(config: Config) -> tuple[int, ...]:
     """The order in which ties are broken: smaller is simpler.
 
-    float32 < mixed_bfloat16 < mixed_float16 (loss scaling), then XLA off < on, then the
-    numpy feed < the pipeline, then fewer pipeline knobs changed from their defaults, then
-    TensorFlow's thread defaults < set counts, then the smaller batch size.
+    float32 < mixed_bfloat16 < mixed_float16 (loss scaling), then XLA off < on, then fewer
+    steps per execution, then the numpy feed < the pipeline, then fewer pipeline knobs
+    changed from their defaults, then TensorFlow's thread defaults < set counts, then the
+    smaller batch size.
 
     Example:
         >>> simplicity(Config(32)) < simplicity(Config(32, precision="mixed_bfloat16"))
@@ -144,6 +152,7 @@ def simplicity(config: Config) -> tuple[int, ...]:
     return (
         _PRECISION_RANK.get(config.precision, len(PRECISIONS)),
         int(config.jit),
+        config.steps_per_execution,
         FEEDS.index(config.feed) if config.feed in FEEDS else len(FEEDS),
         changed,
         threads,
@@ -164,6 +173,7 @@ class Space:
     batch_size: tuple[int, ...] | Literal["auto"] = "auto"
     precision: tuple[str, ...] | Literal["auto"] = "auto"
     jit: tuple[bool, ...] = (False, True)
+    steps_per_execution: tuple[int, ...] = (1, 8)
     feed: tuple[str, ...] = FEEDS
     cache: tuple[KnobValue, ...] = ("auto",)
     prefetch: tuple[KnobValue, ...] = ("auto",)
@@ -179,8 +189,9 @@ class Space:
         return d
 
     def secondary(self) -> dict[str, tuple[Any, ...]]:
-        """Settings tried one at a time on the leading configuration: XLA and the knobs."""
-        return {key: getattr(self, key) for key in ("jit", *KNOBS)}
+        """Settings tried one at a time on the leading configuration: XLA, the steps per
+        execution and the knobs."""
+        return {key: getattr(self, key) for key in ("jit", "steps_per_execution", *KNOBS)}
 
     def base(self, batch_size: int, precision: str, feed: str) -> Config:
         """The configuration with these primary values and the simplest secondary ones."""
@@ -188,6 +199,7 @@ class Space:
             batch_size=batch_size,
             precision=precision,
             jit=self.jit[0],
+            steps_per_execution=self.steps_per_execution[0],
             feed=feed,
             cache=self.cache[0] if feed == "pipeline" else KNOB_DEFAULTS["cache"],
             prefetch=self.prefetch[0] if feed == "pipeline" else KNOB_DEFAULTS["prefetch"],
@@ -200,7 +212,8 @@ class Space:
         )
 
     def variants(self, config: Config) -> list[Config]:
-        """Configurations differing from ``config`` in one secondary setting (XLA or a knob).
+        """Configurations differing from ``config`` in one secondary setting (XLA, the steps per
+        execution or a knob).
 
         Knobs vary only for the pipeline feed; threads are not varied here (see
         :mod:`tfaccel.tuning.threads`).
@@ -223,8 +236,9 @@ def parse_space(space: Mapping[str, Any] | None = None) -> Space:
     Args:
         space: key -> a value or a sequence of values to try. Keys: ``batch_size`` (positive
             ints, or ``"auto"``), ``precision`` (:data:`PRECISIONS`, or ``"auto"``), ``jit``
-            (bools), ``feed`` (``numpy``, ``pipeline``), ``cache``, ``prefetch``,
-            ``num_parallel_calls`` (``tfaccel.data.pipeline`` values), ``threads``
+            (bools), ``steps_per_execution`` (positive ints), ``feed`` (``numpy``,
+            ``pipeline``), ``cache``, ``prefetch``, ``num_parallel_calls``
+            (``tfaccel.data.pipeline`` values), ``threads``
             (None, an intra-op count, or (intra, inter)).
 
     Returns:
@@ -253,6 +267,9 @@ def parse_space(space: Mapping[str, Any] | None = None) -> Space:
         batch_size=_auto_or(values["batch_size"], "batch_size", _check_batch),
         precision=_auto_or(values["precision"], "precision", _check_precision),
         jit=_values("jit", values["jit"], _check_jit, key=int),
+        steps_per_execution=_values(
+            "steps_per_execution", values["steps_per_execution"], _check_spe, key=int
+        ),
         feed=_values("feed", values["feed"], _check_feed, key=FEEDS.index),
         cache=_knob_values("cache", values["cache"], _check_cache),
         prefetch=_knob_values("prefetch", values["prefetch"], _check_prefetch),
@@ -327,6 +344,12 @@ def _check_jit(name: str, value: Any) -> bool:
     if not isinstance(value, bool):
         raise _bad(name, value, "True or False")
     return value
+
+
+def _check_spe(name: str, value: Any) -> int:
+    if not _is_int(value) or value < 1:
+        raise _bad(name, value, "positive integers (training steps per train-function call)")
+    return int(value)
 
 
 def _check_feed(name: str, value: Any) -> str:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from tfaccel.architecture import fingerprint
 from tfaccel.tuning._errors import ModelFnError, TuneError, user_traceback
+from tfaccel.tuning.data import TuneData, check_arrays
 from tfaccel.tuning.space import Config
 
 if TYPE_CHECKING:
@@ -34,7 +35,9 @@ __all__ = [
 
 
 def check_data(data: Any) -> tuple[Any, Any, int]:
-    """Check the training data: a pair ``(x, y)`` of arrays with the same, non-zero length.
+    """Check array training data: a pair ``(x, y)``, each an array or a dict of arrays, all of
+    the same, non-zero length (see :func:`tfaccel.tuning.data.check_arrays`; the other forms
+    ``tune`` reads are classified by :func:`tfaccel.tuning.data.classify`).
 
     Returns:
         (x, y, number of examples).
@@ -47,53 +50,7 @@ def check_data(data: Any) -> tuple[Any, Any, int]:
         >>> check_data((np.zeros((10, 3)), np.zeros(10)))[2]
         10
     """
-    if not isinstance(data, (tuple, list)) or len(data) != 2:
-        raise TuneError(
-            "The training data is not a pair (x, y)",
-            expected="data=(x, y): NumPy arrays (or array-likes) with one row per example",
-            received=type(data).__name__ + (f" of length {len(data)}" if _sized(data) else ""),
-            fix="pass data=(x_train, y_train)",
-        )
-    x, y = data
-    if isinstance(x, Mapping) or isinstance(y, Mapping):
-        raise TuneError(
-            "The training data's x or y is a dict (a multi-input or multi-output model)",
-            expected="x and y as single arrays with one row per example",
-            received=f"x: {type(x).__name__}, y: {type(y).__name__}",
-            fix="tune a single-input version of the model, or tune with arrays of the same "
-            "shapes and sizes; the settings found carry over",
-        )
-    if not _sized(x) or not _sized(y):
-        raise TuneError(
-            "The training data's x or y has no length",
-            expected="arrays with one row per example",
-            received=f"x: {type(x).__name__}, y: {type(y).__name__}",
-            fix="pass NumPy arrays, e.g. data=(np.asarray(x), np.asarray(y))",
-        )
-    count = len(x)
-    if count == 0:
-        raise TuneError(
-            "The training data is empty",
-            expected="at least one example (two batches for the numpy feed)",
-            received=f"x with 0 rows (y with {len(y)})",
-            fix="pass the training arrays, not an empty split",
-        )
-    if len(y) != count:
-        raise TuneError(
-            "The training data's x and y have different lengths",
-            expected="one label row per example",
-            received=f"{count} rows of x, {len(y)} of y",
-            fix="pass matching arrays",
-        )
-    return x, y, count
-
-
-def _sized(value: Any) -> bool:
-    try:
-        len(value)
-    except TypeError:
-        return False
-    return True
+    return check_arrays(data)
 
 
 def describe(fn: Callable[..., Any]) -> str:
@@ -217,12 +174,14 @@ class TfRunner:
 
     Args:
         model_fn: builds and compiles the model.
-        x / y: the training data.
+        x / y: the training arrays (an array or a dict of arrays each), when ``data`` is None.
         sample_s: the length of one timed sample (the step count adapts to it).
         pipeline_kwargs: more ``tfaccel.data.pipeline`` arguments, the same for every trial
             (``map_fn``, ``shuffle_buffer``, ``seed``...).
         pipeline_fn: the pipeline function (default: ``tfaccel.data.pipeline``).
         model_fn_name: how errors name ``model_fn``.
+        data: the training data in any form ``tune`` reads (:func:`tfaccel.tuning.data.resolve`
+            applied), instead of ``x`` and ``y``.
     """
 
     def __init__(
@@ -235,10 +194,14 @@ class TfRunner:
         pipeline_kwargs: Mapping[str, Any] | None = None,
         pipeline_fn: Callable[..., Any] | None = None,
         model_fn_name: str | None = None,
+        data: TuneData | None = None,
     ) -> None:
         self.model_fn = model_fn
-        self.x = x
-        self.y = y
+        if data is None:
+            data = TuneData("arrays", x=x, y=y, examples=len(_Rows(x)))
+        self.data = data
+        self.x = data.x
+        self.y = data.y
         self.sample_s = sample_s
         self.pipeline_kwargs = dict(pipeline_kwargs or {})
         self.pipeline_fn = pipeline_fn
@@ -262,12 +225,13 @@ class TfRunner:
             self.model_name = str(model.name)
             self.model_fingerprint = fingerprint(model)
         model.jit_compile = config.jit
+        model.steps_per_execution = config.steps_per_execution
         feed = "tf.data" if config.feed == "pipeline" else "numpy"
         dataset = self.dataset(config) if config.feed == "pipeline" else None
         sampler = TrainingSampler(
             model,
             TrainConfig(feed, config.batch_size, config.precision, config.jit),
-            ImageData(self.x, self.y, "training data"),
+            ImageData(_Rows(self.x), _Rows(self.y), "training data"),  # type: ignore[arg-type]
             dataset,
             1,
             self.sample_s,
@@ -276,14 +240,24 @@ class TfRunner:
         self._samplers[config] = sampler
 
     def dataset(self, config: Config) -> Any:
-        """The ``tfaccel.data.pipeline`` dataset of a pipeline-feed configuration, repeated
-        (``repeat=True``) and in whole batches (``drop_remainder=True``) for timing."""
+        """The repeated, batched dataset of a pipeline-feed configuration.
+
+        Arrays and a dataset or generator of examples go through ``tfaccel.data.pipeline``
+        (``repeat=True``, ``drop_remainder=True``; a dataset or generator is not shuffled
+        unless ``pipeline_kwargs`` asks); a PyDataset is read as it is, repeated.
+        """
+        if self.data.kind == "pydataset":
+            return self.data.dataset
         pipeline = self.pipeline_fn or resolve_pipeline()
         fixed = {"drop_remainder": True, "repeat": True}
+        if self.data.arrays:
+            source, defaults = (self.x, self.y), {}
+        else:
+            source, defaults = self.data.dataset, {"shuffle": False}
         return pipeline(
-            (self.x, self.y),
+            source,
             config.batch_size,
-            **{**self.pipeline_kwargs, **config.pipeline_knobs(), **fixed},
+            **{**defaults, **self.pipeline_kwargs, **config.pipeline_knobs(), **fixed},
         )
 
     def sample(self, config: Config) -> float:
@@ -309,3 +283,25 @@ class TfRunner:
         """Release every configuration."""
         self._samplers.clear()
         gc.collect()
+
+
+class _Rows:
+    """Arrays, or a dict of arrays, sliced together by ``rows[:n]`` (the numpy feed slices the
+    examples it fits on); ``shape`` starts with the number of rows, as an array's does."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __getitem__(self, rows: slice) -> Any:
+        if isinstance(self.value, Mapping):
+            return {name: part[rows] for name, part in self.value.items()}
+        return self.value[rows]
+
+    def __len__(self) -> int:
+        if isinstance(self.value, Mapping):
+            return len(next(iter(self.value.values())))
+        return len(self.value)
+
+    @property
+    def shape(self) -> tuple[int]:
+        return (len(self),)
