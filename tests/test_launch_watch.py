@@ -46,6 +46,9 @@ if mode == "hang-rank1":           # both take steps 1-3; rank 1 hangs before st
     if attempt == 0:
         time.sleep(120)            # rank 0 waits for rank 1, as in a collective
     heartbeat(4, done=True)
+if mode == "hang-inside":         # every rank starts step 3 and none finishes it
+    heartbeat(1); heartbeat(2); heartbeat(3)
+    time.sleep(120)
 if mode == "silent":               # never reports a step
     time.sleep(120)
 if mode == "done-then-quiet":      # training over: a long quiet tail is not a hang
@@ -94,6 +97,16 @@ def test_a_hung_group_is_stopped_within_the_timeout_and_the_rank_behind_is_named
     detected = attempt.stopped_at - hung_at
     assert hang_s <= detected <= hang_s + 1.0, detected
     assert attempt.seconds < (attempt.stopped_at - attempt.started_at) + grace_s + 1.0
+
+
+def test_a_hang_inside_a_step_on_every_rank_says_it_cannot_tell_the_rank(
+    worker: Path, tmp_path: Path
+) -> None:
+    result, err = run(worker, tmp_path, "hang-inside", workers=2, hang_timeout_s=1, grace_s=0.5)
+    assert result.exit_code == HUNG_EXIT_CODE, err  # type: ignore[attr-defined]
+    assert result.attempts[0].outcome == "hung"  # type: ignore[attr-defined]
+    assert "every worker started step 3 and none finished it" in err
+    assert "cannot be told apart" in err and "furthest behind" not in err
 
 
 def test_a_hung_group_is_restarted_when_restarts_allow(worker: Path, tmp_path: Path) -> None:

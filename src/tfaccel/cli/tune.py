@@ -65,7 +65,8 @@ def add_parser(sub: Any) -> None:
         default=[],
         metavar="KEY=VALUES",
         help="values to search for one setting, repeatable: batch_size=64,128,256 (or auto), "
-        "precision=float32,mixed_bfloat16 (or auto), jit=off,on, feed=numpy,pipeline, "
+        "precision=float32,mixed_bfloat16 (or auto), jit=off,on, steps_per_execution=1,8, "
+        "feed=numpy,pipeline, "
         "cache=auto,off, prefetch=auto,1,0, num_parallel_calls=auto,1, threads=default,2:1",
     )
     p.add_argument(

@@ -62,10 +62,14 @@ SLURM_PORT_BASE = 8888
 """The first port ``SlurmClusterResolver`` gives the tasks of a node (TensorFlow's default)."""
 
 COLLECTIVE_TIMEOUT_ENV = "TFACCEL_COLLECTIVE_TIMEOUT_S"
-DEFAULT_COLLECTIVE_TIMEOUT_S = 1800.0
+DEFAULT_COLLECTIVE_TIMEOUT_S = 0.0
 """Seconds a multi-worker collective (an all-reduce) may take before it fails with
-``DeadlineExceededError`` instead of hanging; ``TFACCEL_COLLECTIVE_TIMEOUT_S`` overrides it
-(0: no limit). It covers waiting for the slowest worker, start-up included."""
+``DeadlineExceededError`` instead of hanging (0: no limit, the default);
+``TFACCEL_COLLECTIVE_TIMEOUT_S`` sets it, and ``tfaccel launch --hang-timeout`` sets it for its
+workers. Off by default because TensorFlow starts one thread per collective to watch its
+timeout (timeout x collectives per second threads alive at once); hangs are found by the
+launcher's heartbeat watch. The timeout covers waiting for the slowest worker, start-up
+included."""
 
 
 class StrategyError(TfaccelError):

@@ -293,21 +293,24 @@ def _attempts(
         began = time.monotonic()
         attempt.started_at = time.time()
         try:
-            group.start()
-            ending = group.wait(_Watch(directory, workers, watch, began), grace_s)
-        except (KeyboardInterrupt, _Stop) as stop:
-            code = 130 if isinstance(stop, KeyboardInterrupt) else 128 + signal.SIGTERM
-            attempt.stopped_at = time.time()
-            _say(err, f"interrupted: stopping every worker{_how(grace_s)}")
+            try:
+                group.start()
+                ending = group.wait(_Watch(directory, workers, watch, began), grace_s)
+            except (KeyboardInterrupt, _Stop) as stop:
+                code = 130 if isinstance(stop, KeyboardInterrupt) else 128 + signal.SIGTERM
+                attempt.stopped_at = time.time()
+                _say(err, f"interrupted: stopping every worker{_how(grace_s)}")
+                group.stop(grace_s)
+                _finish(attempt, group, "interrupted", None, "interrupted", began)
+                return result(code, interrupted=True)
+            if ending.outcome != "succeeded":
+                attempt.stopped_at = time.time() if ending.stopping else None
+                whom = "the group" if ending.outcome == "hung" else "the others"
+                then = f"; stopping {whom}{_how(grace_s)}" if ending.stopping else ""
+                _say(err, f"{ending.reason}{then}")
             group.stop(grace_s)
-            _finish(attempt, group, "interrupted", None, "interrupted", began)
-            return result(code, interrupted=True)
-        if ending.outcome != "succeeded":
-            attempt.stopped_at = time.time() if ending.stopping else None
-            whom = "the group" if ending.outcome == "hung" else "the others"
-            then = f"; stopping {whom}{_how(grace_s)}" if ending.stopping else ""
-            _say(err, f"{ending.reason}{then}")
-        group.stop(grace_s)
+        finally:
+            group.kill()  # whatever ended the attempt (a second Ctrl-C, a closed stderr...)
         _finish(attempt, group, ending.outcome, ending.rank, ending.reason, began)
         if ending.outcome == "succeeded":
             return result(0)
@@ -554,6 +557,14 @@ class _Watch:
         others = (
             f"; the others at step {', '.join(map(str, ahead))}" if ahead else " like the others"
         )
+        if len(behind) == len(active) and len(active) > 1:
+            listed = ", ".join(map(str, behind))
+            return behind[0], (
+                f"no progress for {idle:.1f} s (--hang-timeout {hang_s:g}): every worker "
+                f"started step {lowest} and none finished it, so the hung one cannot be told "
+                f"apart (a hang inside the step: its input, or a collective); workers {listed}, "
+                "the oldest heartbeat first"
+            )
         who = f"worker {behind[0]}" if len(behind) == 1 else f"workers {behind}"
         return behind[0], (
             f"no progress for {idle:.1f} s (--hang-timeout {hang_s:g}): {who} furthest behind, "
@@ -587,6 +598,7 @@ class _Group:
         self.script, self.args, self.host, self.ports = script, args, host, ports
         self.attempt, self.base_env, self.out, self.err = attempt, base_env, out, err
         self.network, self.beats = network, beats
+        self.stopped = False
         self.processes: list[subprocess.Popen[bytes]] = []
         self.pumps: list[threading.Thread] = []
         self.lock = threading.Lock()
@@ -701,8 +713,19 @@ class _Group:
         self._signal_groups(signal.SIGKILL, only_running=False)  # leftovers of exited workers too
         for process in self.processes:
             process.wait()
+        self.stopped = True
         for pump in self.pumps:
             pump.join(timeout=5.0)
+
+    def kill(self) -> None:
+        """After an attempt that did not end in :meth:`stop`: SIGKILL every worker's process
+        group and reap the workers."""
+        if self.stopped:
+            return
+        self._signal_groups(signal.SIGKILL, only_running=False)
+        for process in self.processes:
+            with contextlib.suppress(Exception):
+                process.wait(timeout=10.0)
 
     def _signal_groups(self, sig: signal.Signals, *, only_running: bool) -> None:
         for process in self.processes:

@@ -301,6 +301,8 @@ def train(
     run = _Run(choice, keeper, global_batch_size, steps, checkpoint_every, on_step, verbose)
     with run.sigterm.catching(enabled=keeper is not None):
         history, seconds = run.epochs(step_fn, dataset_fn, start, epochs)
+    if run.sigterm.is_set:  # after the last step's flag was read: the end is saved, say so
+        raise Preempted(max(start, epochs * steps))
     return TrainResult(
         model=model,
         history=history,

@@ -18,6 +18,8 @@ Thresholds (the TensorFlow Profiler's conventions):
   documentation calls likely ineffective use (80% or more is necessary, not sufficient);
   on older GPUs ``utilization.gpu`` below 50% (no kernel ran half the time), the only metric
   there, which says nothing about how many SMs a kernel used. The finding names its metric.
+* two speeds: stretches of steps at two separate durations, the slow at least 1.3x the fast
+  (:mod:`tfaccel.profile.speeds`), with the cores each kept busy where that was read.
 
 Each check gives one :class:`~tfaccel.findings.Finding` (source ``profile``): ``fail`` above the
 high threshold (act on it first), ``warn`` above the moderate one, ``info`` for a suggestion
@@ -38,6 +40,7 @@ from typing import Any
 from tfaccel.findings import PROBLEMS, STATUSES, Finding, Status
 from tfaccel.inventory import TENSOR_CORE_MIN_CC
 from tfaccel.profile.records import MIN_STEPS, Figures, Measurement
+from tfaccel.profile.speeds import two_speeds
 
 __all__ = ["THRESHOLDS", "Diagnosis", "diagnose", "speedup"]
 
@@ -134,6 +137,7 @@ def diagnose(measurement: Measurement, *, min_steps: int = MIN_STEPS) -> Diagnos
         _collectives,
         _replica_imbalance,
         _gpu_activity,
+        two_speeds,
     )
     return Diagnosis(figures, findings=[rule(measurement, figures) for rule in rules])
 

@@ -213,6 +213,7 @@ class Recorder:
             examples = self.context.batch_size
         elif self.context.batch_size is None:
             self.context.batch_size = examples  # the pipeline said it
+        cpu_now = readings.cpu_seconds()
         record = StepRecord(
             index=len(self.records),
             start=start,
@@ -222,13 +223,14 @@ class Recorder:
             examples=examples,
             warmup=warm,
             traced=self._tracing,
+            cpu_s=cpu_now,
         )
         self.records.append(record)
         self._segment_steps += 1
         self._chain = True
         if not warm:
             self._last_end = start + record.step_s
-            self._cpu_last = readings.cpu_seconds()
+            self._cpu_last = cpu_now
         if self._tracing:
             self._traced += 1
             if self._traced >= self.trace_steps:

@@ -48,6 +48,7 @@ class StepRecord:
     examples: int | None
     warmup: bool
     traced: bool = False
+    cpu_s: float | None = None  # the process's CPU seconds so far, read at the step's end
 
     @property
     def step_s(self) -> float:

@@ -462,7 +462,8 @@ class _Search:
             return self.explicit_batches(space.batch_size)
         self.emit("memory search")
         feed = "pipeline" if "pipeline" in space.feed else "numpy"
-        size = self.dataset_size if feed == "pipeline" else self.dataset_size // 2
+        per_sample = 1 if feed == "pipeline" else 2 * space.steps_per_execution[0]
+        size = self.dataset_size // per_sample
         precision = space.precision[0]
 
         def try_batch(batch_size: int) -> None:
@@ -553,9 +554,11 @@ class _Search:
             trial = self.trial(config)
             if trial.status == "skipped":
                 continue
-            if config.feed == "numpy" and 2 * config.batch_size > self.dataset_size:
+            if config.feed == "numpy" and 2 * config.steps_per_execution * config.batch_size > (
+                self.dataset_size
+            ):
                 trial.status = "skipped"
-                trial.note = "the numpy feed needs two batches of data per sample"
+                trial.note = _numpy_needs(config)
                 continue
             if trial.order < 0 and self.tried_count() and self.over_screen(share, len(ready)):
                 trial.status, trial.note = "skipped", "no budget left to screen it"
@@ -710,11 +713,7 @@ class _Search:
         batches = 2 * config.steps_per_execution
         if config.feed == "numpy" and batches * config.batch_size > self.dataset_size:
             trial = self.trial(config)
-            trial.status = "skipped"
-            trial.note = (
-                f"the numpy feed needs {batches} batches of data per sample (two calls of "
-                f"{config.steps_per_execution} steps)"
-            )
+            trial.status, trial.note = "skipped", _numpy_needs(config)
             return []
         return [config]
 
@@ -782,6 +781,15 @@ class _Search:
             elapsed_s=self.elapsed(),
             notes=self.notes,
         )
+
+
+def _numpy_needs(config: Config) -> str:
+    if config.steps_per_execution == 1:
+        return "the numpy feed needs two batches of data per sample"
+    return (
+        f"the numpy feed needs {2 * config.steps_per_execution} batches of data per sample "
+        f"(two calls of {config.steps_per_execution} steps)"
+    )
 
 
 def _forget_frames(exc: BaseException | None) -> None:
