@@ -93,3 +93,12 @@ def tf_state() -> dict[str, Any]:
         "deterministic": bool(tf_config.is_op_determinism_enabled()),
         "policy": keras.mixed_precision.global_policy().name,
     }
+
+
+def launch_env() -> dict[str, str]:
+    """:func:`clean_env` without any cluster description (TF_CONFIG, Slurm's job variables),
+    for local launches that must build their own cluster."""
+    found = clean_env()
+    for name in ("TF_CONFIG", "SLURM_JOB_ID", "SLURM_NTASKS", "SLURM_STEP_NUM_TASKS"):
+        found.pop(name, None)
+    return found

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from runtime_helpers import clean_env
+from runtime_helpers import launch_env
 
 pytestmark = pytest.mark.slow
 
@@ -91,19 +91,12 @@ def script(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def env() -> dict[str, str]:
-    found = clean_env()
-    for name in ("TF_CONFIG", "SLURM_JOB_ID", "SLURM_NTASKS", "SLURM_STEP_NUM_TASKS"):
-        found.pop(name, None)
-    return found
-
-
 def launch(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "tfaccel.cli.launch", *args],
         capture_output=True,
         text=True,
-        env=env(),
+        env=launch_env(),
         timeout=300,
     )
 
@@ -147,7 +140,7 @@ def solo(script: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, An
         [sys.executable, str(script), "--out", str(out)],
         capture_output=True,
         text=True,
-        env=env(),
+        env=launch_env(),
         timeout=300,
     )
     assert done.returncode == 0, done.stdout + done.stderr
@@ -257,7 +250,12 @@ def test_a_slurm_step_of_two_tasks_trains_like_tf_config_workers(
     tasks = [
         subprocess.Popen(
             [sys.executable, str(script), "--out", str(out)],
-            env={**env(), **slurm, "SLURM_PROCID": str(rank), "TFACCEL_LAUNCH_RANK": str(rank)},
+            env={
+                **launch_env(),
+                **slurm,
+                "SLURM_PROCID": str(rank),
+                "TFACCEL_LAUNCH_RANK": str(rank),
+            },
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from runtime_helpers import clean_env
+from runtime_helpers import launch_env
 
 pytestmark = pytest.mark.slow  # real TensorFlow workers: about 90 s on 2 cores
 
@@ -109,19 +109,12 @@ def script(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def env() -> dict[str, str]:
-    found = clean_env()
-    for name in ("TF_CONFIG", "SLURM_JOB_ID", "SLURM_NTASKS", "SLURM_STEP_NUM_TASKS"):
-        found.pop(name, None)
-    return found
-
-
 def start(script: Path, base: Path, plan: dict[str, Any], *options: str) -> subprocess.Popen[str]:
     command = [sys.executable, "-m", "tfaccel.cli.launch", "--json", "-n", "2", *options]
     paths = ["--out", str(base / "out"), "--ckpt", str(base / "ckpt")]
     return subprocess.Popen(
         [*command, str(script), *paths, "--plan", json.dumps(plan)],
-        env=env(),
+        env=launch_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
