@@ -65,7 +65,7 @@ from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from tfaccel.timing import Summary, compare, measure_interleaved, summarize
+from tfaccel.core.timing import Summary, compare, measure_interleaved, summarize
 
 TARGET_OVERHEAD = 0.02
 TARGET_NVTX_OVERHEAD = 0.01

@@ -23,8 +23,8 @@ import argparse
 import json
 import sys
 
-from tfaccel import jsonout
-from tfaccel.errors import TfaccelError, UsageError, argument_names
+from tfaccel.core import jsonout
+from tfaccel.core.errors import TfaccelError, UsageError, argument_names
 from tfaccel.kernels import KernelBackendError, bench, resources
 from tfaccel.kernels.occupancy import ARCHITECTURES, DEFAULT_TARGETS
 

@@ -35,7 +35,7 @@ from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from tfaccel.timing import compare, measure_interleaved, summarize
+from tfaccel.core.timing import compare, measure_interleaved, summarize
 
 WARMUP_STEPS = 5
 

@@ -40,7 +40,7 @@ from tfaccel.bench.options import PROFILES
 from tfaccel.bench.results import BenchRun, Measurement
 from tfaccel.bench.targets import resolve_targets
 from tfaccel.bench.training import KERAS_DEFAULT, TrainConfig, train_throughput
-from tfaccel.timing import compare, measure_interleaved, summarize
+from tfaccel.core.timing import compare, measure_interleaved, summarize
 
 AGREEMENT = 0.10
 MATMUL_N = 2048

@@ -39,8 +39,8 @@ def main() -> int:
     import tensorflow as tf
 
     import tfaccel
+    from tfaccel.core.errors import TfaccelError
     from tfaccel.distribute import scaling
-    from tfaccel.errors import TfaccelError
 
     gpus = len(tf.config.list_physical_devices("GPU"))
     counts = args.replicas

@@ -47,7 +47,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tfaccel.tuning
 from tfaccel.bench.training import KERAS_DEFAULT
-from tfaccel.timing import compare, measure_interleaved, summarize
+from tfaccel.core.timing import compare, measure_interleaved, summarize
 from tfaccel.tuning.hooks import reference_hooks
 from tfaccel.tuning.space import Config
 from tfaccel.tuning.trials import TfRunner

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tfaccel.timing import compare, measure_interleaved, summarize
+from tfaccel.core.timing import compare, measure_interleaved, summarize
 
 COMMANDS = {
     "python -c pass": [sys.executable, "-c", "pass"],

@@ -35,7 +35,7 @@ from typing import Any
 import pytest
 
 from tfaccel.cli import main
-from tfaccel.errors import TfaccelError, UsageError, argument, argument_names
+from tfaccel.core.errors import TfaccelError, UsageError, argument, argument_names
 from tfaccel.profile.trace import TraceError, check_logdir
 from tfaccel.snapshot import SCHEMA_VERSION, Snapshot, load_snapshot, save_snapshot, write_atomic
 

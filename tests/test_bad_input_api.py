@@ -22,8 +22,8 @@ from runtime_helpers import tf_state
 
 import tfaccel
 from tfaccel import diagnosis, placement
+from tfaccel.core.errors import LogInputError, RuntimeSetupError, TfaccelError, UsageError
 from tfaccel.diagnosis import LogText
-from tfaccel.errors import LogInputError, RuntimeSetupError, TfaccelError, UsageError
 from tfaccel.planning import PlanError
 from tfaccel.runtime import parse_setting
 from tfaccel.snapshot import Snapshot

@@ -17,7 +17,7 @@ from tfaccel.bench.options import (
 )
 from tfaccel.bench.targets import build_targets, cpu_dtypes, gpu_dtypes
 from tfaccel.bench.training import KERAS_DEFAULT, configurations
-from tfaccel.errors import UsageError
+from tfaccel.core.errors import UsageError
 from tfaccel.snapshot import GpuInfo, Snapshot
 
 

@@ -11,7 +11,7 @@ from tfaccel import bench
 from tfaccel.bench import runner
 from tfaccel.bench.convergence import ACCURACY_THRESHOLD, digits_convergence
 from tfaccel.bench.targets import Target
-from tfaccel.errors import UsageError
+from tfaccel.core.errors import UsageError
 from tfaccel.snapshot import Snapshot
 from tfaccel.store import ResultsStore
 

@@ -23,12 +23,12 @@ from nvtx_helpers import RecordedRanges, record_ranges  # noqa: E402
 
 import tfaccel.data  # noqa: E402
 from tfaccel import models  # noqa: E402
-from tfaccel.errors import UsageError  # noqa: E402
+from tfaccel.core.errors import UsageError  # noqa: E402
+from tfaccel.core.timing import summarize  # noqa: E402
 from tfaccel.keras import PerformanceCallback, instrument  # noqa: E402
 from tfaccel.profile import synthetic  # noqa: E402
 from tfaccel.profile.clock import InputClock, difference  # noqa: E402
 from tfaccel.profile.trace import device_busy_us  # noqa: E402
-from tfaccel.timing import summarize  # noqa: E402
 
 BATCH = 32
 WARMUP = 3

@@ -16,7 +16,7 @@ import pytest
 import tfaccel.probe
 from tfaccel.cli import COMMANDS, main
 from tfaccel.cli._output import set_verbose
-from tfaccel.errors import argument
+from tfaccel.core.errors import argument
 from tfaccel.probe import deep
 from tfaccel.snapshot import DeepProbe, Snapshot
 

@@ -12,9 +12,9 @@ from typing import Any, Union
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tfaccel.core.errors import SnapshotError
+from tfaccel.core.findings import STATUSES
 from tfaccel.diagnosis import DoctorReport, diagnose, match_log
-from tfaccel.errors import SnapshotError
-from tfaccel.findings import STATUSES
 from tfaccel.report.findings import render_html, render_markdown
 from tfaccel.snapshot import Snapshot
 

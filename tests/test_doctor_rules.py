@@ -9,9 +9,9 @@ import json
 
 import pytest
 
+from tfaccel.core.findings import Finding, counts
 from tfaccel.diagnosis import DoctorReport, diagnose
 from tfaccel.diagnosis.rules import RULES
-from tfaccel.findings import Finding, counts
 from tfaccel.snapshot import (
     CpuInfo,
     DeepProbe,

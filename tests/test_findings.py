@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from tfaccel.core.findings import PROBLEMS, STATUSES, Finding, counts, text_lines, worst
 from tfaccel.diagnosis import DoctorReport, diagnose, match_log
-from tfaccel.findings import PROBLEMS, STATUSES, Finding, counts, text_lines, worst
 from tfaccel.report.findings import render_html, render_markdown, render_terminal
 from tfaccel.snapshot import Snapshot
 

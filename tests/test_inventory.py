@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tfaccel import inventory, probe
-from tfaccel.errors import SnapshotError
+from tfaccel.core.errors import SnapshotError
 from tfaccel.inventory import GpuFacts
 from tfaccel.probe.tf_gpus import TfGpu
 from tfaccel.snapshot import (

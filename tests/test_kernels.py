@@ -37,7 +37,7 @@ if not nvml.collect().gpus:
     os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
 from tfaccel import kernels
-from tfaccel.errors import UsageError
+from tfaccel.core.errors import UsageError
 from tfaccel.kernels import _launch, reference
 from tfaccel.kernels._launch import SIMULATOR_LIMITS, DeviceLimits
 

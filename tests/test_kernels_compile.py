@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from tfaccel.errors import UsageError
+from tfaccel.core.errors import UsageError
 from tfaccel.kernels import KernelCompilerError
 from tfaccel.kernels.occupancy import ARCHITECTURES, DEFAULT_TARGETS, architecture, occupancy
 from tfaccel.kernels.resources import (

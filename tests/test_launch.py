@@ -22,8 +22,8 @@ import pytest
 from runtime_helpers import clean_env
 
 from tfaccel.cli import launch as launch_cli
+from tfaccel.core.errors import UsageError
 from tfaccel.distribute import LaunchError, launch
-from tfaccel.errors import UsageError
 
 # argv: PIDS_DIR MODE; MODE decides what each rank does
 WORKER = """

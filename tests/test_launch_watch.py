@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from tfaccel.cli import launch as launch_cli
+from tfaccel.core.errors import UsageError
 from tfaccel.distribute import heartbeat, launch
 from tfaccel.distribute.heartbeat import Beat, read_heartbeats
 from tfaccel.distribute.launcher import HUNG_EXIT_CODE, usable_cores
-from tfaccel.errors import UsageError
 
 # argv: DIR MODE
 WORKER = """

@@ -1,4 +1,4 @@
-"""The layering of DESIGN.md, enforced: the import-linter contracts of pyproject.toml hold on the
+"""The layering of ARCHITECTURE.md, enforced: the import-linter contracts of pyproject.toml hold on the
 real tree, and break, naming the contract, when an upward import is planted in a copy of it."""
 
 from __future__ import annotations
@@ -75,15 +75,24 @@ def test_the_real_tree_keeps_every_contract() -> None:
 def test_the_probe_contract_forbids_every_other_module() -> None:
     """A module added to tfaccel is forbidden to probe until someone decides otherwise."""
     forbidden = {m for m in _contract("probe")["forbidden_modules"] if m.startswith("tfaccel.")}
-    allowed = {"tfaccel.probe", "tfaccel.snapshot", "tfaccel.errors", "tfaccel._version"}
+    allowed = {"tfaccel.probe", "tfaccel.snapshot", "tfaccel.core", "tfaccel._version"}
     assert forbidden == _top_level_modules() - allowed
 
 
+def test_the_core_contract_forbids_every_other_module() -> None:
+    """The shared core imports nothing of tfaccel outside itself: a new top-level module is
+    forbidden to it from the start."""
+    forbidden = {m for m in _contract("core")["forbidden_modules"] if m.startswith("tfaccel.")}
+    assert forbidden == _top_level_modules() - {"tfaccel.core"}
+
+
 def test_the_package_root_imports_lazily() -> None:
-    """``tfaccel/__init__.py`` imports at module level only the bottom layer of the layers
-    contract, so that ``import tfaccel`` stays cheap and no module above pays for another."""
-    bottom = {f"tfaccel.{name.strip()}" for name in _contract("layers")["layers"][-1].split("|")}
-    eager = _eager_tfaccel_imports(PACKAGE / "__init__.py")
+    """``tfaccel/__init__.py`` imports at module level only the two bottom layers of the layers
+    contract (the core and the version), so that ``import tfaccel`` stays cheap and no module
+    above pays for another."""
+    layers = _contract("layers")["layers"][-2:]
+    bottom = {f"tfaccel.{name.strip()}" for layer in layers for name in layer.split("|")}
+    eager = {".".join(m.split(".")[:2]) for m in _eager_tfaccel_imports(PACKAGE / "__init__.py")}
     assert eager <= bottom, f"tfaccel/__init__.py imports {sorted(eager - bottom)} eagerly"
 
 
@@ -117,12 +126,12 @@ def _eager_tfaccel_imports(path: Path) -> set[str]:
 def test_an_eager_import_in_the_package_root_is_found(tmp_path: Path) -> None:
     init = tmp_path / "__init__.py"
     init.write_text(
-        "from typing import TYPE_CHECKING\nfrom tfaccel.errors import TfaccelError\n"
+        "from typing import TYPE_CHECKING\nfrom tfaccel.core.errors import TfaccelError\n"
         "if TYPE_CHECKING:\n    from tfaccel.runtime import RuntimeConfig\n"
         "def setup():\n    from tfaccel import runtime\n"
         "from tfaccel import tuning\n"
     )
-    assert _eager_tfaccel_imports(init) == {"tfaccel.errors", "tfaccel.tuning"}
+    assert _eager_tfaccel_imports(init) == {"tfaccel.core.errors", "tfaccel.tuning"}
 
 
 @pytest.fixture(scope="module")
@@ -145,7 +154,7 @@ PLANTS = [
         "no-tensorflow",
         "tfaccel.diagnosis -> tfaccel.runtime",
     ),
-    ("tfaccel.timing", "import keras", "core-no-tensorflow", "tfaccel.timing -> keras"),
+    ("tfaccel.core.timing", "import keras", "core-no-tensorflow", "tfaccel.core.timing -> keras"),
     ("tfaccel.data", "from tfaccel import tuning", "layers", "tfaccel.data -> tfaccel.tuning"),
     ("tfaccel.bench", "import tfaccel.profile", "layers", "tfaccel.bench -> tfaccel.profile"),
 ]

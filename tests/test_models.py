@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tfaccel import models
-from tfaccel.errors import UsageError
+from tfaccel.core.errors import UsageError
 
 keras = pytest.importorskip("keras")
 

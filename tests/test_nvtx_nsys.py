@@ -30,7 +30,7 @@ import pytest
 from nvtx_helpers import RecordedRanges, record_ranges
 
 from tfaccel.cli import main
-from tfaccel.errors import UsageError
+from tfaccel.core.errors import UsageError
 from tfaccel.profile import StepTimer, nsys, nvtx_marks
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -372,7 +372,8 @@ def test_tensorflow_startup_noise_is_gone_by_default() -> None:
 def test_the_users_log_level_wins() -> None:
     done = _quiet_child({"TF_CPP_MIN_LOG_LEVEL": "0"})
     assert done.stdout.splitlines()[-1] == "TF_CPP_MIN_LOG_LEVEL=0"
-    assert "oneDNN custom operations are on" in done.stderr  # level 0 asks for info lines
+    # level 0 asks for info lines: TensorFlow's start-up lines reach the user (the oneDNN line
+    # is printed only on processors where TensorFlow turns its oneDNN ops on by default)
     assert "absl::InitializeLog" in done.stderr and "cpu_feature_guard" in done.stderr
 
 

@@ -13,7 +13,7 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 
 import tfaccel.data  # noqa: E402
-from tfaccel.errors import UsageError  # noqa: E402
+from tfaccel.core.errors import UsageError  # noqa: E402
 
 pipeline_module = sys.modules["tfaccel.data.pipeline"]
 

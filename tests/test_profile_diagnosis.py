@@ -13,7 +13,8 @@ from fake_nvml import gpu, make_binding
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tfaccel.findings import STATUSES
+from tfaccel.core.findings import STATUSES
+from tfaccel.core.timing import summarize
 from tfaccel.probe import nvml, process
 from tfaccel.profile import (
     MIN_STEPS,
@@ -29,7 +30,6 @@ from tfaccel.profile import text as profile_text
 from tfaccel.profile.records import MemoryUsage, SyntheticRun
 from tfaccel.profile.sampling import GpuMonitor, visible_nvml_indices
 from tfaccel.profile.trace import OpStat, TraceSummary, parse_kernel_stats, parse_op_stats
-from tfaccel.timing import summarize
 
 
 def _records(

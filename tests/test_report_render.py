@@ -13,7 +13,7 @@ from bench_helpers import sample_run
 
 from tfaccel.bench import BenchRun, Measurement
 from tfaccel.cli import main
-from tfaccel.errors import UsageError, argument_names
+from tfaccel.core.errors import UsageError, argument_names
 from tfaccel.report.html import (
     build_document,
     check_writable,

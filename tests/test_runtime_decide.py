@@ -16,7 +16,7 @@ import pytest
 from runtime_helpers import clean_env
 
 from tfaccel import runtime
-from tfaccel.errors import RuntimeSetupError, UsageError
+from tfaccel.core.errors import RuntimeSetupError, UsageError
 from tfaccel.runtime import GpuFacts, Hardware, Plan, RuntimeState
 from tfaccel.runtime.apply import outcome, pending
 from tfaccel.runtime.measured import measured_jit

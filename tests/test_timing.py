@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from tfaccel.timing import compare, measure_interleaved, summarize
+from tfaccel.core.timing import compare, measure_interleaved, summarize
 
 
 def test_summary_statistics() -> None:

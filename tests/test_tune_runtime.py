@@ -14,11 +14,11 @@ from types import SimpleNamespace
 import pytest
 
 from tfaccel import inventory, runtime, store
+from tfaccel.core.timing import summarize
 from tfaccel.runtime import Hardware, RuntimeState
 from tfaccel.runtime.measured import measured_jit, measured_precision
 from tfaccel.runtime.settings import build_request
 from tfaccel.snapshot import Snapshot
-from tfaccel.timing import summarize
 from tfaccel.tuning import Config, SearchSettings, TuneResult
 from tfaccel.tuning.record import record
 from tfaccel.tuning.search import Trial

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
-from tfaccel.timing import summarize
+from tfaccel.core.timing import summarize
 from tfaccel.tuning import BudgetError, Config, SearchSettings, TrialError, pick_winner, search
 from tfaccel.tuning.space import parse_space
 

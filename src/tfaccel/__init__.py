@@ -16,7 +16,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from tfaccel._version import __version__
-from tfaccel.errors import TfaccelError
+from tfaccel.core.errors import TfaccelError
 
 __all__ = ["TfaccelError", "__version__", "device", "devices", "doctor", "plan", "setup", "tune"]
 
@@ -26,13 +26,11 @@ SUBMODULES = frozenset(
     {
         "architecture",
         "bench",
+        "core",
         "diagnosis",
         "data",
         "distribute",
-        "errors",
-        "findings",
         "inventory",
-        "jsonout",
         "keras",
         "kernels",
         "models",
@@ -44,7 +42,6 @@ SUBMODULES = frozenset(
         "runtime",
         "snapshot",
         "store",
-        "timing",
         "tuning",
     }
 )

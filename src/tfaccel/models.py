@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tfaccel.errors import UsageError
+from tfaccel.core.errors import UsageError
 
 if TYPE_CHECKING:
     import keras

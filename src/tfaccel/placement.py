@@ -11,7 +11,7 @@
    copies between devices on each call.
 
 The audit runs the step once: a train step updates the weights once. Each problem is a
-:class:`~tfaccel.findings.Finding` (source ``placement``): ``fail`` when the step did not trace
+:class:`~tfaccel.core.findings.Finding` (source ``placement``): ``fail`` when the step did not trace
 or run, ``warn`` for work that slows every step. Their ids are stable: ``not_tf_function``,
 ``numpy_conversion``, ``numpy_call``, ``py_function``, ``trace_failed``, ``run_failed``,
 ``cpu_fallback``, ``off_target``.
@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tfaccel.findings import Finding, Status, text_lines
+from tfaccel.core.findings import Finding, Status, text_lines
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -237,7 +237,7 @@ def _resolve(tf: ModuleType, fn: Any, args: tuple[Any, ...]) -> _Step:
         )
         return _Step(f"tf.function {_name(fn.python_function)!r}", fresh, [fn.python_function])
     if not callable(fn):
-        from tfaccel.errors import UsageError
+        from tfaccel.core.errors import UsageError
 
         raise UsageError(
             "audit() needs a step to run",

@@ -17,7 +17,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from tfaccel.errors import TfaccelError, UsageError
+from tfaccel.core.errors import TfaccelError, UsageError
 
 __all__ = ["check_script", "load_script", "run_script", "script_traceback", "split_command"]
 

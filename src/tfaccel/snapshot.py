@@ -25,7 +25,7 @@ from itertools import accumulate
 from pathlib import Path
 from typing import Any, TypeVar, Union
 
-from tfaccel.errors import SnapshotError, UsageError, argument
+from tfaccel.core.errors import SnapshotError, UsageError, argument
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -609,7 +609,7 @@ def check_writable(path: str | os.PathLike[str], *, argument_name: str = "path")
     Args:
         path: the file to be written.
         argument_name: the argument that gave the path, named in the message (through
-            :func:`tfaccel.errors.argument`, so the CLI's flag when the CLI runs).
+            :func:`tfaccel.core.errors.argument`, so the CLI's flag when the CLI runs).
 
     Returns:
         ``path`` as a Path.
@@ -642,7 +642,7 @@ def write_atomic(
         content: its content.
         mode: its permission bits.
         argument_name: the argument that gave the path, named in an error (the CLI's flag
-            when the CLI runs, through :func:`tfaccel.errors.argument`).
+            when the CLI runs, through :func:`tfaccel.core.errors.argument`).
 
     Raises:
         UsageError: ``path`` is a directory or a special file, its directory is missing, or

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tfaccel.errors import TfaccelError
+from tfaccel.core.errors import TfaccelError
 
 __all__ = [
     "SCHEMA_VERSION",

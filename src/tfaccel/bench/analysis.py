@@ -20,7 +20,7 @@ from tfaccel.bench.records import (
 )
 from tfaccel.bench.results import BenchRun, Measurement
 from tfaccel.bench.training import EPOCH_IMAGES, PRECISION_DTYPE
-from tfaccel.timing import compare
+from tfaccel.core.timing import compare
 
 __all__ = [
     "BANDWIDTH_BENCHMARKS",

@@ -1,7 +1,7 @@
 """Compare two runs of one machine: which figures changed beyond the measured noise.
 
 Figures are matched by benchmark, configuration and metric; each pair goes through
-:func:`tfaccel.timing.compare`, so a change inside the run-to-run noise reads "no difference".
+:func:`tfaccel.core.timing.compare`, so a change inside the run-to-run noise reads "no difference".
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import json
 
 from tfaccel.bench.records import ChangeStatus, ComparisonRow, RunComparison
 from tfaccel.bench.results import BenchRun, Measurement
-from tfaccel.timing import compare
+from tfaccel.core.timing import compare
 
 __all__ = ["MIN_SAMPLES", "compare_runs"]
 

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from tfaccel.errors import UsageError
+from tfaccel.core.errors import UsageError
 
 __all__ = [
     "CIFAR10_FILES",

@@ -20,7 +20,7 @@ from typing import Any
 from tfaccel.bench.options import Profile
 from tfaccel.bench.results import Measurement
 from tfaccel.bench.targets import Target
-from tfaccel.timing import measure_interleaved
+from tfaccel.core.timing import measure_interleaved
 
 __all__ = [
     "BANDWIDTH_KERNEL",
@@ -115,7 +115,7 @@ def measure(
     warmup: int,
     tick: Tick,
 ) -> dict[str, list[float]]:
-    """:func:`tfaccel.timing.measure_interleaved`, ticking the progress bar after every call."""
+    """:func:`~tfaccel.core.timing.measure_interleaved`, ticking the progress bar each call."""
 
     def ticking(name: str, fn: Callable[[], float | None]) -> Callable[[], float | None]:
         def call() -> float | None:

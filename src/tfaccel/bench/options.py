@@ -9,7 +9,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from tfaccel.errors import UsageError
+from tfaccel.core.errors import UsageError
 
 __all__ = [
     "BENCHMARKS",

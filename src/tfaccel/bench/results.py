@@ -11,8 +11,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tfaccel.bench.records import RunDocument, SkippedDocument
+from tfaccel.core.timing import Summary, summarize
 from tfaccel.store import ResultRecord, RunRecord
-from tfaccel.timing import Summary, summarize
 
 __all__ = ["BenchRun", "Measurement", "Skipped", "config_label", "higher_is_better"]
 

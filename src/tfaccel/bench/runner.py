@@ -18,7 +18,7 @@ from tfaccel.bench.datasets import ImageData, load_cifar10, synthetic
 from tfaccel.bench.options import MICRO, MODEL_BENCHMARKS, BenchOptions, Profile
 from tfaccel.bench.results import BenchRun, Measurement, Skipped
 from tfaccel.bench.targets import Target
-from tfaccel.errors import UsageError
+from tfaccel.core.errors import UsageError
 
 if TYPE_CHECKING:
     from tfaccel.bench.training import TrainConfig

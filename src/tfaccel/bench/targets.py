@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from tfaccel.errors import UsageError
+from tfaccel.core.errors import UsageError
 from tfaccel.inventory import Inventory, Peak
 
 __all__ = ["Target", "build_targets", "cpu_dtypes", "gpu_dtypes", "resolve_targets"]

@@ -3,7 +3,7 @@
 Each command is a module of this package exposing ``add_parser(subparsers)`` and
 ``run(args) -> int``, and, when the library's errors may name an argument, ``FLAGS``: the
 library's argument names -> the command's flags (``{"trace_dir": "--trace"}``), so a message
-names what the user typed (:func:`tfaccel.errors.argument_names`, around every command).
+names what the user typed (:func:`tfaccel.core.errors.argument_names`, around every command).
 ``main(argv)`` takes argv so tests call it directly. Every command takes
 ``--json`` (stdout then holds one JSON document and nothing else) and ``--verbose`` (also
 before the command: ``tfaccel --verbose bench``).
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from tfaccel._version import __version__
 from tfaccel.cli._output import VERBOSE_HELP, json_document, set_verbose
-from tfaccel.errors import TfaccelError, argument_names
+from tfaccel.core.errors import TfaccelError, argument_names
 
 __all__ = ["COMMANDS", "EXIT_CODES", "main"]
 

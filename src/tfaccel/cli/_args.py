@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable
 from typing import NoReturn
 
-from tfaccel.errors import UsageError
+from tfaccel.core.errors import UsageError
 
 __all__ = ["fraction", "integer", "seconds"]
 

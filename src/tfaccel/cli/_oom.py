@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tfaccel.findings import Finding
+from tfaccel.core.findings import Finding
 
 __all__ = ["oom_answer"]
 

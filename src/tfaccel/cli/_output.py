@@ -50,11 +50,11 @@ _verbose = False
 def print_json(document: Any) -> None:
     """Print ``document`` as one JSON document on stdout.
 
-    Strict JSON (:func:`tfaccel.jsonout.dumps`): NaN and infinities (a ratio over a zero
+    Strict JSON (:func:`tfaccel.core.jsonout.dumps`): NaN and infinities (a ratio over a zero
     median, a spread of one sample) become null; values JSON does not know (paths, dates) are
     written as text. Inside :func:`json_document` it goes to the stdout the document owns.
     """
-    from tfaccel.jsonout import dumps
+    from tfaccel.core.jsonout import dumps
 
     stream = _document if _document is not None else sys.stdout
     stream.write(dumps(document))

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from tfaccel.cli._args import integer
 from tfaccel.cli._output import RichProgress, print_json, quiet_tensorflow
-from tfaccel.errors import UsageError
+from tfaccel.core.errors import UsageError
 
 if TYPE_CHECKING:
     from tfaccel.bench import BenchOptions, BenchStatus

@@ -7,7 +7,7 @@ from typing import Any
 
 from tfaccel.cli._args import integer, seconds
 from tfaccel.cli._output import print_json, show_tensorflow_log
-from tfaccel.errors import UsageError
+from tfaccel.core.errors import UsageError
 
 __all__ = ["FLAGS", "add_parser", "run"]
 

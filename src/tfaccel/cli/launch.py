@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tfaccel.cli._output import json_document, print_json, warn_options_after_script
-from tfaccel.errors import TfaccelError
+from tfaccel.core.errors import TfaccelError
 from tfaccel.scripts import split_command
 
 __all__ = ["add_parser", "main", "run"]

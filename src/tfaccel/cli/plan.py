@@ -8,7 +8,7 @@ from typing import Any
 
 from tfaccel.cli._args import integer
 from tfaccel.cli._output import print_json, quiet_tensorflow
-from tfaccel.errors import UsageError
+from tfaccel.core.errors import UsageError
 from tfaccel.planning.api import MAX_BATCH, PRECISIONS
 
 __all__ = ["FLAGS", "add_parser", "run"]

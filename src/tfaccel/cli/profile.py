@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from tfaccel.cli._args import integer
 from tfaccel.cli._output import print_json, quiet_tensorflow, warn_options_after_script
-from tfaccel.errors import UsageError
+from tfaccel.core.errors import UsageError
 
 if TYPE_CHECKING:
     from tfaccel.profile import Diagnosis, Measurement
@@ -285,7 +285,7 @@ def _out_of_memory(args: argparse.Namespace, exc: BaseException) -> int:
     import functools
 
     from tfaccel.cli._oom import oom_answer
-    from tfaccel.findings import text_lines
+    from tfaccel.core.findings import text_lines
     from tfaccel.profile.command import build_model
 
     model_fn = functools.partial(build_model, args.model, precision=args.precision, tiny=args.tiny)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tfaccel.cli._output import print_json, warn_options_after_script
-from tfaccel.errors import UsageError
+from tfaccel.core.errors import UsageError
 from tfaccel.scripts import run_script, split_command
 
 __all__ = ["add_parser", "run"]

@@ -15,7 +15,7 @@ from typing import Any
 
 from tfaccel.cli._args import seconds
 from tfaccel.cli._output import RichProgress, print_json
-from tfaccel.errors import UsageError
+from tfaccel.core.errors import UsageError
 
 __all__ = ["FLAGS", "add_parser", "run"]
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from tfaccel.cli._args import fraction, integer, seconds
 from tfaccel.cli._output import print_json, quiet_tensorflow
-from tfaccel.errors import UsageError
+from tfaccel.core.errors import UsageError
 
 __all__ = ["EXIT_INTERRUPTED", "FLAGS", "add_parser", "run"]
 

@@ -40,6 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tfaccel.core.errors import UsageError
 from tfaccel.data.sources import (
     WHERE,
     Loaded,
@@ -47,7 +48,6 @@ from tfaccel.data.sources import (
     load,
     size_text,
 )
-from tfaccel.errors import UsageError
 from tfaccel.runtime.settings import (
     check_callable,
     check_file_target,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tfaccel.errors import UsageError, shown
+from tfaccel.core.errors import UsageError, shown
 
 TFRECORD_SUFFIXES = (".tfrecord", ".tfrecords", ".tfrec", ".record")
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif")

@@ -19,11 +19,11 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from tfaccel.core.errors import LogInputError, UsageError, shown
+from tfaccel.core.findings import Finding, counts
 from tfaccel.diagnosis.logmatch import LogReport, match_log
 from tfaccel.diagnosis.logread import LogText, detect_encoding, read_log_file, window_text
 from tfaccel.diagnosis.rules import RULES, run_rules
-from tfaccel.errors import LogInputError, UsageError, shown
-from tfaccel.findings import Finding, counts
 from tfaccel.snapshot import Snapshot
 
 __all__ = [
@@ -58,7 +58,7 @@ class DoctorReport:
         return 1 if self.counts()["fail"] else 0
 
     def counts(self) -> dict[str, int]:
-        """How many findings and log causes have each status (:func:`tfaccel.findings.counts`)."""
+        """How many findings and log causes have each status (`core.findings.counts`)."""
         causes = self.log.causes if self.log is not None else []
         return counts([*self.findings, *causes])
 

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from tfaccel.core.findings import Finding
 from tfaccel.diagnosis.logfacts import Fact, LogFacts, package_kind
 from tfaccel.diagnosis.logpatterns import CAUSES
-from tfaccel.findings import Finding
 
 __all__ = ["infer"]
 

@@ -3,8 +3,9 @@
 The patterns (:mod:`tfaccel.diagnosis.logpatterns`) each hold a literal anchor that every
 matching line contains; the text is searched for anchors with ``str.find`` (fast, in C) and only
 the lines that hold one are looked at further, so a 32 MiB log is matched in about a second.
-Each cause found is a :class:`~tfaccel.findings.Finding` (source ``log``): its evidence holds the
-details read from the lines (a missing library, a tensor's shape and size), then up to five of
+Each cause found is a :class:`~tfaccel.core.findings.Finding` (source ``log``): its evidence
+holds the details read from the lines (a missing library, a tensor's shape and size),
+then up to five of
 the lines with their numbers; its numbers hold ``count`` (matching lines in all) and
 ``line_numbers`` (those of the lines shown). Lines that TensorFlow prints on every healthy start
 are labelled benign and never called a cause.
@@ -25,12 +26,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from tfaccel.core.findings import Finding, Status
 from tfaccel.diagnosis.logfacts import read_facts
 from tfaccel.diagnosis.loginfer import infer
 from tfaccel.diagnosis.logpatterns import BENIGN, CAUSES, PATTERNS, UNNAMED_LIBRARY_FIX, Pattern
 from tfaccel.diagnosis.logread import LogText, count_lines, window_text
 from tfaccel.diagnosis.logshape import strip_quotes, wrapped_groups
-from tfaccel.findings import Finding, Status
 
 __all__ = ["BenignMatch", "LogReport", "match_log"]
 

@@ -21,7 +21,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tfaccel.findings import Status
+from tfaccel.core.findings import Status
 
 __all__ = ["BENIGN", "CAUSES", "PATTERNS", "UNNAMED_LIBRARY_FIX", "Cause", "Pattern"]
 

@@ -3,7 +3,7 @@
 Inputs over 32 MiB are read in their first 8 MiB and last 24 MiB only (a very long string given
 to the matcher is cut the same way, by :func:`window_text`), and the notes say so. Undecodable
 bytes are replaced; binary, empty and unreadable inputs are refused with a
-:class:`~tfaccel.errors.LogInputError` that says how to save a log.
+:class:`~tfaccel.core.errors.LogInputError` that says how to save a log.
 
 A stream (standard input, a pipe, a FIFO, a device) is read for at most 1 GiB and 60 seconds,
 so an endless one (``/dev/zero``, ``yes``) or a silent one is answered in bounded time (a FIFO
@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO
 
-from tfaccel.errors import LogInputError
+from tfaccel.core.errors import LogInputError
 
 __all__ = ["LogText", "count_lines", "detect_encoding", "read_log_file", "window_text"]
 

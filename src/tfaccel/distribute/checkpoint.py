@@ -25,7 +25,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from tfaccel.errors import TfaccelError
+from tfaccel.core.errors import TfaccelError
 from tfaccel.runtime.settings import check_int, check_writable_dir
 
 __all__ = ["CheckpointError", "Checkpointer"]

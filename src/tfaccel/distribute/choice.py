@@ -36,13 +36,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tfaccel.core.errors import TfaccelError, UsageError
 from tfaccel.distribute.cluster import (
     ClusterConfig,
     SlurmAllocation,
     parse_tf_config,
     slurm_allocation,
 )
-from tfaccel.errors import TfaccelError, UsageError
 from tfaccel.runtime.settings import check_mapping
 
 __all__ = [

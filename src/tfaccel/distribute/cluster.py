@@ -22,7 +22,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from tfaccel.errors import TfaccelError
+from tfaccel.core.errors import TfaccelError
 
 __all__ = [
     "TRAINING_JOBS",

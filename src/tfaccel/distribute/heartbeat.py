@@ -22,7 +22,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from tfaccel.errors import UsageError
+from tfaccel.core.errors import UsageError
 
 __all__ = ["HEARTBEAT_DIR_ENV", "Beat", "heartbeat", "read_heartbeats"]
 

@@ -55,12 +55,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import IO, Any
 
+from tfaccel.core.errors import TfaccelError, UsageError
 from tfaccel.distribute.choice import COLLECTIVE_TIMEOUT_ENV
 from tfaccel.distribute.cluster import format_address, local_cluster
 from tfaccel.distribute.heartbeat import HEARTBEAT_DIR_ENV, Beat, read_heartbeats
 from tfaccel.distribute.isolation import Network, entry_command, exposure_warning
 from tfaccel.distribute.preemption import PREEMPTED_EXIT_CODE
-from tfaccel.errors import TfaccelError, UsageError
 from tfaccel.scripts import check_script
 
 __all__ = [

@@ -40,13 +40,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tfaccel.core.errors import UsageError
 from tfaccel.distribute.batches import DatasetFn, check_divisible, input_fn, steps_per_epoch
 from tfaccel.distribute.checkpoint import Checkpointer
 from tfaccel.distribute.choice import StrategyChoice
 from tfaccel.distribute.choice import strategy as choose_strategy
 from tfaccel.distribute.heartbeat import heartbeat
 from tfaccel.distribute.preemption import Preempted, SigtermFlag
-from tfaccel.errors import UsageError
 from tfaccel.runtime.settings import (
     check_callable,
     check_flag,

@@ -10,7 +10,7 @@ gradient-sized tensors alone on the same devices. It reports, per ``k``:
 - the communication share: all-reduce time / step time. All-reduce may overlap with compute
   on GPUs, so this is the share communication *would* take without overlap.
 
-Every configuration is timed by the shared timing core (:mod:`tfaccel.timing`): warm-up
+Every configuration is timed by the shared timing core (:mod:`tfaccel.core.timing`): warm-up
 excluded, configurations interleaved, medians and IQRs. Logical CPU devices share the same
 cores, so on a CPU the efficiency says how much the split costs, not how GPUs would scale;
 the report says so.
@@ -29,8 +29,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from tfaccel.errors import UsageError
-from tfaccel.timing import Summary, measure_interleaved, summarize
+from tfaccel.core.errors import UsageError
+from tfaccel.core.timing import Summary, measure_interleaved, summarize
 
 __all__ = ["ScalingReport", "ScalingRow", "default_model", "scaling"]
 

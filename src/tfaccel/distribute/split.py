@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from tfaccel.errors import UsageError, shown
+from tfaccel.core.errors import UsageError, shown
 from tfaccel.runtime.settings import check_text
 
 __all__ = ["Crossing", "Placement", "Stage", "balance", "split"]

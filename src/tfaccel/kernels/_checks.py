@@ -14,7 +14,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from tfaccel.errors import UsageError
+from tfaccel.core.errors import UsageError
 
 __all__ = [
     "FLOAT_DTYPES",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tfaccel.errors import TfaccelError
+from tfaccel.core.errors import TfaccelError
 
 __all__ = [
     "COMPILER_FIX",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tfaccel.errors import UsageError
+from tfaccel.core.errors import UsageError
 
 __all__ = [
     "SIMULATOR_LIMITS",

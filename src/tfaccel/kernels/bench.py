@@ -8,7 +8,7 @@
   Target: at least 50% of cuBLAS for large sizes.
 
 These are targets; :func:`run` measures where the kernels stand on the GPU it runs on.
-Timings follow :mod:`tfaccel.timing`: warm-up rounds discarded, candidates interleaved,
+Timings follow :mod:`tfaccel.core.timing`: warm-up rounds discarded, candidates interleaved,
 the device synchronised before the clock is read, medians and IQRs reported.
 
 Example:
@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from tfaccel.errors import UsageError
+from tfaccel.core.errors import UsageError
+from tfaccel.core.timing import Summary, measure_interleaved, summarize
 from tfaccel.kernels._errors import KernelBackendError
-from tfaccel.timing import Summary, measure_interleaved, summarize
 
 __all__ = [
     "DEFAULT_SIZES",

@@ -25,7 +25,7 @@ import numba
 import numpy as np
 from numba import cuda as _numba_cuda
 
-from tfaccel.errors import UsageError
+from tfaccel.core.errors import UsageError
 from tfaccel.kernels import _checks, _launch
 from tfaccel.kernels._errors import KernelBackendError, SimulatorWarning, no_gpu
 from tfaccel.kernels._launch import SIMULATOR_LIMITS, DeviceLimits

@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tfaccel.errors import UsageError, argument
+from tfaccel.core.errors import UsageError, argument
 
 __all__ = [
     "ARCHITECTURES",

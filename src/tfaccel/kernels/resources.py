@@ -43,7 +43,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from tfaccel.errors import UsageError, argument
+from tfaccel.core.errors import UsageError, argument
 from tfaccel.kernels._errors import COMPILER_FIX, KernelCompilerError
 from tfaccel.kernels.occupancy import (
     ARCHITECTURES,

@@ -17,7 +17,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
-from tfaccel.findings import Finding
+from tfaccel.core.findings import Finding
 from tfaccel.planning.memory import GPU_BFC_RULES, AllocatorRules, simulate
 from tfaccel.planning.result import _size
 from tfaccel.planning.trace import StepGraph

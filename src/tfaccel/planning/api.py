@@ -7,7 +7,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from tfaccel.errors import TfaccelError, UsageError, argument, shown
+from tfaccel.core.errors import TfaccelError, UsageError, argument, shown
 from tfaccel.planning.memory import (
     FRAGMENTATION_MARGIN,
     GPU_BFC_RULES,

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tfaccel.errors import UsageError
+from tfaccel.core.errors import UsageError
 from tfaccel.planning.api import PlanError
 from tfaccel.scripts import load_script, script_traceback
 
@@ -98,7 +98,7 @@ def reference_plans(batch_size: int, inventory: Any = None) -> list[dict[str, An
     A model whose plan fails gets a row with its ``error`` instead (the report goes on).
     """
     from tfaccel import models
-    from tfaccel.errors import TfaccelError
+    from tfaccel.core.errors import TfaccelError
     from tfaccel.planning.api import plan
 
     rows: list[dict[str, Any]] = []

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from tfaccel.errors import UsageError
+from tfaccel.core.errors import UsageError
 from tfaccel.inventory import AcceleratorSpec, GpuFacts, Inventory, fast_precisions, load_specs
 from tfaccel.planning.memory import AllocatorRules, fit_rules
 
@@ -219,7 +219,7 @@ def targets(
     Raises:
         UsageError: a key in ``devices`` that the database does not know.
     """
-    from tfaccel.errors import argument
+    from tfaccel.core.errors import argument
 
     specs = {s.key: s for s in load_specs()}
     here: list[Target] = []

@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import Mapping
 
-from tfaccel.errors import UsageError, argument
+from tfaccel.core.errors import UsageError, argument
 from tfaccel.snapshot import DeepProbe
 
 __all__ = [

@@ -4,8 +4,8 @@
   ``tfaccel.keras.PerformanceCallback`` does the same inside ``model.fit``.
 * :func:`diagnose` turns a :class:`Measurement` into findings (input-bound, host overhead,
   launch-bound, copies, memory headroom, 16-bit share, CPU saturation, collectives), each a
-  :class:`tfaccel.findings.Finding` with its evidence, the fix and the predicted gain; it refuses
-  with too few steps.
+  :class:`tfaccel.core.findings.Finding` with its evidence, the fix and the predicted gain;
+  it refuses with too few steps.
 * :mod:`tfaccel.profile.trace` captures a TensorFlow Profiler trace and lists the top ops.
 
 Importing this package imports neither TensorFlow nor Keras.
@@ -23,7 +23,7 @@ Example:
 
 from __future__ import annotations
 
-from tfaccel.findings import Finding
+from tfaccel.core.findings import Finding
 from tfaccel.profile.bottlenecks import THRESHOLDS, Diagnosis, diagnose, speedup
 from tfaccel.profile.records import (
     MIN_STEPS,

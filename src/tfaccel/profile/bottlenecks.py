@@ -21,8 +21,9 @@ Thresholds (the TensorFlow Profiler's conventions):
 * two speeds: stretches of steps at two separate durations, the slow at least 1.3x the fast
   (:mod:`tfaccel.profile.speeds`), with the cores each kept busy where that was read.
 
-Each check gives one :class:`~tfaccel.findings.Finding` (source ``profile``): ``fail`` above the
-high threshold (act on it first), ``warn`` above the moderate one, ``info`` for a suggestion
+Each check gives one :class:`~tfaccel.core.findings.Finding` (source ``profile``): ``fail``
+above the high threshold (act on it first), ``warn`` above the moderate one,
+``info`` for a suggestion
 (a larger batch), ``ok``, or ``skip`` with the reason in its evidence. A finding carries its
 evidence, the numbers behind it, the fix and the predicted gain: removing a share ``s`` of the
 step time speeds it up at most ``1 / (1 - s)``.
@@ -37,7 +38,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfaccel.findings import PROBLEMS, STATUSES, Finding, Status
+from tfaccel.core.findings import PROBLEMS, STATUSES, Finding, Status
 from tfaccel.inventory import TENSOR_CORE_MIN_CC
 from tfaccel.profile.records import MIN_STEPS, Figures, Measurement
 from tfaccel.profile.speeds import two_speeds

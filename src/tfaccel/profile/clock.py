@@ -30,7 +30,7 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-from tfaccel.errors import UsageError
+from tfaccel.core.errors import UsageError
 
 __all__ = ["INPUT_CLOCK", "InputClock", "difference", "instrument"]
 

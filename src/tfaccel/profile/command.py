@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfaccel.errors import UsageError
+from tfaccel.core.errors import UsageError
 from tfaccel.profile import trace
 from tfaccel.profile.bottlenecks import Diagnosis, diagnose
 from tfaccel.profile.records import Measurement

@@ -18,7 +18,7 @@ import inspect
 from collections.abc import Iterator
 from typing import Any
 
-from tfaccel.errors import UsageError
+from tfaccel.core.errors import UsageError
 from tfaccel.profile.session import Session
 
 __all__ = ["patch_fit"]

@@ -242,8 +242,8 @@ class PerformanceCallback(Reports, keras.callbacks.Callback):
         ctx.precision_policy = getattr(policy, "name", None)
         ctx.sixteen_bit_share = _sixteen_bit_share(model)
         if self.clock.source is not None:
+            from tfaccel.core.errors import UsageError
             from tfaccel.data.pipeline import describe
-            from tfaccel.errors import UsageError
 
             try:
                 ctx.pipeline = describe(self.clock.source).to_dict()

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from tfaccel.errors import UsageError, argument
+from tfaccel.core.errors import UsageError, argument
 from tfaccel.runtime.settings import check_writable_dir
 
 __all__ = [

@@ -58,7 +58,7 @@ class Recorder:
         batch_size: int | None = None,
     ) -> None:
         if warmup_steps < 0 or log_every < 0 or trace_steps < 1:
-            from tfaccel.errors import UsageError
+            from tfaccel.core.errors import UsageError
 
             raise UsageError(
                 "Invalid profiling settings",

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from tfaccel.timing import Summary, compare, summarize
+from tfaccel.core.timing import Summary, compare, summarize
 
 __all__ = [
     "MIN_STEPS",

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tfaccel.findings import Finding
+from tfaccel.core.findings import Finding
 from tfaccel.profile.records import Measurement, StepRecord
 
 __all__ = [

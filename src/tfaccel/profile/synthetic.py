@@ -13,8 +13,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from tfaccel.core.timing import Summary, summarize
 from tfaccel.profile.records import SyntheticRun
-from tfaccel.timing import Summary, summarize
 
 __all__ = ["first_batch", "rerun"]
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from tfaccel.findings import text_lines
+from tfaccel.core.findings import text_lines
 from tfaccel.profile.records import Figures, GpuUsage, Measurement, MemoryUsage
 
 if TYPE_CHECKING:
-    from tfaccel.findings import Finding
+    from tfaccel.core.findings import Finding
     from tfaccel.profile.bottlenecks import Diagnosis
 
 __all__ = [

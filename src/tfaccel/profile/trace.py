@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tfaccel.errors import TfaccelError, argument
+from tfaccel.core.errors import TfaccelError, argument
 
 __all__ = [
     "OpStat",

@@ -4,12 +4,12 @@ Each renderer takes either a list of findings, or the doctor's report: a
 :class:`~tfaccel.diagnosis.DoctorReport` or the document of its ``to_dict()`` (``findings``,
 ``log``, ...), as report files hold it; the report adds its log part (the causes found in a log,
 its notes, the benign noise) and a summary line. A finding may be a
-:class:`~tfaccel.findings.Finding` or its ``to_dict()``. Each finding shows its status, id and
+:class:`~tfaccel.core.findings.Finding` or its ``to_dict()``. Each finding shows its status, id and
 title, then its evidence, fix and predicted gain. Text from the system (paths, log lines) is
 escaped for each format. The JSON form is ``Finding.to_dict()``; nothing here computes anything.
 
 Example:
-    >>> from tfaccel.findings import Finding
+    >>> from tfaccel.core.findings import Finding
     >>> found = [Finding("oom", "fail", "The GPU ran out of memory", ["line 3: OOM"], "halve it")]
     >>> print(render_markdown(found))
     | status | check | finding | fix |
@@ -30,7 +30,7 @@ from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.text import Text
 
-from tfaccel.findings import Finding, counts
+from tfaccel.core.findings import Finding, counts
 
 __all__ = [
     "STATUS_STYLE",

@@ -6,7 +6,7 @@ shows (HTML, Markdown, and the terminal in ``tfaccel bench``); :func:`write_repo
 report.html, report.json, report.md and the PNG plots, each atomically (a temporary file renamed
 into place). report.html needs nothing beside it: its plots are embedded as data URIs. The PNG
 files in ``plots/`` are for report.md, which links them by those relative paths. report.json is
-strict JSON (:mod:`tfaccel.jsonout`: NaN and infinities written as null). Every piece of text
+strict JSON (:mod:`tfaccel.core.jsonout`: NaN and infinities written as null). Every piece of text
 that came from the system (device names, paths, doctor evidence) goes through
 :func:`html.escape` in the HTML.
 
@@ -33,8 +33,8 @@ from tfaccel.bench.records import (
     RunDocument,
     RunSummary,
 )
-from tfaccel.errors import UsageError, argument
-from tfaccel.jsonout import dumps
+from tfaccel.core.errors import UsageError, argument
+from tfaccel.core.jsonout import dumps
 from tfaccel.report.findings import render_html as findings_html
 from tfaccel.report.findings import render_markdown as findings_markdown
 from tfaccel.snapshot import write_atomic

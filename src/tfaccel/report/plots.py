@@ -12,7 +12,7 @@ import itertools
 import math
 from typing import TYPE_CHECKING, Any
 
-from tfaccel.errors import TfaccelError
+from tfaccel.core.errors import TfaccelError
 
 if TYPE_CHECKING:
     from tfaccel.bench.records import RunSummary

@@ -33,7 +33,7 @@ from typing import Any
 
 from tfaccel import inventory
 from tfaccel.architecture import fingerprint as model_fingerprint
-from tfaccel.errors import RuntimeSetupError as RuntimeSetupError  # raised by setup()
+from tfaccel.core.errors import RuntimeSetupError as RuntimeSetupError  # raised by setup()
 from tfaccel.inventory import GpuFacts, Inventory
 from tfaccel.runtime.apply import apply_plan, outcome, read_state
 from tfaccel.runtime.config import RuntimeConfig, RuntimeTooLateError, Setting

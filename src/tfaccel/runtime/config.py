@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
-from tfaccel.errors import RuntimeSetupError
+from tfaccel.core.errors import RuntimeSetupError
 
 __all__ = ["JsonValue", "RuntimeConfig", "RuntimeTooLateError", "Setting", "Status"]
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfaccel.errors import RuntimeSetupError
+from tfaccel.core.errors import RuntimeSetupError
 from tfaccel.inventory import GpuFacts, fast_precisions, precision_warning
 from tfaccel.runtime.config import JsonValue, Setting, Status
 from tfaccel.runtime.settings import Request, shown

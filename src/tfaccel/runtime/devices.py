@@ -6,7 +6,7 @@ import importlib
 from contextlib import AbstractContextManager
 from typing import Any
 
-from tfaccel.errors import RuntimeSetupError, UsageError
+from tfaccel.core.errors import RuntimeSetupError, UsageError
 from tfaccel.runtime.settings import check_text, shown
 
 __all__ = ["device"]

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tfaccel.architecture import short
-from tfaccel.errors import TfaccelError
+from tfaccel.core.errors import TfaccelError
 from tfaccel.runtime.settings import PRECISIONS, Request
 
 __all__ = ["BY_RULE", "measured_jit", "measured_precision"]

@@ -6,9 +6,9 @@ Every setting is given as an argument of ``setup()``, a ``TFACCEL_*`` variable o
 
 The ``check_*`` functions at the end are the argument checks of the public API above this
 layer (``tfaccel.device``, ``tfaccel.data.pipeline``, ``tfaccel.distribute.train``, the
-profilers): one per kind of value, each raising a :class:`~tfaccel.errors.UsageError` that
+profilers): one per kind of value, each raising a :class:`~tfaccel.core.errors.UsageError` that
 names the function, the argument, what it accepts, what it got (cut to a line by
-:func:`tfaccel.errors.shown`) and the fix, before anything is built, written or started.
+:func:`tfaccel.core.errors.shown`) and the fix, before anything is built, written or started.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
-from tfaccel.errors import UsageError, shown
+from tfaccel.core.errors import UsageError, shown
 from tfaccel.runtime.model import check_model_dims
 
 __all__ = [
@@ -402,7 +402,7 @@ def _is_keras_model(value: object) -> bool:
 
 
 # --- argument checks of the public API ----------------------------------------------------------
-# A received value is echoed through tfaccel.errors.shown (re-exported here as ``shown``).
+# A received value is echoed through tfaccel.core.errors.shown (re-exported here as ``shown``).
 
 
 def _is_bool(value: object) -> bool:

@@ -2,7 +2,7 @@
 
 Batch size (a memory search up to the largest that fits), precision, XLA, the input feed and
 ``tfaccel.data.pipeline``'s knobs, and thread counts are searched within a time budget; every
-candidate is timed with the shared timing core (:mod:`tfaccel.timing`: interleaved rounds,
+candidate is timed with the shared timing core (:mod:`tfaccel.core.timing`: interleaved rounds,
 median and IQR), losers are dropped early (successive halving), and a configuration wins only
 when it is faster beyond the noise, otherwise the simpler one does. The winner is stored in the
 results database, where ``tfaccel.setup(precision="auto", jit="auto", model=model)`` finds it.

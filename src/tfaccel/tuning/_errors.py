@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import traceback
 
-from tfaccel.errors import TfaccelError, UsageError
+from tfaccel.core.errors import TfaccelError, UsageError
 
 __all__ = ["BudgetError", "ModelFnError", "SpaceError", "TrialError", "TuneError", "user_traceback"]
 

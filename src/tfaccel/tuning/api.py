@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tfaccel import inventory
-from tfaccel.errors import argument
+from tfaccel.core.errors import argument
 from tfaccel.inventory import Inventory
 from tfaccel.tuning._errors import BudgetError, SpaceError, TuneError
 from tfaccel.tuning.batch import DEFAULT_BATCH_CAP, is_oom_error

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from tfaccel import scripts
-from tfaccel.errors import UsageError
+from tfaccel.core.errors import UsageError
 from tfaccel.tuning._errors import TuneError
 
 __all__ = ["SCRIPT_MODULE_NAME", "Hooks", "hooks_from_recipe", "load_script", "reference_hooks"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfaccel.timing import Summary, summarize
+from tfaccel.core.timing import Summary, summarize
 from tfaccel.tuning.batch import BatchSearch
 from tfaccel.tuning.search import Trial
 from tfaccel.tuning.space import KNOB_DEFAULTS, Config, Space, simplicity

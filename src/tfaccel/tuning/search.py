@@ -16,7 +16,7 @@ predicate, so every path is tested with a fake runner and a fake clock.
    configuration (each value once), and XLA also on the best of each other precision. When
    at most ``max_final`` remain they get ``final_rounds`` rounds.
 4. The decision (:func:`pick_winner`): the fastest of the last rung wins only when it is faster
-   beyond the noise (:func:`tfaccel.timing.compare`); otherwise the simplest configuration
+   beyond the noise (:func:`tfaccel.core.timing.compare`); otherwise the simplest configuration
    inside its noise wins (:func:`tfaccel.tuning.space.simplicity`).
 
 A KeyboardInterrupt ends the search with the best of the last completed rung.
@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from tfaccel.timing import Summary, compare, measure_interleaved, summarize
+from tfaccel.core.timing import Summary, compare, measure_interleaved, summarize
 from tfaccel.tuning._errors import BudgetError, TrialError, TuneError, user_traceback
 from tfaccel.tuning.batch import (
     DEFAULT_BATCH_CAP,
@@ -86,7 +86,7 @@ def pick_winner(summaries: Mapping[Config, Summary]) -> Decision:
         ValueError: no summaries.
 
     Example:
-        >>> from tfaccel.timing import summarize
+        >>> from tfaccel.core.timing import summarize
         >>> plain, mixed = Config(256), Config(256, precision="mixed_bfloat16")
         >>> tie = {plain: summarize([99, 100, 101]), mixed: summarize([100, 101, 102])}
         >>> pick_winner(tie).winner.precision

@@ -381,7 +381,7 @@ def _check_parallel(name: str, value: Any) -> KnobValue:
 def _check_threads(name: str, value: Any) -> ThreadsValue:
     if value is None:
         return None
-    from tfaccel.errors import UsageError
+    from tfaccel.core.errors import UsageError
     from tfaccel.runtime import parse_setting
 
     try:

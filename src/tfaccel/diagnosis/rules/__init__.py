@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from tfaccel.core.findings import Finding
 from tfaccel.diagnosis.rules.compute_capability import cc_too_low, cc_too_new
 from tfaccel.diagnosis.rules.cuda_libraries import (
     cudnn_mismatch,
@@ -58,7 +59,6 @@ from tfaccel.diagnosis.rules.tensorflow_install import (
     tensorflow_missing,
     windows_native,
 )
-from tfaccel.findings import Finding
 from tfaccel.snapshot import Snapshot
 
 __all__ = ["RULES", "Rule", "run_rules"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from tfaccel.findings import Finding, Status
+from tfaccel.core.findings import Finding, Status
 from tfaccel.snapshot import GpuInfo, PciDevice, Snapshot
 
 INSTALL_GPU = "pip install 'tensorflow[and-cuda]'"

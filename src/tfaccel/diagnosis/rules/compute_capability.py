@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from tfaccel.core.findings import Finding, Status
 from tfaccel.diagnosis.rules._common import (
     NGC_CONTAINER,
     dotted,
@@ -20,7 +21,6 @@ from tfaccel.diagnosis.rules._common import (
     make_finding,
     skip,
 )
-from tfaccel.findings import Finding, Status
 from tfaccel.snapshot import GpuInfo, Snapshot
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import posixpath
 
+from tfaccel.core.findings import Finding
 from tfaccel.diagnosis.rules._common import (
     INSTALL_GPU,
     VLOG_DEBUG,
@@ -19,7 +20,6 @@ from tfaccel.diagnosis.rules._common import (
     parse_version,
     skip,
 )
-from tfaccel.findings import Finding
 from tfaccel.snapshot import LibraryLoad, Snapshot
 
 

@@ -9,6 +9,7 @@ and the last adds nothing.
 
 from __future__ import annotations
 
+from tfaccel.core.findings import Finding
 from tfaccel.diagnosis.logmatch import match_log
 from tfaccel.diagnosis.logpatterns import BENIGN
 from tfaccel.diagnosis.rules._common import (
@@ -20,7 +21,6 @@ from tfaccel.diagnosis.rules._common import (
     skip,
     visibility,
 )
-from tfaccel.findings import Finding
 from tfaccel.snapshot import Snapshot
 
 NOT_IMPORTED = "TensorFlow was not imported: run `tfaccel doctor --deep`"

@@ -9,6 +9,7 @@ built with).
 
 from __future__ import annotations
 
+from tfaccel.core.findings import Finding, Status
 from tfaccel.diagnosis.rules._common import (
     NO_NVIDIA_GPU,
     dotted,
@@ -25,7 +26,6 @@ from tfaccel.diagnosis.rules._common import (
     skip,
     visibility,
 )
-from tfaccel.findings import Finding, Status
 from tfaccel.snapshot import Snapshot
 
 INSTALL_DRIVER = "install the NVIDIA driver: sudo ubuntu-drivers install && sudo reboot"

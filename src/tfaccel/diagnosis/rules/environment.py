@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from tfaccel.core.findings import Finding
 from tfaccel.diagnosis.rules._common import dotted, major_minor, make_finding
-from tfaccel.findings import Finding
 from tfaccel.snapshot import Snapshot
 
 _BOOL_VALUES = ("0", "1", "true", "false")

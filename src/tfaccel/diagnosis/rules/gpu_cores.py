@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 
+from tfaccel.core.findings import Finding, Status
 from tfaccel.diagnosis.rules._common import NO_NVIDIA_GPU, gpu_name, has_nvidia, make_finding, skip
-from tfaccel.findings import Finding, Status
 from tfaccel.snapshot import Snapshot
 
 DEFAULT_MIN_GPU_CORES = 8  # TensorFlow's kDefaultMinGPUMultiprocessorCount

@@ -9,8 +9,8 @@ finds them.
 
 from __future__ import annotations
 
+from tfaccel.core.findings import Finding
 from tfaccel.diagnosis.rules._common import NO_NVIDIA_GPU, gpu_name, has_nvidia, make_finding, skip
-from tfaccel.findings import Finding
 from tfaccel.snapshot import GpuInfo, Snapshot
 
 LOG_HINT = "seen only in a log or traceback: run `tfaccel doctor --log FILE`"

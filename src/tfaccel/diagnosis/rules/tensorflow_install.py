@@ -10,6 +10,7 @@ the AVX the official wheels need).
 
 from __future__ import annotations
 
+from tfaccel.core.findings import Finding, Status
 from tfaccel.diagnosis.rules._common import (
     INSTALL_GPU,
     NGC_CONTAINER,
@@ -28,7 +29,6 @@ from tfaccel.diagnosis.rules._common import (
     tf_installed,
     tf_label,
 )
-from tfaccel.findings import Finding, Status
 from tfaccel.snapshot import Snapshot
 
 INSTALL_PLAIN = "pip install tensorflow"

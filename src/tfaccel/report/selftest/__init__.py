@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from tfaccel.errors import UsageError, argument
+from tfaccel.core.errors import UsageError, argument
 from tfaccel.report.selftest.gpu import (
     SETUP_MODES,
     checkout_root,
@@ -225,7 +225,7 @@ def _make_out_dir(path: Path) -> Path:
 
 def write_summary(result: SelftestResult) -> Path:
     """Write ``summary.json`` into ``result.out``, atomically; return its path."""
-    from tfaccel.jsonout import dumps
+    from tfaccel.core.jsonout import dumps
     from tfaccel.snapshot import write_atomic
 
     assert result.out is not None

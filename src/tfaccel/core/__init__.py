@@ -1,0 +1,11 @@
+"""The shared core: what every layer of tfaccel uses and nothing else defines.
+
+- ``errors``: the error raised to users (what, expected, received, fix) and how an argument is
+  named (``budget_s=4`` from Python, ``--budget 4`` from the command line);
+- ``findings``: the one shape of a finding (doctor, profile, placement);
+- ``timing``: the measuring method (warm-up excluded, interleaved rounds, median and IQR);
+- ``jsonout``: the one JSON writer (strict: NaN and infinities as null).
+
+Everything in tfaccel may import the core; the core imports nothing of tfaccel outside itself
+(the ``core`` contract of ``lint-imports``). Importing it never imports TensorFlow.
+"""
