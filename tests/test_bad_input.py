@@ -36,8 +36,9 @@ import pytest
 
 from tfaccel.cli import main
 from tfaccel.core.errors import TfaccelError, UsageError, argument, argument_names
+from tfaccel.core.files import write_atomic
 from tfaccel.profile.trace import TraceError, check_logdir
-from tfaccel.snapshot import SCHEMA_VERSION, Snapshot, load_snapshot, save_snapshot, write_atomic
+from tfaccel.snapshot import SCHEMA_VERSION, Snapshot, load_snapshot, save_snapshot
 
 Setup = Callable[[Path], Callable[[], None] | None]
 

@@ -15,9 +15,7 @@ import json
 import math
 import os
 import re
-import shlex
 import stat
-import tempfile
 import types
 import typing
 from dataclasses import dataclass, field
@@ -25,7 +23,8 @@ from itertools import accumulate
 from pathlib import Path
 from typing import Any, TypeVar, Union
 
-from tfaccel.core.errors import SnapshotError, UsageError, argument
+from tfaccel.core.errors import SnapshotError
+from tfaccel.core.files import file_kind, os_reason, write_atomic
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -43,10 +42,8 @@ __all__ = [
     "TfBuild",
     "ToolPaths",
     "TpuInfo",
-    "check_writable",
     "load_snapshot",
     "save_snapshot",
-    "write_atomic",
 ]
 
 SCHEMA_VERSION = 1
@@ -454,7 +451,7 @@ def load_snapshot(path: str | os.PathLike[str]) -> Snapshot:
         raise SnapshotError(
             f"The snapshot file {str(p)!r} cannot be read",
             expected="a readable JSON file",
-            received=_os_reason(exc),
+            received=os_reason(exc),
             fix=fix,
         ) from None
     if stat.S_ISDIR(info.st_mode):
@@ -465,7 +462,7 @@ def load_snapshot(path: str | os.PathLike[str]) -> Snapshot:
         raise SnapshotError(
             f"The snapshot path {str(p)!r} is not a regular file",
             expected="a JSON file",
-            received=_file_kind(info.st_mode),
+            received=file_kind(info.st_mode),
             fix=fix,
         )
     try:
@@ -475,7 +472,7 @@ def load_snapshot(path: str | os.PathLike[str]) -> Snapshot:
         raise SnapshotError(
             f"The snapshot file {str(p)!r} cannot be read",
             expected="a readable JSON file",
-            received=_os_reason(exc),
+            received=os_reason(exc),
             fix=fix,
         ) from None
     if len(raw) > MAX_SNAPSHOT_BYTES:
@@ -597,156 +594,3 @@ def save_snapshot(
             argument ``argument_name`` as the caller spells it, and why).
     """
     write_atomic(Path(path), snap.to_json() + "\n", argument_name=argument_name)
-
-
-def check_writable(path: str | os.PathLike[str], *, argument_name: str = "path") -> Path:
-    """Check, before any work, that :func:`write_atomic` can write ``path``; create nothing.
-
-    The path must not be a directory or a special file (a device, a FIFO), its directory must
-    exist, and a file must be creatable in it (tried with a temporary file, removed at once:
-    this also catches read-only file systems and directories such as /proc and /sys).
-
-    Args:
-        path: the file to be written.
-        argument_name: the argument that gave the path, named in the message (through
-            :func:`tfaccel.core.errors.argument`, so the CLI's flag when the CLI runs).
-
-    Returns:
-        ``path`` as a Path.
-
-    Raises:
-        UsageError: the file cannot be written there; the message names the path and why.
-    """
-    target = Path(path)
-    directory = _check_target(target, argument_name)
-    try:
-        fd, probe = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
-        os.close(fd)
-        os.unlink(probe)
-    except (OSError, ValueError) as exc:
-        raise _write_error(target, directory, argument_name, exc) from None
-    return target
-
-
-def write_atomic(
-    path: Path, content: str | bytes, *, mode: int = 0o644, argument_name: str = "path"
-) -> None:
-    """Write ``content`` to ``path`` so that a reader sees the old file or the whole new one.
-
-    Text is written as UTF-8. The file gets ``mode`` (mkstemp alone would leave it 0600,
-    while a report or a snapshot is meant to be shared). On any failure nothing is left
-    behind: the temporary file is removed and an existing file at ``path`` is untouched.
-
-    Args:
-        path: the file to write.
-        content: its content.
-        mode: its permission bits.
-        argument_name: the argument that gave the path, named in an error (the CLI's flag
-            when the CLI runs, through :func:`tfaccel.core.errors.argument`).
-
-    Raises:
-        UsageError: ``path`` is a directory or a special file, its directory is missing, or
-            the file cannot be written (permissions, a read-only file system, a full disk).
-    """
-    directory = _check_target(path, argument_name)
-    data = content.encode("utf-8") if isinstance(content, str) else content
-    tmp: str | None = None
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-        tmp = None
-    except (OSError, ValueError) as exc:
-        raise _write_error(path, directory, argument_name, exc) from None
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-
-
-def _check_target(path: Path, argument_name: str) -> Path:
-    """The directory ``path`` will be written in, after the checks that need no writing."""
-    directory = path.parent if str(path.parent) else Path(".")
-    flag = argument(argument_name)
-    try:
-        info: os.stat_result | None = path.stat()
-    except FileNotFoundError:
-        info = None
-    except NotADirectoryError:
-        info = None  # a parent is a file: said below
-    except (OSError, ValueError) as exc:
-        raise _write_error(path, directory, argument_name, exc) from None
-    if info is not None and stat.S_ISDIR(info.st_mode):
-        raise UsageError(
-            f"Cannot write {str(path)!r} ({_given(flag)}): it is a directory",
-            expected="the path of a file (created or replaced)",
-            received="an existing directory",
-            fix=f"name a file inside it: {argument(argument_name, str(path / 'FILE'))}",
-        )
-    if info is not None and not stat.S_ISREG(info.st_mode):
-        raise UsageError(
-            f"Cannot write {str(path)!r} ({_given(flag)}): it is not a regular file",
-            expected="the path of a regular file (created or replaced)",
-            received=_file_kind(info.st_mode),
-            fix=f"pass {flag} with the path of a file in a writable directory",
-        )
-    try:
-        parent = directory.stat()
-    except FileNotFoundError:
-        raise UsageError(
-            f"Cannot write {str(path)!r} ({_given(flag)}): the directory "
-            f"{str(directory)!r} does not exist",
-            expected="a file in an existing directory",
-            received="no such directory",
-            fix=f"create it first (mkdir -p {shlex.quote(str(directory))}), or pass {flag} "
-            "with a path in an existing directory",
-        ) from None
-    except (OSError, ValueError) as exc:
-        raise _write_error(path, directory, argument_name, exc) from None
-    if not stat.S_ISDIR(parent.st_mode):
-        raise UsageError(
-            f"Cannot write {str(path)!r} ({_given(flag)}): {str(directory)!r} is not a directory",
-            expected="a file in an existing directory",
-            received=f"{str(directory)!r} is {_file_kind(parent.st_mode)}",
-            fix=f"pass {flag} with a path in an existing directory",
-        )
-    return directory
-
-
-def _write_error(path: Path, directory: Path, argument_name: str, exc: Exception) -> UsageError:
-    flag = argument(argument_name)
-    return UsageError(
-        f"Cannot write {str(path)!r} ({_given(flag)}): the directory {str(directory)!r} "
-        "does not accept the file",
-        expected="a path in a writable directory on a writable file system, with free space",
-        received=_os_reason(exc),
-        fix=f"pass {flag} with a path in a writable directory, e.g. in your home directory",
-    )
-
-
-def _given(flag: str) -> str:
-    return f"given with {flag}" if flag.startswith("-") else f"the argument {flag}"
-
-
-def _os_reason(exc: Exception) -> str:
-    if isinstance(exc, OSError) and exc.strerror:
-        return f"{type(exc).__name__}: {exc.strerror}"
-    return f"{type(exc).__name__}: {exc}"
-
-
-def _file_kind(mode: int) -> str:
-    kinds = (
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISFIFO, "a named pipe (FIFO)"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISREG, "a regular file"),
-    )
-    return next((name for test, name in kinds if test(mode)), "a special file")

@@ -105,9 +105,10 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Diagnose this machine, a saved snapshot or a log; print the report; 1 if a check failed."""
     from tfaccel import probe
+    from tfaccel.core.files import check_writable_file
     from tfaccel.diagnosis import DoctorReport, diagnose, match_log, read_log_file
     from tfaccel.probe import deep
-    from tfaccel.snapshot import check_writable, load_snapshot, save_snapshot
+    from tfaccel.snapshot import load_snapshot, save_snapshot
 
     if args.snapshot and args.deep:
         raise UsageError(
@@ -132,9 +133,10 @@ def run(args: argparse.Namespace) -> int:
             )
     _check_plan_flags(args)
     if args.save_snapshot:
-        check_writable(args.save_snapshot)  # before the probe, which may take minutes
+        # before the probe, which may take minutes
+        check_writable_file(args.save_snapshot, argument_name="path")
     if args.bundle:
-        check_writable(args.bundle, argument_name="bundle")
+        check_writable_file(args.bundle, argument_name="bundle")
     if args.deep and args.deep_timeout < deep.MIN_IMPORT_S:
         raise deep.timeout_too_short(args.deep_timeout)
     log = read_log_file(args.log) if args.log is not None else None

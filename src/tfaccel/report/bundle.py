@@ -34,11 +34,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tfaccel.core.files import write_atomic
 from tfaccel.core.jsonout import dumps
 from tfaccel.diagnosis.redact import KINDS, PLACEHOLDERS, Redactor
 from tfaccel.probe.identity import Identity
 from tfaccel.report.findings import md_text, render_markdown
-from tfaccel.snapshot import Snapshot, write_atomic
+from tfaccel.snapshot import Snapshot
 
 if TYPE_CHECKING:
     from tfaccel.diagnosis import DoctorReport, LogText

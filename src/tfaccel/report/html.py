@@ -34,10 +34,10 @@ from tfaccel.bench.records import (
     RunSummary,
 )
 from tfaccel.core.errors import UsageError, argument
+from tfaccel.core.files import write_atomic
 from tfaccel.core.jsonout import dumps
 from tfaccel.report.findings import render_html as findings_html
 from tfaccel.report.findings import render_markdown as findings_markdown
-from tfaccel.snapshot import write_atomic
 
 if TYPE_CHECKING:
     from tfaccel.bench.results import BenchRun

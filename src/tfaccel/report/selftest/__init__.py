@@ -225,8 +225,8 @@ def _make_out_dir(path: Path) -> Path:
 
 def write_summary(result: SelftestResult) -> Path:
     """Write ``summary.json`` into ``result.out``, atomically; return its path."""
+    from tfaccel.core.files import write_atomic
     from tfaccel.core.jsonout import dumps
-    from tfaccel.snapshot import write_atomic
 
     assert result.out is not None
     path = Path(result.out) / "summary.json"

@@ -1,0 +1,276 @@
+"""Files: the one answer to "can I write here?" and the one atomic writer.
+
+- :func:`check_writable_dir`: a directory that is, or can become, a place to write files in.
+  The rule, for every caller: the nearest existing folder of the path must be a directory, and
+  a new file must be creatable there, tried with a temporary file removed at once (this finds a
+  read-only file system, /proc and /sys, and permissions, also for root, where ``os.access``
+  says yes to everything). Nothing is left behind unless ``create`` asks for the directory.
+- :func:`check_writable_file`: the same, before any work, for a file :func:`write_atomic` will
+  write.
+- :func:`write_atomic`: a reader sees the old file or the whole new one, never half of it; on
+  any failure nothing is left behind.
+
+An error names the path and the argument that gave it, as the caller spells it
+(:func:`tfaccel.core.errors.argument`: ``--out`` on the command line, ``out=`` from Python).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import stat
+import tempfile
+from pathlib import Path
+
+from tfaccel.core.errors import UsageError, argument
+
+__all__ = [
+    "check_writable_dir",
+    "check_writable_file",
+    "file_kind",
+    "os_reason",
+    "remote_path",
+    "write_atomic",
+]
+
+
+def remote_path(path: str) -> bool:
+    """gs://, s3://, hdfs://...: TensorFlow's file systems, which only writing can check."""
+    return "://" in path
+
+
+def check_writable_dir(
+    path: str | os.PathLike[str],
+    *,
+    what: str,
+    argument_name: str,
+    example: str,
+    create: bool = False,
+    error: type[UsageError] = UsageError,
+) -> Path:
+    """Check that ``path`` is, or can become, a directory to write files in.
+
+    Args:
+        path: the directory (``~`` expanded).
+        what: what the directory is for, for the message ("the report directory").
+        argument_name: the argument that gave it, named as the caller spells it.
+        example: a directory to suggest in the fix.
+        create: create the directory (and its parents) when the checks pass.
+        error: the UsageError subclass to raise.
+
+    Returns:
+        ``path`` as a Path, ``~`` expanded.
+
+    Raises:
+        UsageError: (or ``error``) the path is empty, is a file or another non-directory, lies
+            under one, or no file can be created in its nearest existing folder.
+    """
+    flag = argument(argument_name)
+    fix = f"pass {flag} with another directory, e.g. {argument(argument_name, example)}"
+    expected = "a directory that exists or can be created, and can be written"
+    if not str(path).strip():
+        raise error(
+            f"{flag} was given an empty directory name",
+            expected=f"{what}: {expected}",
+            received=repr(str(path)),
+            fix=fix,
+        )
+    target = Path(path).expanduser()
+    existing = target
+    while True:
+        try:
+            info = existing.stat()
+        except (FileNotFoundError, NotADirectoryError):
+            if existing.parent == existing:
+                raise error(
+                    f"{what.capitalize()} {str(target)!r} ({flag}) has no existing folder above it",
+                    expected=expected,
+                    received=str(target),
+                    fix=fix,
+                ) from None
+            existing = existing.parent
+            continue
+        except (OSError, ValueError) as exc:
+            raise error(
+                f"{what.capitalize()} {str(target)!r} ({flag}) cannot be used",
+                expected=expected,
+                received=f"{str(existing)!r}: {os_reason(exc)}",
+                fix=fix,
+            ) from None
+        break
+    if not stat.S_ISDIR(info.st_mode):
+        kind = file_kind(info.st_mode)
+        where = "it is" if existing == target else f"{str(existing)!r} in its path is"
+        raise error(
+            f"{what.capitalize()} {str(target)!r} ({flag}) is not a directory: {where} {kind}",
+            expected=expected,
+            received=f"{str(existing)!r}, {kind}",
+            fix=fix,
+        )
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".tfaccel-write-test.", dir=existing)
+        os.close(fd)
+        os.unlink(probe)
+        if create:
+            target.mkdir(parents=True, exist_ok=True)
+    except (OSError, ValueError) as exc:
+        raise error(
+            f"{what.capitalize()} {str(target)!r} ({flag}) is not writable",
+            expected=expected,
+            received=f"{str(existing)!r}: {os_reason(exc)}",
+            fix=fix,
+        ) from None
+    return target
+
+
+def check_writable_file(path: str | os.PathLike[str], *, argument_name: str = "path") -> Path:
+    """Check, before any work, that :func:`write_atomic` can write ``path``; create nothing.
+
+    The path must not be a directory or a special file (a device, a FIFO), its directory must
+    exist, and a file must be creatable in it (tried with a temporary file, removed at once:
+    this also catches read-only file systems and directories such as /proc and /sys).
+
+    Args:
+        path: the file to be written.
+        argument_name: the argument that gave the path, named in the message (through
+            :func:`tfaccel.core.errors.argument`, so the CLI's flag when the CLI runs).
+
+    Returns:
+        ``path`` as a Path.
+
+    Raises:
+        UsageError: the file cannot be written there; the message names the path and why.
+    """
+    target = Path(path)
+    directory = _check_target(target, argument_name)
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+        os.close(fd)
+        os.unlink(probe)
+    except (OSError, ValueError) as exc:
+        raise _write_error(target, directory, argument_name, exc) from None
+    return target
+
+
+def write_atomic(
+    path: Path, content: str | bytes, *, mode: int = 0o644, argument_name: str = "path"
+) -> None:
+    """Write ``content`` to ``path`` so that a reader sees the old file or the whole new one.
+
+    Text is written as UTF-8. The file gets ``mode`` (mkstemp alone would leave it 0600,
+    while a report or a snapshot is meant to be shared). On any failure nothing is left
+    behind: the temporary file is removed and an existing file at ``path`` is untouched.
+
+    Args:
+        path: the file to write.
+        content: its content.
+        mode: its permission bits.
+        argument_name: the argument that gave the path, named in an error (the CLI's flag
+            when the CLI runs, through :func:`tfaccel.core.errors.argument`).
+
+    Raises:
+        UsageError: ``path`` is a directory or a special file, its directory is missing, or
+            the file cannot be written (permissions, a read-only file system, a full disk).
+    """
+    directory = _check_target(path, argument_name)
+    data = content.encode("utf-8") if isinstance(content, str) else content
+    tmp: str | None = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+        tmp = None
+    except (OSError, ValueError) as exc:
+        raise _write_error(path, directory, argument_name, exc) from None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+def _check_target(path: Path, argument_name: str) -> Path:
+    """The directory ``path`` will be written in, after the checks that need no writing."""
+    directory = path.parent if str(path.parent) else Path(".")
+    flag = argument(argument_name)
+    try:
+        info: os.stat_result | None = path.stat()
+    except FileNotFoundError:
+        info = None
+    except NotADirectoryError:
+        info = None  # a parent is a file: said below
+    except (OSError, ValueError) as exc:
+        raise _write_error(path, directory, argument_name, exc) from None
+    if info is not None and stat.S_ISDIR(info.st_mode):
+        raise UsageError(
+            f"Cannot write {str(path)!r} ({_given(flag)}): it is a directory",
+            expected="the path of a file (created or replaced)",
+            received="an existing directory",
+            fix=f"name a file inside it: {argument(argument_name, str(path / 'FILE'))}",
+        )
+    if info is not None and not stat.S_ISREG(info.st_mode):
+        raise UsageError(
+            f"Cannot write {str(path)!r} ({_given(flag)}): it is not a regular file",
+            expected="the path of a regular file (created or replaced)",
+            received=file_kind(info.st_mode),
+            fix=f"pass {flag} with the path of a file in a writable directory",
+        )
+    try:
+        parent = directory.stat()
+    except FileNotFoundError:
+        raise UsageError(
+            f"Cannot write {str(path)!r} ({_given(flag)}): the directory "
+            f"{str(directory)!r} does not exist",
+            expected="a file in an existing directory",
+            received="no such directory",
+            fix=f"create it first (mkdir -p {shlex.quote(str(directory))}), or pass {flag} "
+            "with a path in an existing directory",
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise _write_error(path, directory, argument_name, exc) from None
+    if not stat.S_ISDIR(parent.st_mode):
+        raise UsageError(
+            f"Cannot write {str(path)!r} ({_given(flag)}): {str(directory)!r} is not a directory",
+            expected="a file in an existing directory",
+            received=f"{str(directory)!r} is {file_kind(parent.st_mode)}",
+            fix=f"pass {flag} with a path in an existing directory",
+        )
+    return directory
+
+
+def _write_error(path: Path, directory: Path, argument_name: str, exc: Exception) -> UsageError:
+    flag = argument(argument_name)
+    return UsageError(
+        f"Cannot write {str(path)!r} ({_given(flag)}): the directory {str(directory)!r} "
+        "does not accept the file",
+        expected="a path in a writable directory on a writable file system, with free space",
+        received=os_reason(exc),
+        fix=f"pass {flag} with a path in a writable directory, e.g. in your home directory",
+    )
+
+
+def _given(flag: str) -> str:
+    return f"given with {flag}" if flag.startswith("-") else f"the argument {flag}"
+
+
+def os_reason(exc: Exception) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{type(exc).__name__}: {exc.strerror}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def file_kind(mode: int) -> str:
+    kinds = (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a named pipe (FIFO)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISREG, "a regular file"),
+    )
+    return next((name for test, name in kinds if test(mode)), "a special file")
