@@ -197,7 +197,7 @@ model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(
 
 # `train.py` for `tfaccel launch`: reads the cluster it was given and says so; worker 1 is
 # killed on the first attempt, as in the documented output, so the restart happens too. Real
-# multi-worker training is tests/test_distribute_multiworker.py's (tens of seconds).
+# multi-worker training is tests/distribute/test_multiworker.py's (tens of seconds).
 LAUNCH_TRAIN_PY = """\
 import json, os, signal, sys
 rank = int(os.environ["TFACCEL_LAUNCH_RANK"])
@@ -677,7 +677,7 @@ CHEAP: dict[tuple[str, str], Cheap] = {
     ),
     ("docs/kernels.md", "python benchmarks/bench_kernels.py --resources"): Cheap(
         ("python benchmarks/bench_kernels.py --resources --targets sm_90",),
-        "one target of the four: tests/test_kernels_compile.py compiles every kernel for every "
+        "one target of the four: tests/kernels/test_kernels_compile.py compiles every kernel for every "
         "target and checks the table; this shows the documented command runs",
     ),
     ("docs/distribute.md", "tfaccel launch -n 2 --restarts 1 train.py --epochs 3"): Cheap(

@@ -109,7 +109,7 @@ def test_doctor_text_output(capsys: pytest.CaptureFixture[str]) -> None:
 def test_doctor_log_text_output_shows_the_cause_and_its_fix(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    log = Path(__file__).parent / "data/doctor-logs/27_oom.log"
+    log = Path(__file__).parents[1] / "data/doctor-logs/27_oom.log"
     assert main(["doctor", "--log", str(log)]) == 1
     out = capsys.readouterr().out
     assert re.search(r"^  fail +oom +The GPU ran out of memory", out, re.MULTILINE)
@@ -224,7 +224,7 @@ def test_log_bad_inputs_give_clear_messages(tmp_path: Path) -> None:
 
 
 def test_log_from_stdin_finds_the_cause() -> None:
-    log = (Path(__file__).parent / "data/doctor-logs/27_oom.log").read_text()
+    log = (Path(__file__).parents[1] / "data/doctor-logs/27_oom.log").read_text()
     done = _tfaccel("doctor", "--log", "-", "--json", stdin=log)
     doc = json.loads(done.stdout)
     assert done.returncode == 1

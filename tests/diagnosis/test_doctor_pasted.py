@@ -23,7 +23,7 @@ from tfaccel.diagnosis.logpatterns import CAUSES, UNNAMED_LIBRARY_FIX
 from tfaccel.diagnosis.logshape import strip_quotes, wrapped_groups
 from tfaccel.snapshot import Snapshot
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "data" / "doctor-corpus"
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import doctor_corpus  # noqa: E402

@@ -41,7 +41,7 @@ from tfaccel.snapshot import (
     TfBuild,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
 SKIPPED_LINE = r"^skipped: (?P<reason>.+)$"
 

@@ -3,7 +3,7 @@
 The compiler is the CUDA 12 compiler wheels' (``pip install 'tfaccel[kernels]'``, which
 ``make test`` installs), so these tests run on any machine; where it is missing they fail with
 the install command, they do not skip. Compiling needs numba-cuda's real target, and
-tests/test_kernels.py puts numba on the CUDA simulator in this process, so every build runs in
+tests/kernels/test_kernels.py puts numba on the CUDA simulator in this process, so every build runs in
 a subprocess without ``NUMBA_ENABLE_CUDASIM``: ``benchmarks/bench_kernels.py --resources
 --json`` for every shipped kernel and target (about 25 s on two quiet cores), whose rows the
 tests share, and one for the planted register-hungry kernel; this process never imports numba.
@@ -41,7 +41,7 @@ from tfaccel.kernels.resources import (
     report_dict,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ITEMSIZE = {"float32": 4, "float64": 8, "int32": 4}
 # The kernel factories of tfaccel/kernels/cuda.py and the operation each one implements.
 KERNEL_OF = {

@@ -16,7 +16,7 @@ from tfaccel.diagnosis import LogReport, LogText, diagnose, match_log, read_log_
 from tfaccel.diagnosis.logpatterns import CAUSES
 from tfaccel.snapshot import Snapshot
 
-LOGS = Path(__file__).parent / "data" / "doctor-logs"
+LOGS = Path(__file__).parents[1] / "data" / "doctor-logs"
 INDEX = [json.loads(line) for line in (LOGS / "index.jsonl").read_text().splitlines() if line]
 ABSL = "E0000 00:00:1727000000.123456   12345 "  # TF >= 2.18 prefix
 

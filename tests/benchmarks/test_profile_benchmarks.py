@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("tensorflow")
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _load(name: str) -> ModuleType:

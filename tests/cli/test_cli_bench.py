@@ -269,7 +269,7 @@ def test_kernels_bench_without_a_gpu_says_why_it_skipped(
     from tfaccel import kernels
 
     if kernels.backend() == "cuda":
-        pytest.skip("a real GPU is here: tests/test_kernels_gpu.py measures it")
+        pytest.skip("a real GPU is here: tests/kernels/test_kernels_gpu.py measures it")
     code, out, _ = _run_cli(capsys, "bench", "--kernels", "--json")
     doc = json.loads(out)
     assert code == 0 and doc["kernels"] is None

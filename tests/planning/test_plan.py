@@ -32,7 +32,7 @@ from tfaccel.planning.bfc import Event, replay
 from tfaccel.planning.trace import OpInfo, StepGraph, TensorInfo, Variable
 
 MIB = 2**20
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 # --- the allocator replay ---------------------------------------------------------------------

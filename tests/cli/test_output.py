@@ -37,7 +37,7 @@ from tfaccel.report.html import report_tables
 from tfaccel.report.text import WholeConsole, render_bench, render_inventory
 from tfaccel.snapshot import save_snapshot
 
-LOGS = Path(__file__).parent / "data" / "doctor-logs"
+LOGS = Path(__file__).parents[1] / "data" / "doctor-logs"
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 GIB = 2**30
 

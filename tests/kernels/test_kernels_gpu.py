@@ -1,7 +1,7 @@
 """tfaccel.kernels on a real NVIDIA GPU: the benchmark's figures, DLPack, larger shapes.
 
 Marked ``gpu``: skipped with the reason where NVML sees no GPU. Also skipped where the CUDA
-simulator is on (``NUMBA_ENABLE_CUDASIM=1``, set by the caller or by tests/test_kernels.py
+simulator is on (``NUMBA_ENABLE_CUDASIM=1``, set by the caller or by tests/kernels/test_kernels.py
 on a machine without a GPU), since none of this means anything there. Figures are checked
 for sanity, never against a wall-clock bound or the performance targets.
 """

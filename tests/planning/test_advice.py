@@ -14,7 +14,7 @@ from tfaccel.diagnosis.logmemory import oom_context
 from tfaccel.planning import GPU_BFC_RULES, simulate
 from tfaccel.planning.advice import advice_for_step, oom_finding
 
-CORPUS = Path(__file__).resolve().parent / "data" / "doctor-corpus"
+CORPUS = Path(__file__).resolve().parents[1] / "data" / "doctor-corpus"
 BFC_LOG = CORPUS / "a_oom_yolo3_bfc.log"  # "Limit: 3059430195", shape[255,256,256,69]
 SHAPE_ONLY_LOG = CORPUS / "b_segan42_oom_oneline.log"  # shape[100,4096,32], no limit
 

@@ -33,7 +33,7 @@ from tfaccel.cli import main
 from tfaccel.core.errors import UsageError
 from tfaccel.profile import StepTimer, nsys, nvtx_marks
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TOOL_SOURCE = ROOT / "tests" / "data" / "nvtx_recorder.c"
 TRACE = "--trace=cuda,nvtx,cudnn,cublas,osrt"
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from runtime_helpers import clean_env, emit, outcome, run_scenario
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -41,7 +41,7 @@ from tfaccel.core.errors import UsageError
 from tfaccel.kernels import _launch, reference
 from tfaccel.kernels._launch import SIMULATOR_LIMITS, DeviceLimits
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HAVE_NUMBA_CUDA = all(importlib.util.find_spec(m) is not None for m in ("numba", "numba_cuda"))
 needs_kernels = pytest.mark.skipif(
     not HAVE_NUMBA_CUDA,
@@ -527,7 +527,7 @@ def test_the_benchmark_refuses_to_time_the_simulator(backend_in_use: str) -> Non
     from tfaccel.kernels import bench
 
     if backend_in_use != "simulator":
-        pytest.skip("a GPU is present: tests/test_kernels_gpu.py runs the benchmark")
+        pytest.skip("a GPU is present: tests/kernels/test_kernels_gpu.py runs the benchmark")
     with pytest.raises(kernels.KernelBackendError, match="needs an NVIDIA GPU") as err:
         bench.run(sizes=(64,), tiles=(8,))
     assert "simulator" in str(err.value.received)
@@ -549,5 +549,5 @@ def test_the_benchmark_script_skips_with_the_reason_without_a_gpu() -> None:
 
 
 # Compiling every kernel for real GPUs (PTX by NVVM, cubins by ptxas, for sm_70 to sm_120, with
-# their registers, shared memory, spills and occupancy) is tests/test_kernels_compile.py's job:
+# their registers, shared memory, spills and occupancy) is tests/kernels/test_kernels_compile.py's job:
 # it needs numba without the simulator this module turns on, so it runs in subprocesses.

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from runtime_helpers import clean_env
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_bench_tune_smoke_runs_and_reports_sane_figures() -> None:
