@@ -152,11 +152,11 @@ ROWS: list[tuple[str, Callable[..., Any], tuple[Any, ...], dict[str, Any], type,
     ("plan-not-a-model", tfaccel.plan, (42,), {}, UsageError, "model=42"),
     ("plan-model-fn-raises", tfaccel.plan, (_no_model,), {}, PlanError, "model_fn raised ValueError"),
     ("plan-model-fn-returns-none", tfaccel.plan, (lambda: None,), {}, PlanError, "did not return"),
-    # --- tfaccel.device ------------------------------------------------------------------------
-    ("device-int", tfaccel.device, (123,), {}, UsageError, "spec=123 (int)"),
-    ("device-none", tfaccel.device, (None,), {}, UsageError, "spec=None"),
-    ("device-blank", tfaccel.device, ("  ",), {}, UsageError, "spec='  ' (str)"),
-    ("device-huge", tfaccel.device, ("x" * 100_000,), {}, UsageError, "(100,000 characters)"),
+    # --- tfaccel.on_device ---------------------------------------------------------------------
+    ("device-int", tfaccel.on_device, (123,), {}, UsageError, "spec=123 (int)"),
+    ("device-none", tfaccel.on_device, (None,), {}, UsageError, "spec=None"),
+    ("device-blank", tfaccel.on_device, ("  ",), {}, UsageError, "spec='  ' (str)"),
+    ("device-huge", tfaccel.on_device, ("x" * 100_000,), {}, UsageError, "(100,000 characters)"),
     # --- tfaccel.data.pipeline -----------------------------------------------------------------
     ("pipeline-map-fn", _pipeline, (), {"map_fn": 5}, UsageError, "map_fn=5 (int)"),
     (

@@ -1,4 +1,4 @@
-"""``tfaccel.device()``: ``tf.device`` for a device that exists, or a clear error."""
+"""``tfaccel.on_device()``: ``tf.device`` for a device that exists, or a clear error."""
 
 from __future__ import annotations
 
@@ -33,15 +33,15 @@ def device(spec: str) -> AbstractContextManager[Any]:
         RuntimeSetupError: no such device; the message lists those that exist.
 
     Example:
-        >>> with tfaccel.device("GPU:0"):
+        >>> with tfaccel.on_device("GPU:0"):
         ...     y = tf.matmul(x, x)
     """
     text = check_text(
         "spec",
         spec,
-        where="tfaccel.device()",
+        where="tfaccel.on_device()",
         expected=_EXPECTED,
-        fix="name a device type and index as text, e.g. tfaccel.device('GPU:0')",
+        fix="name a device type and index as text, e.g. tfaccel.on_device('GPU:0')",
     ).strip()
     tf = importlib.import_module("tensorflow")
     try:

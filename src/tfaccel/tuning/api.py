@@ -47,7 +47,7 @@ def tune(
     model_name: str | None = None,
     batch_cap: int | None = None,
     margin: float = DEFAULT_MARGIN,
-    is_oom: Callable[[BaseException], bool] = is_oom_error,
+    is_oom: Callable[[BaseException], bool] | None = None,
     store: StoreTarget = True,
     sample_s: float = DEFAULT_SAMPLE_S,
     final_rounds: int = DEFAULT_FINAL_ROUNDS,
@@ -99,7 +99,7 @@ def tune(
         batch_cap: the largest batch size (default 1024 for ``batch_size="auto"``); a batch
             never exceeds the number of examples.
         margin: fraction kept below the largest batch that fitted in memory.
-        is_oom: which exceptions mean "out of memory" (default:
+        is_oom: which exceptions mean "out of memory" (None, the default:
             ``tf.errors.ResourceExhaustedError`` and ``MemoryError``): the trial is released
             and the search goes on.
         store: True (the default results database), False (do not store), or a database path.
@@ -158,7 +158,7 @@ def tune(
         space,
         batch_cap=batch_cap,
         margin=margin,
-        is_oom=is_oom,
+        is_oom=is_oom if is_oom is not None else is_oom_error,
         store=store,
         sample_s=sample_s,
         final_rounds=final_rounds,
