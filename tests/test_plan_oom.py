@@ -10,7 +10,7 @@ import pytest
 from test_plan import _step
 
 from tfaccel.cli import main
-from tfaccel.diagnosis.logmemory import oom_context
+from tfaccel.diagnosis.log.memory import oom_context
 from tfaccel.planning import GPU_BFC_RULES, simulate
 from tfaccel.planning.advice import advice_for_step, oom_finding
 

@@ -210,7 +210,7 @@ def _answer_oom(log_report: Any, text: str, args: argparse.Namespace) -> None:
     """Replace the log's ``oom`` finding with one that carries the plan's answer."""
     import dataclasses
 
-    from tfaccel.diagnosis.logmemory import oom_context
+    from tfaccel.diagnosis.log.memory import oom_context
 
     index = next((i for i, c in enumerate(log_report.causes) if c.id == "oom"), None)
     if index is None:
