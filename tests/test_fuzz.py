@@ -106,8 +106,8 @@ def fast(machine: Snapshot, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> 
     monkeypatch.setattr(tfaccel.bench.history, "run", tripwire)
     monkeypatch.setattr(tfaccel.tuning.api, "_tf_runner", tripwire)
     monkeypatch.setattr(tfaccel.models, "build", build_only_unknown_names)
-    monkeypatch.setattr("tfaccel.diagnosis.logread.FIFO_WRITER_WAIT_S", 0.01)
-    monkeypatch.setattr("tfaccel.diagnosis.logread.STREAM_TIME_LIMIT_S", 0.05)
+    monkeypatch.setattr("tfaccel.diagnosis.log.read.FIFO_WRITER_WAIT_S", 0.01)
+    monkeypatch.setattr("tfaccel.diagnosis.log.read.STREAM_TIME_LIMIT_S", 0.05)
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.chdir(work)

@@ -120,7 +120,7 @@ DEEP = "[" * 100_000 + "]" * 100_000
 TOO_BIG = " " * (8 * 2**20) + "{}"
 TOO_LONG = "9" * 40
 
-LOGREAD = "tfaccel.diagnosis.logread"
+LOGREAD = "tfaccel.diagnosis.log.read"
 SHORT_WAITS = ((LOGREAD, "FIFO_WRITER_WAIT_S", 0.2), (LOGREAD, "STREAM_TIME_LIMIT_S", 0.5))
 
 

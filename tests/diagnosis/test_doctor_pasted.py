@@ -18,9 +18,9 @@ import pytest
 
 from tfaccel.cli import main
 from tfaccel.diagnosis import diagnose, match_log, read_log_file
-from tfaccel.diagnosis.logfacts import read_facts
-from tfaccel.diagnosis.logpatterns import CAUSES, UNNAMED_LIBRARY_FIX
-from tfaccel.diagnosis.logshape import strip_quotes, wrapped_groups
+from tfaccel.diagnosis.log.facts import read_facts
+from tfaccel.diagnosis.log.patterns import CAUSES, UNNAMED_LIBRARY_FIX
+from tfaccel.diagnosis.log.shape import strip_quotes, wrapped_groups
 from tfaccel.snapshot import Snapshot
 
 ROOT = Path(__file__).resolve().parents[2]

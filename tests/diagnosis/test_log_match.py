@@ -13,7 +13,7 @@ import pytest
 from tfaccel.core.errors import LogInputError
 from tfaccel.core.findings import Finding
 from tfaccel.diagnosis import LogReport, LogText, diagnose, match_log, read_log_file
-from tfaccel.diagnosis.logpatterns import CAUSES
+from tfaccel.diagnosis.log.patterns import CAUSES
 from tfaccel.snapshot import Snapshot
 
 LOGS = Path(__file__).parents[1] / "data" / "doctor-logs"

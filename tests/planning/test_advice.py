@@ -10,9 +10,11 @@ import pytest
 from test_plan import _step
 
 from tfaccel.cli import main
-from tfaccel.diagnosis.logmemory import oom_context
+from tfaccel.core.errors import UsageError
+from tfaccel.diagnosis import match_log
+from tfaccel.diagnosis.log.memory import oom_context
 from tfaccel.planning import GPU_BFC_RULES, simulate
-from tfaccel.planning.advice import advice_for_step, oom_finding
+from tfaccel.planning.advice import advice_for_step, find_log_oom, oom_finding
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "doctor-corpus"
 BFC_LOG = CORPUS / "a_oom_yolo3_bfc.log"  # "Limit: 3059430195", shape[255,256,256,69]
@@ -56,6 +58,24 @@ def test_what_real_oom_logs_say_about_the_device_and_the_batch() -> None:
         "/job:localhost/replica:0/task:0/device:GPU:0 with 9858 MB memory:  -> device: 0"
     )
     assert created.usable_bytes == 9858 * 2**20 and created.shape is None
+
+
+def test_the_library_finds_the_batch_and_the_device_memory_of_an_oom_log() -> None:
+    text = BFC_LOG.read_text(encoding="utf-8")
+    report = match_log(text)
+    oom = find_log_oom(report, text, model="mlp")
+    assert oom is not None and report.causes[oom.index].id == "oom"
+    assert (oom.batch, oom.usable_bytes) == (255, 3059430195)
+    assert "the first dimension of the tensor that did not fit" in oom.evidence[-1]
+    given = find_log_oom(report, text, model="mlp", batch=32)
+    assert given is not None and given.batch == 32
+    assert given.evidence == report.causes[oom.index].evidence  # a batch given is not guessed
+    shape_only = SHAPE_ONLY_LOG.read_text(encoding="utf-8")
+    with pytest.raises(UsageError, match="how much memory the device had"):
+        find_log_oom(match_log(shape_only), shape_only, model="mlp")
+    clean = match_log("nothing ran out of memory here")
+    assert find_log_oom(clean, "nothing ran out of memory here", model="mlp") is None
+    assert clean.notes[-1].startswith("--model mlp: the log shows no out-of-memory error")
 
 
 def test_doctor_answers_the_oom_of_a_log_with_the_plan(capsys: pytest.CaptureFixture[str]) -> None:

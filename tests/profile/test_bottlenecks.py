@@ -23,7 +23,7 @@ from tfaccel.profile import (
     StepRecord,
     StepTimer,
     compute_figures,
-    diagnose,
+    find_bottlenecks,
     speedup,
 )
 from tfaccel.profile import text as profile_text
@@ -83,13 +83,13 @@ def test_traced_steps_are_left_out_when_enough_others_remain() -> None:
 
 
 def test_no_step_boundaries_is_refused_with_the_reason() -> None:
-    diagnosis = diagnose(Measurement())
+    diagnosis = find_bottlenecks(Measurement())
     assert diagnosis.refused is not None and "no step boundaries" in diagnosis.refused
     assert "Diagnosis refused" in profile_text.findings_text(diagnosis)
 
 
 def test_too_few_steps_after_warmup_is_refused() -> None:
-    diagnosis = diagnose(_measurement(_records(4, warmup=5)))
+    diagnosis = find_bottlenecks(_measurement(_records(4, warmup=5)))
     assert diagnosis.refused is not None
     assert "only 4 step(s) measured after 5 warm-up" in diagnosis.refused
     assert f"at least {MIN_STEPS}" in diagnosis.refused and not diagnosis.findings
@@ -100,7 +100,8 @@ def test_too_few_steps_after_warmup_is_refused() -> None:
 
 @pytest.mark.parametrize(("input_s", "status"), [(0.004, "fail"), (0.001, "warn"), (0.0002, "ok")])
 def test_input_bound_thresholds(input_s: float, status: str) -> None:
-    diagnosis = diagnose(_measurement(_records(20, input_s=input_s, busy_s=0.010 - input_s)))
+    records = _records(20, input_s=input_s, busy_s=0.010 - input_s)
+    diagnosis = find_bottlenecks(_measurement(records))
     finding = diagnosis.get("input_bound")
     assert finding is not None and finding.status == status and finding.source == "profile"
     if status != "ok":
@@ -112,7 +113,7 @@ def test_input_bound_thresholds(input_s: float, status: str) -> None:
 def test_input_wait_not_measured_is_skipped_with_the_reason() -> None:
     m = _measurement(_records(20, input_s=None))
     m.input_note = "not measured: because"
-    finding = diagnose(m).get("input_bound")
+    finding = find_bottlenecks(m).get("input_bound")
     assert finding is not None and finding.status == "skip"
     assert finding.evidence == ["not measured: because"]
     assert finding.fix is None and finding.gain is None
@@ -122,11 +123,11 @@ def test_synthetic_rerun_confirms_or_not() -> None:
     m = _measurement(_records(20, input_s=0.005, busy_s=0.005))
     real = summarize([0.010] * 20)
     m.synthetic = SyntheticRun(20, summarize([0.005] * 20), real)
-    finding = diagnose(m).get("input_bound")
+    finding = find_bottlenecks(m).get("input_bound")
     assert finding is not None and finding.numbers["confirmed"] is True
     assert "confirmed" in finding.evidence[0] and "50.0%" in finding.evidence[0]
     m.synthetic = SyntheticRun(20, summarize([0.0099] * 20), real)
-    finding = diagnose(m).get("input_bound")
+    finding = find_bottlenecks(m).get("input_bound")
     assert finding is not None and finding.numbers["confirmed"] is False
     assert "not confirmed" in finding.evidence[0]
 
@@ -134,7 +135,7 @@ def test_synthetic_rerun_confirms_or_not() -> None:
 def test_synthetic_rerun_alone_gives_the_input_share() -> None:
     m = _measurement(_records(20, input_s=None, busy_s=0.010))
     m.synthetic = SyntheticRun(20, summarize([0.006] * 20), summarize([0.010] * 20))
-    finding = diagnose(m).get("input_bound")
+    finding = find_bottlenecks(m).get("input_bound")
     assert finding is not None and finding.status == "fail"
     assert finding.numbers["source"] == "from the synthetic re-run"
 
@@ -143,7 +144,7 @@ def test_pipeline_taking_cores_from_a_cpu_model_is_found_by_the_rerun() -> None:
     m = _measurement(_records(20, input_s=0.0001, busy_s=0.0099), usable_cores=2)
     m.cpu_seconds, m.wall_seconds = 0.3, 0.2
     m.synthetic = SyntheticRun(20, summarize([0.0075] * 20), summarize([0.010] * 20))
-    diagnosis = diagnose(m)
+    diagnosis = find_bottlenecks(m)
     assert diagnosis.get("input_bound").status == "ok"  # type: ignore[union-attr]
     finding = diagnosis.get("tf_data_cpu")
     assert finding is not None and finding.status == "fail"
@@ -153,7 +154,7 @@ def test_pipeline_taking_cores_from_a_cpu_model_is_found_by_the_rerun() -> None:
     m.synthetic = SyntheticRun(
         20, summarize([0.0099, 0.0101] * 10), summarize([0.0098, 0.0102] * 10)
     )
-    assert diagnose(m).get("tf_data_cpu").status == "ok"  # type: ignore[union-attr]
+    assert find_bottlenecks(m).get("tf_data_cpu").status == "ok"  # type: ignore[union-attr]
 
 
 def test_pipeline_already_tuned_changes_the_advice() -> None:
@@ -164,7 +165,7 @@ def test_pipeline_already_tuned_changes_the_advice() -> None:
             {"option": "map", "value": "per element, parallel AUTOTUNE", "reason": ""},
         ]
     }
-    finding = diagnose(m).get("input_bound")
+    finding = find_bottlenecks(m).get("input_bound")
     assert finding is not None and finding.fix is not None
     assert "already a tfaccel.data.pipeline" in finding.fix
     assert "vectorized=True" in finding.fix and "cache=True" in finding.fix
@@ -180,7 +181,7 @@ def test_problems_are_ranked_most_severe_first_in_the_shared_shape() -> None:
         "gpu", "GPU:0", current_bytes=gib, peak_bytes=2 * gib, limit_bytes=16 * gib
     )
     m.context.sixteen_bit_share = 0.99  # ok
-    diagnosis = diagnose(m)
+    diagnosis = find_bottlenecks(m)
     assert [(f.id, f.status) for f in diagnosis.problems] == [
         ("input_bound", "fail"),
         ("host_overhead", "warn"),
@@ -203,8 +204,8 @@ def test_problems_are_ranked_most_severe_first_in_the_shared_shape() -> None:
 
 def test_host_overhead_advice_depends_on_the_loop() -> None:
     records = _records(20, busy_s=0.008, host_s=0.002)
-    keras = diagnose(_measurement(records, source="keras fit")).get("host_overhead")
-    loop = diagnose(_measurement(records, source="custom loop")).get("host_overhead")
+    keras = find_bottlenecks(_measurement(records, source="keras fit")).get("host_overhead")
+    loop = find_bottlenecks(_measurement(records, source="custom loop")).get("host_overhead")
     assert (
         keras is not None and keras.status == "fail" and "steps_per_execution" in (keras.fix or "")
     )
@@ -213,7 +214,7 @@ def test_host_overhead_advice_depends_on_the_loop() -> None:
 
 
 def test_host_overhead_needs_consecutive_steps() -> None:
-    finding = diagnose(_measurement(_records(20, host_s=None))).get("host_overhead")
+    finding = find_bottlenecks(_measurement(_records(20, host_s=None))).get("host_overhead")
     assert finding is not None and finding.status == "skip"
 
 
@@ -221,7 +222,7 @@ def test_host_overhead_needs_consecutive_steps() -> None:
 
 
 def test_gpu_rules_are_skipped_on_the_cpu_with_reasons() -> None:
-    diagnosis = diagnose(_measurement(_records(20)))
+    diagnosis = find_bottlenecks(_measurement(_records(20)))
     for finding_id, words in [
         ("launch_bound", "not applicable on the CPU"),
         ("host_device_copies", "no accelerator"),
@@ -235,7 +236,7 @@ def test_gpu_rules_are_skipped_on_the_cpu_with_reasons() -> None:
 
 def test_gpu_rules_without_a_trace_ask_for_one() -> None:
     m = _measurement(_records(20), device_kind="gpu", compute_capability=8.0)
-    diagnosis = diagnose(m)
+    diagnosis = find_bottlenecks(m)
     for finding_id in ("launch_bound", "host_device_copies"):
         finding = diagnosis.get(finding_id)
         assert finding is not None and "--trace" in finding.evidence[0]
@@ -252,7 +253,7 @@ def test_copies_and_launch_from_a_gpu_trace() -> None:
     ]
     m = _measurement(_records(20, busy_s=0.010), device_kind="gpu", compute_capability=8.0)
     m.trace = _trace(ops=ops, idle_us={"Device": 30_000.0})
-    diagnosis = diagnose(m)
+    diagnosis = find_bottlenecks(m)
     copies = diagnosis.get("host_device_copies")
     assert copies is not None and copies.status == "fail"
     assert copies.numbers["copy_share"] == pytest.approx(0.3)
@@ -266,15 +267,15 @@ def test_copies_and_launch_from_a_gpu_trace() -> None:
 def test_sixteen_bit_share() -> None:
     m = _measurement(_records(20), device_kind="gpu", compute_capability=8.6)
     m.trace = _trace(ops=[], tensor_core_share=0.02)
-    finding = diagnose(m).get("low_16bit_share")
+    finding = find_bottlenecks(m).get("low_16bit_share")
     assert finding is not None and finding.status == "fail"
     assert 'tfaccel.setup(precision="auto")' in (finding.fix or "")
     m.trace = None
     m.context.sixteen_bit_share = 0.99
-    finding = diagnose(m).get("low_16bit_share")
+    finding = find_bottlenecks(m).get("low_16bit_share")
     assert finding is not None and finding.status == "ok"
     m.context.compute_capability = 6.1
-    finding = diagnose(m).get("low_16bit_share")
+    finding = find_bottlenecks(m).get("low_16bit_share")
     assert finding is not None and finding.status == "skip"
     assert "no tensor cores (compute capability 6.1 < 7.0)" in finding.evidence[0]
 
@@ -285,34 +286,34 @@ def test_memory_headroom_suggests_a_larger_batch_with_the_estimate() -> None:
     m.memory = MemoryUsage(
         "gpu", "GPU:0", current_bytes=gib, peak_bytes=2 * gib, limit_bytes=16 * gib
     )
-    finding = diagnose(m).get("memory_headroom")
+    finding = find_bottlenecks(m).get("memory_headroom")
     assert finding is not None and finding.status == "info"
     assert finding.numbers["suggested_batch_size"] == 256  # at most 4x per step
     assert finding.fix is not None and finding.fix.startswith("batch_size=256")
     m.memory.peak_bytes = 12 * gib
-    finding = diagnose(m).get("memory_headroom")
+    finding = find_bottlenecks(m).get("memory_headroom")
     assert finding is not None and finding.status == "ok"
 
 
 def test_cpu_saturated_while_waiting_for_input() -> None:
     m = _measurement(_records(20, input_s=0.005, busy_s=0.005), usable_cores=2)
     m.cpu_seconds, m.wall_seconds = 1.9, 1.0
-    finding = diagnose(m).get("tf_data_cpu")
+    finding = find_bottlenecks(m).get("tf_data_cpu")
     assert finding is not None and finding.status == "fail" and "cache" in (finding.fix or "")
     m.cpu_seconds = 0.5
-    finding = diagnose(m).get("tf_data_cpu")
+    finding = find_bottlenecks(m).get("tf_data_cpu")
     assert finding is not None and finding.status == "ok" and "has room" in finding.evidence[0]
 
 
 def test_collectives_and_replica_imbalance_need_replicas_and_a_trace() -> None:
     m = _measurement(_records(20, busy_s=0.010), replicas=2, device_kind="gpu")
-    diagnosis = diagnose(m)
+    diagnosis = find_bottlenecks(m)
     finding = diagnosis.get("collectives")
     assert finding is not None and finding.status == "skip" and "trace" in finding.evidence[0]
     ops = [OpStat("NcclAllReduce", "NcclAllReduce", "Device", 10, 20_000.0, 20_000.0)]
     busy = {"/device:GPU:0": 100_000.0, "/device:GPU:1": 60_000.0}
     m.trace = _trace(ops=ops, device_busy_us=busy)
-    diagnosis = diagnose(m)
+    diagnosis = find_bottlenecks(m)
     collectives = diagnosis.get("collectives")
     assert collectives is not None and collectives.status == "fail"
     assert collectives.numbers["collective_share"] == pytest.approx(0.2)
@@ -337,7 +338,7 @@ def test_collectives_and_replica_imbalance_need_replicas_and_a_trace() -> None:
 def test_any_records_give_a_diagnosis_or_a_refusal(rows: list[Any]) -> None:
     records = [StepRecord(i, float(i), *row) for i, row in enumerate(rows)]
     m = _measurement(records)
-    diagnosis = diagnose(m)
+    diagnosis = find_bottlenecks(m)
     assert (diagnosis.refused is None) == (diagnosis.figures.steps >= MIN_STEPS)
     profile_text.report(m, diagnosis)
     f = diagnosis.figures
@@ -387,7 +388,7 @@ def test_step_timer_without_input_blocks_says_so() -> None:
             time.sleep(0.001)
     m = timer.measurement()
     assert m.input_note is not None and "timer.input()" in m.input_note
-    finding = diagnose(m).get("input_bound")
+    finding = find_bottlenecks(m).get("input_bound")
     assert finding is not None and finding.status == "skip"
 
 
@@ -441,7 +442,7 @@ def test_report_shows_the_table_and_the_findings() -> None:
     )
     m.cpu_seconds, m.wall_seconds = 0.2, 0.2
     m.trace = _trace(ops=[OpStat("model/conv/Conv2D", "Conv2D", "Host", 10, 5000.0, 6000.0)])
-    report = profile_text.report(m, diagnose(m))
+    report = profile_text.report(m, find_bottlenecks(m))
     assert "20 steps measured (0 warm-up excluded)" in report
     assert "waiting for input     5.00 ms" in report
     assert "[FAIL] input_bound: Input-bound" in report and "evidence:" in report and "gain:" in report

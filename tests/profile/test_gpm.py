@@ -25,7 +25,7 @@ from fake_nvml import (
 from tfaccel import inventory
 from tfaccel.cli import main
 from tfaccel.probe import nvml, readings
-from tfaccel.profile import MIN_STEPS, Measurement, RunContext, StepRecord, diagnose
+from tfaccel.profile import MIN_STEPS, Measurement, RunContext, StepRecord, find_bottlenecks
 from tfaccel.profile import text as profile_text
 from tfaccel.profile.records import GpuUsage
 from tfaccel.profile.sampling import GpuMonitor, summarize_gpu
@@ -275,44 +275,44 @@ def test_the_live_line_names_the_metric() -> None:
 
 
 def test_a_gpu_that_looks_busy_by_utilization_gpu_but_not_by_sm_activity_is_flagged() -> None:
-    finding = diagnose(_gpu_run(_gpm_usage(sm=30, util=99))).get("low_gpu_activity")
+    finding = find_bottlenecks(_gpu_run(_gpm_usage(sm=30, util=99))).get("low_gpu_activity")
     assert finding is not None and finding.status == "warn"
     assert finding.numbers["metric"] == "sm_activity" and finding.numbers["metric_source"] == "gpm"
     assert finding.numbers["activity_share"] == pytest.approx(0.30)
     assert "SM activity 30.0% (NVML GPM" in finding.evidence[0]
     assert "utilization.gpu read 99.0%" in finding.evidence[0]
     assert finding.fix and "jit_compile=True" in finding.fix
-    busy = diagnose(_gpu_run(_gpm_usage(sm=85))).get("low_gpu_activity")
+    busy = find_bottlenecks(_gpu_run(_gpm_usage(sm=85))).get("low_gpu_activity")
     assert busy is not None and busy.status == "ok" and "80%" not in busy.evidence[0]
-    middling = diagnose(_gpu_run(_gpm_usage(sm=60))).get("low_gpu_activity")
+    middling = find_bottlenecks(_gpu_run(_gpm_usage(sm=60))).get("low_gpu_activity")
     assert middling is not None and middling.status == "ok" and not middling.fix
     assert middling.evidence[0].endswith("; below the 80% DCGM calls necessary")
-    text = profile_text.findings_text(diagnose(_gpu_run(_gpm_usage(sm=85))))
+    text = profile_text.findings_text(find_bottlenecks(_gpu_run(_gpm_usage(sm=85))))
     assert "low_gpu_activity (SM activity 85.0%)" in text
 
 
 def test_without_gpm_the_finding_uses_utilization_gpu_and_says_what_it_is() -> None:
-    idle = diagnose(_gpu_run(_util_usage(30))).get("low_gpu_activity")
+    idle = find_bottlenecks(_gpu_run(_util_usage(30))).get("low_gpu_activity")
     assert idle is not None and idle.status == "warn"
     assert idle.numbers["metric"] == "utilization.gpu"
     assert "the share of time any kernel ran" in idle.evidence[0]
     assert "no kernel ran 70.0% of the time" in idle.evidence[0]
     assert "no GPM" in idle.evidence[0]
-    busy = diagnose(_gpu_run(_util_usage(95))).get("low_gpu_activity")
+    busy = find_bottlenecks(_gpu_run(_util_usage(95))).get("low_gpu_activity")
     assert busy is not None and busy.status == "ok"
     assert "SM activity is unknown" in busy.evidence[0]
-    text = profile_text.findings_text(diagnose(_gpu_run(_util_usage(95))))
+    text = profile_text.findings_text(find_bottlenecks(_gpu_run(_util_usage(95))))
     assert "low_gpu_activity (utilization.gpu 95.0%)" in text
 
 
 def test_the_activity_finding_is_skipped_without_a_gpu_or_samples() -> None:
     cpu = _gpu_run()
     cpu.context.device_kind = "cpu"
-    skipped = diagnose(cpu).get("low_gpu_activity")
+    skipped = find_bottlenecks(cpu).get("low_gpu_activity")
     assert skipped is not None and skipped.status == "skip" and "no GPU" in skipped.evidence[0]
     unsampled = _gpu_run()
     unsampled.gpu_note = "GPU sampling off (sample_gpu=False)"
-    skipped = diagnose(unsampled).get("low_gpu_activity")
+    skipped = find_bottlenecks(unsampled).get("low_gpu_activity")
     assert skipped is not None and skipped.status == "skip"
     assert skipped.evidence == ["GPU sampling off (sample_gpu=False)"]
 

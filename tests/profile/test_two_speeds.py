@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tfaccel.profile import StepRecord, diagnose
+from tfaccel.profile import StepRecord, find_bottlenecks
 from tfaccel.profile.records import Measurement, RunContext
 from tfaccel.profile.speeds import MIN_STEPS_TWO_SPEEDS, split, two_speeds
 
@@ -84,7 +84,7 @@ def test_too_few_steps_is_a_skip_naming_the_count() -> None:
 
 def test_diagnose_runs_the_rule() -> None:
     durations = _wobble(0.1, 10, 10) + _wobble(0.2, 10, 11)
-    diagnosis = diagnose(_run(durations, [1.8] * 10 + [0.9] * 10))
+    diagnosis = find_bottlenecks(_run(durations, [1.8] * 10 + [0.9] * 10))
     found = diagnosis.get("two_speeds")
     assert found is not None and found.status == "warn"
     assert found in diagnosis.problems

@@ -189,10 +189,10 @@ def filter_tensorflow_log(text: str, level: int, *, benign: bool = False) -> str
     A record below ``level`` (I=0, W=1, E=2, F=3) is dropped with its continuation lines, as
     TensorFlow itself drops it once its logging is set up; absl's pre-initialisation notice
     goes from level 1 up. With ``benign``, the records the doctor knows as harmless on every
-    start (:data:`tfaccel.diagnosis.logpatterns.BENIGN`) go too, fatal ones excepted. Lines
+    start (:data:`tfaccel.diagnosis.log.patterns.BENIGN`) go too, fatal ones excepted. Lines
     before the first record are kept.
     """
-    from tfaccel.diagnosis.logpatterns import BENIGN
+    from tfaccel.diagnosis.log.patterns import BENIGN
 
     anchors = [a for group in BENIGN.values() for a in group]
     kept: list[str] = []

@@ -208,86 +208,21 @@ def _check_plan_flags(args: argparse.Namespace) -> None:
 
 def _answer_oom(log_report: Any, text: str, args: argparse.Namespace) -> None:
     """Replace the log's ``oom`` finding with one that carries the plan's answer."""
-    import dataclasses
+    from tfaccel.planning.advice import answer_log_oom, find_log_oom
 
-    from tfaccel.diagnosis.logmemory import oom_context
-
-    index = next((i for i, c in enumerate(log_report.causes) if c.id == "oom"), None)
-    if index is None:
-        log_report.notes.append(
-            f"--model {args.model}: the log shows no out-of-memory error, so no plan was made"
-        )
+    oom = find_log_oom(
+        log_report,
+        text,
+        model=args.model,
+        batch=args.batch,
+        device_key=args.device,
+        log_path=args.log,
+    )
+    if oom is None:
         return
-    found = log_report.causes[index]
-    context = oom_context(text)
-    batch = args.batch if args.batch is not None else context.batch_guess
-    if batch is None:
-        raise UsageError(
-            "The batch that ran out of memory is not in the log",
-            expected="--batch N (the batch size the training used)",
-            received="a log without an 'OOM when allocating tensor with shape[...]' line",
-            fix=f"add --batch N, e.g. tfaccel doctor --log {args.log} --model {args.model} "
-            "--batch 256",
-        )
-    evidence = list(found.evidence)
-    if args.batch is None:
-        evidence.append(
-            f"batch {batch}: the first dimension of the tensor that did not fit, "
-            f"shape {list(context.shape or ())} (pass --batch if the batch was another)"
-        )
-    usable, device = _device_memory(args.device, context)
     from tfaccel.cli._output import quiet_tensorflow
 
     quiet_tensorflow()
-    from tfaccel.planning.advice import memory_advice, oom_finding
-    from tfaccel.planning.source import reference_model_fn, script_model_fn
+    from tfaccel.planning.source import model_fn_for
 
-    model_fn = _model_fn(args.model, reference_model_fn, script_model_fn)
-    advice = memory_advice(model_fn, batch, usable, device=device)
-    answer = oom_finding(advice, evidence=evidence, source=found.source)
-    if advice.fits:
-        # The plan says it fits: the answer is not a smaller batch, so the log's fix stays.
-        answer = dataclasses.replace(
-            answer,
-            title=found.title,
-            fix=found.fix,
-            evidence=[
-                *answer.evidence,
-                "the plan predicts this batch fits, so the memory went elsewhere: other "
-                "processes on the GPU (nvidia-smi), an input or model larger than --model's, "
-                "or fragmentation",
-            ],
-        )
-    log_report.causes[index] = dataclasses.replace(
-        answer,
-        status=found.status,
-        numbers={**found.numbers, **answer.numbers},
-    )
-
-
-def _device_memory(key: str | None, context: Any) -> tuple[int, str]:
-    """Usable bytes and the words for them: --device, else the log's allocator limit."""
-    if key is not None:
-        from tfaccel.planning.targets import targets
-
-        target = targets("float32", [key])[0]
-        if target.usable_bytes:
-            return target.usable_bytes, f"{target.name} (usable, from the spec database)"
-    if context.usable_bytes:
-        return context.usable_bytes, f"the device (the log: {context.usable_from})"
-    raise UsageError(
-        "The log does not say how much memory the device had",
-        expected="a log with the allocator's 'Limit:' line or 'Created device ... with N MB "
-        "memory', or --device KEY",
-        received="neither",
-        fix="add --device KEY (tfaccel plan --list-devices), e.g. --device rtx-3090",
-    )
-
-
-def _model_fn(model: str, reference: Any, script: Any) -> Any:
-    """A script path (an existing file or a name ending in .py) or a reference model name."""
-    import os
-
-    if model.endswith(".py") or os.path.sep in model or os.path.isfile(model):
-        return script(model)
-    return reference(model)[1]
+    answer_log_oom(log_report, oom, model_fn_for(args.model))

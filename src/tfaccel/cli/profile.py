@@ -284,12 +284,12 @@ def _out_of_memory(args: argparse.Namespace, exc: BaseException) -> int:
     """The run ran out of memory: print the plan's answer (the batch that fits) and exit 1."""
     import functools
 
-    from tfaccel.cli._oom import oom_answer
     from tfaccel.core.findings import text_lines
+    from tfaccel.planning.advice import answer_oom_error
     from tfaccel.profile.command import build_model
 
     model_fn = functools.partial(build_model, args.model, precision=args.precision, tiny=args.tiny)
-    finding = oom_answer(exc, model_fn, args.batch_size, args.precision)
+    finding = answer_oom_error(exc, model_fn, args.batch_size, args.precision)
     if args.json:
         print_json({"command": "profile", "model": args.model, "findings": [finding.to_dict()]})
     else:

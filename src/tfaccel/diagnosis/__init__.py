@@ -21,8 +21,8 @@ from typing import Any
 
 from tfaccel.core.errors import LogInputError, UsageError, shown
 from tfaccel.core.findings import Finding, counts
-from tfaccel.diagnosis.logmatch import LogReport, match_log
-from tfaccel.diagnosis.logread import LogText, detect_encoding, read_log_file, window_text
+from tfaccel.diagnosis.log.match import LogReport, match_log
+from tfaccel.diagnosis.log.read import LogText, detect_encoding, read_log_file, window_text
 from tfaccel.diagnosis.rules import RULES, run_rules
 from tfaccel.snapshot import Snapshot
 

@@ -3,7 +3,10 @@
 :func:`memory_advice` traces the model's training step once and answers, for one device of a
 known usable size: what the batch needs, the largest batch that fits, and the accumulation
 that keeps the same update (Keras 3's ``gradient_accumulation_steps``). :func:`oom_finding`
-turns it into the ``oom`` finding that ``doctor --log --model`` and ``profile`` print.
+turns it into the ``oom`` finding that ``doctor --log --model`` and ``profile`` print:
+:func:`find_log_oom` and :func:`answer_log_oom` answer the out-of-memory error of a pasted log
+(the batch from the failing tensor's shape, the device memory from the allocator's limit or a
+device of the spec database), :func:`answer_oom_error` the one a training run raised here.
 
 Example:
     >>> advice = memory_advice(model_fn, 512, usable_bytes=8 * 2**30)   # doctest: +SKIP
@@ -13,16 +16,31 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from tfaccel.core.errors import UsageError
 from tfaccel.core.findings import Finding
 from tfaccel.planning.memory import GPU_BFC_RULES, AllocatorRules, simulate
 from tfaccel.planning.result import _size
 from tfaccel.planning.trace import StepGraph
 
-__all__ = ["MemoryAdvice", "advice_for_step", "memory_advice", "oom_finding"]
+if TYPE_CHECKING:
+    from tfaccel.diagnosis.log.match import LogReport
+    from tfaccel.diagnosis.log.memory import OomContext
+
+__all__ = [
+    "LogOom",
+    "MemoryAdvice",
+    "advice_for_step",
+    "answer_log_oom",
+    "answer_oom_error",
+    "find_log_oom",
+    "memory_advice",
+    "oom_finding",
+]
 
 
 @dataclass(frozen=True)
@@ -191,4 +209,161 @@ def oom_finding(
             "gradient_accumulation_steps": advice.accumulation_steps,
             "micro_batch": advice.micro_batch,
         },
+    )
+
+
+# --- the out-of-memory error of a pasted log (``tfaccel doctor --log --model``) ----------------
+
+
+@dataclass(frozen=True)
+class LogOom:
+    """A log's out-of-memory error, with the batch and the device memory to plan it for.
+
+    Attributes:
+        index: where the ``oom`` cause is in the log report's ``causes``.
+        batch: the batch that ran out of memory (given, or read from the failing tensor).
+        usable_bytes / device: the device's usable memory and the words for it.
+        evidence: the cause's evidence, with how the batch was guessed when it was.
+    """
+
+    index: int
+    batch: int
+    usable_bytes: int
+    device: str
+    evidence: list[str]
+
+
+def find_log_oom(
+    log_report: LogReport,
+    text: str,
+    *,
+    model: str,
+    batch: int | None = None,
+    device_key: str | None = None,
+    log_path: str = "FILE",
+) -> LogOom | None:
+    """The out-of-memory error of ``log_report`` (read from ``text``) to plan ``model`` for.
+
+    None when the log shows none: a note then says no plan was made.
+
+    Raises:
+        UsageError: the batch is neither given nor in the log, the device memory is neither
+            given (``device_key``) nor in the log, or ``device_key`` is unknown.
+    """
+    from tfaccel.diagnosis.log.memory import oom_context
+
+    index = next((i for i, c in enumerate(log_report.causes) if c.id == "oom"), None)
+    if index is None:
+        log_report.notes.append(
+            f"--model {model}: the log shows no out-of-memory error, so no plan was made"
+        )
+        return None
+    found = log_report.causes[index]
+    context = oom_context(text)
+    guessed = batch if batch is not None else context.batch_guess
+    if guessed is None:
+        raise UsageError(
+            "The batch that ran out of memory is not in the log",
+            expected="--batch N (the batch size the training used)",
+            received="a log without an 'OOM when allocating tensor with shape[...]' line",
+            fix=f"add --batch N, e.g. tfaccel doctor --log {log_path} --model {model} --batch 256",
+        )
+    evidence = list(found.evidence)
+    if batch is None:
+        evidence.append(
+            f"batch {guessed}: the first dimension of the tensor that did not fit, "
+            f"shape {list(context.shape or ())} (pass --batch if the batch was another)"
+        )
+    usable, device = _device_memory(device_key, context)
+    return LogOom(index, guessed, usable, device, evidence)
+
+
+def answer_log_oom(log_report: LogReport, oom: LogOom, model_fn: Any) -> None:
+    """Replace the log's ``oom`` finding with one that carries the plan's answer for
+    ``model_fn`` (traced here: this imports TensorFlow)."""
+    found = log_report.causes[oom.index]
+    advice = memory_advice(model_fn, oom.batch, oom.usable_bytes, device=oom.device)
+    answer = oom_finding(advice, evidence=oom.evidence, source=found.source)
+    if advice.fits:
+        # The plan says it fits: the answer is not a smaller batch, so the log's fix stays.
+        answer = dataclasses.replace(
+            answer,
+            title=found.title,
+            fix=found.fix,
+            evidence=[
+                *answer.evidence,
+                "the plan predicts this batch fits, so the memory went elsewhere: other "
+                "processes on the GPU (nvidia-smi), an input or model larger than --model's, "
+                "or fragmentation",
+            ],
+        )
+    log_report.causes[oom.index] = dataclasses.replace(
+        answer,
+        status=found.status,
+        numbers={**found.numbers, **answer.numbers},
+    )
+
+
+def _device_memory(key: str | None, context: OomContext) -> tuple[int, str]:
+    """Usable bytes and the words for them: the device ``key``, else the log's allocator
+    limit."""
+    if key is not None:
+        from tfaccel.planning.targets import targets
+
+        target = targets("float32", [key])[0]
+        if target.usable_bytes:
+            return target.usable_bytes, f"{target.name} (usable, from the spec database)"
+    if context.usable_bytes:
+        return context.usable_bytes, f"the device (the log: {context.usable_from})"
+    raise UsageError(
+        "The log does not say how much memory the device had",
+        expected="a log with the allocator's 'Limit:' line or 'Created device ... with N MB "
+        "memory', or --device KEY",
+        received="neither",
+        fix="add --device KEY (tfaccel plan --list-devices), e.g. --device rtx-3090",
+    )
+
+
+# --- the out-of-memory error of a training run (``tfaccel profile --model``) -------------------
+
+
+def answer_oom_error(
+    exc: BaseException, model_fn: Any, batch_size: int, precision: str | None
+) -> Finding:
+    """The ``oom`` finding for ``exc``, raised while training ``model_fn``'s model at
+    ``batch_size`` on the device Keras trains on here.
+
+    When the plan cannot be made, the finding says why and keeps the general advice.
+    """
+    from tfaccel import inventory
+    from tfaccel.planning.targets import training_device
+
+    message = str(exc).strip().splitlines()
+    seen = f"{type(exc).__name__}: {message[0] if message else ''}"[:300]
+    device = training_device(inventory.current())
+    if device.usable_bytes is not None:
+        try:
+            advice = memory_advice(
+                model_fn,
+                batch_size,
+                device.usable_bytes,
+                device=device.words,
+                precision=precision,
+                rules=device.rules,
+            )
+        except Exception as failed:  # the run's own error stays the news
+            why = f"no plan: {type(failed).__name__}: {failed}"
+        else:
+            return oom_finding(advice, evidence=[seen], source="profile")
+    else:
+        why = f"no plan: {device.words}"
+    return Finding(
+        "oom",
+        "fail",
+        f"Out of memory at batch {batch_size}",
+        [seen, why],
+        "a smaller batch (tfaccel plan shows the largest that fits), "
+        "or keras.mixed_precision.set_global_policy('mixed_float16')",
+        source="profile",
+        numbers={"batch_size": batch_size},
     )

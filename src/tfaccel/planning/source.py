@@ -17,7 +17,13 @@ from tfaccel.core.errors import UsageError
 from tfaccel.planning.api import PlanError
 from tfaccel.scripts import load_script, script_traceback
 
-__all__ = ["REFERENCE_EXAMPLES", "reference_model_fn", "reference_plans", "script_model_fn"]
+__all__ = [
+    "REFERENCE_EXAMPLES",
+    "model_fn_for",
+    "reference_model_fn",
+    "reference_plans",
+    "script_model_fn",
+]
 
 SCRIPT_MODULE_NAME = "__tfaccel_plan__"
 REFERENCE_EXAMPLES = {"reference_cnn": 50_000, "resnet20": 50_000, "mlp": 60_000}
@@ -63,6 +69,18 @@ def script_model_fn(path: str) -> Callable[[], Any]:
             "optimizer); keep training under if __name__ == '__main__':",
         )
     return model_fn
+
+
+def model_fn_for(model: str) -> Callable[[], Any]:
+    """The ``model_fn`` of ``model``: a script's (an existing file, or a name ending in .py or
+    holding a path separator), else a reference model's by name.
+
+    Raises:
+        UsageError: unknown model name; PlanError: the script cannot be run.
+    """
+    if model.endswith(".py") or os.path.sep in model or os.path.isfile(model):
+        return script_model_fn(model)
+    return reference_model_fn(model)[1]
 
 
 def reference_model_fn(name: str) -> tuple[str, Callable[[], Any]]:

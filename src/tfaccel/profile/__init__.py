@@ -2,7 +2,7 @@
 
 * :class:`StepTimer` times a custom loop (``with timer.input(): ...``, ``with timer.step(): ...``);
   ``tfaccel.keras.PerformanceCallback`` does the same inside ``model.fit``.
-* :func:`diagnose` turns a :class:`Measurement` into findings (input-bound, host overhead,
+* :func:`find_bottlenecks` turns a :class:`Measurement` into findings (input-bound, host overhead,
   launch-bound, copies, memory headroom, 16-bit share, CPU saturation, collectives), each a
   :class:`tfaccel.core.findings.Finding` with its evidence, the fix and the predicted gain;
   it refuses with too few steps.
@@ -24,7 +24,7 @@ Example:
 from __future__ import annotations
 
 from tfaccel.core.findings import Finding
-from tfaccel.profile.bottlenecks import THRESHOLDS, Diagnosis, diagnose, speedup
+from tfaccel.profile.bottlenecks import THRESHOLDS, Diagnosis, find_bottlenecks, speedup
 from tfaccel.profile.records import (
     MIN_STEPS,
     Figures,
@@ -47,6 +47,6 @@ __all__ = [
     "StepRecord",
     "StepTimer",
     "compute_figures",
-    "diagnose",
+    "find_bottlenecks",
     "speedup",
 ]

@@ -43,7 +43,7 @@ from tfaccel.inventory import TENSOR_CORE_MIN_CC
 from tfaccel.profile.records import MIN_STEPS, Figures, Measurement
 from tfaccel.profile.speeds import two_speeds
 
-__all__ = ["THRESHOLDS", "Diagnosis", "diagnose", "speedup"]
+__all__ = ["THRESHOLDS", "Diagnosis", "find_bottlenecks", "speedup"]
 
 THRESHOLDS: dict[str, tuple[float, float]] = {
     "input_bound": (0.20, 0.05),
@@ -93,7 +93,7 @@ def speedup(share: float) -> float:
     return math.inf if share >= 1 else 1.0 / (1.0 - share)
 
 
-def diagnose(measurement: Measurement, *, min_steps: int = MIN_STEPS) -> Diagnosis:
+def find_bottlenecks(measurement: Measurement, *, min_steps: int = MIN_STEPS) -> Diagnosis:
     """Diagnose a run.
 
     Args:
@@ -104,7 +104,7 @@ def diagnose(measurement: Measurement, *, min_steps: int = MIN_STEPS) -> Diagnos
         A Diagnosis; ``refused`` says why when there are no step boundaries or too few steps.
 
     Example:
-        >>> diagnosis = tfaccel.profile.diagnose(timer.measurement())  # doctest: +SKIP
+        >>> diagnosis = tfaccel.profile.find_bottlenecks(timer.measurement())  # doctest: +SKIP
         >>> [f.id for f in diagnosis.problems]  # doctest: +SKIP
         ['input_bound']
     """
@@ -150,15 +150,15 @@ class Reports:
         raise NotImplementedError
 
     def diagnose(self, *, min_steps: int = MIN_STEPS) -> Diagnosis:
-        """Diagnose the measured steps (see :func:`tfaccel.profile.diagnose`)."""
-        return diagnose(self.measurement(), min_steps=min_steps)
+        """Diagnose the measured steps (see :func:`tfaccel.profile.find_bottlenecks`)."""
+        return find_bottlenecks(self.measurement(), min_steps=min_steps)
 
     def report(self) -> str:
         """The final table, the top ops of a trace when one was taken, and the diagnosis."""
         from tfaccel.profile import text
 
         measurement = self.measurement()
-        return text.report(measurement, diagnose(measurement))
+        return text.report(measurement, find_bottlenecks(measurement))
 
 
 # --- helpers ----------------------------------------------------------------------------------

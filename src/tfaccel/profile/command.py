@@ -18,7 +18,7 @@ from typing import Any
 
 from tfaccel.core.errors import UsageError
 from tfaccel.profile import trace
-from tfaccel.profile.bottlenecks import Diagnosis, diagnose
+from tfaccel.profile.bottlenecks import Diagnosis, find_bottlenecks
 from tfaccel.profile.records import Measurement
 
 __all__ = [
@@ -254,7 +254,7 @@ def profile_model(
         steps=steps,
         warmup_steps=warmup,
         measurement=measurement,
-        diagnosis=diagnose(measurement),
+        diagnosis=find_bottlenecks(measurement),
         pipeline=pipeline_info,
     )
 
@@ -371,7 +371,7 @@ def profile_script(
         counts[label] = counts.get(label, 0) + 1
         if counts[label] > 1:
             label += f" #{counts[label]}"
-        result.runs.append((label, measurement, diagnose(measurement)))
+        result.runs.append((label, measurement, find_bottlenecks(measurement)))
     if not result.runs and status == 0:
         raise NoStepsError(
             f"The script {script!r} ran to its end without a training step to time",

@@ -36,7 +36,7 @@ import keras
 
 from tfaccel.profile import nvtx_marks
 from tfaccel.profile import session as session_module
-from tfaccel.profile.bottlenecks import THRESHOLDS, Reports, diagnose
+from tfaccel.profile.bottlenecks import THRESHOLDS, Reports, find_bottlenecks
 from tfaccel.profile.clock import INPUT_CLOCK, InputClock, difference
 from tfaccel.profile.recorder import Recorder
 from tfaccel.profile.records import MIN_STEPS, Measurement, compute_figures
@@ -211,7 +211,10 @@ class PerformanceCallback(Reports, keras.callbacks.Callback):
         if self.summary:
             from tfaccel.profile import text
 
-            print(text.report(measurement, diagnose(measurement)), file=self.stream or sys.stderr)
+            print(
+                text.report(measurement, find_bottlenecks(measurement)),
+                file=self.stream or sys.stderr,
+            )
 
     # --- results -------------------------------------------------------------------------
 

@@ -123,7 +123,7 @@ def _quantile(sorted_values: Sequence[float], q: float) -> float:
 
 def two_speeds(m: Measurement, figures: Any = None) -> Finding:
     """The ``two_speeds`` finding of a measured run (``warn`` when two regimes are found);
-    ``figures`` is accepted for the rule signature of :func:`tfaccel.profile.diagnose`."""
+    ``figures`` is accepted for the rule signature of :func:`tfaccel.profile.find_bottlenecks`."""
     title = "Steps run at two speeds"
     steps = [r for r in m.records if not r.warmup and not r.traced]
     if len(steps) < MIN_STEPS_TWO_SPEEDS:

@@ -10,8 +10,8 @@ and the last adds nothing.
 from __future__ import annotations
 
 from tfaccel.core.findings import Finding
-from tfaccel.diagnosis.logmatch import match_log
-from tfaccel.diagnosis.logpatterns import BENIGN
+from tfaccel.diagnosis.log.match import match_log
+from tfaccel.diagnosis.log.patterns import BENIGN
 from tfaccel.diagnosis.rules._common import (
     NO_NVIDIA_GPU,
     VLOG_DEBUG,
@@ -94,7 +94,7 @@ def _timed_out(timeout_s: float | None, tail: list[str]) -> Finding:
 
 def _last_lines(text: str, n: int) -> list[str]:
     """The last ``n`` lines of ``text`` that say something: blank lines and the notices
-    TensorFlow prints on every healthy start (``logpatterns.BENIGN``) are left out, so the
+    TensorFlow prints on every healthy start (``log.patterns.BENIGN``) are left out, so the
     line that tells what went wrong is among them."""
     lines = [
         line.strip()

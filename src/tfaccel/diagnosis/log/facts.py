@@ -5,7 +5,7 @@ transcript whose evidence is a printed value (``>>> tf.test.is_built_with_cuda()
 ``False``), ``pip list`` or ``conda list`` output that names the installed build
 (``tensorflow-cpu``, a ``cuda120py311...`` or ``mkl_py39...`` conda build string), an
 ``LD_LIBRARY_PATH``. :func:`read_facts` collects these as :class:`Fact` s, each with the line
-that showed it; :mod:`tfaccel.diagnosis.loginfer` draws the causes they imply.
+that showed it; :mod:`tfaccel.diagnosis.log.infer` draws the causes they imply.
 
 Example:
     >>> facts = read_facts(">>> import tensorflow as tf\\n>>> tf.test.is_built_with_cuda()\\nFalse")

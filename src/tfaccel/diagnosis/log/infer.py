@@ -1,6 +1,6 @@
 """Causes a log implies without stating them: drawn from its facts and the messages it holds.
 
-TensorFlow's own messages name most causes (:mod:`tfaccel.diagnosis.logpatterns`); those
+TensorFlow's own messages name most causes (:mod:`tfaccel.diagnosis.log.patterns`); those
 findings carry ``numbers["strength"] == "message"``. Some causes show only as a combination:
 ``False`` printed by ``tf.test.is_built_with_cuda()`` in a transcript of TensorFlow 2.12 on
 ``win32`` means the native-Windows build, which has no CUDA. Such a finding is an inference:
@@ -10,7 +10,7 @@ exception is a message made specific by its context (``libcuda.so.1`` missing on
 keeps the message's status.
 
 Example:
-    >>> from tfaccel.diagnosis.logfacts import read_facts
+    >>> from tfaccel.diagnosis.log.facts import read_facts
     >>> text = "Python 3.10.9 [MSC v.1934 64 bit (AMD64)] on win32\\n>>> tf.__version__\\n'2.12.0'"
     >>> text += "\\n>>> tf.config.list_physical_devices('GPU')\\n[]"
     >>> [(f.id, f.status) for f in infer([], read_facts(text))]
@@ -22,8 +22,8 @@ from __future__ import annotations
 import dataclasses
 
 from tfaccel.core.findings import Finding
-from tfaccel.diagnosis.logfacts import Fact, LogFacts, package_kind
-from tfaccel.diagnosis.logpatterns import CAUSES
+from tfaccel.diagnosis.log.facts import Fact, LogFacts, package_kind
+from tfaccel.diagnosis.log.patterns import CAUSES
 
 __all__ = ["infer"]
 
@@ -35,7 +35,7 @@ def infer(causes: list[Finding], facts: LogFacts) -> list[Finding]:
 
     Args:
         causes: the findings the message patterns gave, in the order of the log.
-        facts: what :func:`~tfaccel.diagnosis.logfacts.read_facts` read from the same text.
+        facts: what :func:`~tfaccel.diagnosis.log.facts.read_facts` read from the same text.
 
     Returns:
         The findings to report: message findings first (in log order), inferred ones after.

@@ -1,6 +1,6 @@
 """Name the known causes in a TensorFlow log or traceback.
 
-The patterns (:mod:`tfaccel.diagnosis.logpatterns`) each hold a literal anchor that every
+The patterns (:mod:`tfaccel.diagnosis.log.patterns`) each hold a literal anchor that every
 matching line contains; the text is searched for anchors with ``str.find`` (fast, in C) and only
 the lines that hold one are looked at further, so a 32 MiB log is matched in about a second.
 Each cause found is a :class:`~tfaccel.core.findings.Finding` (source ``log``): its evidence
@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tfaccel.core.findings import Finding, Status
-from tfaccel.diagnosis.logfacts import read_facts
-from tfaccel.diagnosis.loginfer import infer
-from tfaccel.diagnosis.logpatterns import BENIGN, CAUSES, PATTERNS, UNNAMED_LIBRARY_FIX, Pattern
-from tfaccel.diagnosis.logread import LogText, count_lines, window_text
-from tfaccel.diagnosis.logshape import strip_quotes, wrapped_groups
+from tfaccel.diagnosis.log.facts import read_facts
+from tfaccel.diagnosis.log.infer import infer
+from tfaccel.diagnosis.log.patterns import BENIGN, CAUSES, PATTERNS, UNNAMED_LIBRARY_FIX, Pattern
+from tfaccel.diagnosis.log.read import LogText, count_lines, window_text
+from tfaccel.diagnosis.log.shape import strip_quotes, wrapped_groups
 
 __all__ = ["BenignMatch", "LogReport", "match_log"]
 
