@@ -40,6 +40,7 @@ SUBMODULES = frozenset(
         "profile",
         "report",
         "runtime",
+        "selftest",
         "snapshot",
         "store",
         "tuning",
