@@ -7,7 +7,7 @@ its own task index), in a process group of its own, its output lines prefixed wi
 
 - **Isolation.** TensorFlow's gRPC worker server listens on every interface at its port
   whatever ``host`` says, unauthenticated. The workers therefore run in a private network
-  namespace where only loopback exists (:mod:`tfaccel.distribute.isolation`); where that is not
+  namespace where only loopback exists (:mod:`tfaccel.distribute.worker_network`); where that is not
   possible, a warning says before the start which ports are exposed and how to fence them.
 - **No orphans.** Every worker starts through a small entry that asks the kernel to SIGKILL it
   when the launcher dies (``PR_SET_PDEATHSIG``; a watchdog where that does not exist), so a
@@ -59,8 +59,8 @@ from tfaccel.core.errors import TfaccelError, UsageError
 from tfaccel.distribute.choice import COLLECTIVE_TIMEOUT_ENV
 from tfaccel.distribute.cluster import format_address, local_cluster
 from tfaccel.distribute.heartbeat import HEARTBEAT_DIR_ENV, Beat, read_heartbeats
-from tfaccel.distribute.isolation import Network, entry_command, exposure_warning
 from tfaccel.distribute.preemption import PREEMPTED_EXIT_CODE
+from tfaccel.distribute.worker_network import Network, entry_command, exposure_warning
 from tfaccel.scripts import check_script
 
 __all__ = [
