@@ -667,7 +667,7 @@ class _Group:
             codes = [p.poll() for p in self.processes]
             for rank, code in enumerate(codes):
                 if code is not None and code not in (0, PREEMPTED_EXIT_CODE):
-                    return _Ending("failed", rank, f"worker {rank} {self.describe(rank)}")
+                    return _Ending("failed", rank, f"worker {rank} {self.how_it_ended(rank)}")
             preempted = [r for r, code in enumerate(codes) if code == PREEMPTED_EXIT_CODE]
             if preempted and preempted_at is None:
                 preempted_at = now
@@ -695,7 +695,7 @@ class _Group:
             f"with status {PREEMPTED_EXIT_CODE} (preempted)"
         )
 
-    def describe(self, rank: int) -> str:
+    def how_it_ended(self, rank: int) -> str:
         code = self.processes[rank].returncode
         if code is not None and code < 0:
             try:
