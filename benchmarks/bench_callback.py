@@ -201,7 +201,7 @@ def _stamp_cost_us(ds: Any, repeats: int, elements: int = 200) -> float:
     """Microseconds one input stamp adds to fetching a batch that is ready."""
     import tensorflow as tf
 
-    from tfaccel.profile.clock import InputClock, instrument
+    from tfaccel.profile.input_wait import InputClock, instrument
 
     ready = tf.data.Dataset.from_tensors(next(iter(ds))).repeat(elements)
 

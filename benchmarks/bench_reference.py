@@ -37,7 +37,7 @@ from tfaccel.bench import micro
 from tfaccel.bench.analysis import headline, model_rows
 from tfaccel.bench.datasets import synthetic
 from tfaccel.bench.options import PROFILES
-from tfaccel.bench.results import BenchRun, Measurement
+from tfaccel.bench.results import BenchMeasurement, BenchRun
 from tfaccel.bench.targets import resolve_targets
 from tfaccel.bench.training import KERAS_DEFAULT, TrainConfig, train_throughput
 from tfaccel.core.timing import compare, measure_interleaved, summarize
@@ -57,7 +57,7 @@ def _plain_matmuls(a: Any, b: Any, k: int) -> float:
 
 
 def models_part(
-    target: Any, args: argparse.Namespace, matmuls: list[Measurement]
+    target: Any, args: argparse.Namespace, matmuls: list[BenchMeasurement]
 ) -> dict[str, Any]:
     from dataclasses import replace
 
@@ -97,7 +97,7 @@ def models_part(
 
 def matmul_part(
     target: Any, args: argparse.Namespace
-) -> tuple[list[dict[str, Any]], list[Measurement]]:
+) -> tuple[list[dict[str, Any]], list[BenchMeasurement]]:
     import tensorflow as tf
 
     dtypes = tuple(d for d in target.dtypes if d in ("float32", "bfloat16"))[:2]

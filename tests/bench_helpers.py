@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tfaccel.bench import BenchRun, Measurement
+from tfaccel.bench import BenchMeasurement, BenchRun
 
 
 def sample_run(
@@ -12,7 +12,7 @@ def sample_run(
 ) -> BenchRun:
     """A quick run on one CPU: matmul, vector add and the reference CNN in two settings."""
 
-    def m(benchmark: str, median: float, **config: object) -> Measurement:
+    def m(benchmark: str, median: float, **config: object) -> BenchMeasurement:
         samples = [median * f for f in (0.97, 0.99, 1.0, 1.01, 1.03)]
         extra: dict[str, object] = {
             "percent_of_peak": 50.0,
@@ -28,7 +28,7 @@ def sample_run(
                 "peak_tflops": 0.35,
                 "step_time_s": [0.03, 0.031, 0.029],
             }
-        return Measurement(benchmark, {"device": "cpu", **config}, "m", unit, samples, extra)
+        return BenchMeasurement(benchmark, {"device": "cpu", **config}, "m", unit, samples, extra)
 
     default = {"feed": "numpy", "batch_size": 32, "precision": "float32", "jit": False}
     best = {"feed": "tf.data", "batch_size": 256, "precision": "mixed_bfloat16", "jit": False}

@@ -63,7 +63,7 @@ PUBLIC_SUBMODULES = frozenset(
     }
 )
 # The layers under them: reachable as attributes, not the API.
-INTERNAL_SUBMODULES = frozenset({"architecture", "core", "probe", "snapshot", "store"})
+INTERNAL_SUBMODULES = frozenset({"architecture", "core", "probe", "selftest", "snapshot", "store"})
 SUBMODULES = PUBLIC_SUBMODULES | INTERNAL_SUBMODULES
 
 # Names that were public once, and what replaced them.

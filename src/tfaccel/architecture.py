@@ -30,7 +30,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["describe", "fingerprint", "short"]
+__all__ = ["fingerprint", "short", "structure"]
 
 Shape = list[int | None]
 
@@ -42,10 +42,10 @@ def fingerprint(model: Any) -> str:
         model: a Keras model (or layer); built, to cover its shapes.
 
     Returns:
-        The digest of :func:`describe`'s document: equal for models of the same architecture,
+        The digest of :func:`structure`'s document: equal for models of the same architecture,
         in any precision and any process.
     """
-    text = json.dumps(describe(model), sort_keys=True, separators=(",", ":"))
+    text = json.dumps(structure(model), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -54,7 +54,7 @@ def short(digest: str) -> str:
     return digest[:8]
 
 
-def describe(model: Any) -> dict[str, Any]:
+def structure(model: Any) -> dict[str, Any]:
     """What :func:`fingerprint` hashes: the input shapes and, per layer, its class name, the
     shapes of its weights and the shape of its output."""
     return {

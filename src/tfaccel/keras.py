@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tfaccel.profile.clock import instrument
+from tfaccel.profile.input_wait import instrument
 
 if TYPE_CHECKING:
     from tfaccel.profile.keras_callback import PerformanceCallback

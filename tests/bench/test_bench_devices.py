@@ -23,10 +23,10 @@ _MIRRORED = textwrap.dedent(
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     from tfaccel.bench.datasets import synthetic
     from tfaccel.bench.options import PROFILES
-    from tfaccel.bench.targets import Target
+    from tfaccel.bench.targets import BenchTarget
     from tfaccel.bench.training import TrainConfig, train_throughput
 
-    target = Target("gpus", "mirrored", "2 CPUs (MirroredStrategy)", ("/CPU:0", "/CPU:1"),
+    target = BenchTarget("gpus", "mirrored", "2 CPUs (MirroredStrategy)", ("/CPU:0", "/CPU:1"),
                     ("float32",), {"float32": 1.0})
     configs = [TrainConfig("tf.data", 16, "float32", False)]
     out = train_throughput("mlp", target, configs, synthetic(256, (28, 28)), PROFILES["smoke"],

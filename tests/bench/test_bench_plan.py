@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tfaccel import inventory
-from tfaccel.bench import BenchResult, BenchRun, Measurement, compare_runs, summarize_run
+from tfaccel.bench import BenchMeasurement, BenchResult, BenchRun, compare_runs, summarize_run
 from tfaccel.bench.analysis import device_table, headline, model_rows
 from tfaccel.bench.options import (
     PROFILES,
@@ -134,7 +134,7 @@ def test_configurations_short_and_full() -> None:
     assert configurations(gpu, PROFILES["quick"], None)[2].precision == "mixed_float16"
 
 
-def _m(benchmark: str, median: float, spread: float = 0.01, **config: object) -> Measurement:
+def _m(benchmark: str, median: float, spread: float = 0.01, **config: object) -> BenchMeasurement:
     samples = [median * (1 + spread * f) for f in (-2, -1, 0, 1, 2)]
     unit = "images/s" if benchmark in ("reference_cnn", "mlp") else "TFLOP/s"
     extra: dict[str, object] = {}
@@ -145,10 +145,10 @@ def _m(benchmark: str, median: float, spread: float = 0.01, **config: object) ->
             "peak_tflops": 1.0,
             "step_time_s": [0.01, 0.011],
         }
-    return Measurement(benchmark, {"device": "cpu", **config}, "m", unit, samples, extra)
+    return BenchMeasurement(benchmark, {"device": "cpu", **config}, "m", unit, samples, extra)
 
 
-def _run(measurements: list[Measurement], run_id: int = 1) -> BenchRun:
+def _run(measurements: list[BenchMeasurement], run_id: int = 1) -> BenchRun:
     return BenchRun(
         started_at="2025-01-01T00:00:00+00:00",
         finished_at=None,
@@ -228,7 +228,7 @@ def test_comparison_calls_a_true_change_and_not_the_noise() -> None:
     assert status[("conv2d", "default")] == "same"
     assert ("vector_add", "default") not in status  # not in the earlier run
     assert result["counts"] == {"worse": 1, "same": 2}
-    few = _run([Measurement("digits", {"device": "cpu"}, "acc", "fraction", [0.96])])
+    few = _run([BenchMeasurement("digits", {"device": "cpu"}, "acc", "fraction", [0.96])])
     assert compare_runs(few, few)["rows"][0]["status"] == "not compared"
 
 
@@ -238,11 +238,11 @@ def test_run_round_trips_through_dict_and_store_records() -> None:
     assert [m.samples for m in again.measurements] == [m.samples for m in run.measurements]
     record = run.measurements[2].to_record()
     assert record.median == pytest.approx(800.0) and record.n == 5
-    assert Measurement.from_record(record).config == run.measurements[2].config
+    assert BenchMeasurement.from_record(record).config == run.measurements[2].config
 
 
-def _digits(accuracy: float) -> Measurement:
-    return Measurement(
+def _digits(accuracy: float) -> BenchMeasurement:
+    return BenchMeasurement(
         "digits",
         {"device": "cpu", "name": "MLP 64 on digits"},
         "test_accuracy",

@@ -10,12 +10,12 @@ import pytest
 from tfaccel import bench
 from tfaccel.bench import runner
 from tfaccel.bench.convergence import ACCURACY_THRESHOLD, digits_convergence
-from tfaccel.bench.targets import Target
+from tfaccel.bench.targets import BenchTarget
 from tfaccel.core.errors import UsageError
 from tfaccel.snapshot import Snapshot
 from tfaccel.store import ResultsStore
 
-CPU = Target("cpu", "cpu", "CPU", ("/CPU:0",), ("float32",))
+CPU = BenchTarget("cpu", "cpu", "CPU", ("/CPU:0",), ("float32",))
 
 
 def test_digits_training_reaches_the_accuracy_threshold() -> None:

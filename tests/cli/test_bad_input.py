@@ -668,7 +668,7 @@ def tripwires(monkeypatch: pytest.MonkeyPatch) -> None:
     """A row that passes every check fails at once here, instead of measuring for minutes."""
     import tfaccel.bench.history
     import tfaccel.models
-    import tfaccel.report.selftest
+    import tfaccel.selftest
     import tfaccel.tuning.api
 
     build = tfaccel.models.build
@@ -679,7 +679,7 @@ def tripwires(monkeypatch: pytest.MonkeyPatch) -> None:
         return build(name, **kwargs)  # raises the error that lists the models
 
     monkeypatch.setattr(tfaccel.bench.history, "run", _tripwire)
-    monkeypatch.setattr(tfaccel.report.selftest, "execute", _tripwire)
+    monkeypatch.setattr(tfaccel.selftest, "execute", _tripwire)
     monkeypatch.setattr(tfaccel.tuning.api, "_tf_runner", _tripwire)
     monkeypatch.setattr(tfaccel.models, "build", build_only_unknown_names)
 

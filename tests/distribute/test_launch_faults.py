@@ -192,7 +192,7 @@ def test_the_uninterrupted_run_is_isolated_and_both_workers_agree(reference: Pat
     assert results[0]["netns"] == results[1]["netns"]
     network = json.loads(
         subprocess.run(
-            [sys.executable, "-c", "from tfaccel.distribute.isolation import Network; "
+            [sys.executable, "-c", "from tfaccel.distribute.worker_network import Network; "
              "n = Network.start(host='127.0.0.1', isolate=True); n.close(); print(n.isolated)"],
             capture_output=True, text=True, check=True,
         ).stdout.strip().lower()

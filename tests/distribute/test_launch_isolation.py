@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from runtime_helpers import clean_env
 
-from tfaccel.distribute.isolation import ENTRY, Network, is_loopback
+from tfaccel.distribute.worker_network import ENTRY, Network, is_loopback
 
 # argv: DIR MODE. "listen": bind the TF_CONFIG port on 0.0.0.0 and wait for DIR/go.
 WORKER = """
@@ -192,7 +192,7 @@ def test_the_namespace_also_works_for_an_unprivileged_user() -> None:
 
 
 def _run_as_nobody(setpriv: str, python: str, tmp_path: Path) -> None:
-    entry = tmp_path / "_isolate.py"
+    entry = tmp_path / "_entry_process.py"
     shutil.copy(ENTRY, entry)  # readable by nobody, unlike a virtual environment under /root
     entry.chmod(0o644)
     probe = tmp_path / "probe.py"
@@ -267,7 +267,7 @@ def test_killing_the_launcher_with_sigkill_leaves_no_worker(
     started = children(launcher.pid)
     worker_pids = {int(w["pid"]) for w in workers}  # type: ignore[call-overload]
     assert worker_pids <= set(started)
-    holders = [pid for pid, command in started.items() if "_isolate.py holder" in command]
+    holders = [pid for pid, command in started.items() if "_entry_process.py holder" in command]
     assert len(holders) == (1 if isolate and isolation_possible() else 0)
     launcher.send_signal(signal.SIGKILL)
     launcher.communicate(timeout=30)

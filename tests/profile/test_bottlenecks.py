@@ -27,7 +27,7 @@ from tfaccel.profile import (
     speedup,
 )
 from tfaccel.profile import text as profile_text
-from tfaccel.profile.records import MemoryUsage, SyntheticRun
+from tfaccel.profile.measurement import MemoryUsage, SyntheticRun
 from tfaccel.profile.sampling import GpuMonitor, visible_nvml_indices
 from tfaccel.profile.trace import OpStat, TraceSummary, parse_kernel_stats, parse_op_stats
 

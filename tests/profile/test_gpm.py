@@ -27,7 +27,7 @@ from tfaccel.cli import main
 from tfaccel.probe import nvml, readings
 from tfaccel.profile import MIN_STEPS, Measurement, RunContext, StepRecord, find_bottlenecks
 from tfaccel.profile import text as profile_text
-from tfaccel.profile.records import GpuUsage
+from tfaccel.profile.measurement import GpuUsage
 from tfaccel.profile.sampling import GpuMonitor, summarize_gpu
 from tfaccel.report.text import gpu_activity_line
 from tfaccel.snapshot import GpmReading, Snapshot

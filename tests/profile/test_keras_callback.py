@@ -26,8 +26,8 @@ from tfaccel import models  # noqa: E402
 from tfaccel.core.errors import UsageError  # noqa: E402
 from tfaccel.core.timing import summarize  # noqa: E402
 from tfaccel.keras import PerformanceCallback, instrument  # noqa: E402
-from tfaccel.profile import synthetic  # noqa: E402
-from tfaccel.profile.clock import InputClock, difference  # noqa: E402
+from tfaccel.profile import ready_batch  # noqa: E402
+from tfaccel.profile.input_wait import InputClock, difference  # noqa: E402
 from tfaccel.profile.trace import device_busy_us  # noqa: E402
 
 BATCH = 32
@@ -211,8 +211,8 @@ def test_steps_per_execution_makes_input_not_measurable(data: Any) -> None:
 
 def test_synthetic_rerun_restores_the_weights(model: Any, data: Any) -> None:
     before = [w.copy() for w in model.get_weights()]
-    batch = synthetic.first_batch(_fast(data))
-    run = synthetic.rerun(model, batch, summarize([0.01] * 5), steps=3, warmup=1)
+    batch = ready_batch.first_batch(_fast(data))
+    run = ready_batch.rerun(model, batch, summarize([0.01] * 5), steps=3, warmup=1)
     assert run.steps == 3 and run.step_s.median > 0
     for a, b in zip(before, model.get_weights(), strict=True):
         np.testing.assert_array_equal(a, b)

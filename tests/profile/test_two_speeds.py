@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tfaccel.profile import StepRecord, find_bottlenecks
-from tfaccel.profile.records import Measurement, RunContext
-from tfaccel.profile.speeds import MIN_STEPS_TWO_SPEEDS, split, two_speeds
+from tfaccel.profile.measurement import Measurement, RunContext
+from tfaccel.profile.two_speeds import MIN_STEPS_TWO_SPEEDS, split, two_speeds
 
 
 def _run(durations: list[float], cores: list[float] | None = None, warmup: int = 2) -> Measurement:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from bench_helpers import sample_run
 
-from tfaccel.bench import BenchRun, Measurement
+from tfaccel.bench import BenchMeasurement, BenchRun
 from tfaccel.cli import main
 from tfaccel.core.errors import UsageError, argument_names
 from tfaccel.report.html import (
@@ -156,10 +156,10 @@ def _micro_run(sizes: tuple[int, ...], *, copy_gbs: float, add_gbs: float) -> Be
     """A run with matmul at ``sizes`` in fp32 and bf16, the bandwidth benchmark and the vector
     add, shaped as bench.micro writes them."""
 
-    def m(benchmark: str, median: float, config: dict[str, object], **extra: object) -> Measurement:
+    def m(benchmark: str, median: float, config: dict[str, object], **extra: object) -> BenchMeasurement:
         samples = [median * f for f in (0.97, 0.99, 1.0, 1.01, 1.03)]
         unit = "TFLOP/s" if benchmark == "matmul" else "GB/s"
-        return Measurement(benchmark, {"device": "cpu", **config}, "x", unit, samples, dict(extra))
+        return BenchMeasurement(benchmark, {"device": "cpu", **config}, "x", unit, samples, dict(extra))
 
     measurements = []
     for dtype, itemsize, rate in (("float32", 4, 0.2), ("bfloat16", 2, 0.3)):
@@ -301,7 +301,7 @@ def test_the_html_needs_nothing_beside_it_and_the_files_listed_are_those_written
 def test_report_json_is_strict_json(tmp_path: Path) -> None:
     run = _run()
     run.measurements.append(
-        Measurement("bandwidth", {"device": "cpu"}, "x", "GB/s", [0.0, 0.0, 1.0])
+        BenchMeasurement("bandwidth", {"device": "cpu"}, "x", "GB/s", [0.0, 0.0, 1.0])
     )
     doc = build_document(run)
     assert any(

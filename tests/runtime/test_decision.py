@@ -17,7 +17,7 @@ from runtime_helpers import clean_env
 
 from tfaccel import runtime
 from tfaccel.core.errors import RuntimeSetupError, UsageError
-from tfaccel.runtime import GpuFacts, Hardware, Plan, RuntimeState
+from tfaccel.runtime import GpuFacts, Hardware, RuntimeState, SetupPlan
 from tfaccel.runtime.apply import outcome, pending
 from tfaccel.runtime.measured import measured_jit
 from tfaccel.runtime.settings import build_request
@@ -38,7 +38,7 @@ def _decide(
     env: dict[str, str] | None = None,
     model: Any = None,
     **arguments: Any,
-) -> Plan:
+) -> SetupPlan:
     request = build_request(arguments, env or {}, model)
     default_state = RuntimeState(visible_gpus=tuple(g.index for g in hw.gpus))
     return runtime.decide(request, hw, state or default_state)

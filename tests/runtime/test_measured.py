@@ -58,7 +58,7 @@ def test_the_fingerprint_ignores_precision_and_names_and_sees_shapes() -> None:
     hidden = keras.layers.Dense(32, activation="relu")(functional_in)
     functional = keras.Model(functional_in, keras.layers.Dense(2, activation="softmax")(hidden))
     assert architecture.fingerprint(functional) == architecture.fingerprint(_sixteen_feature_mlp())
-    described = architecture.describe(_sixteen_feature_mlp())
+    described = architecture.structure(_sixteen_feature_mlp())
     assert described["inputs"] == [[16]]
     assert [layer["type"] for layer in described["layers"]] == ["Dense", "Dense"]
     assert described["layers"][0]["weights"] == [[16, 32], [32]]

@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 
 import tfaccel
+from tfaccel import selftest
 from tfaccel.cli import main
 from tfaccel.probe import nvml
-from tfaccel.report import selftest
-from tfaccel.report.selftest import (
+from tfaccel.selftest import (
     SETUP_MODES,
     SelftestResult,
     Step,
@@ -30,7 +30,7 @@ from tfaccel.report.selftest import (
     plan_gpu_steps,
     runner,
 )
-from tfaccel.report.selftest.runner import run_steps
+from tfaccel.selftest.runner import run_steps
 from tfaccel.snapshot import (
     DriverInfo,
     GpuInfo,
@@ -638,7 +638,7 @@ def test_interrupted_run_keeps_the_steps_done(tmp_path: Path) -> None:
     still writes summary.json."""
     script = f"""
 import sys
-from tfaccel.report.selftest import Step, execute
+from tfaccel.selftest import Step, execute
 steps = [Step("first", ({PY!r}, "-c", "print('ok')"), "", 60),
          Step("sleeps", ({PY!r}, "-c", "import time; print('sleeping', flush=True); time.sleep(60)"), "", 60),
          Step("after", ({PY!r}, "-c", "print('after')"), "", 60)]

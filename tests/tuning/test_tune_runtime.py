@@ -29,7 +29,7 @@ MACHINE = inventory.build(Snapshot(tfaccel_version="0"))  # its fingerprint keys
 DIGEST = MACHINE.fingerprint.digest
 
 
-def _decide(hw: Hardware, **arguments: object) -> runtime.Plan:
+def _decide(hw: Hardware, **arguments: object) -> runtime.SetupPlan:
     request = build_request(arguments, {}, None)
     return runtime.decide(request, hw, RuntimeState())
 

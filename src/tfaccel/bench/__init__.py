@@ -34,18 +34,18 @@ from tfaccel.bench.history import (
 )
 from tfaccel.bench.options import BENCHMARKS, PROFILES, BenchOptions
 from tfaccel.bench.records import RunComparison, RunSummary
-from tfaccel.bench.results import BenchRun, Measurement, Skipped
+from tfaccel.bench.results import BenchMeasurement, BenchRun, Skipped
 from tfaccel.bench.runner import Progress, run
 
 __all__ = [
     "BENCHMARKS",
     "PROFILES",
     "BenchDocument",
+    "BenchMeasurement",
     "BenchOptions",
     "BenchResult",
     "BenchRun",
     "BenchStatus",
-    "Measurement",
     "Progress",
     "RunComparison",
     "RunSummary",

@@ -18,7 +18,7 @@ from tfaccel.bench.records import (
     RooflinePoint,
     RunSummary,
 )
-from tfaccel.bench.results import BenchRun, Measurement
+from tfaccel.bench.results import BenchMeasurement, BenchRun
 from tfaccel.bench.training import EPOCH_IMAGES, PRECISION_DTYPE
 from tfaccel.core.timing import compare
 
@@ -37,7 +37,7 @@ __all__ = [
 
 
 def device_labels(run: BenchRun) -> dict[str, str]:
-    """Target name -> human label ("cpu" -> "CPU Intel Xeon ...")."""
+    """BenchTarget name -> human label ("cpu" -> "CPU Intel Xeon ...")."""
     return {str(t.get("name")): str(t.get("label", t.get("name"))) for t in run.targets}
 
 
@@ -51,7 +51,7 @@ BANDWIDTH_BENCHMARKS = ("bandwidth", "vector_add")
 """Where the measured bandwidth ceiling comes from, first choice first."""
 
 
-def bandwidth_measurement(run: BenchRun, device: str) -> Measurement | None:
+def bandwidth_measurement(run: BenchRun, device: str) -> BenchMeasurement | None:
     """The measurement that is the bandwidth ceiling of ``device``: the ``bandwidth``
     benchmark (a buffer streamed in place, bytes read + written), else the in-place vector add;
     the best median when several configurations ran. None when neither was measured."""
@@ -93,7 +93,7 @@ def micro_rows(run: BenchRun) -> list[MicroRow]:
     return rows
 
 
-def _default_of(run: BenchRun, m: Measurement) -> Measurement | None:
+def _default_of(run: BenchRun, m: BenchMeasurement) -> BenchMeasurement | None:
     found = run.find(
         m.benchmark, device=m.device, feed="numpy", batch_size=32, precision="float32", jit=False
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 from tfaccel.bench.records import ChangeStatus, ComparisonRow, RunComparison
-from tfaccel.bench.results import BenchRun, Measurement
+from tfaccel.bench.results import BenchMeasurement, BenchRun
 from tfaccel.core.timing import compare
 
 __all__ = ["MIN_SAMPLES", "compare_runs"]
@@ -17,7 +17,7 @@ __all__ = ["MIN_SAMPLES", "compare_runs"]
 MIN_SAMPLES = 3
 
 
-def _key(m: Measurement) -> tuple[str, str, str]:
+def _key(m: BenchMeasurement) -> tuple[str, str, str]:
     return (m.benchmark, json.dumps(m.config, sort_keys=True), m.metric)
 
 

@@ -10,15 +10,15 @@ from __future__ import annotations
 import time
 
 from tfaccel.bench.datasets import digits_split
-from tfaccel.bench.results import Measurement
-from tfaccel.bench.targets import Target
+from tfaccel.bench.results import BenchMeasurement
+from tfaccel.bench.targets import BenchTarget
 
 __all__ = ["ACCURACY_THRESHOLD", "digits_convergence"]
 
 ACCURACY_THRESHOLD = 0.95
 
 
-def digits_convergence(target: Target, *, epochs: int = 30, seed: int = 0) -> Measurement:
+def digits_convergence(target: BenchTarget, *, epochs: int = 30, seed: int = 0) -> BenchMeasurement:
     """Train an MLP (64 hidden units) on the digits and measure its test accuracy.
 
     Args:
@@ -50,7 +50,7 @@ def digits_convergence(target: Target, *, epochs: int = 30, seed: int = 0) -> Me
         )
         model.fit(train.x, train.y, batch_size=32, epochs=epochs, verbose=0)
         _, accuracy = model.evaluate(test.x, test.y, verbose=0)
-    return Measurement(
+    return BenchMeasurement(
         "digits",
         {"device": target.name, "name": "MLP 64 on digits"},
         "test_accuracy",

@@ -18,8 +18,8 @@ from functools import partial
 from typing import Any
 
 from tfaccel.bench.options import Profile
-from tfaccel.bench.results import Measurement
-from tfaccel.bench.targets import Target
+from tfaccel.bench.results import BenchMeasurement
+from tfaccel.bench.targets import BenchTarget
 from tfaccel.core.timing import measure_interleaved
 
 __all__ = [
@@ -135,16 +135,16 @@ def _percent(value: float, peak: float | None) -> float | None:
 
 def _tflops(
     benchmark: str,
-    target: Target,
+    target: BenchTarget,
     config: dict[str, Any],
     flops_per_sample: float,
     seconds: list[float],
     extra: dict[str, Any],
-) -> Measurement:
+) -> BenchMeasurement:
     """TFLOP/s of each timed sample (``flops_per_sample`` in ``seconds``), with the spec peak of
     the configuration's dtype and the % of it reached."""
     peak = target.peak_tflops.get(config["dtype"])
-    m = Measurement(
+    m = BenchMeasurement(
         benchmark,
         {"device": target.name, **config},
         "tflops",
@@ -160,7 +160,10 @@ MatmulPlan = dict[str, tuple[str, int, int]]
 
 
 def matmul_candidates(
-    target: Target, sizes: tuple[int, ...], seconds: float, dtypes: tuple[str, ...] | None = None
+    target: BenchTarget,
+    sizes: tuple[int, ...],
+    seconds: float,
+    dtypes: tuple[str, ...] | None = None,
 ) -> tuple[dict[str, Callable[[], float | None]], MatmulPlan]:
     """The timed callables of the matmul benchmark, one per (dtype, size), and their plan.
 
@@ -201,8 +204,8 @@ def _matmul_loop() -> Any:
 
 
 def matmul_results(
-    target: Target, samples: dict[str, list[float]], plan: MatmulPlan
-) -> list[Measurement]:
+    target: BenchTarget, samples: dict[str, list[float]], plan: MatmulPlan
+) -> list[BenchMeasurement]:
     """Turn timed matmul samples (seconds) into TFLOP/s measurements with % of peak and best."""
     out = []
     for name, (dtype, n, k) in plan.items():
@@ -222,8 +225,8 @@ def matmul_results(
 
 
 def matmul(
-    target: Target, profile: Profile, *, repeats: int, warmup: int, tick: Tick
-) -> list[Measurement]:
+    target: BenchTarget, profile: Profile, *, repeats: int, warmup: int, tick: Tick
+) -> list[BenchMeasurement]:
     """Square matmuls (n x n times n x n, 2n^3 FLOPs) at each profile size and dtype.
 
     Figures: TFLOP/s, % of the device's spec peak for that dtype, and % of the best measured
@@ -239,8 +242,8 @@ BANDWIDTH_KERNEL = "x*s in place"
 
 
 def bandwidth(
-    target: Target, profile: Profile, *, repeats: int, warmup: int, tick: Tick
-) -> list[Measurement]:
+    target: BenchTarget, profile: Profile, *, repeats: int, warmup: int, tick: Tick
+) -> list[BenchMeasurement]:
     """Stream a large buffer through the device in place (``x = x * s``, s = 1 given at run
     time): GB/s of bytes read + written, 2 x ``Profile.copy_bytes`` per pass.
 
@@ -266,7 +269,7 @@ def bandwidth(
     call, k = _timed_loop(loop, device, (x, one), profile.micro_seconds)
     samples = measure({"stream": call}, repeats=repeats, warmup=warmup, tick=tick)
     rates = [2 * nbytes * k / s / 1e9 for s in samples["stream"]]
-    m = Measurement(
+    m = BenchMeasurement(
         "bandwidth",
         {"device": target.name, "name": BANDWIDTH_KERNEL, "bytes": nbytes},
         "gb_per_s",
@@ -284,8 +287,8 @@ def bandwidth(
 
 
 def vector_add(
-    target: Target, profile: Profile, *, repeats: int, warmup: int, tick: Tick
-) -> list[Measurement]:
+    target: BenchTarget, profile: Profile, *, repeats: int, warmup: int, tick: Tick
+) -> list[BenchMeasurement]:
     """Element-wise ``x = x + y`` in float32, in place: GB/s (12 bytes read + written per
     element) and GFLOP/s (1)."""
     import tensorflow as tf
@@ -304,7 +307,7 @@ def vector_add(
     call, k = _timed_loop(loop, device, (x, y), profile.micro_seconds)
     samples = measure({"add": call}, repeats=repeats, warmup=warmup, tick=tick)
     rates = [12 * n * k / s / 1e9 for s in samples["add"]]
-    m = Measurement(
+    m = BenchMeasurement(
         "vector_add",
         {"device": target.name, "dtype": "float32", "n": n},
         "gb_per_s",
@@ -325,8 +328,8 @@ def vector_add(
 
 
 def transfer(
-    target: Target, profile: Profile, *, repeats: int, warmup: int, tick: Tick
-) -> list[Measurement]:
+    target: BenchTarget, profile: Profile, *, repeats: int, warmup: int, tick: Tick
+) -> list[BenchMeasurement]:
     """Host->device and device->host copies of ``Profile.transfer_bytes`` (GPU targets only).
 
     Host->device: a host tensor copied with ``tf.identity`` under the GPU's device scope.
@@ -361,7 +364,7 @@ def transfer(
         tick=tick,
     )
     return [
-        Measurement(
+        BenchMeasurement(
             "transfer",
             {"device": target.name, "direction": direction, "bytes": nbytes},
             "gb_per_s",
@@ -374,8 +377,8 @@ def transfer(
 
 
 def conv2d(
-    target: Target, profile: Profile, *, repeats: int, warmup: int, tick: Tick
-) -> list[Measurement]:
+    target: BenchTarget, profile: Profile, *, repeats: int, warmup: int, tick: Tick
+) -> list[BenchMeasurement]:
     """A 3x3 'same' convolution forward + backward (gradients w.r.t. input and filter).
 
     FLOPs per step = 3 x forward (see :mod:`tfaccel.bench.flops`); the filter takes a tiny SGD

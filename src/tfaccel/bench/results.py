@@ -14,7 +14,7 @@ from tfaccel.bench.records import RunDocument, SkippedDocument
 from tfaccel.core.timing import Summary, summarize
 from tfaccel.store import ResultRecord, RunRecord
 
-__all__ = ["BenchRun", "Measurement", "Skipped", "config_label", "higher_is_better"]
+__all__ = ["BenchMeasurement", "BenchRun", "Skipped", "config_label", "higher_is_better"]
 
 _LOWER_IS_BETTER_UNITS = ("s", "ms")
 
@@ -65,7 +65,7 @@ def _size(n: int) -> str:
 
 
 @dataclass
-class Measurement:
+class BenchMeasurement:
     """One figure of one configuration: all its samples and what they relate to.
 
     Attributes:
@@ -132,7 +132,7 @@ class Measurement:
         )
 
     @classmethod
-    def from_record(cls, record: ResultRecord) -> Measurement:
+    def from_record(cls, record: ResultRecord) -> BenchMeasurement:
         """Rebuild a measurement from a stored record."""
         return cls(
             benchmark=record.benchmark,
@@ -145,7 +145,7 @@ class Measurement:
         )
 
     @classmethod
-    def from_dict(cls, doc: dict[str, Any]) -> Measurement:
+    def from_dict(cls, doc: dict[str, Any]) -> BenchMeasurement:
         """Rebuild a measurement from :meth:`to_dict` output."""
         return cls(
             benchmark=doc["benchmark"],
@@ -187,7 +187,7 @@ class BenchRun:
         options: the :class:`~tfaccel.bench.options.BenchOptions` as a dict.
         fingerprint / fingerprint_data: the machine fingerprint (see :mod:`tfaccel.store`).
         tfaccel_version / tf_version: versions that measured it.
-        targets: the devices measured, with their peaks (``Target.to_dict()``).
+        targets: the devices measured, with their peaks (``BenchTarget.to_dict()``).
         measurements / skipped: the figures, and what was not run with the reason.
         notes: facts a reader needs (data source, conventions).
         run_id: the id in the results database, None when not stored.
@@ -202,12 +202,12 @@ class BenchRun:
     tfaccel_version: str
     tf_version: str | None
     targets: list[dict[str, Any]] = field(default_factory=list)
-    measurements: list[Measurement] = field(default_factory=list)
+    measurements: list[BenchMeasurement] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     run_id: int | None = None
 
-    def find(self, benchmark: str, **config: Any) -> list[Measurement]:
+    def find(self, benchmark: str, **config: Any) -> list[BenchMeasurement]:
         """Measurements of ``benchmark`` whose config has all the given key/values."""
         return [
             m
@@ -255,7 +255,7 @@ class BenchRun:
             tfaccel_version=doc.get("tfaccel_version", ""),
             tf_version=doc.get("tf_version"),
             targets=list(doc.get("targets") or []),
-            measurements=[Measurement.from_dict(m) for m in doc.get("measurements") or []],
+            measurements=[BenchMeasurement.from_dict(m) for m in doc.get("measurements") or []],
             skipped=[Skipped(**s) for s in doc.get("skipped") or []],
             notes=list(doc.get("notes") or []),
             run_id=doc.get("run_id"),
@@ -275,7 +275,7 @@ class BenchRun:
             tfaccel_version=run.tfaccel_version,
             tf_version=run.tf_version,
             targets=list(details.get("targets") or []),
-            measurements=[Measurement.from_record(r) for r in records],
+            measurements=[BenchMeasurement.from_record(r) for r in records],
             skipped=[Skipped(**s) for s in details.get("skipped") or []],
             notes=list(details.get("notes") or []),
             run_id=run.id,

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Protocol
 
 from tfaccel.bench.datasets import ImageData, load_cifar10, synthetic
 from tfaccel.bench.options import MICRO, MODEL_BENCHMARKS, BenchOptions, Profile
-from tfaccel.bench.results import BenchRun, Measurement, Skipped
-from tfaccel.bench.targets import Target
+from tfaccel.bench.results import BenchMeasurement, BenchRun, Skipped
+from tfaccel.bench.targets import BenchTarget
 from tfaccel.core.errors import UsageError
 
 if TYPE_CHECKING:
@@ -56,9 +56,9 @@ class Task:
     """One benchmark on one target: how many progress ticks it takes and how to run it."""
 
     benchmark: str
-    target: Target
+    target: BenchTarget
     ticks: int
-    run: Callable[[Callable[[str], None]], list[Measurement]]
+    run: Callable[[Callable[[str], None]], list[BenchMeasurement]]
 
 
 def _now() -> str:
@@ -84,7 +84,9 @@ def _model_data(options: BenchOptions, profile: Profile) -> dict[str, ImageData]
     return out
 
 
-def _check_batch(options: BenchOptions, data: dict[str, ImageData], targets: list[Target]) -> None:
+def _check_batch(
+    options: BenchOptions, data: dict[str, ImageData], targets: list[BenchTarget]
+) -> None:
     from tfaccel.bench.training import configurations
 
     for name, images in data.items():
@@ -104,7 +106,7 @@ def _check_batch(options: BenchOptions, data: dict[str, ImageData], targets: lis
 
 
 def _plan(
-    options: BenchOptions, targets: list[Target], data: dict[str, ImageData]
+    options: BenchOptions, targets: list[BenchTarget], data: dict[str, ImageData]
 ) -> tuple[list[Task], list[Skipped]]:
     tasks: list[Task] = []
     skipped: list[Skipped] = []
@@ -121,7 +123,7 @@ def _plan(
 def _plan_micro(
     name: str,
     options: BenchOptions,
-    targets: list[Target],
+    targets: list[BenchTarget],
     tasks: list[Task],
     skipped: list[Skipped],
 ) -> None:
@@ -160,7 +162,7 @@ def _plan_micro(
 def _plan_model(
     name: str,
     options: BenchOptions,
-    targets: list[Target],
+    targets: list[BenchTarget],
     images: ImageData,
     tasks: list[Task],
     skipped: list[Skipped],
@@ -184,24 +186,24 @@ def _plan_model(
 
 
 def _run_micro(
-    fn: Callable[..., list[Measurement]],
-    target: Target,
+    fn: Callable[..., list[BenchMeasurement]],
+    target: BenchTarget,
     profile: Profile,
     repeats: int,
     warmup: int,
     tick: Callable[[str], None],
-) -> list[Measurement]:
+) -> list[BenchMeasurement]:
     return fn(target, profile, repeats=repeats, warmup=warmup, tick=tick)
 
 
 def _run_model(
     name: str,
-    target: Target,
+    target: BenchTarget,
     configs: list[TrainConfig],
     images: ImageData,
     options: BenchOptions,
     tick: Callable[[str], None],
-) -> list[Measurement]:
+) -> list[BenchMeasurement]:
     from tfaccel.bench.training import train_throughput
 
     measured = train_throughput(
@@ -229,7 +231,9 @@ def model_fingerprint(name: str, *, tiny: bool) -> str:
     return architecture.fingerprint(models.build(name, tiny=tiny))
 
 
-def _run_digits(target: Target, epochs: int, tick: Callable[[str], None]) -> list[Measurement]:
+def _run_digits(
+    target: BenchTarget, epochs: int, tick: Callable[[str], None]
+) -> list[BenchMeasurement]:
     from tfaccel.bench.convergence import digits_convergence
 
     measurement = digits_convergence(target, epochs=epochs)

@@ -14,13 +14,13 @@ from typing import Any
 from tfaccel.core.errors import UsageError
 from tfaccel.inventory import Inventory, Peak
 
-__all__ = ["Target", "build_targets", "cpu_dtypes", "gpu_dtypes", "resolve_targets"]
+__all__ = ["BenchTarget", "build_targets", "cpu_dtypes", "gpu_dtypes", "resolve_targets"]
 
 DTYPE_PEAK_FIELD = {"float32": "fp32_tflops", "bfloat16": "bf16_tflops", "float16": "fp16_tflops"}
 
 
 @dataclass(frozen=True)
-class Target:
+class BenchTarget:
     """One device (or group of devices) to measure.
 
     Attributes:
@@ -101,7 +101,7 @@ def build_targets(
     *,
     tf32: bool = True,
     cpu_flags: Iterable[str] | None = None,
-) -> list[Target]:
+) -> list[BenchTarget]:
     """The targets of a ``--device`` value.
 
     Args:
@@ -115,7 +115,7 @@ def build_targets(
     Raises:
         UsageError: a GPU that TensorFlow does not see.
     """
-    cpu = Target(
+    cpu = BenchTarget(
         name="cpu",
         kind="cpu",
         label=f"CPU {inv.cpu.model or '(model unknown)'}",
@@ -164,7 +164,7 @@ def _cpu_flags(inv: Inventory) -> list[str]:
     return [flag for label, flag in mapping.items() if label in labels]
 
 
-def _gpu_target(index: int, inv: Inventory, tf32: bool) -> Target:
+def _gpu_target(index: int, inv: Inventory, tf32: bool) -> BenchTarget:
     dev = inv.gpus[index] if index < len(inv.gpus) else None
     name = dev.info.name if dev is not None else "(NVML did not report it)"
     cc = dev.info.compute_capability if dev is not None else None
@@ -172,7 +172,7 @@ def _gpu_target(index: int, inv: Inventory, tf32: bool) -> Target:
     note = dev.peak_note if dev is not None else "unknown: NVML did not report this GPU"
     if tf32 and peak is not None and peak.tf32_tflops is not None:
         note += "; float32 peak is TF32 (TensorFlow's default on Ampere and newer)"
-    return Target(
+    return BenchTarget(
         name=f"gpu:{index}",
         kind="gpu",
         label=f"GPU:{index} {name}",
@@ -184,14 +184,14 @@ def _gpu_target(index: int, inv: Inventory, tf32: bool) -> Target:
     )
 
 
-def _mirrored(gpus: list[Target]) -> Target:
+def _mirrored(gpus: list[BenchTarget]) -> BenchTarget:
     common = [d for d in gpus[0].dtypes if all(d in g.dtypes for g in gpus)]
     peaks: dict[str, float] = {}
     for dtype in common:
         values = [g.peak_tflops.get(dtype) for g in gpus]
         if all(v is not None for v in values):
             peaks[dtype] = sum(v for v in values if v is not None)
-    return Target(
+    return BenchTarget(
         name="gpus",
         kind="mirrored",
         label=f"{len(gpus)} GPUs (MirroredStrategy)",
@@ -205,7 +205,7 @@ def _mirrored(gpus: list[Target]) -> Target:
 
 def resolve_targets(
     spec: str, inv: Inventory, cpu_flags: Iterable[str] | None = None
-) -> list[Target]:
+) -> list[BenchTarget]:
     """:func:`build_targets` with the GPU count and TF32 setting asked of TensorFlow."""
     import tensorflow as tf
 

@@ -21,8 +21,8 @@ from typing import Any
 from tfaccel.bench.datasets import ImageData
 from tfaccel.bench.micro import Tick, expected_retracing, measure, sync_devices
 from tfaccel.bench.options import Profile
-from tfaccel.bench.results import Measurement
-from tfaccel.bench.targets import Target
+from tfaccel.bench.results import BenchMeasurement
+from tfaccel.bench.targets import BenchTarget
 
 __all__ = [
     "CPU_FLOAT16_NOTE",
@@ -66,7 +66,7 @@ CPU_FLOAT16_NOTE = (
 )
 
 
-def mixed_policies(target: Target) -> list[str]:
+def mixed_policies(target: BenchTarget) -> list[str]:
     """The 16-bit Keras policies worth timing on ``target``, preferred first.
 
     GPUs: mixed_float16 (tensor cores on every GPU from CC 7.0) then mixed_bfloat16 (CC 8.0+).
@@ -78,7 +78,9 @@ def mixed_policies(target: Target) -> list[str]:
     return [policy for policy, dtype in order if dtype in target.dtypes]
 
 
-def configurations(target: Target, profile: Profile, batch_size: int | None) -> list[TrainConfig]:
+def configurations(
+    target: BenchTarget, profile: Profile, batch_size: int | None
+) -> list[TrainConfig]:
     """The configurations to time on ``target``.
 
     ``short`` (quick runs): the Keras default, tf.data at ``batch_size`` (default 256) in
@@ -100,7 +102,7 @@ def configurations(target: Target, profile: Profile, batch_size: int | None) -> 
     return configs
 
 
-def _strategy(target: Target) -> Any:
+def _strategy(target: BenchTarget) -> Any:
     import tensorflow as tf
 
     if target.kind == "mirrored":
@@ -240,7 +242,7 @@ def _dataset(data: ImageData, global_batch: int) -> Any:
 
 def train_throughput(
     model_name: str,
-    target: Target,
+    target: BenchTarget,
     configs: list[TrainConfig],
     data: ImageData,
     profile: Profile,
@@ -248,7 +250,7 @@ def train_throughput(
     repeats: int,
     warmup: int,
     tick: Tick,
-) -> list[Measurement]:
+) -> list[BenchMeasurement]:
     """Time training of ``model_name`` on ``target`` in each configuration, interleaved.
 
     Returns:
@@ -283,7 +285,7 @@ def train_throughput(
     for name, sampler in samplers.items():
         config = sampler.config
         rates = [1.0 / s for s in samples[name]]
-        m = Measurement(
+        m = BenchMeasurement(
             model_name,
             config.to_config(target.name),
             "images_per_s",

@@ -1,6 +1,6 @@
 """``tfaccel selftest --gpu``: everything that needs a GPU, each step its own process, one summary.
 
-The workflow is :func:`tfaccel.report.selftest.run_gpu_selftest`; this module parses the flags,
+The workflow is :func:`tfaccel.selftest.run_gpu_selftest`; this module parses the flags,
 calls it (or, with ``--list``, shows its steps), renders the result and maps it to the exit code:
 0 when no step failed (or there is no GPU: skipped, with the reason), 1 when a step failed or
 timed out, 130 when interrupted.
@@ -23,7 +23,7 @@ __all__ = ["FLAGS", "add_parser", "run"]
 # (tfaccel.cli.main applies it).
 FLAGS = {"out": "--out", "budget_s": "--budget"}
 
-DEFAULT_BUDGET_S = 570.0  # tfaccel.report.selftest.DEFAULT_BUDGET_S, without importing it here
+DEFAULT_BUDGET_S = 570.0  # tfaccel.selftest.DEFAULT_BUDGET_S, without importing it here
 EXIT_CODE = {"passed": 0, "skipped": 0, "failed": 1, "interrupted": 130}
 
 
@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
             received="no --gpu",
             fix="tfaccel selftest --gpu (or make gpu-check)",
         )
-    from tfaccel.report import selftest
+    from tfaccel import selftest
 
     out = selftest.check_out_dir(args.out if args.out is not None else selftest.default_out())
     if args.list:
@@ -89,8 +89,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result.to_dict())
         return EXIT_CODE[result.status]
-    from tfaccel.report.selftest.render import render_result
     from tfaccel.report.text import console
+    from tfaccel.selftest.render import render_result
 
     console().print(render_result(result))
     return EXIT_CODE[result.status]
@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _list(args: argparse.Namespace, out: Path) -> int:
     """``--list``: the steps as they would run here, and whether the self-test would skip."""
-    from tfaccel.report import selftest
+    from tfaccel import selftest
 
     missing, _ = selftest.probe_machine()
     steps = selftest.plan_gpu_steps(out.resolve())
@@ -114,7 +114,7 @@ def _list(args: argparse.Namespace, out: Path) -> int:
             }
         )
         return 0
-    from tfaccel.report.selftest.render import render_plan
+    from tfaccel.selftest.render import render_plan
 
     sys.stdout.write(render_plan(steps, budget_s=args.budget, missing=missing) + "\n")
     return 0

@@ -27,9 +27,9 @@ from __future__ import annotations
 
 from tfaccel.distribute.checkpoint import Checkpointer, CheckpointError
 from tfaccel.distribute.choice import (
-    Decision,
     Facts,
     StrategyChoice,
+    StrategyDecision,
     StrategyError,
     decide,
     strategy,
@@ -54,7 +54,6 @@ __all__ = [
     "ClusterConfig",
     "ClusterConfigError",
     "Crossing",
-    "Decision",
     "EpochLog",
     "Facts",
     "LaunchError",
@@ -67,6 +66,7 @@ __all__ = [
     "Stage",
     "StepLog",
     "StrategyChoice",
+    "StrategyDecision",
     "StrategyError",
     "TrainResult",
     "decide",

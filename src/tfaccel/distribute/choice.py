@@ -49,9 +49,9 @@ __all__ = [
     "COLLECTIVE_TIMEOUT_ENV",
     "DEFAULT_COLLECTIVE_TIMEOUT_S",
     "SLURM_PORT_BASE",
-    "Decision",
     "Facts",
     "StrategyChoice",
+    "StrategyDecision",
     "StrategyError",
     "collective_timeout",
     "decide",
@@ -102,7 +102,7 @@ class Facts:
 
 
 @dataclass(frozen=True)
-class Decision:
+class StrategyDecision:
     """Which strategy, over which devices, with which all-reduce, and why.
 
     Attributes:
@@ -180,7 +180,7 @@ class StrategyChoice:
         }
 
 
-def decide(facts: Facts) -> Decision:
+def decide(facts: Facts) -> StrategyDecision:
     """Choose the strategy from the facts (pure; see the module docstring for the rules).
 
     Example:
@@ -189,13 +189,13 @@ def decide(facts: Facts) -> Decision:
     """
     if facts.tpu_present:
         where = f"TPU_NAME={facts.tpu_name}" if facts.tpu_name else "a TPU on this host"
-        return Decision("tpu", f"a Cloud TPU was found ({where})", communication="TPU")
+        return StrategyDecision("tpu", f"a Cloud TPU was found ({where})", communication="TPU")
     comm = "NCCL" if facts.gpus else "RING"
     if facts.cluster is not None:
         return _cluster_decision(facts.cluster, comm)
     if facts.slurm is not None:
         slurm = facts.slurm
-        return Decision(
+        return StrategyDecision(
             "multi_worker",
             f"Slurm job {slurm.job_id} runs {slurm.num_tasks} tasks; this is task {slurm.proc_id}",
             communication=comm,
@@ -203,37 +203,39 @@ def decide(facts: Facts) -> Decision:
     if facts.logical_gpus > 1:
         devices = tuple(f"/gpu:{i}" for i in range(facts.logical_gpus))
         if facts.logical_gpus > facts.gpus:
-            return Decision(
+            return StrategyDecision(
                 "mirrored",
                 f"{facts.gpus} GPU(s) split into {facts.logical_gpus} logical GPUs; NCCL "
                 "cannot pair devices of one GPU, so gradients are summed on one device",
                 devices,
                 "ReductionToOneDevice",
             )
-        return Decision("mirrored", f"{facts.gpus} GPUs on this machine", devices, "NCCL")
+        return StrategyDecision("mirrored", f"{facts.gpus} GPUs on this machine", devices, "NCCL")
     if facts.logical_gpus == 1 or facts.gpus == 1:
-        return Decision("one_device", "one GPU on this machine", ("/gpu:0",))
+        return StrategyDecision("one_device", "one GPU on this machine", ("/gpu:0",))
     if facts.logical_cpus > 1:
         devices = tuple(f"/cpu:{i}" for i in range(facts.logical_cpus))
-        return Decision(
+        return StrategyDecision(
             "mirrored",
             f"no GPU; the CPU is split into {facts.logical_cpus} logical devices "
             "(they share its cores: data parallel for correctness, not speed)",
             devices,
             "ReductionToOneDevice",
         )
-    return Decision("one_device", "no TPU, no cluster (TF_CONFIG, Slurm), no GPU", ("/cpu:0",))
+    return StrategyDecision(
+        "one_device", "no TPU, no cluster (TF_CONFIG, Slurm), no GPU", ("/cpu:0",)
+    )
 
 
-def _cluster_decision(cluster: ClusterConfig, comm: str) -> Decision:
+def _cluster_decision(cluster: ClusterConfig, comm: str) -> StrategyDecision:
     if cluster.task_type == "evaluator":
-        return Decision(
+        return StrategyDecision(
             "one_device",
             "TF_CONFIG says this task is the evaluator, which does not join training",
             ("/gpu:0",) if comm == "NCCL" else ("/cpu:0",),
         )
     workers = cluster.num_workers
-    return Decision(
+    return StrategyDecision(
         "multi_worker",
         f"{cluster.source} describes a cluster of {workers} worker{'s' if workers != 1 else ''}",
         communication=comm,
@@ -242,7 +244,7 @@ def _cluster_decision(cluster: ClusterConfig, comm: str) -> Decision:
 
 # --------------------------------------------------------------------------- building
 
-_BUILT: dict[Decision, StrategyChoice] = {}
+_BUILT: dict[StrategyDecision, StrategyChoice] = {}
 
 
 def strategy(*, environ: Mapping[str, str] | None = None) -> StrategyChoice:
@@ -335,7 +337,7 @@ def _facts(
     )
 
 
-def _build(decision: Decision, facts: Facts) -> StrategyChoice:
+def _build(decision: StrategyDecision, facts: Facts) -> StrategyChoice:
     import tensorflow as tf
 
     try:
@@ -371,7 +373,7 @@ def _build(decision: Decision, facts: Facts) -> StrategyChoice:
     )
 
 
-def _multi_worker(tf: Any, decision: Decision, facts: Facts) -> StrategyChoice:
+def _multi_worker(tf: Any, decision: StrategyDecision, facts: Facts) -> StrategyChoice:
     implementations = tf.distribute.experimental.CommunicationImplementation
     options = tf.distribute.experimental.CommunicationOptions(
         implementation=implementations.RING
@@ -428,7 +430,7 @@ def _multi_worker(tf: Any, decision: Decision, facts: Facts) -> StrategyChoice:
     )
 
 
-def _tpu(tf: Any, decision: Decision, facts: Facts) -> StrategyChoice:
+def _tpu(tf: Any, decision: StrategyDecision, facts: Facts) -> StrategyChoice:
     resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=facts.tpu_name or "local")
     tf.config.experimental_connect_to_cluster(resolver)
     tf.tpu.experimental.initialize_tpu_system(resolver)

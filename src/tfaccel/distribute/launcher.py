@@ -7,7 +7,7 @@ its own task index), in a process group of its own, its output lines prefixed wi
 
 - **Isolation.** TensorFlow's gRPC worker server listens on every interface at its port
   whatever ``host`` says, unauthenticated. The workers therefore run in a private network
-  namespace where only loopback exists (:mod:`tfaccel.distribute.isolation`); where that is not
+  namespace where only loopback exists (:mod:`tfaccel.distribute.worker_network`); where that is not
   possible, a warning says before the start which ports are exposed and how to fence them.
 - **No orphans.** Every worker starts through a small entry that asks the kernel to SIGKILL it
   when the launcher dies (``PR_SET_PDEATHSIG``; a watchdog where that does not exist), so a
@@ -59,8 +59,8 @@ from tfaccel.core.errors import TfaccelError, UsageError
 from tfaccel.distribute.choice import COLLECTIVE_TIMEOUT_ENV
 from tfaccel.distribute.cluster import format_address, local_cluster
 from tfaccel.distribute.heartbeat import HEARTBEAT_DIR_ENV, Beat, read_heartbeats
-from tfaccel.distribute.isolation import Network, entry_command, exposure_warning
 from tfaccel.distribute.preemption import PREEMPTED_EXIT_CODE
+from tfaccel.distribute.worker_network import Network, entry_command, exposure_warning
 from tfaccel.scripts import check_script
 
 __all__ = [
@@ -667,7 +667,7 @@ class _Group:
             codes = [p.poll() for p in self.processes]
             for rank, code in enumerate(codes):
                 if code is not None and code not in (0, PREEMPTED_EXIT_CODE):
-                    return _Ending("failed", rank, f"worker {rank} {self.describe(rank)}")
+                    return _Ending("failed", rank, f"worker {rank} {self.how_it_ended(rank)}")
             preempted = [r for r, code in enumerate(codes) if code == PREEMPTED_EXIT_CODE]
             if preempted and preempted_at is None:
                 preempted_at = now
@@ -695,7 +695,7 @@ class _Group:
             f"with status {PREEMPTED_EXIT_CODE} (preempted)"
         )
 
-    def describe(self, rank: int) -> str:
+    def how_it_ended(self, rank: int) -> str:
         code = self.processes[rank].returncode
         if code is not None and code < 0:
             try:

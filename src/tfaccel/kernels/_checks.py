@@ -23,9 +23,9 @@ __all__ = [
     "bias_relu_operands",
     "check_out",
     "check_tile",
-    "describe",
     "is_device_array",
     "matmul_operands",
+    "read_operand",
     "reduce_sum_operand",
     "to_host",
     "vector_add_operands",
@@ -72,7 +72,7 @@ def is_device_array(value: Any) -> bool:
     return hasattr(value, "__cuda_array_interface__") or hasattr(value, "__cuda_ndarray__")
 
 
-def describe(value: Any, name: str, op: str) -> Operand:
+def read_operand(value: Any, name: str, op: str) -> Operand:
     """Read the shape and dtype of ``value`` without copying it.
 
     Args:
@@ -178,7 +178,7 @@ def check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype[Any], op: str) -
             received=f"out of type {type(out).__name__}",
             fix="leave out=None to get a new array",
         )
-    described = describe(out, "out", op)
+    described = read_operand(out, "out", op)
     if described.shape != shape or described.dtype != dtype:
         raise UsageError(
             f"{op}: out does not match the result",
@@ -222,7 +222,7 @@ def to_host(operand: Operand) -> npt.NDArray[Any]:
 def vector_add_operands(a: Any, b: Any) -> tuple[Operand, Operand]:
     """Check ``vector_add``'s inputs: two 1-D, non-empty arrays of one length and dtype."""
     op = "vector_add"
-    first, second = describe(a, "a", op), describe(b, "b", op)
+    first, second = read_operand(a, "a", op), read_operand(b, "b", op)
     for operand in (first, second):
         check_ndim(operand, 1, op, "a vector")
         check_dtype(operand, SUM_DTYPES, op)
@@ -241,7 +241,7 @@ def vector_add_operands(a: Any, b: Any) -> tuple[Operand, Operand]:
 def matmul_operands(a: Any, b: Any) -> tuple[Operand, Operand]:
     """Check ``matmul``'s inputs: (m, k) and (k, n), non-empty, float32 or float64."""
     op = "matmul"
-    first, second = describe(a, "a", op), describe(b, "b", op)
+    first, second = read_operand(a, "a", op), read_operand(b, "b", op)
     for operand in (first, second):
         check_ndim(operand, 2, op, "a matrix")
         check_dtype(operand, FLOAT_DTYPES, op)
@@ -260,7 +260,7 @@ def matmul_operands(a: Any, b: Any) -> tuple[Operand, Operand]:
 def reduce_sum_operand(x: Any) -> Operand:
     """Check ``reduce_sum``'s input: a 1-D, non-empty array (ravel others first)."""
     op = "reduce_sum"
-    operand = describe(x, "x", op)
+    operand = read_operand(x, "x", op)
     check_ndim(operand, 1, op, "a vector; ravel other shapes first")
     check_dtype(operand, SUM_DTYPES, op)
     check_nonempty(operand, op)
@@ -270,7 +270,7 @@ def reduce_sum_operand(x: Any) -> Operand:
 def bias_relu_operands(x: Any, bias: Any) -> tuple[Operand, Operand]:
     """Check ``bias_relu``'s inputs: x of shape (m, n) and bias of shape (n,)."""
     op = "bias_relu"
-    first, second = describe(x, "x", op), describe(bias, "bias", op)
+    first, second = read_operand(x, "x", op), read_operand(bias, "bias", op)
     check_ndim(first, 2, op, "a batch of rows, shape (m, n)")
     check_ndim(second, 1, op, "one value per column of x, shape (n,)")
     for operand in (first, second):

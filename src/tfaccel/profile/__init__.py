@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from tfaccel.core.findings import Finding
 from tfaccel.profile.bottlenecks import THRESHOLDS, Diagnosis, find_bottlenecks, speedup
-from tfaccel.profile.records import (
+from tfaccel.profile.measurement import (
     MIN_STEPS,
     Figures,
     Measurement,

@@ -19,7 +19,7 @@ Thresholds (the TensorFlow Profiler's conventions):
   on older GPUs ``utilization.gpu`` below 50% (no kernel ran half the time), the only metric
   there, which says nothing about how many SMs a kernel used. The finding names its metric.
 * two speeds: stretches of steps at two separate durations, the slow at least 1.3x the fast
-  (:mod:`tfaccel.profile.speeds`), with the cores each kept busy where that was read.
+  (:mod:`tfaccel.profile.two_speeds`), with the cores each kept busy where that was read.
 
 Each check gives one :class:`~tfaccel.core.findings.Finding` (source ``profile``): ``fail``
 above the high threshold (act on it first), ``warn`` above the moderate one,
@@ -40,8 +40,8 @@ from typing import Any
 
 from tfaccel.core.findings import PROBLEMS, STATUSES, Finding, Status
 from tfaccel.inventory import TENSOR_CORE_MIN_CC
-from tfaccel.profile.records import MIN_STEPS, Figures, Measurement
-from tfaccel.profile.speeds import two_speeds
+from tfaccel.profile.measurement import MIN_STEPS, Figures, Measurement
+from tfaccel.profile.two_speeds import two_speeds
 
 __all__ = ["THRESHOLDS", "Diagnosis", "find_bottlenecks", "speedup"]
 

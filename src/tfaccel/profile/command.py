@@ -6,7 +6,7 @@
   dataset; when asked, a second short run captures a profiler trace (traced steps are slower,
   so they are kept out of the figures).
 * :func:`profile_script` runs a script as ``__main__`` with ``keras.Model.fit`` patched
-  (:mod:`tfaccel.profile.inject`) and a session that collects every StepTimer it creates.
+  (:mod:`tfaccel.profile.fit_patch`) and a session that collects every StepTimer it creates.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 from tfaccel.core.errors import UsageError
 from tfaccel.profile import trace
 from tfaccel.profile.bottlenecks import Diagnosis, find_bottlenecks
-from tfaccel.profile.records import Measurement
+from tfaccel.profile.measurement import Measurement
 
 __all__ = [
     "INPUTS",
@@ -203,7 +203,7 @@ def profile_model(
         info.input_shape, info.classes, batch_size, steps + warmup, input
     )
 
-    from tfaccel.profile.clock import instrument
+    from tfaccel.profile.input_wait import instrument
     from tfaccel.profile.keras_callback import PerformanceCallback
 
     callback = PerformanceCallback(
@@ -349,7 +349,7 @@ def profile_script(
     _check_counts(steps, warmup, trace_steps)
     if trace_dir:
         trace.check_logdir(trace_dir)
-    from tfaccel.profile.inject import patch_fit
+    from tfaccel.profile.fit_patch import patch_fit
     from tfaccel.profile.session import Session, open_session
 
     session = Session(

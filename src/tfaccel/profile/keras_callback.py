@@ -12,7 +12,7 @@ What a Keras 3 callback can see, and how each figure is measured:
 * input wait: the batch is fetched inside the compiled train function, invisible to a
   callback. Wrap the dataset with ``tfaccel.keras.instrument`` (``tfaccel profile`` does it for
   you): each fetch then adds how long it waited to a small variable (see
-  :mod:`tfaccel.profile.clock`), which the callback reads when the step begins and ends.
+  :mod:`tfaccel.profile.input_wait`), which the callback reads when the step begins and ends.
 * host overhead: from one step's end to the next one's begin, within an epoch (validation
   and epoch-end work are not counted). Put this callback first in ``callbacks=[...]`` so the
   others' per-batch work counts as host overhead.
@@ -37,9 +37,9 @@ import keras
 from tfaccel.profile import nvtx_marks
 from tfaccel.profile import session as session_module
 from tfaccel.profile.bottlenecks import THRESHOLDS, Reports, find_bottlenecks
-from tfaccel.profile.clock import INPUT_CLOCK, InputClock, difference
-from tfaccel.profile.recorder import Recorder
-from tfaccel.profile.records import MIN_STEPS, Measurement, compute_figures
+from tfaccel.profile.input_wait import INPUT_CLOCK, InputClock, difference
+from tfaccel.profile.measurement import MIN_STEPS, Measurement, compute_figures
+from tfaccel.profile.step_recorder import Recorder
 from tfaccel.profile.timer import check_options
 from tfaccel.runtime.settings import check_flag, check_int
 
@@ -254,7 +254,7 @@ class PerformanceCallback(Reports, keras.callbacks.Callback):
                 ctx.pipeline = None
 
     def _confirm(self) -> None:
-        from tfaccel.profile import synthetic
+        from tfaccel.profile import ready_batch
 
         m = self.recorder.measurement
         figures = compute_figures(self.recorder.records)
@@ -272,7 +272,7 @@ class PerformanceCallback(Reports, keras.callbacks.Callback):
             m.synthetic_note = "not run: no instrumented dataset to take a batch from"
             return
         try:
-            batch = synthetic.first_batch(self.clock.source)
+            batch = ready_batch.first_batch(self.clock.source)
         except StopIteration:
             m.synthetic_note = "not run: the dataset gave no batch"
             return
@@ -281,7 +281,7 @@ class PerformanceCallback(Reports, keras.callbacks.Callback):
         if marks is not None:
             marks.push(nvtx_marks.RERUN)
         try:
-            m.synthetic = synthetic.rerun(self.model, batch, figures.step_s, steps=steps)
+            m.synthetic = ready_batch.rerun(self.model, batch, figures.step_s, steps=steps)
         finally:
             if marks is not None:
                 marks.pop()

@@ -19,7 +19,7 @@ import threading
 import time
 from typing import Any
 
-from tfaccel.profile.records import GpuUsage, MemoryUsage
+from tfaccel.profile.measurement import GpuUsage, MemoryUsage
 
 __all__ = ["GpuMonitor", "read_memory", "summarize_gpu", "visible_nvml_indices"]
 

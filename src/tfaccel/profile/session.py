@@ -72,7 +72,7 @@ def recorder(
     trace_steps: int | None,
     **options: Any,
 ) -> Any:
-    """A :class:`~tfaccel.profile.recorder.Recorder` for a new timer or callback: the
+    """A :class:`~tfaccel.profile.step_recorder.Recorder` for a new timer or callback: the
     arguments the user left as None take the open session's settings (or the defaults), and
     the recorder is registered with the session.
 
@@ -81,7 +81,7 @@ def recorder(
         warmup_steps, live, trace_dir, trace_steps: as given by the user, None for unset.
         **options: passed to the Recorder as they are.
     """
-    from tfaccel.profile.recorder import Recorder
+    from tfaccel.profile.step_recorder import Recorder
 
     active = current()
     made = Recorder(

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from tfaccel.core.findings import text_lines
-from tfaccel.profile.records import Figures, GpuUsage, Measurement, MemoryUsage
+from tfaccel.profile.measurement import Figures, GpuUsage, Measurement, MemoryUsage
 
 if TYPE_CHECKING:
     from tfaccel.core.findings import Finding

@@ -23,8 +23,8 @@ from typing import Any, TextIO
 from tfaccel.profile import nvtx_marks
 from tfaccel.profile import session as session_module
 from tfaccel.profile.bottlenecks import Reports
-from tfaccel.profile.recorder import Recorder
-from tfaccel.profile.records import Measurement
+from tfaccel.profile.measurement import Measurement
+from tfaccel.profile.step_recorder import Recorder
 from tfaccel.runtime.settings import check_flag, check_int, check_writable_dir
 
 __all__ = ["StepHandle", "StepTimer", "check_options"]

@@ -37,7 +37,7 @@ from tfaccel.core.errors import RuntimeSetupError as RuntimeSetupError  # raised
 from tfaccel.inventory import GpuFacts, Inventory
 from tfaccel.runtime.apply import apply_plan, outcome, read_state
 from tfaccel.runtime.config import RuntimeConfig, RuntimeTooLateError, Setting
-from tfaccel.runtime.decision import Hardware, Plan, RuntimeState, decide
+from tfaccel.runtime.decision import Hardware, RuntimeState, SetupPlan, decide
 from tfaccel.runtime.devices import device
 from tfaccel.runtime.measured import measured_jit, measured_precision
 from tfaccel.runtime.model import check_model_dims
@@ -62,12 +62,12 @@ __all__ = [
     "SETTINGS",
     "GpuFacts",
     "Hardware",
-    "Plan",
     "Request",
     "RuntimeConfig",
     "RuntimeState",
     "RuntimeTooLateError",
     "Setting",
+    "SetupPlan",
     "check_model_dims",
     "decide",
     "device",

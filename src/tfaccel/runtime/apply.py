@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from tfaccel.inventory import GpuFacts
 from tfaccel.runtime.config import JsonValue, RuntimeConfig, Setting
-from tfaccel.runtime.decision import Plan, RuntimeState, memory_in_effect
+from tfaccel.runtime.decision import RuntimeState, SetupPlan, memory_in_effect
 from tfaccel.runtime.settings import SETTINGS
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ def runtime_started() -> bool:
     return getattr(context.context(), "_context_handle", None) is not None
 
 
-def pending(plan: Plan, state: RuntimeState) -> set[str]:
+def pending(plan: SetupPlan, state: RuntimeState) -> set[str]:
     """The fixed-at-start settings whose TensorFlow calls would change the configuration."""
     changes = set()
     if plan.visible_gpus is not None and plan.visible_gpus != state.visible_gpus:
@@ -78,7 +78,7 @@ def pending(plan: Plan, state: RuntimeState) -> set[str]:
     return changes
 
 
-def apply_plan(tf: ModuleType, plan: Plan, state: RuntimeState) -> set[str]:
+def apply_plan(tf: ModuleType, plan: SetupPlan, state: RuntimeState) -> set[str]:
     """Make the planned calls; return the settings that were too late to apply."""
     too_late = pending(plan, state) if state.started else set()
     try:
@@ -91,7 +91,7 @@ def apply_plan(tf: ModuleType, plan: Plan, state: RuntimeState) -> set[str]:
     return too_late
 
 
-def _apply_fixed(tf: ModuleType, plan: Plan, *, skip: set[str]) -> None:
+def _apply_fixed(tf: ModuleType, plan: SetupPlan, *, skip: set[str]) -> None:
     physical = {_device_key(d.name): d for d in tf.config.list_physical_devices()}
     if plan.visible_gpus is not None and "devices" not in skip:
         chosen = [physical[f"GPU:{i}"] for i in plan.visible_gpus]
@@ -111,7 +111,7 @@ def _apply_fixed(tf: ModuleType, plan: Plan, *, skip: set[str]) -> None:
             tf.config.threading.set_inter_op_parallelism_threads(inter)
 
 
-def _apply_free(tf: ModuleType, plan: Plan) -> None:
+def _apply_free(tf: ModuleType, plan: SetupPlan) -> None:
     from tensorflow.python.framework import config as tf_config
 
     if plan.precision is not None:
@@ -127,7 +127,7 @@ def _apply_free(tf: ModuleType, plan: Plan) -> None:
         importlib.import_module("keras").utils.set_random_seed(plan.seed)
 
 
-def outcome(plan: Plan, state: RuntimeState, too_late: set[str]) -> RuntimeConfig:
+def outcome(plan: SetupPlan, state: RuntimeState, too_late: set[str]) -> RuntimeConfig:
     settings = []
     for name in SETTINGS:
         setting = plan.settings[name]

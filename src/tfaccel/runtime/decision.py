@@ -1,6 +1,6 @@
 """The decision of ``setup()``: a pure function of the request, the hardware and TensorFlow's state.
 
-:func:`decide` takes three plain values and returns the :class:`Plan` (the TensorFlow calls to
+:func:`decide` takes three plain values and returns the :class:`SetupPlan` (the TensorFlow calls to
 make, and what each setting reports), so every rule is tested by building those by hand. It
 checks the request against the hardware too: a GPU index that does not exist, more memory than
 a GPU has, growth together with a limit raise here, before anything is applied. Which precision
@@ -18,7 +18,14 @@ from tfaccel.inventory import GpuFacts, fast_precisions, precision_warning
 from tfaccel.runtime.config import JsonValue, Setting, Status
 from tfaccel.runtime.settings import Request, shown
 
-__all__ = ["DEFAULT_GPU_SHARE", "Hardware", "Plan", "RuntimeState", "decide", "memory_in_effect"]
+__all__ = [
+    "DEFAULT_GPU_SHARE",
+    "Hardware",
+    "RuntimeState",
+    "SetupPlan",
+    "decide",
+    "memory_in_effect",
+]
 
 DEFAULT_GPU_SHARE = 0.9  # of total memory split across logical GPUs when no limit is given
 
@@ -71,7 +78,7 @@ class RuntimeState:
 
 
 @dataclass
-class Plan:
+class SetupPlan:
     """The TensorFlow calls ``setup()`` will make, and the Setting each one reports."""
 
     visible_gpus: tuple[int, ...] | None = None
@@ -87,7 +94,7 @@ class Plan:
     warnings: list[str] = field(default_factory=list)
 
 
-def decide(request: Request, hardware: Hardware, state: RuntimeState) -> Plan:
+def decide(request: Request, hardware: Hardware, state: RuntimeState) -> SetupPlan:
     """Decide every setting: pure, no TensorFlow; the core of ``setup()``.
 
     Args:
@@ -96,14 +103,14 @@ def decide(request: Request, hardware: Hardware, state: RuntimeState) -> Plan:
         state: TensorFlow's configuration as it is now.
 
     Returns:
-        The Plan: the calls to make and the Setting each one reports. Statuses are "applied",
+        The SetupPlan: the calls to make and the Setting each one reports. Statuses are "applied",
         "unchanged" or "not_applicable"; "too_late" is decided when applying.
 
     Raises:
         RuntimeSetupError: the request cannot be applied on this hardware (a GPU index that does
             not exist, more memory than the GPU has, memory growth together with a limit).
     """
-    plan = Plan()
+    plan = SetupPlan()
     selected = _decide_devices(plan, request, hardware, state)
     _decide_memory(plan, request, hardware, state, selected)
     _decide_threads(plan, request, hardware, state)
@@ -115,7 +122,7 @@ def decide(request: Request, hardware: Hardware, state: RuntimeState) -> Plan:
 
 
 def _record(
-    plan: Plan, request: Request, name: str, applied: JsonValue, status: Status, reason: str
+    plan: SetupPlan, request: Request, name: str, applied: JsonValue, status: Status, reason: str
 ) -> None:
     plan.settings[name] = Setting(
         name=name,
@@ -128,7 +135,7 @@ def _record(
 
 
 def _decide_devices(
-    plan: Plan, request: Request, hw: Hardware, state: RuntimeState
+    plan: SetupPlan, request: Request, hw: Hardware, state: RuntimeState
 ) -> tuple[GpuFacts, ...]:
     """Record the devices setting; return the GPUs that will be visible."""
     wanted = request.get("devices")
@@ -176,7 +183,11 @@ def _gpu_by_index(hw: Hardware, wanted: tuple[int, ...], index: int) -> GpuFacts
 
 
 def _decide_memory(
-    plan: Plan, request: Request, hw: Hardware, state: RuntimeState, selected: tuple[GpuFacts, ...]
+    plan: SetupPlan,
+    request: Request,
+    hw: Hardware,
+    state: RuntimeState,
+    selected: tuple[GpuFacts, ...],
 ) -> None:
     """Record the memory and logical_devices settings: growth, limits, splits."""
     memory, split = request.get("memory"), request.get("logical_devices")
@@ -236,7 +247,7 @@ def _limit_mib(memory: Any, gpu: GpuFacts, *, strict: bool) -> int | None:
 
 
 def _record_memory(
-    plan: Plan,
+    plan: SetupPlan,
     request: Request,
     hw: Hardware,
     state: RuntimeState,
@@ -271,7 +282,7 @@ def _record_memory(
 
 
 def _decide_split(
-    plan: Plan,
+    plan: SetupPlan,
     request: Request,
     state: RuntimeState,
     selected: tuple[GpuFacts, ...],
@@ -326,7 +337,9 @@ def _default_split_base(gpu: GpuFacts, count: int) -> int:
     return int(total * DEFAULT_GPU_SHARE)
 
 
-def _set_virtual(plan: Plan, key: str, limits: tuple[int | None, ...], owners: set[str]) -> None:
+def _set_virtual(
+    plan: SetupPlan, key: str, limits: tuple[int | None, ...], owners: set[str]
+) -> None:
     plan.virtual[key] = limits
     plan.virtual_owners[key] = frozenset(owners)
 
@@ -340,7 +353,7 @@ def _growth_and_limit(what: str, received: str, fix: str) -> RuntimeSetupError:
     )
 
 
-def _decide_threads(plan: Plan, request: Request, hw: Hardware, state: RuntimeState) -> None:
+def _decide_threads(plan: SetupPlan, request: Request, hw: Hardware, state: RuntimeState) -> None:
     threads = request.get("threads")
     if threads is None:
         reason = "as configured (0 = TensorFlow chooses)"
@@ -357,7 +370,7 @@ def _decide_threads(plan: Plan, request: Request, hw: Hardware, state: RuntimeSt
 
 
 def _decide_precision(
-    plan: Plan, request: Request, hw: Hardware, state: RuntimeState, gpus: tuple[GpuFacts, ...]
+    plan: SetupPlan, request: Request, hw: Hardware, state: RuntimeState, gpus: tuple[GpuFacts, ...]
 ) -> None:
     wanted = request.get("precision")
     if wanted is None:
@@ -379,7 +392,7 @@ def _decide_precision(
 
 
 def _decide_jit(
-    plan: Plan, request: Request, hw: Hardware, state: RuntimeState, gpus: tuple[GpuFacts, ...]
+    plan: SetupPlan, request: Request, hw: Hardware, state: RuntimeState, gpus: tuple[GpuFacts, ...]
 ) -> None:
     wanted = request.get("jit")
     if wanted is None:
@@ -400,7 +413,7 @@ def _decide_jit(
     _record(plan, request, "jit", plan.jit, "applied", reason)
 
 
-def _decide_determinism(plan: Plan, request: Request, state: RuntimeState) -> None:
+def _decide_determinism(plan: SetupPlan, request: Request, state: RuntimeState) -> None:
     wanted, seed = request.get("deterministic"), request.get("seed")
     if wanted is None:
         _record(plan, request, "deterministic", state.deterministic, "unchanged", "as set")
@@ -417,7 +430,7 @@ def _decide_determinism(plan: Plan, request: Request, state: RuntimeState) -> No
     _record(plan, request, "seed", seed, "applied", "Python, NumPy and TensorFlow seeds set")
 
 
-def _check_state_conflicts(plan: Plan, state: RuntimeState) -> None:
+def _check_state_conflicts(plan: SetupPlan, state: RuntimeState) -> None:
     """Growth and a limit on one GPU, where one of them was set before ``setup()``."""
     for key in plan.growth:
         if state.virtual.get(key) and key not in plan.virtual:

@@ -53,7 +53,7 @@ def check_data(data: Any) -> tuple[Any, Any, int]:
     return check_arrays(data)
 
 
-def describe(fn: Callable[..., Any]) -> str:
+def qualified_name(fn: Callable[..., Any]) -> str:
     """How to name the user's function in a message: ``module.qualname``."""
     module = getattr(fn, "__module__", None)
     name = getattr(fn, "__qualname__", None) or repr(fn)
@@ -80,7 +80,7 @@ def build_model(model_fn: Callable[[], Any], precision: str, *, name: str | None
     """
     import keras
 
-    shown = name or describe(model_fn)
+    shown = name or qualified_name(model_fn)
     previous = keras.mixed_precision.global_policy()
     keras.mixed_precision.set_global_policy(precision)
     try:

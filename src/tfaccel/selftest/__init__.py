@@ -20,7 +20,7 @@ that directory, so the self-test leaves the user's results database (and what
 ``setup(precision="auto", jit="auto")`` reads from it) as it was.
 
 Example:
-    >>> from tfaccel.report import selftest
+    >>> from tfaccel import selftest
     >>> result = selftest.run_gpu_selftest(out="gpu-check")   # doctest: +SKIP
     >>> result.status, [s.name for s in result.steps if s.status == "failed"]   # doctest: +SKIP
     ('passed', [])
@@ -39,14 +39,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tfaccel.core.errors import UsageError, argument
-from tfaccel.report.selftest.gpu import (
+from tfaccel.selftest.gpu import (
     SETUP_MODES,
     checkout_root,
     gpu_missing_reason,
     machine_facts,
     plan_gpu_steps,
 )
-from tfaccel.report.selftest.runner import Step, StepProgress, StepResult, run_steps
+from tfaccel.selftest.runner import Step, StepProgress, StepResult, run_steps
 
 __all__ = [
     "DEFAULT_BUDGET_S",

@@ -1,6 +1,6 @@
 """The two small processes behind ``tfaccel launch``'s isolation and orphan handling.
 
-Run as a file (``python -I _isolate.py MODE ...``), never imported by the worker: it uses the
+Run as a file (``python -I _entry_process.py MODE ...``), never imported by the worker: it uses the
 standard library only, so the process stays single-threaded until it ``exec``s (joining a user
 namespace needs that), and it starts in milliseconds.
 
@@ -171,7 +171,7 @@ def main(argv: list[str]) -> int:
         return holder()
     if argv[:1] == ["enter"]:
         return enter(argv[1:])
-    print("usage: _isolate.py holder | enter [--parent PID] [--holder PID] -- COMMAND...")
+    print("usage: _entry_process.py holder | enter [--parent PID] [--holder PID] -- COMMAND...")
     return 2
 
 

@@ -5,7 +5,7 @@ While :func:`patch_fit` is active, every ``fit`` call
 * puts the session's ``PerformanceCallback`` first in ``callbacks`` (unless the script passes
   its own, which is then used), one callback for the whole script so its figures add up;
 * instruments the training data for the input wait: a ``tf.data.Dataset`` through the
-  public :func:`tfaccel.profile.clock.instrument`; arrays, generators and ``PyDataset`` through
+  public :func:`tfaccel.profile.input_wait.instrument`; arrays, generators and ``PyDataset`` through
   Keras' data adapter (``keras.src.trainers.data_adapters.get_data_adapter``, the dataset Keras
   builds is wrapped the same way). That is a Keras internal: where it is missing, the input
   wait is reported as not measured, with the reason.
@@ -91,7 +91,7 @@ def _instrumented_input(x: Any, callback: Any) -> Iterator[Any]:
     adapter for the other kinds of input while the block runs."""
     import tensorflow as tf
 
-    from tfaccel.profile.clock import instrument
+    from tfaccel.profile.input_wait import instrument
 
     if isinstance(x, tf.data.Dataset):
         replacement = None

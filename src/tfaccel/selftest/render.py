@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from tfaccel.report.selftest.runner import Step
+from tfaccel.selftest.runner import Step
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-    from tfaccel.report.selftest import SelftestResult
+    from tfaccel.selftest import SelftestResult
 
 __all__ = ["render_plan", "render_result"]
 

@@ -4,7 +4,7 @@ the live line, TensorBoard scalars and the trace window.
 The front ends call :meth:`Recorder.begin` when a step starts and :meth:`Recorder.end` when its
 results are on the host; :meth:`Recorder.break_chain` where the time to the next step is not
 host overhead (an epoch's validation); :meth:`Recorder.finish` returns the
-:class:`~tfaccel.profile.records.Measurement`.
+:class:`~tfaccel.profile.measurement.Measurement`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Any, TextIO
 
 from tfaccel.profile import text
-from tfaccel.profile.records import (
+from tfaccel.profile.measurement import (
     Measurement,
     MemoryUsage,
     RunContext,

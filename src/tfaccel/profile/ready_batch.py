@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from tfaccel.core.timing import Summary, summarize
-from tfaccel.profile.records import SyntheticRun
+from tfaccel.profile.measurement import SyntheticRun
 
 __all__ = ["first_batch", "rerun"]
 

@@ -4,7 +4,7 @@ A step that fails, crashes or hangs is recorded (its command, exit status, secon
 its output) and the next one runs: a hang is killed with every process it started at the step's
 timeout, and when the budget is spent the remaining steps are skipped, with the reason. The step
 list is data (:class:`Step`), so any list runs the same way: the GPU self-test's
-(:func:`tfaccel.report.selftest.gpu.plan_gpu_steps`) or a test's.
+(:func:`tfaccel.selftest.gpu.plan_gpu_steps`) or a test's.
 """
 
 from __future__ import annotations

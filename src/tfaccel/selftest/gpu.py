@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tfaccel.report.selftest.runner import Step
+from tfaccel.selftest.runner import Step
 
 if TYPE_CHECKING:
     from tfaccel.snapshot import DriverInfo, Snapshot

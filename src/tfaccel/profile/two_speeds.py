@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfaccel.core.findings import Finding
-from tfaccel.profile.records import Measurement, StepRecord
+from tfaccel.profile.measurement import Measurement, StepRecord
 
 __all__ = [
     "MIN_RATIO",

@@ -3,7 +3,7 @@
 TensorFlow's gRPC worker server listens on every interface at its port, whatever host
 ``TF_CONFIG`` names, and runs whatever graph a peer sends it: anyone who can reach a worker's
 port can run code in the job. ``tfaccel launch`` therefore starts the local group in a network
-namespace of its own, where only loopback exists (:mod:`tfaccel.distribute._isolate` does the
+namespace of its own, where only loopback exists (:mod:`tfaccel.distribute._entry_process` does the
 system calls), so the ports are reachable from nowhere else, this machine included. Where that
 is not possible (the kernel forbids user namespaces, not Linux, ``--host`` not loopback, or
 ``--no-isolate``) :func:`exposure_warning` says, before anything starts, what is exposed and how
@@ -28,7 +28,7 @@ from typing import Any
 
 __all__ = ["ENTRY", "Network", "entry_command", "exposure_warning", "is_loopback"]
 
-ENTRY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_isolate.py")
+ENTRY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_entry_process.py")
 """The file every worker starts through (run by path: it needs the standard library only)."""
 
 _HOLDER_START_S = 10.0
