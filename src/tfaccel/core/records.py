@@ -9,7 +9,10 @@ field's path. Unknown keys are ignored (a newer writer may add fields); missing 
 field's default, and a missing field without one is refused.
 
 A field may carry metadata for JSON: ``field(metadata=json_key("name"))`` writes and reads
-it under another key.
+it under another key; ``field(metadata=NOT_IN_JSON)`` keeps it out of the JSON object (it is
+then rebuilt from its default). A record class that derives from :class:`Record` gets
+``to_dict()`` and ``from_dict()`` from these two functions; one whose document adds derived
+values writes ``{**to_json(self), "iqr": self.iqr}``.
 
 Example:
     >>> from dataclasses import dataclass
@@ -35,7 +38,17 @@ from typing import Any, Literal, TypeVar, Union
 
 from tfaccel.core.errors import UsageError
 
-__all__ = ["MAX_INT", "MIN_INT", "RecordError", "from_json", "json_key", "shown", "to_json"]
+__all__ = [
+    "MAX_INT",
+    "MIN_INT",
+    "NOT_IN_JSON",
+    "Record",
+    "RecordError",
+    "from_json",
+    "json_key",
+    "shown",
+    "to_json",
+]
 
 R = TypeVar("R")
 
@@ -44,6 +57,8 @@ MAX_INT = 2**64 - 1
 INT_RANGE = f"from {MIN_INT:,} to {MAX_INT:,} (64 bits)"
 
 _KEY = "tfaccel.json_key"
+_OMIT = "tfaccel.not_in_json"
+NOT_IN_JSON: Mapping[str, bool] = types.MappingProxyType({_OMIT: True})
 
 
 class RecordError(UsageError):
@@ -59,6 +74,23 @@ def _key(f: dataclasses.Field[Any]) -> str:
     return str(f.metadata.get(_KEY, f.name))
 
 
+class Record:
+    """A dataclass whose JSON form is its fields: ``to_dict()`` and ``from_dict()``."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object of this record (:func:`to_json`)."""
+        return typing.cast(dict[str, Any], to_json(self))
+
+    @classmethod
+    def from_dict(cls: type[R], data: Any) -> R:
+        """Rebuild the record from :meth:`to_dict`'s object (:func:`from_json`).
+
+        Raises:
+            RecordError: a field has the wrong type or a required one is missing.
+        """
+        return from_json(cls, data, where=cls.__name__)
+
+
 def to_json(value: Any) -> Any:
     """The JSON form of ``value``: records as objects (under their JSON keys), tuples as lists.
 
@@ -66,7 +98,11 @@ def to_json(value: Any) -> Any:
     :func:`tfaccel.core.jsonout.dumps`, decides how a NaN or an infinity is written).
     """
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {_key(f): to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {
+            _key(f): to_json(getattr(value, f.name))
+            for f in dataclasses.fields(value)
+            if not f.metadata.get(_OMIT)
+        }
     if isinstance(value, (list, tuple)):
         return [to_json(v) for v in value]
     if isinstance(value, Mapping):
@@ -153,7 +189,7 @@ def _record(tp: type[Any], value: Any, path: str, error: ErrorFactory) -> Any:
     hints = typing.get_type_hints(tp)
     kwargs = {}
     for f in dataclasses.fields(tp):
-        if not f.init:
+        if not f.init or f.metadata.get(_OMIT):
             continue
         key = _key(f)
         if key in value:
