@@ -40,20 +40,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tfaccel.core.errors import UsageError
+from tfaccel.core.checks import (
+    check_callable,
+    check_file_argument,
+    check_flag,
+    check_int,
+)
+from tfaccel.core.errors import UsageError, shown
 from tfaccel.data.sources import (
     WHERE,
     Loaded,
     bad_argument,
     load,
     size_text,
-)
-from tfaccel.runtime.settings import (
-    check_callable,
-    check_file_target,
-    check_flag,
-    check_int,
-    shown,
 )
 
 if TYPE_CHECKING:
@@ -344,7 +343,7 @@ def _check_arguments(
     if cache not in ("auto", True, False):
         if not isinstance(cache, (str, os.PathLike)):
             raise bad_argument("cache", cache, "'auto', True, False or a file path", "cache='auto'")
-        check_file_target("cache", cache, where=WHERE)
+        check_file_argument("cache", cache, where=WHERE)
     check_callable(
         "map_fn",
         map_fn,

@@ -31,8 +31,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from tfaccel.core.checks import check_text
 from tfaccel.core.errors import UsageError, shown
-from tfaccel.runtime.settings import check_text
 
 __all__ = ["Crossing", "Placement", "Stage", "balance", "split"]
 
