@@ -31,6 +31,7 @@ __all__ = [
     "check_mapping",
     "check_number",
     "check_text",
+    "in_range",
     "is_bool",
     "is_int",
     "is_real",
@@ -47,14 +48,36 @@ def is_bool(value: object) -> bool:
 _NP_BOOLS = ("bool", "bool_")
 
 
-def is_int(value: object) -> TypeGuard[numbers.Integral]:
-    """A whole number, Python's or NumPy's, and not a bool (``True`` is an int to Python)."""
+def is_int(value: object) -> TypeGuard[int]:
+    """A whole number, Python's or NumPy's, and not a bool (``True`` is an int to Python).
+
+    Typed as an int: NumPy's integers compare and compute as one (``int()`` makes one).
+    """
     return isinstance(value, numbers.Integral) and not is_bool(value)
 
 
-def is_real(value: object) -> TypeGuard[numbers.Real]:
-    """A real number (an int, a float, NumPy's too), and not a bool."""
+def is_real(value: object) -> TypeGuard[float]:
+    """A real number (an int, a float, NumPy's too), and not a bool; typed as a float."""
     return isinstance(value, numbers.Real) and not is_bool(value)
+
+
+def in_range(
+    number: float,
+    *,
+    minimum: float | None = None,
+    above_minimum: bool = False,
+    maximum: float | None = None,
+    below_maximum: bool = False,
+) -> bool:
+    """``number`` is finite and within the bounds (each inclusive unless told otherwise).
+
+    An integer is finite whatever its size (``math.isfinite`` would overflow on a huge one).
+    """
+    if not isinstance(number, numbers.Integral) and not math.isfinite(number):
+        return False
+    if minimum is not None and not (number > minimum if above_minimum else number >= minimum):
+        return False
+    return maximum is None or (number < maximum if below_maximum else number <= maximum)
 
 
 def shown_typed(value: object) -> str:
@@ -106,7 +129,7 @@ def check_int(
         return None
     if is_int(value):
         number = int(value)
-        if number >= minimum and (maximum is None or number <= maximum):
+        if in_range(number, minimum=minimum, maximum=maximum):
             return number
     bound = f"from {minimum} to {maximum}" if maximum is not None else f">= {minimum}"
     expected = f"an integer {bound}" + (", or None" if allow_none else "")
@@ -130,8 +153,7 @@ def check_number(
     """
     if is_real(value):
         number = float(value)
-        low_ok = number > minimum if above_minimum else number >= minimum
-        if math.isfinite(number) and low_ok and (maximum is None or number <= maximum):
+        if in_range(number, minimum=minimum, above_minimum=above_minimum, maximum=maximum):
             return number
     bound = ("> " if above_minimum else ">= ") + f"{minimum:g}"
     bound += f" and <= {maximum:g}" if maximum is not None else ""

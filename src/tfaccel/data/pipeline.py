@@ -45,6 +45,7 @@ from tfaccel.core.checks import (
     check_file_argument,
     check_flag,
     check_int,
+    is_int,
 )
 from tfaccel.core.errors import UsageError, shown
 from tfaccel.data.sources import (
@@ -335,7 +336,7 @@ def _check_arguments(
     """Check every argument before anything is built, imported or written."""
 
     def positive(value: Any) -> bool:
-        return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+        return is_int(value) and value >= 1
 
     check_int("batch_size", batch_size, where=WHERE, fix="pass batch_size=64")
     check_flag("shuffle", shuffle, where=WHERE)
