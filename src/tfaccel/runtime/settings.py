@@ -248,7 +248,7 @@ def _parse_memory(value: object) -> MemoryValue | None:
             except ValueError:
                 return None
         value = number
-    if isinstance(value, bool):
+    if is_bool(value):
         return None
     if isinstance(value, int):
         return value if 0 < value <= MAX_MEMORY_MIB else None
