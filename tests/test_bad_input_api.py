@@ -513,12 +513,12 @@ def test_a_cache_file_in_a_writable_directory_is_accepted(tmp_path: Path) -> Non
 def test_a_checkpoint_dir_that_can_be_created_is_accepted_and_not_created_early(
     tmp_path: Path,
 ) -> None:
-    from tfaccel.runtime.settings import check_writable_dir
+    from tfaccel.core.checks import check_dir_argument
 
     target = tmp_path / "runs" / "a" / "ckpt"
-    assert check_writable_dir("checkpoint_dir", target, where="test") == str(target)
+    assert check_dir_argument("checkpoint_dir", target, where="test") == str(target)
     assert not (tmp_path / "runs").exists()
-    assert check_writable_dir("checkpoint_dir", "gs://bucket/ckpt", where="test") == (
+    assert check_dir_argument("checkpoint_dir", "gs://bucket/ckpt", where="test") == (
         "gs://bucket/ckpt"
     )
 

@@ -30,6 +30,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from tfaccel._version import __version__
+from tfaccel.core.checks import check_flag
 from tfaccel.core.errors import TfaccelError
 
 __all__ = [
@@ -126,7 +127,6 @@ def devices(*, tf: bool = False) -> Inventory:
         >>> inv.cpu.logical_cores, [gpu.name for gpu in inv.nvml_gpus]  # doctest: +SKIP
     """
     from tfaccel import inventory, probe
-    from tfaccel.runtime.settings import check_flag
 
     check_flag("tf", tf, where="tfaccel.devices()")
     return inventory.build(probe.snapshot(deep=tf))

@@ -166,8 +166,8 @@ def audit(fn: Any, *args: Any, target: str | None = None, **kwargs: Any) -> Audi
         >>> [f.id for f in report.findings]
         []
     """
+    from tfaccel.core.checks import check_callable, check_text
     from tfaccel.runtime import device
-    from tfaccel.runtime.settings import check_callable, check_text
 
     where = "tfaccel.placement.audit"
     check_callable("fn", fn, where=where, expected=_STEP_EXPECTED)

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from tfaccel.core.errors import TfaccelError
+from tfaccel.core.files import file_kind
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -164,13 +165,7 @@ def _special_kind(path: Path) -> str | None:
         return None
     if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
         return None
-    kinds = (
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISFIFO, "a named pipe (FIFO)"),
-        (stat.S_ISSOCK, "a socket"),
-    )
-    return next((name for test, name in kinds if test(mode)), "a special file")
+    return file_kind(mode)
 
 
 def _dumps(value: Any) -> str:

@@ -585,13 +585,13 @@ ROWS: list[Row] = [
     Row(
         "selftest-out-is-a-file",
         ("selftest", "--gpu", "--out", "{work}/file.txt"),
-        "(--out) is not a directory: it is a file",
+        "(--out) is not a directory: it is a regular file",
         setup=_a_file_and_a_dir,
     ),
     Row(
         "selftest-out-under-a-file",
         ("selftest", "--gpu", "--json", "--out", "{work}/file.txt/gpu-check"),
-        "'{work}/file.txt' in its path is a file",
+        "'{work}/file.txt' in its path is a regular file",
         setup=_a_file_and_a_dir,
     ),
     Row(

@@ -12,6 +12,7 @@ import math
 from collections.abc import Callable
 from typing import NoReturn
 
+from tfaccel.core.checks import in_range
 from tfaccel.core.errors import UsageError
 
 __all__ = ["fraction", "integer", "seconds"]
@@ -37,7 +38,7 @@ def seconds(
             _refuse(flag, "not a number of seconds", expected, text, example)
         if not math.isfinite(value):
             _refuse(flag, "not a finite number of seconds", expected, text, example)
-        if not minimum < value <= maximum:
+        if not in_range(value, minimum=minimum, above_minimum=True, maximum=maximum):
             _refuse(flag, "the number of seconds is out of range", expected, text, example)
         return value
 
@@ -57,7 +58,7 @@ def integer(
             value = int(text.strip())
         except ValueError:
             _refuse(flag, "not an integer", expected, text, example)
-        if not minimum <= value <= maximum:
+        if not in_range(value, minimum=minimum, maximum=maximum):
             _refuse(flag, "the number is out of range", expected, text, example)
         return value
 
@@ -74,7 +75,7 @@ def fraction(flag: str, *, example: float) -> Callable[[str], float]:
             value = float(text)
         except ValueError:
             _refuse(flag, "not a fraction", expected, text, example)
-        if not (math.isfinite(value) and 0 <= value < 1):
+        if not in_range(value, minimum=0, maximum=1, below_maximum=True):
             _refuse(flag, "the fraction is out of range", expected, text, example)
         return value
 

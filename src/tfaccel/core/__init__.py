@@ -2,6 +2,7 @@
 
 - ``errors``: the error raised to users (what, expected, received, fix) and how an argument is
   named (``budget_s=4`` from Python, ``--budget 4`` from the command line);
+- ``checks``: the argument checks of the public API (a switch, a count, a number, a path);
 - ``findings``: the one shape of a finding (doctor, profile, placement);
 - ``timing``: the measuring method (warm-up excluded, interleaved rounds, median and IQR);
 - ``jsonout``: the one JSON writer (strict: NaN and infinities as null).

@@ -7,6 +7,8 @@
   says yes to everything). Nothing is left behind unless ``create`` asks for the directory.
 - :func:`check_writable_file`: the same, before any work, for a file :func:`write_atomic` will
   write.
+- :func:`nearest_existing` and :func:`try_writing_in`: the two steps of that rule, for checks
+  that word their own messages (:mod:`tfaccel.core.checks`).
 - :func:`write_atomic`: a reader sees the old file or the whole new one, never half of it; on
   any failure nothing is left behind.
 
@@ -28,8 +30,10 @@ __all__ = [
     "check_writable_dir",
     "check_writable_file",
     "file_kind",
+    "nearest_existing",
     "os_reason",
     "remote_path",
+    "try_writing_in",
     "write_atomic",
 ]
 
@@ -76,28 +80,23 @@ def check_writable_dir(
             fix=fix,
         )
     target = Path(path).expanduser()
-    existing = target
-    while True:
-        try:
-            info = existing.stat()
-        except (FileNotFoundError, NotADirectoryError):
-            if existing.parent == existing:
-                raise error(
-                    f"{what.capitalize()} {str(target)!r} ({flag}) has no existing folder above it",
-                    expected=expected,
-                    received=str(target),
-                    fix=fix,
-                ) from None
-            existing = existing.parent
-            continue
-        except (OSError, ValueError) as exc:
-            raise error(
-                f"{what.capitalize()} {str(target)!r} ({flag}) cannot be used",
-                expected=expected,
-                received=f"{str(existing)!r}: {os_reason(exc)}",
-                fix=fix,
-            ) from None
-        break
+    try:
+        found = nearest_existing(target)
+    except (OSError, ValueError) as exc:
+        raise error(
+            f"{what.capitalize()} {str(target)!r} ({flag}) cannot be used",
+            expected=expected,
+            received=f"{str(target)!r}: {os_reason(exc)}",
+            fix=fix,
+        ) from None
+    if found is None:
+        raise error(
+            f"{what.capitalize()} {str(target)!r} ({flag}) has no existing folder above it",
+            expected=expected,
+            received=str(target),
+            fix=fix,
+        )
+    existing, info = found
     if not stat.S_ISDIR(info.st_mode):
         kind = file_kind(info.st_mode)
         where = "it is" if existing == target else f"{str(existing)!r} in its path is"
@@ -108,9 +107,7 @@ def check_writable_dir(
             fix=fix,
         )
     try:
-        fd, probe = tempfile.mkstemp(prefix=".tfaccel-write-test.", dir=existing)
-        os.close(fd)
-        os.unlink(probe)
+        try_writing_in(existing)
         if create:
             target.mkdir(parents=True, exist_ok=True)
     except (OSError, ValueError) as exc:
@@ -121,6 +118,42 @@ def check_writable_dir(
             fix=fix,
         ) from None
     return target
+
+
+def nearest_existing(path: Path) -> tuple[Path, os.stat_result] | None:
+    """``path`` or its nearest existing folder above it, with what ``stat`` says of it.
+
+    Returns:
+        None when nothing of the path exists, not even its root.
+
+    Raises:
+        OSError, ValueError: ``stat`` fails for another reason than a missing path (a
+            permission, a name with a NUL byte).
+    """
+    existing = path
+    while True:
+        try:
+            return existing, existing.stat()
+        except (FileNotFoundError, NotADirectoryError):
+            if existing.parent == existing:
+                return None
+            existing = existing.parent
+
+
+def try_writing_in(
+    directory: str | os.PathLike[str], *, prefix: str = ".tfaccel-write-test."
+) -> None:
+    """The test of "can a file be created here?": create a temporary file and remove it at once.
+
+    Unlike ``os.access`` this finds a read-only file system, /proc and /sys, and permissions
+    also for root.
+
+    Raises:
+        OSError, ValueError: the file could not be created (the reason is in the error).
+    """
+    fd, probe = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=directory)
+    os.close(fd)
+    os.unlink(probe)
 
 
 def check_writable_file(path: str | os.PathLike[str], *, argument_name: str = "path") -> Path:
@@ -144,9 +177,7 @@ def check_writable_file(path: str | os.PathLike[str], *, argument_name: str = "p
     target = Path(path)
     directory = _check_target(target, argument_name)
     try:
-        fd, probe = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
-        os.close(fd)
-        os.unlink(probe)
+        try_writing_in(directory, prefix=f".{target.name}.")
     except (OSError, ValueError) as exc:
         raise _write_error(target, directory, argument_name, exc) from None
     return target

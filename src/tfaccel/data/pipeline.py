@@ -40,20 +40,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tfaccel.core.errors import UsageError
+from tfaccel.core.checks import (
+    check_callable,
+    check_file_argument,
+    check_flag,
+    check_int,
+    is_int,
+)
+from tfaccel.core.errors import UsageError, shown
 from tfaccel.data.sources import (
     WHERE,
     Loaded,
     bad_argument,
     load,
     size_text,
-)
-from tfaccel.runtime.settings import (
-    check_callable,
-    check_file_target,
-    check_flag,
-    check_int,
-    shown,
 )
 
 if TYPE_CHECKING:
@@ -336,7 +336,7 @@ def _check_arguments(
     """Check every argument before anything is built, imported or written."""
 
     def positive(value: Any) -> bool:
-        return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+        return is_int(value) and value >= 1
 
     check_int("batch_size", batch_size, where=WHERE, fix="pass batch_size=64")
     check_flag("shuffle", shuffle, where=WHERE)
@@ -344,7 +344,7 @@ def _check_arguments(
     if cache not in ("auto", True, False):
         if not isinstance(cache, (str, os.PathLike)):
             raise bad_argument("cache", cache, "'auto', True, False or a file path", "cache='auto'")
-        check_file_target("cache", cache, where=WHERE)
+        check_file_argument("cache", cache, where=WHERE)
     check_callable(
         "map_fn",
         map_fn,

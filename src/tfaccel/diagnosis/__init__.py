@@ -19,6 +19,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from tfaccel.core.checks import is_bool
 from tfaccel.core.errors import LogInputError, UsageError, shown
 from tfaccel.core.findings import Finding, counts
 from tfaccel.diagnosis.log.match import LogReport, match_log
@@ -138,7 +139,7 @@ def check(*, deep: bool = False, log: str | bytes | LogText | None = None) -> Do
     """
     from tfaccel import probe
 
-    if not isinstance(deep, bool):
+    if not is_bool(deep):
         raise UsageError(
             "tfaccel.doctor() got an invalid deep",
             expected="True or False",
@@ -146,7 +147,7 @@ def check(*, deep: bool = False, log: str | bytes | LogText | None = None) -> Do
             fix="pass deep=True to also import TensorFlow in a subprocess, or leave it out",
         )
     text = check_log(log, where="tfaccel.doctor()")
-    return diagnose(probe.snapshot(deep=deep), log=text)
+    return diagnose(probe.snapshot(deep=bool(deep)), log=text)
 
 
 # --- the log argument -------------------------------------------------------------------------

@@ -25,8 +25,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from tfaccel.core.checks import check_dir_argument, check_int
 from tfaccel.core.errors import TfaccelError
-from tfaccel.runtime.settings import check_int, check_writable_dir
 
 __all__ = ["CheckpointError", "Checkpointer"]
 
@@ -61,7 +61,7 @@ class Checkpointer:
         max_to_keep: int = 3,
     ) -> None:
         where = "tfaccel.distribute.Checkpointer"
-        self.directory = check_writable_dir("directory", directory, where=where)
+        self.directory = check_dir_argument("directory", directory, where=where)
         check_int("max_to_keep", max_to_keep, where=where)
         import tensorflow as tf
 

@@ -36,6 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tfaccel.core.checks import check_mapping
 from tfaccel.core.errors import TfaccelError, UsageError
 from tfaccel.distribute.cluster import (
     ClusterConfig,
@@ -43,7 +44,6 @@ from tfaccel.distribute.cluster import (
     parse_tf_config,
     slurm_allocation,
 )
-from tfaccel.runtime.settings import check_mapping
 
 __all__ = [
     "COLLECTIVE_TIMEOUT_ENV",

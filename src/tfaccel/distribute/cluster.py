@@ -22,6 +22,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from tfaccel.core.checks import is_int
 from tfaccel.core.errors import TfaccelError
 
 __all__ = [
@@ -206,7 +207,7 @@ def _task(
         raise _error(
             f"TF_CONFIG's task type {task_type!r} is not a job of its cluster ({jobs})", text
         )
-    if not isinstance(index, int) or isinstance(index, bool):
+    if not is_int(index):
         raise _error(f"TF_CONFIG's task index {index!r} is not an integer", text)
     count = len(cluster[task_type])
     if not 0 <= index < count:

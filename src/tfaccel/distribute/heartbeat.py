@@ -22,6 +22,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from tfaccel.core.checks import is_int
 from tfaccel.core.errors import UsageError
 
 __all__ = ["HEARTBEAT_DIR_ENV", "Beat", "heartbeat", "read_heartbeats"]
@@ -63,7 +64,7 @@ def heartbeat(step: int, *, done: bool = False, environ: Mapping[str, str] | Non
     Example:
         >>> heartbeat(12)
     """
-    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+    if not is_int(step) or step < 0:
         raise UsageError(
             f"heartbeat({step!r}) is not a step",
             expected="the global step being started, an integer >= 0",

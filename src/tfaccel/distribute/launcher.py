@@ -55,6 +55,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import IO, Any
 
+from tfaccel.core.checks import is_int, is_real
 from tfaccel.core.errors import TfaccelError, UsageError
 from tfaccel.distribute.choice import COLLECTIVE_TIMEOUT_ENV
 from tfaccel.distribute.cluster import format_address, local_cluster
@@ -361,14 +362,14 @@ def _check_arguments(
     hang_timeout_s: float | None,
     startup_timeout_s: float,
 ) -> None:
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+    if not is_int(workers) or workers < 1:
         raise UsageError(
             f"Cannot start {workers!r} workers",
             expected="-n N with N >= 1 (the number of worker processes)",
             received=f"-n {workers}",
             fix="pass -n 2 (or more) to train on several workers",
         )
-    if isinstance(restarts, bool) or not isinstance(restarts, int) or restarts < 0:
+    if not is_int(restarts) or restarts < 0:
         raise UsageError(
             f"--restarts {restarts!r} is not a count",
             expected="an integer >= 0",
@@ -382,7 +383,7 @@ def _check_arguments(
     ):
         if value is None and allow_none:
             continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        if not is_real(value) or not value > 0:
             raise UsageError(
                 f"{option} {value!r} is not a positive number of seconds",
                 expected="seconds > 0",

@@ -40,22 +40,21 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfaccel.core.errors import UsageError
+from tfaccel.core.checks import (
+    check_callable,
+    check_dir_argument,
+    check_flag,
+    check_int,
+    check_mapping,
+    check_number,
+)
+from tfaccel.core.errors import UsageError, shown
 from tfaccel.distribute.batches import DatasetFn, check_divisible, input_fn, steps_per_epoch
 from tfaccel.distribute.checkpoint import Checkpointer
 from tfaccel.distribute.choice import StrategyChoice
 from tfaccel.distribute.choice import strategy as choose_strategy
 from tfaccel.distribute.heartbeat import heartbeat
 from tfaccel.distribute.preemption import Preempted, SigtermFlag
-from tfaccel.runtime.settings import (
-    check_callable,
-    check_flag,
-    check_int,
-    check_mapping,
-    check_number,
-    check_writable_dir,
-    shown,
-)
 
 __all__ = ["EpochLog", "StepLog", "TrainResult", "train"]
 
@@ -619,4 +618,4 @@ def _check_arguments(
             fix="pass checkpoint_dir='ckpt' (shared by all workers on a cluster)",
         )
     if checkpoint_dir is not None:
-        check_writable_dir("checkpoint_dir", checkpoint_dir, where=where)
+        check_dir_argument("checkpoint_dir", checkpoint_dir, where=where)

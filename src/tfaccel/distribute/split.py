@@ -26,13 +26,12 @@ from __future__ import annotations
 
 import functools
 import math
-import numbers
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from tfaccel.core.checks import check_text, is_int
 from tfaccel.core.errors import UsageError, shown
-from tfaccel.runtime.settings import check_text
 
 __all__ = ["Crossing", "Placement", "Stage", "balance", "split"]
 
@@ -283,7 +282,7 @@ def _boundaries(boundaries: Sequence[int] | None, layers: int, groups: int) -> t
     if isinstance(boundaries, (str, bytes)) or not isinstance(boundaries, Sequence):
         raise _bad_boundaries(boundaries, layers, groups)
     bounds = tuple(boundaries)
-    if not all(isinstance(b, numbers.Integral) and not isinstance(b, bool) for b in bounds):
+    if not all(is_int(b) for b in bounds):
         raise _bad_boundaries(boundaries, layers, groups)
     bounds = tuple(int(b) for b in bounds)
     ordered = all(a < b for a, b in zip((0, *bounds), (*bounds, layers), strict=True))

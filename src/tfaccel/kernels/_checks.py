@@ -14,6 +14,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from tfaccel.core.checks import is_int
 from tfaccel.core.errors import UsageError
 
 __all__ = [
@@ -155,7 +156,7 @@ def check_same_dtype(first: Operand, second: Operand, op: str) -> None:
 
 def check_tile(tile: Any, op: str = "matmul") -> int:
     """Return ``tile`` as an int, or raise UsageError unless it is a positive integer."""
-    if isinstance(tile, bool) or not isinstance(tile, (int, np.integer)) or tile < 1:
+    if not is_int(tile) or tile < 1:
         raise UsageError(
             f"{op}: tile must be a positive integer (the side of the square shared-memory tile)",
             expected="an int such as 8, 16 or 32 (tile*tile threads per block)",

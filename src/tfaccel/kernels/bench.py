@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from tfaccel.core.checks import is_int
 from tfaccel.core.errors import UsageError
 from tfaccel.core.timing import Summary, measure_interleaved, summarize
 from tfaccel.kernels._errors import KernelBackendError
@@ -217,9 +218,7 @@ def require_gpu() -> None:
 
 def _check_sizes(name: str, values: Sequence[int], minimum: int) -> tuple[int, ...]:
     checked = tuple(values)
-    if not checked or any(
-        isinstance(v, bool) or not isinstance(v, int) or v < minimum for v in checked
-    ):
+    if not checked or any(not is_int(v) or v < minimum for v in checked):
         raise UsageError(
             f"kernel benchmark: {name} must be a non-empty list of integers >= {minimum}",
             expected=f"e.g. {name}=(1024, 2048)",

@@ -43,6 +43,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from tfaccel.core.checks import in_range, is_real
 from tfaccel.core.errors import UsageError, argument
 from tfaccel.kernels._errors import COMPILER_FIX, KernelCompilerError
 from tfaccel.kernels.occupancy import (
@@ -635,7 +636,7 @@ def floor_lookup(occupancy_floor: float | Mapping[str, float] | None) -> Callabl
     else:
         table = {"*": occupancy_floor}
     for name, value in table.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        if not is_real(value) or not in_range(value, minimum=0, maximum=1):
             raise UsageError(
                 "an occupancy floor must be a share of the SM's warps, from 0 to 1",
                 expected="a number in [0, 1], e.g. 0.5 for half the warps",

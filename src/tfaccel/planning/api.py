@@ -7,6 +7,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from tfaccel.core.checks import in_range, is_int, is_real
 from tfaccel.core.errors import TfaccelError, UsageError, argument, shown
 from tfaccel.planning.memory import (
     FRAGMENTATION_MARGIN,
@@ -428,7 +429,7 @@ def _loss_for(model: Any) -> str:
 
 
 def _check_batch(batch_size: Any) -> None:
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+    if not is_int(batch_size) or batch_size < 1:
         raise UsageError(
             "The batch size is not a positive integer",
             expected="a whole number of examples, 1 or more",
@@ -457,7 +458,7 @@ def _check_precision(precision: Any) -> None:
 def _check_examples(examples: Any) -> None:
     if examples is None:
         return
-    if isinstance(examples, bool) or not isinstance(examples, int) or examples < 1:
+    if not is_int(examples) or examples < 1:
         raise UsageError(
             "The number of examples per epoch is not a positive integer",
             expected="a whole number of training examples, 1 or more",
@@ -478,8 +479,8 @@ def _check_prices(prices: Any) -> dict[str, float]:
         )
     table = {}
     for key, value in prices.items():
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if not isinstance(key, str) or not ok or not math.isfinite(value) or value < 0:
+        ok = is_real(value) and in_range(value, minimum=0)
+        if not isinstance(key, str) or not ok:
             raise UsageError(
                 "A price is not a finite number of at least 0 per hour",
                 expected="device key -> price per hour, e.g. a100-40gb=1.10",

@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Mapping
 
+from tfaccel.core.checks import in_range, is_real
 from tfaccel.core.errors import UsageError, argument
 from tfaccel.snapshot import DeepProbe
 
@@ -125,9 +126,10 @@ def check_timeout(timeout_s: object) -> float:
         UsageError: anything else (NaN, infinity, 0, a negative number, not a number); the
             message names the argument as the caller spells it (``--deep-timeout`` on the CLI).
     """
-    if isinstance(timeout_s, (int, float)) and not isinstance(timeout_s, bool):
-        if math.isfinite(timeout_s) and 0 < timeout_s <= MAX_TIMEOUT_S:
-            return float(timeout_s)
+    if is_real(timeout_s) and in_range(
+        timeout_s, minimum=0, above_minimum=True, maximum=MAX_TIMEOUT_S
+    ):
+        return float(timeout_s)
     raise UsageError(
         f"The time allowed for importing TensorFlow, {argument('timeout_s')}, is not valid",
         expected=f"a finite number of seconds above 0 and at most {MAX_TIMEOUT_S:g} (a day)",

@@ -34,6 +34,7 @@ from typing import Any, TextIO
 
 import keras
 
+from tfaccel.core.checks import check_flag, check_int
 from tfaccel.profile import nvtx_marks
 from tfaccel.profile import session as session_module
 from tfaccel.profile.bottlenecks import THRESHOLDS, Reports, find_bottlenecks
@@ -41,7 +42,6 @@ from tfaccel.profile.input_wait import INPUT_CLOCK, InputClock, difference
 from tfaccel.profile.measurement import MIN_STEPS, Measurement, compute_figures
 from tfaccel.profile.step_recorder import Recorder
 from tfaccel.profile.timer import check_options
-from tfaccel.runtime.settings import check_flag, check_int
 
 __all__ = ["PerformanceCallback"]
 

@@ -26,8 +26,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from tfaccel.core.checks import check_dir_argument
 from tfaccel.core.errors import UsageError, argument
-from tfaccel.runtime.settings import check_writable_dir
 
 __all__ = [
     "SEARCH_DIRS",
@@ -173,7 +173,7 @@ def profile(
         NsysNotFoundError: ``nsys`` is not given and cannot be found.
         UsageError: ``output_dir`` cannot be written.
     """
-    check_writable_dir(argument("output_dir"), output_dir, where="tfaccel profile --nsys")
+    check_dir_argument(argument("output_dir"), output_dir, where="tfaccel profile --nsys")
     executable = nsys or require_nsys()
     directory = os.path.abspath(output_dir)
     os.makedirs(directory, exist_ok=True)

@@ -20,12 +20,12 @@ import time
 from collections.abc import Iterator
 from typing import Any, TextIO
 
+from tfaccel.core.checks import check_dir_argument, check_flag, check_int
 from tfaccel.profile import nvtx_marks
 from tfaccel.profile import session as session_module
 from tfaccel.profile.bottlenecks import Reports
 from tfaccel.profile.measurement import Measurement
 from tfaccel.profile.step_recorder import Recorder
-from tfaccel.runtime.settings import check_flag, check_int, check_writable_dir
 
 __all__ = ["StepHandle", "StepTimer", "check_options"]
 
@@ -270,7 +270,7 @@ def check_options(
     check_int("trace_steps", trace_steps, where=where, allow_none=True, fix="pass trace_steps=20")
     for name, directory in (("tensorboard_dir", tensorboard_dir), ("trace_dir", trace_dir)):
         if directory is not None:
-            check_writable_dir(name, directory, where=where)
+            check_dir_argument(name, directory, where=where)
 
 
 def _to_host(value: Any) -> None:

@@ -20,15 +20,14 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import stat
-import tempfile
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tfaccel.core.errors import TfaccelError, argument
+from tfaccel.core.files import nearest_existing, os_reason, try_writing_in
 
 __all__ = [
     "OpStat",
@@ -72,32 +71,23 @@ def check_logdir(logdir: str | Path) -> Path:
     flag = argument("trace_dir")
     path = Path(logdir).expanduser()
     fix = f"pass {flag} with a directory you can write, e.g. {argument('trace_dir', 'traces')}"
-    existing = path
-    while True:
-        try:
-            info = existing.stat()
-        except (FileNotFoundError, NotADirectoryError):
-            if existing.parent == existing:
-                break
-            existing = existing.parent
-            continue
-        except (OSError, ValueError) as exc:
-            raise _logdir_error(path, _reason(exc), fix) from None
-        if not stat.S_ISDIR(info.st_mode):
-            what = "is a file" if existing == path else f"is under {str(existing)!r}, a file"
-            raise TraceError(
-                f"The trace directory {str(path)!r} ({flag}) {what}",
-                expected="a directory (created when missing) for the TensorFlow Profiler's files",
-                received=f"{str(existing)!r} is not a directory",
-                fix=fix,
-            )
-        break
     try:
-        fd, probe = tempfile.mkstemp(prefix=".tfaccel-trace-check.", dir=existing)
-        os.close(fd)
-        os.unlink(probe)
+        found = nearest_existing(path)
     except (OSError, ValueError) as exc:
-        raise _logdir_error(path, f"{str(existing)!r}: {_reason(exc)}", fix) from None
+        raise _logdir_error(path, os_reason(exc), fix) from None
+    existing = found[0] if found is not None else path
+    if found is not None and not stat.S_ISDIR(found[1].st_mode):
+        what = "is a file" if existing == path else f"is under {str(existing)!r}, a file"
+        raise TraceError(
+            f"The trace directory {str(path)!r} ({flag}) {what}",
+            expected="a directory (created when missing) for the TensorFlow Profiler's files",
+            received=f"{str(existing)!r} is not a directory",
+            fix=fix,
+        )
+    try:
+        try_writing_in(existing, prefix=".tfaccel-trace-check.")
+    except (OSError, ValueError) as exc:
+        raise _logdir_error(path, f"{str(existing)!r}: {os_reason(exc)}", fix) from None
     return path
 
 
@@ -108,12 +98,6 @@ def _logdir_error(path: Path, received: str, fix: str) -> TraceError:
         received=received,
         fix=fix,
     )
-
-
-def _reason(exc: Exception) -> str:
-    if isinstance(exc, OSError) and exc.strerror:
-        return f"{type(exc).__name__}: {exc.strerror}"
-    return f"{type(exc).__name__}: {exc}"
 
 
 def start(logdir: str | Path) -> None:

@@ -33,6 +33,7 @@ from typing import Any
 
 from tfaccel import inventory
 from tfaccel.architecture import fingerprint as model_fingerprint
+from tfaccel.core.checks import check_mapping
 from tfaccel.core.errors import RuntimeSetupError as RuntimeSetupError  # raised by setup()
 from tfaccel.inventory import GpuFacts, Inventory
 from tfaccel.runtime.apply import apply_plan, outcome, read_state
@@ -49,7 +50,6 @@ from tfaccel.runtime.settings import (
     SETTINGS,
     Request,
     build_request,
-    check_mapping,
     check_model,
     parse_setting,
 )

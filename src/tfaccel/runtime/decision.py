@@ -13,10 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfaccel.core.errors import RuntimeSetupError
+from tfaccel.core.errors import RuntimeSetupError, shown
 from tfaccel.inventory import GpuFacts, fast_precisions, precision_warning
 from tfaccel.runtime.config import JsonValue, Setting, Status
-from tfaccel.runtime.settings import Request, shown
+from tfaccel.runtime.settings import Request
 
 __all__ = [
     "DEFAULT_GPU_SHARE",

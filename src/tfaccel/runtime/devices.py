@@ -6,8 +6,8 @@ import importlib
 from contextlib import AbstractContextManager
 from typing import Any
 
-from tfaccel.core.errors import RuntimeSetupError, UsageError
-from tfaccel.runtime.settings import check_text, shown
+from tfaccel.core.checks import check_text
+from tfaccel.core.errors import RuntimeSetupError, UsageError, shown
 
 __all__ = ["device"]
 

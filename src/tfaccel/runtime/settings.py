@@ -4,23 +4,18 @@ Every setting is given as an argument of ``setup()``, a ``TFACCEL_*`` variable o
 ``tfaccel run`` option; :func:`parse_setting` checks and normalises each form, and
 :func:`build_request` fills what the arguments leave unset from the variables.
 
-The ``check_*`` functions at the end are the argument checks of the public API above this
-layer (``tfaccel.device``, ``tfaccel.data.pipeline``, ``tfaccel.distribute.train``, the
-profilers): one per kind of value, each raising a :class:`~tfaccel.core.errors.UsageError` that
-names the function, the argument, what it accepts, what it got (cut to a line by
-:func:`tfaccel.core.errors.shown`) and the fix, before anything is built, written or started.
+The generic argument checks of the public API live in :mod:`tfaccel.core.checks`.
 """
 
 from __future__ import annotations
 
 import math
-import numbers
-import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
+from tfaccel.core.checks import is_bool, shown_typed
 from tfaccel.core.errors import UsageError, shown
 from tfaccel.runtime.model import check_model_dims
 
@@ -34,17 +29,8 @@ __all__ = [
     "SETTINGS",
     "Request",
     "build_request",
-    "check_callable",
-    "check_file_target",
-    "check_flag",
-    "check_int",
-    "check_mapping",
     "check_model",
-    "check_number",
-    "check_text",
-    "check_writable_dir",
     "parse_setting",
-    "shown",
 ]
 
 SETTINGS = (
@@ -204,18 +190,14 @@ def _invalid(
     number = _int(value.strip() if isinstance(value, str) else value)
     if name == "memory" and number is not None and MAX_MEMORY_MIB < number < _TOO_LARGE:
         what += " (the limit is in MiB, not bytes: 4 GiB is 4096)"
-    return UsageError(what, expected=expected or usual, received=_received(value), fix=fix)
-
-
-def _received(value: object) -> str:
-    return f"{shown(value)} ({type(value).__name__})"
+    return UsageError(what, expected=expected or usual, received=shown_typed(value), fix=fix)
 
 
 _MAX_DIGITS = 30  # longer digit strings are no count tfaccel takes (and int() of 4301 fails)
 
 
 def _int(value: object) -> int | None:
-    if isinstance(value, bool):
+    if is_bool(value):
         return None
     if isinstance(value, int):
         return value
@@ -228,7 +210,7 @@ _TOO_LARGE = 2**128  # stands for a digit string too long to convert; above ever
 
 
 def _bool(value: object) -> bool | None:
-    if _is_bool(value):
+    if is_bool(value):
         return bool(value)
     if isinstance(value, str) and value.lower() in _TRUE + _FALSE:
         return value.lower() in _TRUE
@@ -262,7 +244,7 @@ def _parse_memory(value: object) -> MemoryValue | None:
             except ValueError:
                 return None
         value = number
-    if isinstance(value, bool):
+    if is_bool(value):
         return None
     if isinstance(value, int):
         return value if 0 < value <= MAX_MEMORY_MIB else None
@@ -361,7 +343,7 @@ _SWITCHES = {
 
 
 def _check_switch(name: str, value: object) -> None:
-    if name not in _SWITCHES or _is_bool(value):
+    if name not in _SWITCHES or is_bool(value):
         return
     if name == "jit" and isinstance(value, str) and value.strip().lower() == "auto":
         return
@@ -386,7 +368,7 @@ def check_model(model: object) -> None:
     raise UsageError(
         "The argument model of tfaccel.setup() is not a Keras model",
         expected="a Keras model (keras.Model, keras.Sequential or a subclass) or None",
-        received=f"model={_received(model)}",
+        received=f"model={shown_typed(model)}",
         fix="pass the model object itself, e.g. setup(precision='auto', model=model), "
         "or leave model out",
     )
@@ -399,250 +381,3 @@ def _is_keras_model(value: object) -> bool:
         if isinstance(model_class, type) and isinstance(value, model_class):
             return True
     return False
-
-
-# --- argument checks of the public API ----------------------------------------------------------
-# A received value is echoed through tfaccel.core.errors.shown (re-exported here as ``shown``).
-
-
-def _is_bool(value: object) -> bool:
-    kind = type(value)  # NumPy's bool too (numpy.bool_, named "bool" since NumPy 2)
-    return isinstance(value, bool) or (kind.__module__ == "numpy" and kind.__name__ in _NP_BOOLS)
-
-
-_NP_BOOLS = ("bool", "bool_")
-
-
-def _argument_error(where: str, name: str, value: object, expected: str, fix: str) -> UsageError:
-    return UsageError(
-        f"{where} got an invalid {name}",
-        expected=expected,
-        received=f"{name}={_received(value)}",
-        fix=fix,
-    )
-
-
-def check_flag(name: str, value: object, *, where: str, allow_none: bool = False) -> bool | None:
-    """A switch: True or False (NumPy's bools too), or None where ``allow_none``.
-
-    "yes", 1 or "false" are refused: text is truthy, so "false" would switch it on.
-
-    Raises:
-        UsageError: anything else.
-    """
-    if value is None and allow_none:
-        return None
-    if _is_bool(value):
-        return bool(value)
-    expected = "True or False" + (", or None" if allow_none else "")
-    raise _argument_error(where, name, value, expected, f"pass {name}=True or {name}=False")
-
-
-def check_int(
-    name: str,
-    value: object,
-    *,
-    where: str,
-    minimum: int = 1,
-    maximum: int | None = None,
-    allow_none: bool = False,
-    fix: str | None = None,
-) -> int | None:
-    """A whole number in ``[minimum, maximum]`` (NumPy's integers too), or None where allowed.
-
-    Raises:
-        UsageError: a bool, a float (even 2.0), text, or a number out of range.
-    """
-    if value is None and allow_none:
-        return None
-    if isinstance(value, numbers.Integral) and not _is_bool(value):
-        number = int(value)
-        if number >= minimum and (maximum is None or number <= maximum):
-            return number
-    bound = f"from {minimum} to {maximum}" if maximum is not None else f">= {minimum}"
-    expected = f"an integer {bound}" + (", or None" if allow_none else "")
-    raise _argument_error(where, name, value, expected, fix or f"pass {name}={max(minimum, 1)}")
-
-
-def check_number(
-    name: str,
-    value: object,
-    *,
-    where: str,
-    minimum: float = 0.0,
-    above_minimum: bool = True,
-    maximum: float | None = None,
-    fix: str | None = None,
-) -> float:
-    """A finite real number above ``minimum`` (or at least it), at most ``maximum``.
-
-    Raises:
-        UsageError: a bool, text, NaN, an infinity, or a number out of range.
-    """
-    if isinstance(value, numbers.Real) and not _is_bool(value):
-        number = float(value)
-        low_ok = number > minimum if above_minimum else number >= minimum
-        if math.isfinite(number) and low_ok and (maximum is None or number <= maximum):
-            return number
-    bound = ("> " if above_minimum else ">= ") + f"{minimum:g}"
-    bound += f" and <= {maximum:g}" if maximum is not None else ""
-    expected = f"a finite number {bound}"
-    raise _argument_error(where, name, value, expected, fix or f"pass a number {bound}")
-
-
-def check_callable(
-    name: str, value: object, *, where: str, expected: str, allow_none: bool = False
-) -> Callable[..., Any] | None:
-    """A function (anything callable), or None where allowed.
-
-    Raises:
-        UsageError: anything that cannot be called.
-    """
-    if value is None and allow_none:
-        return None
-    if callable(value):
-        return value
-    fix = f"pass a function for {name}" + (", or leave it out" if allow_none else "")
-    raise _argument_error(where, name, value, expected, fix)
-
-
-def check_mapping(
-    name: str, value: object, *, where: str, expected: str, allow_none: bool = True
-) -> Mapping[Any, Any] | None:
-    """A mapping (a dict, ``os.environ``), or None where allowed.
-
-    Raises:
-        UsageError: anything else.
-    """
-    if value is None and allow_none:
-        return None
-    if isinstance(value, Mapping):
-        return value
-    fix = f"pass a dict for {name}" + (", or leave it out" if allow_none else "")
-    raise _argument_error(where, name, value, expected, fix)
-
-
-def check_text(name: str, value: object, *, where: str, expected: str, fix: str) -> str:
-    """Text that is not empty or blank.
-
-    Raises:
-        UsageError: anything else.
-    """
-    if isinstance(value, str) and value.strip():
-        return value
-    raise _argument_error(where, name, value, expected, fix)
-
-
-def _remote(path: str) -> bool:
-    """gs://, s3://, hdfs://...: TensorFlow's file systems, which only writing can check."""
-    return "://" in path
-
-
-def _path(name: str, value: object, *, where: str, what: str) -> str:
-    if isinstance(value, (str, os.PathLike)):
-        path = os.fspath(value)
-        if isinstance(path, str) and path.strip():
-            return path
-    raise _argument_error(
-        where, name, value, f"a path ({what}) as str or os.PathLike", f"pass {name}='{what}'"
-    )
-
-
-def check_writable_dir(name: str, value: object, *, where: str) -> str:
-    """A directory this process can write in, or that it can create (``mkdir -p``).
-
-    Nothing is created: a missing directory is checked through its nearest existing parent.
-    Remote paths (``gs://...``) are left to TensorFlow.
-
-    Raises:
-        UsageError: the path is a file, a directory without write permission (or on a
-            read-only file system), or below a file or a directory that cannot be written.
-    """
-    path = _path(name, value, where=where, what="a directory")
-    if _remote(path):
-        return path
-    absolute = os.path.abspath(path)
-    if os.path.exists(absolute) and not os.path.isdir(absolute):
-        raise _path_error(where, name, path, "is a file, not a directory", "a directory")
-    if os.path.isdir(absolute):
-        if not _writable(absolute):
-            raise _path_error(where, name, path, "is not writable", "a writable directory")
-        return path
-    parent = _existing_parent(absolute)
-    if not os.path.isdir(parent):
-        raise _path_error(
-            where, name, path, f"cannot be created: {parent} is a file", "a directory path"
-        )
-    if not _writable(parent):
-        raise _path_error(
-            where,
-            name,
-            path,
-            f"cannot be created: {parent} is not writable",
-            "a directory that exists or can be created",
-        )
-    return path
-
-
-def check_file_target(name: str, value: object, *, where: str) -> str:
-    """A file path that can be written: its directory exists and is writable, and the path
-    itself is not a directory. Nothing is created. Remote paths are left to TensorFlow.
-
-    Raises:
-        UsageError: the path is a directory, or its directory is missing, a file, or not
-            writable.
-    """
-    path = _path(name, value, where=where, what="a file")
-    if _remote(path):
-        return path
-    absolute = os.path.abspath(path)
-    if os.path.isdir(absolute):
-        raise _path_error(
-            where,
-            name,
-            path,
-            "is a directory",
-            "a file name (inside that directory, e.g. " + repr(os.path.join(path, "cache")) + ")",
-        )
-    directory = os.path.dirname(absolute)
-    if not os.path.exists(directory):
-        raise _path_error(
-            where,
-            name,
-            path,
-            f"is in a directory that does not exist ({directory})",
-            "a file in an existing directory (create it first: mkdir -p)",
-        )
-    if not os.path.isdir(directory):
-        raise _path_error(
-            where, name, path, f"is below a file ({directory})", "a file in a directory"
-        )
-    if not _writable(directory):
-        raise _path_error(
-            where,
-            name,
-            path,
-            f"is in a directory that is not writable ({directory})",
-            "a file in a writable directory",
-        )
-    return path
-
-
-def _writable(directory: str) -> bool:
-    return os.access(directory, os.W_OK | os.X_OK)
-
-
-def _existing_parent(path: str) -> str:
-    parent = os.path.dirname(path)
-    while parent != os.path.dirname(parent) and not os.path.lexists(parent):
-        parent = os.path.dirname(parent)
-    return parent
-
-
-def _path_error(where: str, name: str, path: str, problem: str, expected: str) -> UsageError:
-    return UsageError(
-        f"{where} cannot write to {name}={shown(path)}: it {problem}",
-        expected=expected,
-        received=f"{name}={shown(path)}",
-        fix="pass a path in a directory this user can write to (ls -ld shows the permissions)",
-    )

@@ -29,16 +29,13 @@ Example:
 from __future__ import annotations
 
 import datetime as _dt
-import os
-import stat
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from tfaccel.core.errors import UsageError, argument
+from tfaccel.core.files import check_writable_dir
 from tfaccel.selftest.gpu import (
     SETUP_MODES,
     checkout_root,
@@ -72,13 +69,6 @@ RunStatus = Literal["passed", "failed", "skipped", "interrupted"]
 DEFAULT_BUDGET_S = 570.0
 """The whole self-test's budget: under ten minutes with the probe and the summary."""
 _OUT = "out"  # the argument that names the directory (--out on the command line)
-_KINDS = {
-    stat.S_IFREG: "a file",
-    stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device",
-    stat.S_IFIFO: "a named pipe (FIFO)",
-    stat.S_IFSOCK: "a socket",
-}
 
 
 @dataclass
@@ -159,68 +149,27 @@ def default_out(now: _dt.datetime | None = None) -> str:
 def check_out_dir(out: str | Path) -> Path:
     """Check that ``out`` is, or can become, a directory to write in; create nothing.
 
+    The rule is :func:`tfaccel.core.files.check_writable_dir`.
+
     Raises:
         UsageError: ``out`` is empty, is a file (or another non-directory), lies under a file,
             or its nearest existing folder cannot be written.
     """
-    if not str(out).strip():
-        raise UsageError(
-            f"{argument(_OUT)} was given an empty directory name",
-            expected="the directory for summary.json, the logs and the report",
-            received=repr(str(out)),
-            fix=f"pass a directory, e.g. {argument(_OUT, 'gpu-check')}",
-        )
-    path = Path(out).expanduser()
-    fix = f"pass {argument(_OUT)} with another directory, e.g. {argument(_OUT, 'gpu-check')}"
-    expected = "a directory that exists or can be created, and can be written"
-    existing = path
-    while not os.path.lexists(existing) and existing != existing.parent:
-        existing = existing.parent
-    try:
-        info = existing.stat()
-    except OSError as exc:
-        raise UsageError(
-            f"The self-test directory {str(path)!r} ({argument(_OUT)}) cannot be used",
-            expected=expected,
-            received=f"{str(existing)!r}: {type(exc).__name__}: {exc.strerror or exc}",
-            fix=fix,
-        ) from None
-    if not stat.S_ISDIR(info.st_mode):
-        kind = _KINDS.get(stat.S_IFMT(info.st_mode), "not a directory")
-        where = "it is" if existing == path else f"{str(existing)!r} in its path is"
-        raise UsageError(
-            f"The self-test directory {str(path)!r} ({argument(_OUT)}) is not a directory: "
-            f"{where} {kind}",
-            expected=expected,
-            received=f"{str(existing)!r}, {kind}",
-            fix=fix,
-        )
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise UsageError(
-            f"The self-test directory {str(path)!r} ({argument(_OUT)}) is not writable",
-            expected=expected,
-            received=f"{str(existing)!r}, which this user cannot write in",
-            fix=fix,
-        )
-    return path
+    return check_writable_dir(out, **_OUT_DIR)
 
 
 def _make_out_dir(path: Path) -> Path:
     """Create the directory and its ``logs/``, and check a file can be written there."""
-    try:
-        (path / "logs").mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=".tfaccel-write-test.", dir=path)
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as exc:
-        raise UsageError(
-            f"The self-test directory {str(path)!r} ({argument(_OUT)}) is not writable",
-            expected="a directory that exists or can be created, and can be written",
-            received=f"{type(exc).__name__}: {exc.strerror or exc}",
-            fix=f"pass {argument(_OUT)} with a writable directory, e.g. "
-            f"{argument(_OUT, 'gpu-check')}",
-        ) from None
+    check_writable_dir(path, create=True, **_OUT_DIR)
+    check_writable_dir(path / "logs", create=True, **_OUT_DIR)
     return path
+
+
+_OUT_DIR: dict[str, Any] = {
+    "what": "the self-test directory",
+    "argument_name": _OUT,
+    "example": "gpu-check",
+}
 
 
 def write_summary(result: SelftestResult) -> Path:

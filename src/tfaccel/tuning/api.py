@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tfaccel import inventory
+from tfaccel.core.checks import in_range, is_bool, is_int, is_real
 from tfaccel.core.errors import argument
 from tfaccel.inventory import Inventory
 from tfaccel.tuning._errors import BudgetError, SpaceError, TuneError
@@ -241,8 +242,9 @@ def _tune(
 ) -> TuneResult:
     """Check everything, search in this process, search threads in workers, store."""
     settings = _settings(budget_s, sample_s, final_rounds, batch_cap, margin)
-    if batched is not None and not isinstance(batched, bool):
+    if batched is not None and not is_bool(batched):
         raise _bad_option("batched", batched, "True, False or None (decided by rank)", True)
+    batched = None if batched is None else bool(batched)
     parsed = parse_space(space)
     data = classify(hooks.data)
     threads = _thread_values(parsed, hooks, data)
@@ -394,16 +396,16 @@ def _settings(
 ) -> SearchSettings:
     _check_number("sample_s", sample_s, "a number of seconds > 0", 1.0, lambda v: v > 0)
     _check_number("margin", margin, "a fraction in [0, 1)", 0.1, lambda v: 0 <= v < 1)
-    if not _is_int(final_rounds) or final_rounds < 1:
+    if not is_int(final_rounds) or final_rounds < 1:
         raise _bad_option("final_rounds", final_rounds, "an integer >= 1", 5)
-    if batch_cap is not None and (not _is_int(batch_cap) or batch_cap < 1):
+    if batch_cap is not None and (not is_int(batch_cap) or batch_cap < 1):
         raise _bad_option("batch_cap", batch_cap, "an integer >= 1, or None", 1024)
     _check_number("budget_s", budget_s, "a number of seconds > 0", 300, lambda v: v > 0)
     settings = SearchSettings(
         budget_s=float(budget_s),
         sample_s=float(sample_s),
-        final_rounds=final_rounds,
-        batch_cap=batch_cap,
+        final_rounds=int(final_rounds),
+        batch_cap=None if batch_cap is None else int(batch_cap),
         margin=float(margin),
     )
     if budget_s < settings.min_budget_s:
@@ -420,15 +422,10 @@ def _settings(
     return settings
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _check_number(
     name: str, value: Any, expected: str, example: float, ok: Callable[[float], bool]
 ) -> None:
-    number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if not number or not math.isfinite(value) or not ok(value):
+    if not is_real(value) or not in_range(value) or not ok(value):
         raise _bad_option(name, value, expected, example)
 
 

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal, TypeAlias
 
+from tfaccel.core.checks import is_bool, is_int
 from tfaccel.tuning._errors import SpaceError
 
 __all__ = [
@@ -296,7 +297,7 @@ def _auto_or(value: Any, name: str, check: Any) -> Any:
 def _values(name: str, value: Any, check: Any, *, key: Any) -> tuple[Any, ...]:
     items = _as_list(value)
     if name == "threads" and isinstance(value, tuple) and len(value) == 2:
-        if all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        if all(is_int(v) for v in value):
             items = [value]  # one (intra, inter) pair, not two values
     if not items:
         raise SpaceError(
@@ -324,12 +325,8 @@ def _bad(name: str, value: Any, expected: str) -> SpaceError:
     )
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _check_batch(name: str, value: Any) -> int:
-    if not _is_int(value) or value < 1:
+    if not is_int(value) or value < 1:
         raise _bad(name, value, "positive integers, or 'auto'")
     return int(value)
 
@@ -341,13 +338,13 @@ def _check_precision(name: str, value: Any) -> str:
 
 
 def _check_jit(name: str, value: Any) -> bool:
-    if not isinstance(value, bool):
+    if not is_bool(value):
         raise _bad(name, value, "True or False")
-    return value
+    return bool(value)
 
 
 def _check_spe(name: str, value: Any) -> int:
-    if not _is_int(value) or value < 1:
+    if not is_int(value) or value < 1:
         raise _bad(name, value, "positive integers (training steps per train-function call)")
     return int(value)
 
@@ -359,7 +356,9 @@ def _check_feed(name: str, value: Any) -> str:
 
 
 def _check_cache(name: str, value: Any) -> KnobValue:
-    if isinstance(value, bool) or value == "auto":
+    if is_bool(value):
+        return bool(value)
+    if value == "auto":
         return value
     if isinstance(value, str) and value:
         return value  # a cache file path
@@ -367,13 +366,13 @@ def _check_cache(name: str, value: Any) -> KnobValue:
 
 
 def _check_prefetch(name: str, value: Any) -> KnobValue:
-    if value is None or value == "auto" or (_is_int(value) and value >= 0):
+    if value is None or value == "auto" or (is_int(value) and value >= 0):
         return value
     raise _bad(name, value, "'auto', an integer >= 0 (buffered batches) or None (no prefetch)")
 
 
 def _check_parallel(name: str, value: Any) -> KnobValue:
-    if value is None or value == "auto" or (_is_int(value) and value >= 1):
+    if value is None or value == "auto" or (is_int(value) and value >= 1):
         return value
     raise _bad(name, value, "'auto', an integer >= 1 or None (sequential)")
 
