@@ -136,7 +136,10 @@ def predict(name: str, batch: int, dtype: str, device: str) -> dict[str, Any]:
 
 def child(kind: str, name: str, batch: int, dtype: str, device: str) -> dict[str, Any]:
     """Run ``measure`` or ``predict`` in a fresh Python process."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    # The CPU allocator the prediction models is oneDNN's, which TensorFlow turns on by default
+    # only on processors with AVX-512 or AMX: elsewhere the default allocator keeps no
+    # statistics at all ("Allocator stats not available"), so the measurement asks for it.
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_ENABLE_ONEDNN_OPTS="1")
     command = [sys.executable, __file__, "--child", kind, name, str(batch), dtype, device]
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
     if done.returncode != 0:
