@@ -16,15 +16,15 @@ import math
 import os
 import re
 import stat
-import types
-import typing
 from dataclasses import dataclass, field
 from itertools import accumulate
 from pathlib import Path
-from typing import Any, TypeVar, Union
+from typing import Any
 
 from tfaccel.core.errors import SnapshotError
 from tfaccel.core.files import file_kind, os_reason, write_atomic
+from tfaccel.core.records import MAX_INT, MIN_INT, from_json
+from tfaccel.core.records import shown as record_shown
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -52,8 +52,6 @@ SCHEMA_VERSION = 1
 # 200,000 characters), nests 4 levels deep, and every number fits in 64 bits.
 MAX_SNAPSHOT_BYTES = 8 * 1024 * 1024
 MAX_DEPTH = 32
-MIN_INT = -(2**63)  # signed and unsigned 64-bit counters, as NVML and the kernel report them
-MAX_INT = 2**64 - 1
 INT_RANGE = f"from {MIN_INT:,} to {MAX_INT:,} (64 bits)"
 
 
@@ -321,113 +319,32 @@ class Snapshot:
             raise SnapshotError(
                 "The snapshot's schema_version is not one this tfaccel reads",
                 expected=f"an integer from 1 to {SCHEMA_VERSION}",
-                received=_shown(version),
+                received=record_shown(version),
                 fix="upgrade tfaccel to read it"
                 if newer
                 else "save a new one with 'tfaccel doctor --save-snapshot FILE'",
             )
-        return typing.cast(Snapshot, _convert(cls, data, "snapshot"))
+        return from_json(cls, data, where="snapshot", error=_field_error)
 
 
-T = TypeVar("T")
-
-
-def _convert(tp: Any, value: Any, path: str) -> Any:
-    """Convert a JSON value to ``tp`` (a dataclass or a typing annotation), strictly."""
-    origin = typing.get_origin(tp)
-    if origin in (Union, types.UnionType):
-        args = typing.get_args(tp)
-        if value is None and type(None) in args:
-            return None
-        errors = []
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return _convert(arg, value, path)
-            except SnapshotError as exc:
-                errors.append(exc)
-        raise errors[0] if errors else _type_error(path, tp, value)
-    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
-        if not isinstance(value, dict):
-            raise _type_error(path, tp.__name__ + " object", value)
-        hints = typing.get_type_hints(tp)
-        kwargs = {}
-        for f in dataclasses.fields(tp):
-            if f.name in value:
-                kwargs[f.name] = _convert(hints[f.name], value[f.name], f"{path}.{f.name}")
-        return tp(**kwargs)
-    if origin is list:
-        if not isinstance(value, list):
-            raise _type_error(path, "a list", value)
-        (item_tp,) = typing.get_args(tp)
-        return [_convert(item_tp, v, f"{path}[{i}]") for i, v in enumerate(value)]
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise _type_error(path, "an object", value)
-        _, val_tp = typing.get_args(tp)
-        return {str(k): _convert(val_tp, v, f"{path}.{k}") for k, v in value.items()}
-    if tp is Any:
-        return value
-    if tp is bool:
-        if not isinstance(value, bool):
-            raise _type_error(path, "true or false", value)
-        return value
-    if tp is int:
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise _type_error(path, "an integer", value)
-        if not MIN_INT <= value <= MAX_INT:
-            raise _range_error(path, value)
-        return value
-    if tp is float:
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
-            raise _type_error(path, "a number", value)
-        if isinstance(value, int) and not MIN_INT <= value <= MAX_INT:
-            raise _range_error(path, value)
-        if not math.isfinite(value):
-            raise _range_error(path, value)
-        return float(value)
-    if tp is str:
-        if not isinstance(value, str):
-            raise _type_error(path, "a string", value)
-        return value
-    raise _type_error(path, str(tp), value)
+def _field_error(path: str, expected: str, value: Any, out_of_range: bool) -> SnapshotError:
+    """The snapshot's error for a field :func:`tfaccel.core.records.from_json` refuses."""
+    if out_of_range:
+        return SnapshotError(
+            f"The snapshot field '{path}' holds a number no machine reports",
+            expected=f"a finite number; an integer {INT_RANGE}",
+            received=record_shown(value),
+            fix=_FIX_EDITED,
+        )
+    return SnapshotError(
+        f"The snapshot field '{path}' has the wrong type",
+        expected=expected,
+        received=record_shown(value),
+        fix=_FIX_EDITED,
+    )
 
 
 _FIX_EDITED = "save a new one with 'tfaccel doctor --save-snapshot FILE' (do not edit it by hand)"
-
-
-def _type_error(path: str, expected: Any, value: Any) -> SnapshotError:
-    return SnapshotError(
-        f"The snapshot field '{path}' has the wrong type",
-        expected=str(expected),
-        received=_shown(value),
-        fix=_FIX_EDITED,
-    )
-
-
-def _range_error(path: str, value: Any) -> SnapshotError:
-    return SnapshotError(
-        f"The snapshot field '{path}' holds a number no machine reports",
-        expected=f"a finite number; an integer {INT_RANGE}",
-        received=_shown(value),
-        fix=_FIX_EDITED,
-    )
-
-
-def _shown(value: Any) -> str:
-    """A short text of a JSON value for a message (never the whole of a big one)."""
-    if isinstance(value, dict):
-        return f"an object of {len(value)} keys"
-    if isinstance(value, list):
-        return f"a list of {len(value)} items"
-    if isinstance(value, int) and not isinstance(value, bool) and not MIN_INT <= value <= MAX_INT:
-        return f"an integer of about {int(value.bit_length() * math.log10(2)) + 1:,} digits"
-    try:
-        text = json.dumps(value)
-    except (TypeError, ValueError):
-        return type(value).__name__
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def load_snapshot(path: str | os.PathLike[str]) -> Snapshot:

@@ -80,7 +80,7 @@ def test_the_caller_chooses_the_error() -> None:
     class FileError(UsageError):
         pass
 
-    def error(path: str, expected: str, value: Any) -> UsageError:
+    def error(path: str, expected: str, value: Any, out_of_range: bool) -> UsageError:
         return FileError(f"bad {path}", expected=expected, received=repr(value), fix="redo")
 
     with pytest.raises(FileError, match=r"bad doc\.label"):

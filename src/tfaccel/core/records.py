@@ -36,7 +36,7 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, TypeVar, Union
 
-from tfaccel.core.errors import UsageError
+from tfaccel.core.errors import TfaccelError, UsageError
 
 __all__ = [
     "MAX_INT",
@@ -110,7 +110,7 @@ def to_json(value: Any) -> Any:
     return value
 
 
-ErrorFactory = Callable[[str, str, Any], UsageError]
+ErrorFactory = Callable[[str, str, Any, bool], TfaccelError]
 
 
 def from_json(
@@ -127,9 +127,10 @@ def from_json(
         data: the JSON object (a dict, as :func:`to_json` gives or ``json.loads`` reads).
         where: the name of the whole, the first part of a field's path in a message
             (``snapshot.gpus[0].name``).
-        error: ``(path, expected, value) -> UsageError``: the error to raise for a wrong value
-            (a snapshot file's own error with its own fix, say); a :class:`RecordError` when
-            left out.
+        error: ``(path, expected, value, out_of_range) -> TfaccelError``: the error to raise
+            for a wrong value (a snapshot file's own error with its own fix, say);
+            ``out_of_range`` is True for a number of the right type beyond 64 bits or not
+            finite. A :class:`RecordError` when left out.
 
     Raises:
         RecordError: (or what ``error`` makes) a value of the wrong type, an integer beyond 64
@@ -151,23 +152,23 @@ def _convert(tp: Any, value: Any, path: str, error: ErrorFactory) -> Any:
                 continue
             try:
                 return _convert(arg, value, path, error)
-            except UsageError as exc:
+            except TfaccelError as exc:
                 errors.append(exc)
-        raise errors[0] if errors else error(path, str(tp), value)
+        raise errors[0] if errors else error(path, str(tp), value, False)
     if dataclasses.is_dataclass(tp) and isinstance(tp, type):
         return _record(tp, value, path, error)
     if origin is Literal:
         allowed = typing.get_args(tp)
         if not any(value == a and type(value) is type(a) for a in allowed):
-            raise error(path, "one of " + ", ".join(json.dumps(a) for a in allowed), value)
+            raise error(path, "one of " + ", ".join(json.dumps(a) for a in allowed), value, False)
         return value
     if origin in (list, tuple):
         if not isinstance(value, (list, tuple)):
-            raise error(path, "a list", value)
+            raise error(path, "a list", value, False)
         args = typing.get_args(tp)
         if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
             if len(value) != len(args):
-                raise error(path, f"a list of {len(args)} items", value)
+                raise error(path, f"a list of {len(args)} items", value, False)
             return tuple(
                 _convert(a, v, f"{path}[{i}]", error)
                 for i, (a, v) in enumerate(zip(args, value, strict=True))
@@ -177,7 +178,7 @@ def _convert(tp: Any, value: Any, path: str, error: ErrorFactory) -> Any:
         return tuple(items) if origin is tuple else items
     if origin is dict:
         if not isinstance(value, dict):
-            raise error(path, "an object", value)
+            raise error(path, "an object", value, False)
         _, val_tp = typing.get_args(tp) or (str, Any)
         return {str(k): _convert(val_tp, v, f"{path}.{k}", error) for k, v in value.items()}
     return _scalar(tp, value, path, error)
@@ -185,7 +186,7 @@ def _convert(tp: Any, value: Any, path: str, error: ErrorFactory) -> Any:
 
 def _record(tp: type[Any], value: Any, path: str, error: ErrorFactory) -> Any:
     if not isinstance(value, dict):
-        raise error(path, tp.__name__ + " object", value)
+        raise error(path, tp.__name__ + " object", value, False)
     hints = typing.get_type_hints(tp)
     kwargs = {}
     for f in dataclasses.fields(tp):
@@ -195,7 +196,7 @@ def _record(tp: type[Any], value: Any, path: str, error: ErrorFactory) -> Any:
         if key in value:
             kwargs[f.name] = _convert(hints[f.name], value[key], f"{path}.{key}", error)
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            raise error(f"{path}.{key}", "a value (the field is required)", _Missing())
+            raise error(f"{path}.{key}", "a value (the field is required)", _Missing(), False)
     return tp(**kwargs)
 
 
@@ -204,27 +205,27 @@ def _scalar(tp: Any, value: Any, path: str, error: ErrorFactory) -> Any:
         return value
     if tp is bool:
         if not isinstance(value, bool):
-            raise error(path, "true or false", value)
+            raise error(path, "true or false", value, False)
         return value
     if tp is int:
         if not isinstance(value, int) or isinstance(value, bool):
-            raise error(path, "an integer", value)
+            raise error(path, "an integer", value, False)
         if not MIN_INT <= value <= MAX_INT:
-            raise error(path, f"an integer {INT_RANGE}", value)
+            raise error(path, f"an integer {INT_RANGE}", value, True)
         return value
     if tp is float:
         if not isinstance(value, (int, float)) or isinstance(value, bool):
-            raise error(path, "a number", value)
+            raise error(path, "a number", value, False)
         if isinstance(value, int) and not MIN_INT <= value <= MAX_INT:
-            raise error(path, f"a finite number; an integer {INT_RANGE}", value)
+            raise error(path, f"a finite number; an integer {INT_RANGE}", value, True)
         if not math.isfinite(value):
-            raise error(path, f"a finite number; an integer {INT_RANGE}", value)
+            raise error(path, f"a finite number; an integer {INT_RANGE}", value, True)
         return float(value)
     if tp is str:
         if not isinstance(value, str):
-            raise error(path, "a string", value)
+            raise error(path, "a string", value, False)
         return value
-    raise error(path, str(tp), value)
+    raise error(path, str(tp), value, False)
 
 
 class _Missing:
@@ -251,7 +252,7 @@ def shown(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _record_error(path: str, expected: str, value: Any) -> UsageError:
+def _record_error(path: str, expected: str, value: Any, out_of_range: bool) -> TfaccelError:
     return RecordError(
         f"The field '{path}' has the wrong type",
         expected=expected,

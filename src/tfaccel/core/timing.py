@@ -10,8 +10,10 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
+
+from tfaccel.core.records import to_json
 
 __all__ = ["Comparison", "Summary", "compare", "measure_interleaved", "summarize"]
 
@@ -37,9 +39,7 @@ class Summary:
         return self.iqr / self.median if self.median else float("inf")
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["iqr"], d["relative_iqr"] = self.iqr, self.relative_iqr
-        return d
+        return {**to_json(self), "iqr": self.iqr, "relative_iqr": self.relative_iqr}
 
 
 @dataclass(frozen=True)

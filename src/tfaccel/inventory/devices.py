@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
+from tfaccel.core.records import NOT_IN_JSON, to_json
 from tfaccel.inventory.fingerprint import Fingerprint, machine_fingerprint
 from tfaccel.inventory.gpus import GpuFacts, nvml_facts
 from tfaccel.inventory.precision import Precisions, fast_precisions
@@ -42,7 +44,6 @@ CPU_FEATURES: dict[str, str] = {
 }
 
 # Inventory fields that model the machine for the layers above, not part of the devices document.
-_NOT_IN_DOCUMENT = ("cpu_flags", "cuda_visible_devices", "fingerprint")
 
 
 @dataclass
@@ -109,9 +110,9 @@ class Inventory:
     nvml_error: str | None = None
     nvidia_pci_without_nvml: int = 0
     tensorflow: TensorFlowView | None = None
-    cpu_flags: tuple[str, ...] = field(default=(), kw_only=True)
-    cuda_visible_devices: str | None = field(default=None, kw_only=True)
-    fingerprint: Fingerprint = field(kw_only=True)
+    cpu_flags: tuple[str, ...] = field(default=(), kw_only=True, metadata=NOT_IN_JSON)
+    cuda_visible_devices: str | None = field(default=None, kw_only=True, metadata=NOT_IN_JSON)
+    fingerprint: Fingerprint = field(kw_only=True, metadata=NOT_IN_JSON)
 
     @property
     def nvml_gpus(self) -> tuple[GpuFacts, ...]:
@@ -131,10 +132,7 @@ class Inventory:
 
     def to_dict(self) -> dict[str, Any]:
         """The devices document (``tfaccel devices --json``)."""
-        doc = asdict(self)
-        for name in _NOT_IN_DOCUMENT:
-            del doc[name]
-        return doc
+        return typing.cast(dict[str, Any], to_json(self))
 
 
 def build(snap: Snapshot) -> Inventory:

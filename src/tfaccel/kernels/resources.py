@@ -38,13 +38,14 @@ import subprocess
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from tfaccel.core.checks import in_range, is_real
 from tfaccel.core.errors import UsageError, argument
+from tfaccel.core.records import Record
 from tfaccel.kernels._errors import COMPILER_FIX, KernelCompilerError
 from tfaccel.kernels.occupancy import (
     ARCHITECTURES,
@@ -451,7 +452,7 @@ def _assemble(
 
 
 @dataclass(frozen=True)
-class ResourceRow:
+class ResourceRow(Record):
     """One kernel variant, compiled for one target.
 
     Attributes:
@@ -497,13 +498,6 @@ class ResourceRow:
         """Spill stores plus spill loads: 0 when every value stayed in registers."""
         return self.spill_store_bytes + self.spill_load_bytes
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ResourceRow:
-        """A row from :meth:`to_dict` (e.g. read back from ``--json``)."""
-        return cls(**{f.name: data[f.name] for f in fields(cls)})
 
 
 def targets_from(targets: Iterable[str] | str) -> tuple[Architecture, ...]:
@@ -597,7 +591,7 @@ def kernel_resources(
 
 
 @dataclass(frozen=True)
-class Violation:
+class Violation(Record):
     """A row past a limit of its target, or below its occupancy floor.
 
     Attributes:
@@ -618,8 +612,6 @@ class Violation:
     limit: float
     message: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def floor_lookup(occupancy_floor: float | Mapping[str, float] | None) -> Callable[[str], float]:

@@ -8,9 +8,10 @@ the step writes and reads once (no fusion assumed). Both are predictions.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
+from tfaccel.core.records import Record
 from tfaccel.planning.targets import BANDWIDTH_UTILISATION, Target
 
 __all__ = ["OP_OVERHEAD_S", "StepTime", "measured_cpu_utilisation", "step_time"]
@@ -22,7 +23,7 @@ runs the step as one XLA program; a CPU's measured utilisation already includes 
 
 
 @dataclass
-class StepTime:
+class StepTime(Record):
     """Predicted time of one training step on a target.
 
     Attributes:
@@ -35,9 +36,6 @@ class StepTime:
     compute_s: float | None
     memory_s: float | None
     bound: str | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def step_time(target: Target, flops: int, nbytes: int, ops: int = 0) -> StepTime:

@@ -8,10 +8,10 @@ labelled default).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 from tfaccel.core.errors import UsageError
+from tfaccel.core.records import Record
 from tfaccel.inventory import AcceleratorSpec, GpuFacts, Inventory, fast_precisions, load_specs
 from tfaccel.planning.memory import AllocatorRules, fit_rules
 
@@ -42,7 +42,7 @@ BANDWIDTH_UTILISATION = 0.80
 
 
 @dataclass
-class Target:
+class Target(Record):
     """A device a plan is made for.
 
     Attributes:
@@ -70,9 +70,6 @@ class Target:
     utilisation_source: str
     source: str
     this_machine: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
