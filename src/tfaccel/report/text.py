@@ -21,6 +21,7 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
+from tfaccel.core.units import MISSING, fmt_bytes
 from tfaccel.inventory import Inventory, Peak
 from tfaccel.report.findings import Prose
 from tfaccel.snapshot import GpuInfo
@@ -146,20 +147,8 @@ def _plain(cell: Any) -> str:
     return str(cell)
 
 
-def fmt_bytes(value: int | None) -> str:
-    """1536 MiB -> '1.5 GiB'; None -> 'n/a'."""
-    if value is None:
-        return "n/a"
-    size = float(value)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(size) < 1024 or unit == "TiB":
-            return f"{size:.1f} {unit}" if unit != "B" else f"{int(size)} B"
-        size /= 1024
-    return f"{size:.1f} TiB"
-
-
 def _na(value: Any, suffix: str = "") -> str:
-    return "n/a" if value is None else f"{value}{suffix}"
+    return MISSING if value is None else f"{value}{suffix}"
 
 
 def _rate(value: float) -> str:
