@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tfaccel.core.errors import TfaccelError, UsageError, argument, shown
+from tfaccel.inventory.precision import PRECISIONS
 from tfaccel.planning.memory import (
     FRAGMENTATION_MARGIN,
     GPU_BFC_RULES,
@@ -23,7 +24,6 @@ from tfaccel.planning.trace import StepGraph, trace_step
 
 __all__ = ["PRECISIONS", "PlanError", "plan", "plan_step"]
 
-PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 MAX_BATCH = 2**24
 KNOWN_OPTIMIZERS = (
     "sgd",
