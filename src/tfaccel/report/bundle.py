@@ -36,9 +36,10 @@ from typing import TYPE_CHECKING, Any
 
 from tfaccel.core.files import write_atomic
 from tfaccel.core.jsonout import dumps
+from tfaccel.core.markup import md_line
 from tfaccel.diagnosis.redact import KINDS, PLACEHOLDERS, Redactor
 from tfaccel.probe.identity import Identity
-from tfaccel.report.findings import md_text, render_markdown
+from tfaccel.report.findings import render_markdown
 from tfaccel.snapshot import Snapshot
 
 if TYPE_CHECKING:
@@ -114,7 +115,7 @@ def build_bundle(
         "",
         "## Versions",
         "",
-        *(f"- **{_md(name)}**: {_md(value)}" for name, value in versions.items()),
+        *(f"- **{md_line(name)}**: {md_line(value)}" for name, value in versions.items()),
         "",
         "## Findings",
         "",
@@ -124,7 +125,7 @@ def build_bundle(
     if given_log is not None:
         out += ["## The log given with --log", ""]
         if source:
-            out += [f"From {_md(source)}.", ""]
+            out += [f"From {md_line(source)}.", ""]
         out += [_fenced(given_log, "text"), ""]
     out += ["## TensorFlow's start-up log", ""]
     if deep_log is not None:
@@ -307,11 +308,6 @@ _SHOWN_AS = {
     "home": "`/home/<user>`, `C:\\Users\\<user>`, `<home>`",
     "secret": "`<secret>`, `<user>:<secret>@`",
 }
-
-
-def _md(value: str) -> str:
-    """Text as Markdown shows it: no markup, no raw HTML, on one line."""
-    return md_text(" ".join(str(value).split()))
 
 
 def _fenced(text: str, lang: str) -> str:
