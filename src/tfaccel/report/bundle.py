@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from tfaccel.core.files import write_atomic
 from tfaccel.core.jsonout import dumps
 from tfaccel.core.markup import md_line
+from tfaccel.core.units import fmt_bytes
 from tfaccel.diagnosis.redact import KINDS, PLACEHOLDERS, Redactor
 from tfaccel.probe.identity import Identity
 from tfaccel.report.findings import render_markdown
@@ -230,7 +231,11 @@ def _version_rows(snap: Snapshot | None) -> dict[str, str]:
     if driver.cuda_driver_api_version:
         rows["CUDA driver API"] = driver.cuda_driver_api_version
     for gpu in nvml.gpus:
-        memory = f", {gpu.memory_total_bytes / 2**30:.0f} GiB" if gpu.memory_total_bytes else ""
+        memory = (
+            f", {fmt_bytes(total, unit='GiB', digits=0)}"
+            if (total := gpu.memory_total_bytes)
+            else ""
+        )
         cc = f", compute capability {gpu.compute_capability}" if gpu.compute_capability else ""
         rows[f"GPU {gpu.index}"] = f"{gpu.name}{cc}{memory}"
     if snap.cuda_libs:

@@ -297,8 +297,7 @@ def device_rows(devices: dict[str, Any]) -> list[list[Any]]:
             [
                 f"GPU {info.get('index')}",
                 info.get("name"),
-                f"CC {info.get('compute_capability')}, "
-                f"{fmt_num(memory / 2**30) if memory else MISSING} GiB",
+                f"CC {info.get('compute_capability')}, {fmt_bytes(memory or None, unit='GiB')}",
                 f"fp32 {fmt_num(gpeak.get('fp32_tflops'))}, "
                 f"bf16 {fmt_num(gpeak.get('bf16_tflops'))} TFLOP/s, "
                 f"{fmt_num(gpeak.get('bandwidth_gbs'))} GB/s ({gpu.get('peak_note')})",
