@@ -36,7 +36,7 @@ def test_one_marker_for_a_missing_figure() -> None:
         (720 * 2**20, "720.0 MiB"),
         (2**60, "1.0 EiB"),
         (-3 * 2**30, "-3.0 GiB"),
-        (12.7, "12.7 B"),
+        (12.7, "13 B"),
     ],
 )
 def test_bytes_in_the_largest_unit_reached(value: float, expected: str) -> None:
@@ -69,6 +69,8 @@ def test_bytes_options() -> None:
     assert fmt_bytes(4 * 2**20, trim=True) == "4 MiB"
     assert fmt_bytes(1536, trim=True, digits=6) == "1.5 KiB"
     assert fmt_bytes(5, digits=2) == "5 B"
+    assert fmt_bytes(12345, unit="B") == "12,345 B"
+    assert fmt_bytes(-0.4, unit="B") == "0 B"
 
 
 def test_durations() -> None:

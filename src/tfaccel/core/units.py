@@ -61,7 +61,7 @@ def fmt_bytes(
         value: the size in bytes (negative sizes keep their sign).
         unit: the unit to write it in; None: the largest unit the size reaches, from
             ``smallest`` up to EiB.
-        digits: decimals after the point (whole bytes are written without any).
+        digits: decimals after the point (bytes are written as a whole number).
         smallest: the smallest unit chosen when ``unit`` is None (``"MiB"``: 512 KiB is
             written ``0.5 MiB``).
         trim: drop trailing zeros of the decimals (``4 MiB``, ``1.5 GiB``).
@@ -79,8 +79,8 @@ def fmt_bytes(
             if abs(value) >= BYTE_UNITS[name]:
                 unit = name
     scale = BYTE_UNITS[unit]
-    if unit == "B" and float(value).is_integer():
-        figure = f"{int(value):,}" if abs(value) >= 10**4 else f"{int(value)}"
+    if unit == "B":
+        figure = _scaled(value, 1, 0)
     else:
         figure = _scaled(value, scale, digits)
         if trim and "." in figure:
