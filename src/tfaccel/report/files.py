@@ -1,9 +1,9 @@
 """The ``tfaccel report`` directory: report.html, report.json, report.md and the PNG plots.
 
 :func:`write_report` writes each file atomically (:func:`tfaccel.core.files.write_atomic`: a
-temporary file renamed into place); :func:`check_writable` is :func:`tfaccel.core.files.
-check_writable_dir`'s rule for the report directory. report.html needs nothing beside it: its
-plots are embedded as data URIs. The PNG files in ``plots/`` are for report.md, which links them
+temporary file renamed into place); :func:`check_writable` checks the report directory by the
+one rule, :func:`tfaccel.core.files.check_writable_dir`. report.html needs nothing beside it:
+its plots are embedded as data URIs. The PNG files in ``plots/`` are for report.md, which links them
 by those relative paths. report.json is strict JSON (:mod:`tfaccel.core.jsonout`: NaN and
 infinities written as null).
 """
