@@ -572,7 +572,7 @@ ROWS: list[Row] = [
     Row(
         "report-out-is-a-file",
         ("report", "--smoke", "--no-save", "--out", "{work}/file.txt"),
-        "(--out) is not writable",
+        "(--out) is not a directory: it is a regular file",
         setup=_a_file_and_a_dir,
     ),
     Row(

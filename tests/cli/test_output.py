@@ -33,7 +33,7 @@ from tfaccel.cli._output import (
 )
 from tfaccel.diagnosis import diagnose
 from tfaccel.report.findings import render_terminal, wrap_words
-from tfaccel.report.html import report_tables
+from tfaccel.report.tables import report_tables
 from tfaccel.report.text import WholeConsole, render_bench, render_inventory
 from tfaccel.snapshot import save_snapshot
 

@@ -16,7 +16,7 @@ import pytest
 
 from tfaccel import probe
 from tfaccel.cli import main
-from tfaccel.report.html import fmt_num
+from tfaccel.core.units import fmt_num
 
 EVIL = "<script>alert(1)</script>"
 CHROMIUM = shutil.which("chromium") or (

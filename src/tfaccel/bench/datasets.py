@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from tfaccel.core.errors import UsageError
+from tfaccel.core.units import fmt_bytes
 
 __all__ = [
     "CIFAR10_FILES",
@@ -143,14 +144,7 @@ def check_synthetic_memory(
 
 
 def _size(n: int) -> str:
-    """Bytes in binary units, exact for any integer size (no float overflow)."""
-    for unit, scale in (("EiB", 2**60), ("PiB", 2**50), ("TiB", 2**40), ("GiB", 2**30)):
-        if n >= scale:
-            tenths = n * 10 // scale
-            return f"{tenths // 10:,}.{tenths % 10} {unit}"
-    if n >= 2**20:
-        return f"{n / 2**20:.1f} MiB"
-    return f"{n:,} bytes"
+    return fmt_bytes(n)
 
 
 class _SafeUnpickler(pickle.Unpickler):

@@ -12,6 +12,7 @@ from typing import Any
 
 from tfaccel.bench.records import RunDocument, SkippedDocument
 from tfaccel.core.timing import Summary, summarize
+from tfaccel.core.units import fmt_bytes
 from tfaccel.store import ResultRecord, RunRecord
 
 __all__ = ["BenchMeasurement", "BenchRun", "Skipped", "config_label", "higher_is_better"]
@@ -58,10 +59,7 @@ def config_label(config: dict[str, Any]) -> str:
 
 
 def _size(n: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale:
-            return f"{n / scale:g} {unit}"
-    return f"{n} B"
+    return fmt_bytes(n, digits=6, smallest="B", trim=True)
 
 
 @dataclass

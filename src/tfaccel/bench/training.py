@@ -23,6 +23,7 @@ from tfaccel.bench.micro import Tick, expected_retracing, measure, sync_devices
 from tfaccel.bench.options import Profile
 from tfaccel.bench.results import BenchMeasurement
 from tfaccel.bench.targets import BenchTarget
+from tfaccel.inventory.precision import POLICY_DTYPE
 
 __all__ = [
     "CPU_FLOAT16_NOTE",
@@ -37,7 +38,7 @@ __all__ = [
 ]
 
 EPOCH_IMAGES = 50_000
-PRECISION_DTYPE = {"float32": "float32", "mixed_bfloat16": "bfloat16", "mixed_float16": "float16"}
+PRECISION_DTYPE = POLICY_DTYPE
 _MIN_STEPS = 3
 _MAX_STEPS = 10_000
 

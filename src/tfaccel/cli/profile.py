@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from tfaccel.cli._args import integer
 from tfaccel.cli._output import print_json, quiet_tensorflow, warn_options_after_script
 from tfaccel.core.errors import UsageError
+from tfaccel.inventory.precision import PRECISIONS
 
 if TYPE_CHECKING:
     from tfaccel.profile import Diagnosis, Measurement
@@ -88,7 +89,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--precision",
         default="float32",
-        choices=("float32", "mixed_float16", "mixed_bfloat16"),
+        choices=PRECISIONS,
         help="--model: Keras dtype policy (default float32)",
     )
     p.add_argument("--tiny", action="store_true", help="--model: the small version (smoke runs)")

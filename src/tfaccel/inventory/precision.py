@@ -19,11 +19,19 @@ from tfaccel.inventory.gpus import GpuFacts
 __all__ = [
     "BF16_CPU_FLAGS",
     "BF16_MIN_CC",
+    "POLICY_DTYPE",
+    "PRECISIONS",
     "TENSOR_CORE_MIN_CC",
     "Precisions",
     "fast_precisions",
     "precision_warning",
 ]
+
+POLICY_DTYPE = {"float32": "float32", "mixed_bfloat16": "bfloat16", "mixed_float16": "float16"}
+"""Each Keras precision policy tfaccel knows, simplest first, and the dtype it computes in."""
+
+PRECISIONS: tuple[str, ...] = tuple(POLICY_DTYPE)
+"""The Keras precision policy names, simplest first: float32, mixed_bfloat16, mixed_float16."""
 
 TENSOR_CORE_MIN_CC = 7.0  # float16 tensor cores: Volta (7.0) and newer
 BF16_MIN_CC = 8.0  # bfloat16 tensor cores: Ampere (8.0) and newer

@@ -9,6 +9,7 @@ from typing import Any
 
 from tfaccel.core.checks import in_range, is_int, is_real
 from tfaccel.core.errors import TfaccelError, UsageError, argument, shown
+from tfaccel.inventory.precision import PRECISIONS
 from tfaccel.planning.memory import (
     FRAGMENTATION_MARGIN,
     GPU_BFC_RULES,
@@ -24,7 +25,6 @@ from tfaccel.planning.trace import StepGraph, trace_step
 
 __all__ = ["PRECISIONS", "PlanError", "plan", "plan_step"]
 
-PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 MAX_BATCH = 2**24
 KNOWN_OPTIMIZERS = (
     "sgd",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tfaccel.core.units import MISSING, fmt_bytes
 from tfaccel.planning.memory import MemoryEstimate
 from tfaccel.planning.roofline import StepTime
 from tfaccel.planning.targets import Target
@@ -176,20 +177,16 @@ class Plan:
 
 
 def _size(value: int | None) -> str:
-    if value is None:
-        return "?"
-    if value >= 2**30:
-        return f"{value / 2**30:.1f} GiB"
-    return f"{value / 2**20:.1f} MiB"
+    return fmt_bytes(value, smallest="MiB")
 
 
 def _count(value: int | None) -> str:
-    return "?" if value is None else f"{value:,}"
+    return MISSING if value is None else f"{value:,}"
 
 
 def _seconds(value: float | None) -> str:
     if value is None:
-        return "-"
+        return MISSING
     if value < 1:
         return f"{value * 1000:.1f} ms"
     if value < 600:

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tfaccel.core.findings import PROBLEMS, STATUSES, Finding, Status
+from tfaccel.core.units import MISSING, fmt_bytes, fmt_ms
 from tfaccel.inventory import TENSOR_CORE_MIN_CC
 from tfaccel.profile.measurement import MIN_STEPS, Figures, Measurement
 from tfaccel.profile.two_speeds import two_speeds
@@ -183,11 +184,11 @@ def _finding(
 
 
 def _ms(seconds: float | None) -> str:
-    return "?" if seconds is None else f"{seconds * 1e3:.2f} ms"
+    return fmt_ms(seconds)
 
 
 def _pct(share: float | None) -> str:
-    return "?" if share is None else f"{share * 100:.1f}%"
+    return MISSING if share is None else f"{share * 100:.1f}%"
 
 
 def _gain(share: float, figures: Figures, what: str) -> str:
@@ -523,11 +524,11 @@ def _memory_headroom(m: Measurement, f: Figures) -> Finding:
 
 
 def _gib(n: float) -> str:
-    return f"{n / 2**30:.2f} GiB"
+    return fmt_bytes(n, unit="GiB", digits=2)
 
 
 def _mib(n: float) -> str:
-    return f"{n / 2**20:.2f} MiB"
+    return fmt_bytes(n, unit="MiB", digits=2)
 
 
 def _sixteen_bit(m: Measurement, f: Figures) -> Finding:

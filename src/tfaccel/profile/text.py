@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from tfaccel.core.findings import text_lines
+from tfaccel.core.units import MISSING, fmt_bytes, fmt_ms
 from tfaccel.profile.measurement import Figures, GpuUsage, Measurement, MemoryUsage
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ __all__ = [
 
 
 def _ms(summary: Any) -> str:
-    return "-" if summary is None else f"{summary.median * 1e3:.2f} ms"
+    return fmt_ms(None if summary is None else summary.median)
 
 
 def _spread(summary: Any) -> str:
@@ -40,16 +41,11 @@ def _spread(summary: Any) -> str:
 
 
 def _pct(share: float | None) -> str:
-    return "-" if share is None else f"{share * 100:.1f}%"
+    return MISSING if share is None else f"{share * 100:.1f}%"
 
 
 def _bytes(n: float | None) -> str:
-    if n is None:
-        return "?"
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(n) >= size:
-            return f"{n / size:.2f} {unit}"
-    return f"{n:.0f} B"
+    return fmt_bytes(n, digits=2, smallest="B")
 
 
 def live_line(

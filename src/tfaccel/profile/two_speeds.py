@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfaccel.core.findings import Finding
+from tfaccel.core.units import fmt_ms
 from tfaccel.profile.measurement import Measurement, StepRecord
 
 __all__ = [
@@ -210,4 +211,4 @@ def _result(
 
 
 def _ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.1f} ms"
+    return fmt_ms(seconds, digits=1)

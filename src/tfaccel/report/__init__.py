@@ -4,8 +4,10 @@
 checks and a bench run (recorded and compared with the last run of this machine), written as
 report.html (self-contained: plots embedded, nothing beside it needed), report.json (strict
 JSON), report.md, and plots/*.png, the PNG files report.md links. The modules render:
-:mod:`~tfaccel.report.text` for the terminal, :mod:`~tfaccel.report.html` for the files,
-:mod:`~tfaccel.report.plots` for the PNG plots.
+:mod:`~tfaccel.report.text` for the terminal; :mod:`~tfaccel.report.document` builds report.json's
+document, :mod:`~tfaccel.report.tables` its tables, :mod:`~tfaccel.report.markdown` and
+:mod:`~tfaccel.report.html` render them, :mod:`~tfaccel.report.files` writes the directory;
+:mod:`~tfaccel.report.plots` draws the PNG plots.
 
 Importing this package imports neither TensorFlow nor the renderers; :func:`make_report` does.
 
@@ -27,7 +29,8 @@ if TYPE_CHECKING:
     from tfaccel.bench import BenchOptions, BenchResult, BenchStatus, Progress
     from tfaccel.diagnosis import DoctorReport
     from tfaccel.inventory import Inventory
-    from tfaccel.report.html import ReportDocument, ReportFiles
+    from tfaccel.report.document import ReportDocument
+    from tfaccel.report.files import ReportFiles
     from tfaccel.snapshot import Snapshot
 
 __all__ = ["DEFAULT_OUT", "ReportResult", "make_report"]
@@ -108,7 +111,8 @@ def make_report(
     from tfaccel import bench, inventory, probe
     from tfaccel.bench.history import announce
     from tfaccel.diagnosis import diagnose
-    from tfaccel.report.html import build_document, check_writable, write_report
+    from tfaccel.report.document import build_document
+    from tfaccel.report.files import check_writable, write_report
     from tfaccel.report.plots import render_all
 
     options = options or bench.BenchOptions()

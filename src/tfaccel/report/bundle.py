@@ -36,9 +36,11 @@ from typing import TYPE_CHECKING, Any
 
 from tfaccel.core.files import write_atomic
 from tfaccel.core.jsonout import dumps
+from tfaccel.core.markup import md_line
+from tfaccel.core.units import fmt_bytes
 from tfaccel.diagnosis.redact import KINDS, PLACEHOLDERS, Redactor
 from tfaccel.probe.identity import Identity
-from tfaccel.report.findings import md_text, render_markdown
+from tfaccel.report.findings import render_markdown
 from tfaccel.snapshot import Snapshot
 
 if TYPE_CHECKING:
@@ -114,7 +116,7 @@ def build_bundle(
         "",
         "## Versions",
         "",
-        *(f"- **{_md(name)}**: {_md(value)}" for name, value in versions.items()),
+        *(f"- **{md_line(name)}**: {md_line(value)}" for name, value in versions.items()),
         "",
         "## Findings",
         "",
@@ -124,7 +126,7 @@ def build_bundle(
     if given_log is not None:
         out += ["## The log given with --log", ""]
         if source:
-            out += [f"From {_md(source)}.", ""]
+            out += [f"From {md_line(source)}.", ""]
         out += [_fenced(given_log, "text"), ""]
     out += ["## TensorFlow's start-up log", ""]
     if deep_log is not None:
@@ -229,7 +231,11 @@ def _version_rows(snap: Snapshot | None) -> dict[str, str]:
     if driver.cuda_driver_api_version:
         rows["CUDA driver API"] = driver.cuda_driver_api_version
     for gpu in nvml.gpus:
-        memory = f", {gpu.memory_total_bytes / 2**30:.0f} GiB" if gpu.memory_total_bytes else ""
+        memory = (
+            f", {fmt_bytes(total, unit='GiB', digits=0)}"
+            if (total := gpu.memory_total_bytes)
+            else ""
+        )
         cc = f", compute capability {gpu.compute_capability}" if gpu.compute_capability else ""
         rows[f"GPU {gpu.index}"] = f"{gpu.name}{cc}{memory}"
     if snap.cuda_libs:
@@ -307,11 +313,6 @@ _SHOWN_AS = {
     "home": "`/home/<user>`, `C:\\Users\\<user>`, `<home>`",
     "secret": "`<secret>`, `<user>:<secret>@`",
 }
-
-
-def _md(value: str) -> str:
-    """Text as Markdown shows it: no markup, no raw HTML, on one line."""
-    return md_text(" ".join(str(value).split()))
 
 
 def _fenced(text: str, lang: str) -> str:

@@ -20,7 +20,6 @@ Example:
 
 from __future__ import annotations
 
-import html
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderR
 from rich.text import Text
 
 from tfaccel.core.findings import Finding, counts
+from tfaccel.core.markup import html_text, md_cell
 
 __all__ = [
     "STATUS_STYLE",
@@ -264,18 +264,6 @@ def _terminal_log(parts: _Parts, verbose: bool) -> RenderableType:
 
 # -- Markdown ----------------------------------------------------------------------------------
 
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~#])")
-
-
-def md_text(value: str) -> str:
-    """Text as Markdown shows it: markup and raw HTML escaped (line breaks kept)."""
-    return _MD_SPECIAL.sub(r"\\\1", html.escape(value, quote=False))
-
-
-def _md(value: str) -> str:
-    """Escape text for a Markdown table cell: line breaks as ``<br>``."""
-    return md_text(value).replace("\r\n", "\n").replace("\n", "<br>")
-
 
 def render_markdown(subject: Findings) -> str:
     """The findings as a Markdown table: status, check, finding (title, evidence), fix (gain).
@@ -292,12 +280,12 @@ def render_markdown(subject: Findings) -> str:
         out += _md_table(parts.findings)
     if parts.log is not None:
         log = parts.log
-        out += [f"**Log** {_md(str(log.get('source') or ''))}".rstrip(), ""]
-        notes = [f"- {_md(str(note))}" for note in log.get("notes") or []]
+        out += [f"**Log** {md_cell(str(log.get('source') or ''))}".rstrip(), ""]
+        notes = [f"- {md_cell(str(note))}" for note in log.get("notes") or []]
         out += [*notes, ""] if notes else []
-        out += _md_table(list(parts.causes)) if parts.causes else [_md(parts.no_cause()), ""]
+        out += _md_table(list(parts.causes)) if parts.causes else [md_cell(parts.no_cause()), ""]
         benign = parts.benign()
-        out += [_md(benign), ""] if benign else []
+        out += [md_cell(benign), ""] if benign else []
     if parts.report:
         verdict, detail = parts.summary()
         out += [f"**{verdict}** ({detail})", ""]
@@ -307,18 +295,13 @@ def render_markdown(subject: Findings) -> str:
 def _md_table(findings: list[Finding]) -> list[str]:
     rows = ["| status | check | finding | fix |", "|---|---|---|---|"]
     for f in findings:
-        finding = _md(f.title) + "".join(f"<br>- {_md(e)}" for e in f.evidence)
-        fix = _md(f.fix or "") + (f"<br>gain: {_md(f.gain)}" if f.gain else "")
-        rows.append(f"| {f.status} | {_md(f.id)} | {finding} | {fix} |")
+        finding = md_cell(f.title) + "".join(f"<br>- {md_cell(e)}" for e in f.evidence)
+        fix = md_cell(f.fix or "") + (f"<br>gain: {md_cell(f.gain)}" if f.gain else "")
+        rows.append(f"| {f.status} | {md_cell(f.id)} | {finding} | {fix} |")
     return [*rows, ""]
 
 
 # -- HTML --------------------------------------------------------------------------------------
-
-
-def _e(value: str) -> str:
-    """Escape text for HTML, line breaks as ``<br>``."""
-    return html.escape(value, quote=True).replace("\n", "<br>")
 
 
 def render_html(subject: Findings) -> str:
@@ -338,14 +321,19 @@ def render_html(subject: Findings) -> str:
         out.append(_html_table(parts.findings))
     if parts.log is not None:
         log = parts.log
-        out.append(f"<p><b>Log</b> {_e(str(log.get('source') or ''))}</p>")
-        out += [f'<p class="note">{_e(str(note))}</p>' for note in log.get("notes") or []]
+        out.append(f"<p><b>Log</b> {html_text(str(log.get('source') or ''), breaks=True)}</p>")
+        out += [
+            f'<p class="note">{html_text(str(note), breaks=True)}</p>'
+            for note in log.get("notes") or []
+        ]
         out.append(
-            _html_table(list(parts.causes)) if parts.causes else f"<p>{_e(parts.no_cause())}</p>"
+            _html_table(list(parts.causes))
+            if parts.causes
+            else f"<p>{html_text(parts.no_cause(), breaks=True)}</p>"
         )
         benign = parts.benign()
         if benign:
-            out.append(f"<p>{_e(benign)}</p>")
+            out.append(f"<p>{html_text(benign, breaks=True)}</p>")
     if parts.report:
         verdict, detail = parts.summary()
         out.append(f"<p><b>{verdict}</b> ({detail})</p>")
@@ -355,11 +343,13 @@ def render_html(subject: Findings) -> str:
 def _html_table(findings: list[Finding]) -> str:
     rows = []
     for f in findings:
-        evidence = "".join(f"<br><small>{_e(e)}</small>" for e in f.evidence)
-        gain = f"<br><small>gain: {_e(f.gain)}</small>" if f.gain else ""
+        evidence = "".join(f"<br><small>{html_text(e, breaks=True)}</small>" for e in f.evidence)
+        gain = f"<br><small>gain: {html_text(f.gain, breaks=True)}</small>" if f.gain else ""
+        title, fix = html_text(f.title, breaks=True), html_text(f.fix, breaks=True)
         rows.append(
-            f'<tr><td><span class="{f.status}">{f.status}</span></td><td>{_e(f.id)}</td>'
-            f"<td>{_e(f.title)}{evidence}</td><td>{_e(f.fix or '')}{gain}</td></tr>"
+            f'<tr><td><span class="{f.status}">{f.status}</span></td>'
+            f"<td>{html_text(f.id, breaks=True)}</td>"
+            f"<td>{title}{evidence}</td><td>{fix}{gain}</td></tr>"
         )
     return (
         '<table class="findings"><thead><tr><th>status</th><th>check</th><th>finding</th>'

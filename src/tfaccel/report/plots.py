@@ -133,7 +133,7 @@ def roofline_figure(summary: RunSummary) -> Any:
 
 
 def _gbs(value: float) -> str:
-    from tfaccel.report.html import fmt_num
+    from tfaccel.core.units import fmt_num
 
     return f"{fmt_num(value)} GB/s"
 

@@ -21,6 +21,7 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
+from tfaccel.core.units import MISSING, fmt_bytes
 from tfaccel.inventory import Inventory, Peak
 from tfaccel.report.findings import Prose
 from tfaccel.snapshot import GpuInfo
@@ -28,7 +29,7 @@ from tfaccel.snapshot import GpuInfo
 if TYPE_CHECKING:
     from tfaccel.bench import BenchResult
     from tfaccel.report import ReportResult
-    from tfaccel.report.html import Table as ReportTable
+    from tfaccel.report.tables import Table as ReportTable
 
 __all__ = [
     "UNBOUNDED_WIDTH",
@@ -146,20 +147,8 @@ def _plain(cell: Any) -> str:
     return str(cell)
 
 
-def fmt_bytes(value: int | None) -> str:
-    """1536 MiB -> '1.5 GiB'; None -> 'n/a'."""
-    if value is None:
-        return "n/a"
-    size = float(value)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(size) < 1024 or unit == "TiB":
-            return f"{size:.1f} {unit}" if unit != "B" else f"{int(size)} B"
-        size /= 1024
-    return f"{size:.1f} TiB"
-
-
 def _na(value: Any, suffix: str = "") -> str:
-    return "n/a" if value is None else f"{value}{suffix}"
+    return MISSING if value is None else f"{value}{suffix}"
 
 
 def _rate(value: float) -> str:
@@ -315,7 +304,7 @@ def _tf_table(inv: Inventory) -> Table:
 
 
 def _report_table(table: ReportTable) -> Table:
-    from tfaccel.report.html import Status
+    from tfaccel.report.tables import Status
 
     def cell(value: Any) -> str:
         text = escape(str(value))
@@ -334,7 +323,7 @@ def render_bench(result: BenchResult) -> RenderableType:
     """The ``tfaccel bench`` screen: the headline and the report's tables, the changes beyond
     the noise since the last run (every status counted, only the better and worse figures
     listed), and what was not measured."""
-    from tfaccel.report.html import comparison_table, headline_text, report_tables
+    from tfaccel.report.tables import comparison_table, headline_text, report_tables
 
     summary, comparison = result.summary, result.comparison
     parts: list[RenderableType] = []
@@ -365,7 +354,7 @@ def render_report(result: ReportResult) -> RenderableType:
         _rule("tfaccel bench"),
         render_bench(result.bench),
     ]
-    from tfaccel.report.html import plan_table
+    from tfaccel.report.tables import plan_table
 
     if (plan := plan_table(result.document.get("plan"))).rows:
         parts += [_rule("tfaccel plan"), _report_table(plan)]

@@ -17,6 +17,7 @@ from typing import Any, Literal, TypeAlias
 
 from tfaccel.core.checks import is_bool, shown_typed
 from tfaccel.core.errors import UsageError, shown
+from tfaccel.inventory.precision import PRECISIONS as POLICIES
 from tfaccel.runtime.model import check_model_dims
 
 __all__ = [
@@ -51,7 +52,7 @@ FIXED_AT_START = frozenset({"devices", "memory", "logical_devices", "threads"})
 ENV_VARS = {name: "TFACCEL_" + name.upper() for name in SETTINGS}
 """The environment variable of each setting (``TFACCEL_PRECISION``...); arguments win over them."""
 
-PRECISIONS = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
+PRECISIONS = ("auto", *POLICIES)
 
 MAX_LOGICAL_DEVICES = 64
 """The most logical devices ``setup()`` splits one device into. TensorFlow sets no limit of its

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal, TypeAlias
 
 from tfaccel.core.checks import is_bool, is_int
+from tfaccel.inventory.precision import PRECISIONS
 from tfaccel.tuning._errors import SpaceError
 
 __all__ = [
@@ -34,9 +35,6 @@ __all__ = [
     "parse_space_text",
     "simplicity",
 ]
-
-PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
-"""Keras dtype policies the search can try, simplest first."""
 
 FEEDS = ("numpy", "pipeline")
 """``numpy``: ``model.fit(x, y, batch_size=...)``; ``pipeline``: ``tfaccel.data.pipeline``."""

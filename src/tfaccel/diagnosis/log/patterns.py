@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tfaccel.core.findings import Status
+from tfaccel.core.units import fmt_bytes
 
 __all__ = ["BENIGN", "CAUSES", "PATTERNS", "UNNAMED_LIBRARY_FIX", "Cause", "Pattern"]
 
@@ -219,12 +220,7 @@ def _oom_shape(line: str) -> str | None:
 
 
 def _human_bytes(size: int) -> str:
-    value = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024:
-            return f"{value:.1f} {unit}" if unit != "B" else f"{size} B"
-        value /= 1024
-    return f"{value:.1f} TiB"
+    return fmt_bytes(size)
 
 
 _CUDNN_RE = re.compile(

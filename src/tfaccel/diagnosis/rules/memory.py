@@ -10,12 +10,12 @@ finds them.
 from __future__ import annotations
 
 from tfaccel.core.findings import Finding
+from tfaccel.core.units import fmt_bytes
 from tfaccel.diagnosis.rules._common import NO_NVIDIA_GPU, gpu_name, has_nvidia, make_finding, skip
 from tfaccel.snapshot import GpuInfo, Snapshot
 
 LOG_HINT = "seen only in a log or traceback: run `tfaccel doctor --log FILE`"
 MEMORY_IN_USE_SHARE = 0.5
-_GIB = 2**30
 
 
 def gpu_memory_in_use(s: Snapshot) -> Finding:
@@ -58,11 +58,8 @@ def _share(used: int, total: int) -> float:
 
 
 def _gib(n: int) -> str:
-    """Bytes as GiB with one decimal, in integer arithmetic (any size, no float overflow)."""
-    if abs(n) >= _GIB * 10**18:
-        return f"{'-' if n < 0 else ''}over 10^18"
-    tenths = (abs(n) * 10 + _GIB // 2) // _GIB
-    return f"{'-' if n < 0 else ''}{tenths // 10}.{tenths % 10}"
+    """Bytes as GiB with one decimal, without the unit (exact for any size)."""
+    return fmt_bytes(n, unit="GiB", suffix=False)
 
 
 def oom(s: Snapshot) -> Finding:

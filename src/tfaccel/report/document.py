@@ -1,0 +1,99 @@
+"""The ``tfaccel report`` document: report.json's content and the names of its sibling files.
+
+:func:`build_document` assembles it (devices, doctor, bench run, derived tables, comparison with
+the last run). The document and its rows are the typed records of :mod:`tfaccel.bench.records`;
+a report.json read back renders the same as the document just built.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import TYPE_CHECKING, Any, TypedDict
+
+from tfaccel.bench.records import RunComparison, RunDocument, RunSummary
+
+if TYPE_CHECKING:
+    from tfaccel.bench.results import BenchRun
+
+__all__ = [
+    "PLOT_TITLES",
+    "SCHEMA",
+    "ReportDocument",
+    "ReportFileNames",
+    "SavedReportDocument",
+    "build_document",
+]
+
+SCHEMA = "tfaccel-report/1"
+PLOT_TITLES = {
+    "throughput": "Training throughput per configuration",
+    "roofline": "Roofline: matmul and bandwidth ceilings",
+    "step_times": "Step-time distributions",
+    "speedup": "Speedups",
+}
+
+
+class ReportDocument(TypedDict):
+    """report.json (without its file names): the run, its tables, devices and doctor."""
+
+    schema: str
+    generated_at: str
+    tfaccel_version: str
+    summary: RunSummary
+    comparison: RunComparison | None
+    devices: dict[str, Any] | None
+    doctor: dict[str, Any] | None
+    bench: RunDocument
+    plan: list[dict[str, Any]] | None
+
+
+class ReportFileNames(TypedDict):
+    """Where report.json says its sibling files are, relative to its directory (``plots``:
+    the PNG files report.md links; report.html embeds the same plots and needs none of them).
+    """
+
+    html: str
+    json: str
+    markdown: str
+    plots: dict[str, str]
+
+
+class SavedReportDocument(ReportDocument):
+    """report.json as written: the document and the names of the files beside it."""
+
+    files: ReportFileNames
+
+
+def build_document(
+    run: BenchRun,
+    *,
+    devices: dict[str, Any] | None = None,
+    doctor: dict[str, Any] | None = None,
+    comparison: RunComparison | None = None,
+    summary: RunSummary | None = None,
+    plan: list[dict[str, Any]] | None = None,
+) -> ReportDocument:
+    """The report.json document.
+
+    Args:
+        run: a :class:`tfaccel.bench.BenchRun`.
+        devices: ``Inventory.to_dict()``.
+        doctor: ``DoctorReport.to_dict()``.
+        comparison: :func:`tfaccel.bench.compare_runs` output, or None.
+        summary: :func:`tfaccel.bench.summarize_run` of ``run`` (derived when not given).
+        plan: :func:`tfaccel.planning.source.reference_plans` rows, or None.
+    """
+    from tfaccel._version import __version__
+    from tfaccel.bench.analysis import summarize_run
+
+    return {
+        "schema": SCHEMA,
+        "generated_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "tfaccel_version": __version__,
+        "summary": summarize_run(run) if summary is None else summary,
+        "comparison": comparison,
+        "devices": devices,
+        "doctor": doctor,
+        "bench": run.to_dict(),
+        "plan": plan,
+    }
