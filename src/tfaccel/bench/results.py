@@ -6,11 +6,13 @@ so a run read back from the database renders the same as one just measured.
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
-from tfaccel.bench.records import RunDocument, SkippedDocument
+from tfaccel.bench.records import RunDocument
+from tfaccel.core.records import Record, from_json, to_json
 from tfaccel.core.timing import Summary, summarize
 from tfaccel.core.units import fmt_bytes
 from tfaccel.store import ResultRecord, RunRecord
@@ -107,10 +109,7 @@ class BenchMeasurement:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, with the summary and label added."""
-        doc = asdict(self)
-        doc["summary"] = self.summary.to_dict()
-        doc["label"] = self.label
-        return doc
+        return {**to_json(self), "summary": self.summary.to_dict(), "label": self.label}
 
     def to_record(self) -> ResultRecord:
         """The store's form of this measurement."""
@@ -143,36 +142,20 @@ class BenchMeasurement:
         )
 
     @classmethod
-    def from_dict(cls, doc: dict[str, Any]) -> BenchMeasurement:
-        """Rebuild a measurement from :meth:`to_dict` output."""
-        return cls(
-            benchmark=doc["benchmark"],
-            config=dict(doc["config"]),
-            metric=doc["metric"],
-            unit=doc["unit"],
-            samples=[float(v) for v in doc["samples"]],
-            extra=dict(doc.get("extra") or {}),
-            model_fingerprint=doc.get("model_fingerprint"),
-        )
+    def from_dict(cls, doc: Mapping[str, Any]) -> BenchMeasurement:
+        """Rebuild a measurement from :meth:`to_dict` output (the summary and label, derived
+        from the samples, are not read)."""
+        return from_json(cls, doc, where="measurement")
 
 
 @dataclass
-class Skipped:
+class Skipped(Record):
     """A benchmark (or one configuration of it) that was not run, and why."""
 
     benchmark: str
     device: str
     reason: str
     config: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> SkippedDocument:
-        """JSON-ready."""
-        return {
-            "benchmark": self.benchmark,
-            "device": self.device,
-            "reason": self.reason,
-            "config": dict(self.config),
-        }
 
 
 @dataclass
@@ -223,41 +206,15 @@ class BenchRun:
         }
 
     def to_dict(self) -> RunDocument:
-        """JSON-ready: the run with its details and every measurement."""
-        return {
-            "run_id": self.run_id,
-            "started_at": self.started_at,
-            "finished_at": self.finished_at,
-            "status": self.status,
-            "fingerprint": self.fingerprint,
-            "fingerprint_data": self.fingerprint_data,
-            "tfaccel_version": self.tfaccel_version,
-            "tf_version": self.tf_version,
-            "options": self.options,
-            "targets": self.targets,
-            "skipped": [s.to_dict() for s in self.skipped],
-            "notes": self.notes,
-            "measurements": [m.to_dict() for m in self.measurements],
-        }
+        """JSON-ready: the run with its details and every measurement (each with its summary
+        and label)."""
+        doc = {**to_json(self), "measurements": [m.to_dict() for m in self.measurements]}
+        return typing.cast(RunDocument, doc)
 
     @classmethod
     def from_dict(cls, doc: Mapping[str, Any]) -> BenchRun:
         """Rebuild a run from :meth:`to_dict` output."""
-        return cls(
-            started_at=doc["started_at"],
-            finished_at=doc.get("finished_at"),
-            status=doc.get("status", "complete"),
-            options=dict(doc.get("options") or {}),
-            fingerprint=doc["fingerprint"],
-            fingerprint_data=dict(doc.get("fingerprint_data") or {}),
-            tfaccel_version=doc.get("tfaccel_version", ""),
-            tf_version=doc.get("tf_version"),
-            targets=list(doc.get("targets") or []),
-            measurements=[BenchMeasurement.from_dict(m) for m in doc.get("measurements") or []],
-            skipped=[Skipped(**s) for s in doc.get("skipped") or []],
-            notes=list(doc.get("notes") or []),
-            run_id=doc.get("run_id"),
-        )
+        return from_json(cls, doc, where="run")
 
     @classmethod
     def from_store(cls, run: RunRecord, records: list[ResultRecord]) -> BenchRun:
@@ -274,7 +231,7 @@ class BenchRun:
             tf_version=run.tf_version,
             targets=list(details.get("targets") or []),
             measurements=[BenchMeasurement.from_record(r) for r in records],
-            skipped=[Skipped(**s) for s in details.get("skipped") or []],
+            skipped=[Skipped.from_dict(s) for s in details.get("skipped") or []],
             notes=list(details.get("notes") or []),
             run_id=run.id,
         )
