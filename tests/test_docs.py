@@ -14,6 +14,11 @@
   commands that need a GPU, a cluster or the network are in SKIPPED, with the reason.
 - A block that is none of these fails ``test_every_block_is_run_or_listed``.
 
+This module is the machinery and the tests. What each block needs (the preludes, PY_BLOCKS,
+PROCESS_ENV, TEXT_BLOCKS, SKIPPED, CHEAP and their checks) is the table in
+tests/docs_variants.py, where a new entry goes; reading the documents and the types of the
+entries (Block, Command, Py, Cheap, Ran, Check) are in tests/docs_blocks.py.
+
 Every run hides the GPUs (``CUDA_VISIBLE_DEVICES=""``): the documents' examples are checked on
 the CPU, the same on every machine. Jobs run two at a time (``TFACCEL_DOC_JOBS=N`` to change
 it; ``TFACCEL_DOC_TIMES=1`` with ``-s`` prints what each job and block took).
@@ -37,702 +42,38 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from docs_blocks import (
+    ROOT,
+    SHELL_LANGS,
+    Block,
+    Cheap,
+    Command,
+    Py,
+    Ran,
+    all_blocks,
+    py_matches,
+    read_blocks,
+    read_commands,
+)
+from docs_variants import (
+    CHEAP,
+    CHEAP_FILES,
+    PROCESS_ENV,
+    PY_BLOCKS,
+    SIGNATURE_CHECK,
+    SKIPPED,
+    TEXT_BLOCKS,
+)
 
-ROOT = Path(__file__).resolve().parents[1]
-DOCS = ["README.md", *sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md"))]
 BIN = Path(sys.executable).parent
 TFACCEL = BIN / "tfaccel"
 COMMAND_TIMEOUT_S = 240  # a documented command that takes longer needs a cheap variant in CHEAP
 PROCESS_TIMEOUT_S = 420
 BLOCK_TIMEOUT_S = 180
 
-# ---------------------------------------------------------------------------------------------
-# Reading the documents
-
-
-@dataclass(frozen=True)
-class Block:
-    path: str  # relative to the repository
-    line: int  # the line of its first code line
-    lang: str
-    text: str
-
-    @property
-    def id(self) -> str:
-        return f"{self.path}:{self.line}"
-
-
-@dataclass(frozen=True)
-class Command:
-    path: str
-    line: int
-    first: str  # its first line as written, without a `$ ` prompt, a comment or a `\`
-    text: str  # the whole command, continuation lines joined
-    block: Block
-    output: str = ""  # the output documented under it (blocks with `$ ` prompts)
-
-    @property
-    def id(self) -> str:
-        return f"{self.path}:{self.line}"
-
-    @property
-    def is_synopsis(self) -> bool:
-        """A usage line (``tfaccel run [--memory M] SCRIPT [ARGS...]``), not a command."""
-        return bool(re.search(r"\[|\.\.\.|(^|\s)[A-Z][A-Z_]*[A-Z](\s|$|\|)", self.text))
-
-
-FENCE = re.compile(r"^(\s*)(```+|~~~+)\s*([\w+-]*)")
-SHELL_LANGS = {"", "bash", "sh", "shell", "console", "text"}
-PROGRAMS = {
-    "tfaccel",
-    "python",
-    "python3",
-    "make",
-    "pip",
-    ".venv/bin/pip",
-    "export",
-    "srun",
-    "sbatch",
-    "cd",
-}
-
-
-def read_blocks(path: str, text: str | None = None) -> list[Block]:
-    """The fenced blocks of a document (``text``, or the file ``path`` of the repository)."""
-    lines = (ROOT / path).read_text().splitlines() if text is None else text.splitlines()
-    blocks, i = [], 0
-    while i < len(lines):
-        match = FENCE.match(lines[i])
-        if not match:
-            i += 1
-            continue
-        indent, fence, lang = match.groups()
-        j = i + 1
-        while j < len(lines) and not lines[j].strip().startswith(fence):
-            j += 1
-        body = [
-            line[len(indent) :] if line.startswith(indent) else line for line in lines[i + 1 : j]
-        ]
-        blocks.append(Block(path, i + 2, lang.lower(), "\n".join(body)))
-        i = j + 1
-    return blocks
-
-
-def _strip_comment(line: str) -> str:
-    return re.sub(r"(^|\s)#.*$", "", line).rstrip()
-
-
-def _join(parts: list[str]) -> str:
-    return " ".join(p.strip().removesuffix("\\").strip() for p in parts)
-
-
-def read_commands(block: Block) -> tuple[list[Command], list[str]]:
-    """The commands of a shell or untagged block, and the lines that are neither a command nor
-    part of one (a block with commands and such lines needs a look)."""
-    lines = block.text.splitlines()
-    prompted = any(line.startswith("$ ") for line in lines)
-    found: list[tuple[int, list[str], list[str]]] = []  # (line, command lines, output lines)
-    stray: list[str] = []
-    for n, raw in enumerate(lines):
-        current = found[-1] if found else None
-        if prompted:
-            if raw.startswith("$ "):
-                found.append((block.line + n, [raw[2:]], []))
-            elif current and not current[2] and current[1][-1].rstrip().endswith("\\"):
-                current[1].append(raw)
-            elif current:
-                current[2].append(raw)
-            continue
-        line = _strip_comment(raw)
-        if not line.strip():
-            continue
-        continues = current is not None and current[1][-1].rstrip().endswith("\\")
-        if raw[0].isspace() or continues:
-            if current is None:
-                stray.append(raw)
-            else:
-                current[1].append(line)
-            continue
-        word = line.split()[0]
-        if word in PROGRAMS or re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=\S*", word):
-            found.append((block.line + n, [line], []))
-        else:
-            stray.append(raw)
-    commands = [
-        Command(
-            block.path,
-            line,
-            _strip_comment(parts[0]).removesuffix("\\").strip(),
-            _join([_strip_comment(p) for p in parts]),
-            block,
-            "\n".join(output),
-        )
-        for line, parts, output in found
-    ]
-    return commands, stray
-
-
-def all_blocks() -> list[Block]:
-    return [block for path in DOCS for block in read_blocks(path)]
-
-
-# ---------------------------------------------------------------------------------------------
-# What each Python block needs
-
-ARRAYS = """
-import numpy as np
-rng = np.random.default_rng(0)
-x = x_train = rng.random((1280, 784), dtype=np.float32)
-y = y_train = rng.integers(0, 10, size=1280)
-"""
-
-# A small classifier for 784 features, compiled: the `model` the examples train.
-MODEL = """
-import keras
-model = keras.Sequential(
-    [keras.Input((784,)), keras.layers.Dense(32, activation="relu"), keras.layers.Dense(10)]
-)
-model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-"""
-
-# `train.py` for `tfaccel launch`: reads the cluster it was given and says so; worker 1 is
-# killed on the first attempt, as in the documented output, so the restart happens too. Real
-# multi-worker training is tests/distribute/test_multiworker.py's (tens of seconds).
-LAUNCH_TRAIN_PY = """\
-import json, os, signal, sys
-rank = int(os.environ["TFACCEL_LAUNCH_RANK"])
-attempt = int(os.environ["TFACCEL_LAUNCH_ATTEMPT"])
-workers = json.loads(os.environ["TF_CONFIG"])["cluster"]["worker"]
-epochs = int(sys.argv[sys.argv.index("--epochs") + 1])
-print(f"worker {rank} of {len(workers)} ({workers[rank]}), attempt {attempt}, {epochs} epochs")
-if attempt == 0 and rank == 1:
-    os.kill(os.getpid(), signal.SIGKILL)
-"""
-
-# What docs/tune.md's script leaves to the user: `build_my_net` and the data.
-TUNE_SCRIPT_PRELUDE = (
-    ARRAYS
-    + """
-import keras
-
-def build_my_net():
-    return keras.Sequential(
-        [keras.Input((784,)), keras.layers.Dense(32, activation="relu"),
-         keras.layers.Dense(10, activation="softmax")],
-        name="my_net",
-    )
-"""
-)
-
-KERNEL_PRELUDE = """
-import math, sys
-import numba
-import numpy as np
-from numba import cuda
-sys.setswitchinterval(1e-4)  # the simulator's threads meet at every barrier
-rng = np.random.default_rng(0)
-dtype = np.dtype(np.float32)
-element = numba.from_dtype(dtype)
-zero = dtype.type(0)
-"""
-
-
-@dataclass(frozen=True)
-class Py:
-    """How one ```python block runs."""
-
-    path: str
-    marker: str  # text that only this block of the document contains
-    process: str  # blocks of one process share an interpreter, in the order of PY_BLOCKS
-    prelude: str = ""
-    check: str = ""  # runs after the block, in its namespace
-    wrap: str = ""  # the block is an excerpt: the body of this function
-    cheap: tuple[tuple[str, str], ...] = ()  # (documented text, what runs instead)
-    reason: str = ""  # why it is wrapped or cheapened
-
-
-PY_BLOCKS = [
-    # -- process "setup": setup() and strategy() must come before the TensorFlow runtime starts;
-    #    setup() does not start it, so strategy() may follow it, as in a script.
-    Py(
-        "README.md",
-        "config = tfaccel.setup(",
-        "setup",
-        check="assert 'precision' in str(config), str(config)",
-    ),
-    Py(
-        "docs/distribute.md",
-        "choice = dist.strategy()   # FIRST",
-        "setup",
-        prelude="import keras\n\ndef make_model():\n"
-        "    return keras.Sequential([keras.Input((784,)), keras.layers.Dense(10)])\n",
-        check="assert choice.num_replicas >= 1 and model.built",
-    ),
-    Py(
-        "docs/distribute.md",
-        "result = dist.train(",
-        "setup",
-        prelude=ARRAYS,
-        check=textwrap.dedent(
-            """
-            import os
-            assert result.global_step == 5 * result.steps_per_epoch, result
-            assert os.listdir("ckpt"), "no checkpoint written"
-            """
-        ),
-    ),
-    # -- process "keras": split() first, since its setup(logical_devices=2) must come before the
-    #    runtime starts; then the blocks that only train.
-    Py(
-        "docs/distribute.md",
-        "parallel = dist.split(",
-        "keras",
-        prelude="import keras, tfaccel\nimport tfaccel.distribute as dist\n"
-        + ARRAYS
-        + "x, y = x[:64], y[:64]\n",
-        cheap=(('["GPU:0", "GPU:1"]', '["CPU:0", "CPU:1"]'),),
-        reason="no GPU here: the same split over the two logical CPU devices that "
-        "setup(logical_devices=2) makes",
-        check="assert parallel.placement.bytes_per_step(batch_size=64) > 0",
-    ),
-    Py(
-        "README.md",
-        "PerformanceCallback()",
-        "keras",
-        prelude=ARRAYS + MODEL,
-    ),
-    Py(
-        "docs/profile.md",
-        "callback = PerformanceCallback(",
-        "keras",
-        prelude=ARRAYS
-        + MODEL
-        + "import tensorflow as tf\n"
-        + "train_ds = tf.data.Dataset.from_tensor_slices((x_train[:640], y_train[:640])).batch(32)\n",
-        cheap=(("epochs=5", "epochs=1"),),
-        reason="one epoch of 20 steps is enough for the figures and the diagnosis",
-        check="assert diagnosis.refused is None, diagnosis.refused\n"
-        "assert diagnosis.get('input_bound') is not None",
-    ),
-    Py(
-        "docs/profile.md",
-        "timer = StepTimer(",
-        "keras",
-        prelude=ARRAYS
-        + MODEL
-        + textwrap.dedent(
-            """
-            import tensorflow as tf
-            dataset = tf.data.Dataset.from_tensor_slices((x_train, y_train)).batch(64).repeat()
-            steps = 20
-            optimizer = keras.optimizers.SGD(0.01)
-            loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-
-            @tf.function
-            def train_step(batch):
-                features, labels = batch
-                with tf.GradientTape() as tape:
-                    loss = loss_fn(labels, model(features, training=True))
-                grads = tape.gradient(loss, model.trainable_variables)
-                optimizer.apply_gradients(zip(grads, model.trainable_variables))
-                return loss
-            """
-        ),
-        check="assert timer.diagnose().refused is None, timer.diagnose().refused",
-    ),
-    Py(
-        "docs/profile.md",
-        "ds = tfaccel.data.pipeline((x_train, y_train), 128, map_fn=augment, seed=0)",
-        "keras",
-        prelude=ARRAYS
-        + MODEL
-        + textwrap.dedent(
-            """
-            import tensorflow as tf
-            x_train, y_train = x_train[:512], y_train[:512]
-
-            def augment(x, y):
-                return tf.clip_by_value(x * 1.1, 0.0, 1.0), y
-            """
-        ),
-        cheap=(("epochs=10", "epochs=2"),),
-        reason="two epochs show the pipeline feeding fit as well as ten",
-    ),
-    Py(
-        "docs/tune.md",
-        'if __name__ == "__main__":',
-        "keras",
-        prelude=TUNE_SCRIPT_PRELUDE,
-        cheap=(("epochs=10", "epochs=2"),),
-        reason="two epochs run the script's training as well as ten",
-    ),
-    Py(
-        "docs/tune.md",
-        "result = tfaccel.tune(",
-        "keras",
-        prelude=ARRAYS,
-        cheap=(
-            (
-                "budget_s=300",
-                "budget_s=120, sample_s=0.25, final_rounds=2, "
-                'space={"batch_size": [64, 128], "precision": ["float32"], "feed": ["numpy"]}',
-            ),
-        ),
-        reason="fewer configurations and short samples (the search ends when they are "
-        "measured; the budget is only a ceiling): its report and result, not a real winner",
-        check="assert result.best is not None, str(result)",
-    ),
-    Py(
-        "docs/tune.md",
-        'tfaccel.setup(precision="auto", jit="auto", model=model)',
-        "keras",
-        prelude="import tfaccel\n" + TUNE_SCRIPT_PRELUDE + "model = build_my_net()\n",
-    ),  # -- process "light": no TensorFlow; kernels on numba's CUDA simulator.
-    Py(
-        "docs/distribute.md",
-        "result = launch(",
-        "light",
-        prelude=f"open('train.py', 'w').write({LAUNCH_TRAIN_PY!r})\n",
-        check="assert result.exit_code == 0 and len(result.attempts) == 2, result",
-    ),
-    Py(
-        "docs/kernels.md",
-        "c = kernels.matmul(a, b, tile=8)",
-        "light",
-        check="np.testing.assert_allclose(c, a @ b, rtol=1e-5)\n"
-        "assert kernels.backend() in ('simulator', 'cuda'), kernels.backend()",
-    ),
-    Py(
-        "docs/kernels.md",
-        "def vector_add_kernel(a, b, out):",
-        "light",
-        prelude=KERNEL_PRELUDE,
-        check=textwrap.dedent(
-            """
-            a, b = rng.random(300, dtype=np.float32), rng.random(300, dtype=np.float32)
-            out = np.full(300, np.nan, np.float32)
-            vector_add_kernel[2, 64](a, b, out)  # 128 threads: the grid-stride loop runs
-            np.testing.assert_array_equal(out, a + b)
-            """
-        ),
-    ),
-    Py(
-        "docs/kernels.md",
-        "vector_add_kernel[grid, block](d_a, d_b, d_out)",
-        "light",
-        prelude=KERNEL_PRELUDE
-        + textwrap.dedent(
-            """
-            from tfaccel.kernels.cuda import vector_add_kernel
-            a, b = rng.random(300, dtype=np.float32), rng.random(300, dtype=np.float32)
-            d_a, d_b = cuda.to_device(a), cuda.to_device(b)
-            d_out = cuda.device_array_like(a)
-            block = (128,)
-            grid = (math.ceil(a.size / 128),)
-            """
-        ),
-        check="np.testing.assert_array_equal(d_out.copy_to_host(), a + b)",
-    ),
-    Py(
-        "docs/kernels.md",
-        "tile_a = cuda.shared.array(",
-        "light",
-        prelude=KERNEL_PRELUDE + "tile = 4\nm, k, n = 13, 7, 19\n",
-        wrap="def matmul_tiled(a, b, c):",
-        reason="an excerpt: the body of the matmul kernel, run as one on the simulator",
-        check=textwrap.dedent(
-            """
-            a = rng.random((m, k), dtype=np.float32)
-            b = rng.random((k, n), dtype=np.float32)
-            c = np.full((m, n), np.nan, np.float32)
-            cuda.jit(matmul_tiled)[(math.ceil(n / tile), math.ceil(m / tile)), (tile, tile)](a, b, c)
-            np.testing.assert_allclose(c, a @ b, rtol=1e-5)
-            """
-        ),
-    ),
-    Py(
-        "docs/kernels.md",
-        "sums = cuda.shared.array(",
-        "light",
-        prelude=KERNEL_PRELUDE + "threads = 32\n",
-        wrap="def reduce_block_sums(x, partial):",
-        reason="an excerpt: the body of the block-sum kernel, run as one on the simulator",
-        check=textwrap.dedent(
-            """
-            x = rng.random(300, dtype=np.float32)
-            partial = np.full(3, np.nan, np.float32)
-            cuda.jit(reduce_block_sums)[3, threads](x, partial)
-            np.testing.assert_allclose(partial.sum(), x.sum(), rtol=1e-5)
-            """
-        ),
-    ),
-]
-
-PROCESS_ENV = {"light": {"NUMBA_ENABLE_CUDASIM": "1"}}
-
-# Blocks that are not code to run (recorded output, a signature), with what is done instead.
-TEXT_BLOCKS: dict[tuple[str, str], str] = {
-    ("docs/distribute.md", "data-parallel scaling on CPU"): "skip: the recorded output of "
-    "benchmarks/bench_scaling.py on a 2-core AMD EPYC, not a command",
-    ("docs/profile.md", "pipeline(source, batch_size, *,"): "check: the signature of "
-    "tfaccel.data.pipeline, compared with inspect.signature",
-}
-
-SIGNATURE_CHECK = """
-import inspect, re
-import tfaccel.data
-parts, star = [], False
-for p in inspect.signature(tfaccel.data.pipeline).parameters.values():
-    if p.kind is p.KEYWORD_ONLY and not star:
-        parts.append("*")
-        star = True
-    parts.append(p.name if p.default is p.empty else f"{p.name}={p.default!r}")
-actual = "pipeline(" + ", ".join(parts) + ")"
-def norm(text):
-    return re.sub(r"\\s+", "", text).replace("'", '"')
-assert norm(DOCUMENTED) == norm(actual), f"documented:\\n{DOCUMENTED}\\nactual:\\n{actual}"
-"""
-
-# ---------------------------------------------------------------------------------------------
-# What each shell command needs
-
-# Commands not run, with the reason. Key: (document, the command's first line).
-SKIPPED: dict[tuple[str, str], str] = {
-    ("README.md", "make test"): "runs this whole test suite, of which this test is a part",
-    ("README.md", ".venv/bin/pip install -e '.[cpu]'"): "downloads and installs TensorFlow "
-    "(minutes): `make run` and `make test` make this very install, and tests/test_install.py "
-    "installs the package itself",
-    ("README.md", "python3 -m pip wheel --no-deps -w dist ."): "tests/test_install.py builds "
-    "this wheel from the clone, checks its contents and runs it",
-    ("README.md", "pip install 'dist/tfaccel-0.1.0-py3-none-any.whl[cpu]'"): "tests/"
-    "test_install.py installs this wheel (without the [cpu] extra, which downloads TensorFlow) "
-    "and runs it away from the clone",
-    (
-        "docs/distribute.md",
-        """export TF_CONFIG='{"cluster": {"worker": ["host1:12345", "host2:12345"]},""",
-    ): "needs a real cluster: two hosts, host1 and host2",
-    ("docs/distribute.md", "python train.py"): "needs a real cluster: one worker of two hosts",
-    ("docs/distribute.md", "srun python train.py --checkpoint-dir /shared/ckpt"): "needs a "
-    "Slurm cluster with GPUs",
-}
-
-
-@dataclass
-class Ran:
-    argv: list[str]
-    returncode: int
-    stdout: str
-    stderr: str
-    seconds: float
-
-
-Check = Callable[[Path, list[Ran]], None]
-
-
-def _json_doc(d: Path, runs: list[Ran]) -> None:
-    for run in runs:
-        if "--json" in run.argv:
-            assert isinstance(json.loads(run.stdout), dict), run.stdout[:2000]
-
-
-OOM_LOG = (ROOT / "tests/data/doctor-corpus/a_oom_yolo3_bfc.log").read_text(encoding="utf-8")
-
-
-def _oom_answered(d: Path, runs: list[Ran]) -> None:
-    """The oom finding carries the plan: the batch that fits, or the accumulation."""
-    out = runs[-1].stdout
-    assert "Out of memory at batch 8192: batch <= " in out, out
-    assert "gradient_accumulation_steps=" in out and "needs" in out, out
-
-
-def _doctor_exit_code(d: Path, runs: list[Ran]) -> None:
-    """The saved snapshot replays to the same findings; exit 1 exactly when one failed."""
-    report = json.loads(runs[0].stdout)
-    failed = any(f["status"] == "fail" for f in report["findings"])
-    assert [r.returncode for r in runs] == [int(failed)] * 2, (runs[0].stdout, runs[1].stdout)
-
-
-def _files(*names: str) -> Check:
-    def check(d: Path, runs: list[Ran]) -> None:
-        missing = [n for n in names if not (d / n).exists()]
-        assert not missing, f"missing after the command: {missing}"
-
-    return check
-
-
-BUNDLE_LOG = (
-    'Traceback (most recent call last):\n  File "/home/alice/train.py", line 12, in <module>\n'
-    "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating "
-    "tensor with shape[8,1024]\n"
-)
-
-
-def _bundle(*fragments: str) -> Check:
-    """tfaccel-bundle.md was written, holds ``fragments``, and its JSON block parses."""
-
-    def check(d: Path, runs: list[Ran]) -> None:
-        text = (d / "tfaccel-bundle.md").read_text()
-        for fragment in fragments:
-            assert fragment in text, fragment
-        block = re.search(r"^(`{3,})json\n(.*?)\n\1$", text, re.M | re.S)
-        assert block and isinstance(json.loads(block.group(2)), dict)
-        assert "alice" not in text
-
-    return check
-
-
-def _both(*checks: Check) -> Check:
-    def check(d: Path, runs: list[Ran]) -> None:
-        for c in checks:
-            c(d, runs)
-
-    return check
-
-
-@dataclass(frozen=True)
-class Cheap:
-    """What runs for a documented command: shell lines, in order, in one fresh directory."""
-
-    run: tuple[str, ...]
-    reason: str
-    files: tuple[tuple[str, str], ...] = ()  # (name, content) written first
-    check: Check | None = None
-    exit_codes: tuple[int, ...] = (0,)
-
-
-def _tune_files() -> tuple[tuple[str, str], ...]:
-    """docs/tune.md's own script, with its prelude, as train.py."""
-    (block,) = [
-        b for b in all_blocks() if b.path == "docs/tune.md" and _py_matches(b, _tune_script())
-    ]
-    return (("train.py", TUNE_SCRIPT_PRELUDE + "\n" + block.text + "\n"),)
-
-
-def _tune_script() -> Py:
-    return next(p for p in PY_BLOCKS if p.path == "docs/tune.md" and "__main__" in p.marker)
-
-
-# A tune's cheap variant: fewer configurations, short samples, two final rounds. The search
-# ends when those are measured; the budget is only a ceiling (a tiny one is refused when the
-# first trial costs more, which on two busy cores can be ten seconds).
-TUNE_TINY = "--space jit=off --space feed=numpy --budget 120 --sample-seconds 0.25 --rounds 2"
-TUNE_SCRIPT = (
-    "tfaccel tune train.py --space batch_size=64,128,256 --space precision=float32 "
-    f"--db results.sqlite {TUNE_TINY}"
-)
-TUNE_MODEL = (
-    "tfaccel tune --model reference-cnn --smoke --space batch_size=64 "
-    f"--space precision=float32,mixed_bfloat16 {TUNE_TINY} --json"
-)
-
-
-# Documented commands that run in a cheaper form. Key: (document, the command's first line). A
-# synopsis line is checked against --help in any case; an entry here runs a real command too.
-CHEAP: dict[tuple[str, str], Cheap] = {
-    ("README.md", "make run"): Cheap(
-        ("tfaccel report --smoke --only matmul --out tfaccel-report",),
-        "make run installs what is missing, then runs `tfaccel report --quick` (about 1.5 "
-        "minutes): the same report, of one benchmark at its smoke size",
-        check=_files(*(f"tfaccel-report/report.{ext}" for ext in ("html", "json", "md"))),
-    ),
-    ("README.md", "tfaccel devices [--json] [--tf]"): Cheap(
-        ("tfaccel devices --json", "tfaccel devices"),
-        "a synopsis: its options against --help, and the command itself (no TensorFlow, fast)",
-        check=_json_doc,
-    ),
-    (
-        "README.md",
-        "tfaccel doctor [--json] [--deep] [--log FILE|-] [--snapshot FILE] [--save-snapshot FILE] "
-        "[--bundle FILE]",
-    ): Cheap(
-        (
-            "tfaccel doctor --json --save-snapshot snapshot.json --bundle bundle.md",
-            "tfaccel doctor --snapshot snapshot.json",
-        ),
-        "a synopsis: its options against --help, and the doctor on this machine, saved (with "
-        "a bundle) and replayed (not --deep, which imports TensorFlow in a subprocess)",
-        check=_both(_doctor_exit_code, _files("snapshot.json", "bundle.md")),
-        exit_codes=(0, 1),  # 1 when the doctor finds a failure on this machine: its job
-    ),
-    ("docs/bundle.md", "tfaccel doctor --deep --bundle tfaccel-bundle.md"): Cheap(
-        ("tfaccel doctor --deep --bundle tfaccel-bundle.md",),
-        "as documented; exit 1 too, when the doctor finds a failure on this machine (its job)",
-        check=_bundle("TensorFlow's start-up log"),
-        exit_codes=(0, 1),
-    ),
-    ("docs/bundle.md", "tfaccel doctor --log train.log --bundle tfaccel-bundle.md"): Cheap(
-        ("tfaccel doctor --log train.log --bundle tfaccel-bundle.md",),
-        "as documented, with a train.log that ran out of GPU memory (so the doctor exits 1)",
-        files=(("train.log", BUNDLE_LOG),),
-        check=_bundle("The log given with --log", "/home/<user>/train.py"),
-        exit_codes=(1,),
-    ),
-    ("docs/plan.md", "tfaccel doctor --log train.log --model resnet20 --batch 8192"): Cheap(
-        ("tfaccel doctor --log train.log --model resnet20 --batch 8192",),
-        "as documented, with a train.log that ran out of memory on a 2.8 GiB GPU (a real log "
-        "of the doctor corpus), so the doctor exits 1 with the plan's answer",
-        files=(("train.log", OOM_LOG),),
-        check=_oom_answered,
-        exit_codes=(1,),
-    ),
-    ("docs/kernels.md", "python benchmarks/bench_kernels.py --resources"): Cheap(
-        ("python benchmarks/bench_kernels.py --resources --targets sm_90",),
-        "one target of the four: tests/kernels/test_kernels_compile.py compiles every kernel for every "
-        "target and checks the table; this shows the documented command runs",
-    ),
-    ("docs/distribute.md", "tfaccel launch -n 2 --restarts 1 train.py --epochs 3"): Cheap(
-        ("tfaccel launch -n 2 --restarts 1 train.py --epochs 3",),
-        "as documented, with a train.py that only reads its cluster (worker 1 is killed on the "
-        "first attempt, as in the output shown): the launcher's part, without ~30 s of "
-        "two-worker training",
-        files=(("train.py", LAUNCH_TRAIN_PY),),
-    ),
-    ("docs/tune.md", "tfaccel tune train.py --budget 300"): Cheap(
-        (TUNE_SCRIPT,),
-        "shares the run of the --space/--db line below, which tunes the same script: fewer "
-        "configurations and short samples (each tune costs TensorFlow's import and its search)",
-    ),
-    (
-        "docs/tune.md",
-        "tfaccel tune train.py --space batch_size=64,128,256 --space jit=off --db results.sqlite",
-    ): Cheap(
-        (TUNE_SCRIPT,),
-        "docs/tune.md's own script with a small model: fewer configurations (float32, the "
-        "numpy feed) and short samples",
-        check=_files("results.sqlite"),
-    ),
-    ("docs/tune.md", "tfaccel tune --model reference-cnn --budget 150 --json"): Cheap(
-        (TUNE_MODEL,),
-        "--smoke (the tiny model on 512 examples), two configurations and short samples; "
-        "shared with the --space line under 'The result'",
-        check=_json_doc,
-    ),
-    (
-        "docs/tune.md",
-        "tfaccel tune --model reference-cnn --budget 150 --space batch_size=32,64,128,256",
-    ): Cheap(
-        (TUNE_MODEL,),
-        "--smoke (the tiny model on 512 examples), batch 64 in both precisions, short samples; "
-        "with --json, as it shares the run of the --json line above",
-        check=_json_doc,
-    ),
-}
-
-# Cheap entries whose commands read files made from the documents themselves.
-CHEAP_FILES: dict[tuple[str, str], Callable[[], tuple[tuple[str, str], ...]]] = {
-    ("docs/tune.md", "tfaccel tune train.py --budget 300"): _tune_files,
-    (
-        "docs/tune.md",
-        "tfaccel tune train.py --space batch_size=64,128,256 --space jit=off --db results.sqlite",
-    ): _tune_files,
-}
 
 # ---------------------------------------------------------------------------------------------
 # Classifying the blocks
-
-
-def _py_matches(block: Block, entry: Py) -> bool:
-    return block.path == entry.path and entry.marker in block.text
 
 
 @dataclass(frozen=True)
@@ -764,7 +105,7 @@ def all_items(blocks: list[Block]) -> tuple[list[Item], list[str]]:
 
 
 def py_entry(block: Block) -> Py | None:
-    matches = [p for p in PY_BLOCKS if _py_matches(block, p)]
+    matches = [p for p in PY_BLOCKS if py_matches(block, p)]
     return matches[0] if len(matches) == 1 else None
 
 
@@ -1000,7 +341,7 @@ def _runnable_python(item: Item) -> bool:
 PROCESS_ITEMS = sorted(
     (i for i in ITEMS if _runnable_python(i)),
     key=lambda i: next(
-        (n for n, p in enumerate(PY_BLOCKS) if _py_matches(i.block, p)), len(PY_BLOCKS)
+        (n for n, p in enumerate(PY_BLOCKS) if py_matches(i.block, p)), len(PY_BLOCKS)
     ),
 )
 
@@ -1071,11 +412,11 @@ def test_every_block_is_run_or_listed() -> None:
     problems = unlisted(ITEMS, STRAY)
     blocks = all_blocks()
     for entry in PY_BLOCKS:
-        if sum(_py_matches(b, entry) for b in blocks) != 1:
+        if sum(py_matches(b, entry) for b in blocks) != 1:
             problems.append(f"PY_BLOCKS {entry.path} {entry.marker!r} matches no block, or several")
     for entry in PY_BLOCKS:
         for documented, _ in entry.cheap:
-            if not any(_py_matches(b, entry) and documented in b.text for b in blocks):
+            if not any(py_matches(b, entry) and documented in b.text for b in blocks):
                 problems.append(f"PY_BLOCKS {entry.path} {entry.marker!r}: {documented!r} is gone")
     for path, marker in TEXT_BLOCKS:
         if sum(b.path == path and marker in b.text for b in blocks) != 1:

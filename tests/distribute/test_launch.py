@@ -7,18 +7,17 @@ no process is left behind, reading /proc rather than trusting the launcher."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
 import pytest
+from launch_helpers import alive, run_launch
 from runtime_helpers import clean_env
 
 from tfaccel.cli import launch as launch_cli
@@ -72,26 +71,10 @@ if mode == "sleep":
 
 
 @pytest.fixture
-def worker(tmp_path: Path) -> Path:
-    script = tmp_path / "worker.py"
-    script.write_text(textwrap.dedent(WORKER))
-    return script
-
-
-@pytest.fixture
 def pids(tmp_path: Path) -> Path:
     directory = tmp_path / "pids"
     directory.mkdir()
     return directory
-
-
-def alive(pid: int) -> bool:
-    """Running (a zombie waiting for its parent to read its status counts as gone)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def recorded(pids: Path) -> dict[str, int]:
@@ -106,12 +89,6 @@ def assert_none_left(pids: Path) -> None:
             return
         time.sleep(0.05)
     raise AssertionError(f"processes left behind: {left}")
-
-
-def run_launch(script: Path, *args: str, **options: object) -> tuple[int, str, str, object]:
-    out, err = io.StringIO(), io.StringIO()
-    result = launch(str(script), list(args), stdout=out, stderr=err, **options)  # type: ignore[arg-type]
-    return result.exit_code, out.getvalue(), err.getvalue(), result
 
 
 # --- normal runs ---------------------------------------------------------------------------

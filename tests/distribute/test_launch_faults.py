@@ -21,13 +21,13 @@ import random
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from launch_helpers import alive, write_script
 from runtime_helpers import launch_env
 
 pytestmark = pytest.mark.slow  # real TensorFlow workers: about 90 s on 2 cores
@@ -104,9 +104,7 @@ note("result", json.dumps({"start_step": result.start_step, "global_step": resul
 
 @pytest.fixture(scope="module")
 def script(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("faults") / "train.py"
-    path.write_text(textwrap.dedent(TRAIN))
-    return path
+    return write_script(tmp_path_factory.mktemp("faults") / "train.py", TRAIN)
 
 
 def start(script: Path, base: Path, plan: dict[str, Any], *options: str) -> subprocess.Popen[str]:
@@ -138,14 +136,6 @@ def assert_exact(base: Path, reference: Path, context: str) -> None:
         assert len(found) == len(expected), context
         for a, b in zip(found, expected, strict=True):
             np.testing.assert_array_equal(a, b, err_msg=context)
-
-
-def alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def assert_no_worker_left(base: Path) -> None:

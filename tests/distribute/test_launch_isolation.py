@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from launch_helpers import alive
 from runtime_helpers import clean_env
 
 from tfaccel.distribute.worker_network import ENTRY, Network, is_loopback
@@ -41,13 +42,6 @@ if mode == "listen":
 elif mode == "sleep":
     time.sleep(120)
 """
-
-
-@pytest.fixture
-def worker(tmp_path: Path) -> Path:
-    script = tmp_path / "worker.py"
-    script.write_text(textwrap.dedent(WORKER))
-    return script
 
 
 def start(worker: Path, directory: Path, mode: str, *options: str) -> subprocess.Popen[str]:
@@ -248,14 +242,6 @@ def children(pid: int) -> dict[int, str]:
         if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
             found[int(entry.name)] = command
     return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 @pytest.mark.parametrize("isolate", [True, False], ids=["isolated", "not-isolated"])

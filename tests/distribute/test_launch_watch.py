@@ -4,14 +4,13 @@ and the refusal of far more workers than cores."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
-import textwrap
 import time
 from pathlib import Path
 
 import pytest
+from launch_helpers import run_launch
 
 from tfaccel.cli import launch as launch_cli
 from tfaccel.core.errors import UsageError
@@ -63,19 +62,9 @@ if mode == "preempted-rank0":      # rank 0 exits 75, rank 1 never does
 """
 
 
-@pytest.fixture
-def worker(tmp_path: Path) -> Path:
-    script = tmp_path / "worker.py"
-    script.write_text(textwrap.dedent(WORKER))
-    return script
-
-
 def run(worker: Path, directory: Path, mode: str, **options: object) -> tuple[object, str]:
-    err = io.StringIO()
-    result = launch(
-        str(worker), [str(directory), mode], stdout=io.StringIO(), stderr=err, **options
-    )  # type: ignore[arg-type]
-    return result, err.getvalue()
+    _, _, err, result = run_launch(worker, str(directory), mode, **options)
+    return result, err
 
 
 # --- hangs -----------------------------------------------------------------------------------

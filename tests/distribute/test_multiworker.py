@@ -16,13 +16,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from launch_helpers import alive, write_script
 from runtime_helpers import launch_env
 
 pytestmark = pytest.mark.slow
@@ -86,9 +86,7 @@ with open(os.path.join(args.out, f"result-{rank}.json"), "w") as f:
 
 @pytest.fixture(scope="module")
 def script(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("scripts") / "train.py"
-    path.write_text(textwrap.dedent(TRAIN))
-    return path
+    return write_script(tmp_path_factory.mktemp("scripts") / "train.py", TRAIN)
 
 
 def launch(*args: str) -> subprocess.CompletedProcess[str]:
@@ -107,14 +105,6 @@ def results(out: Path) -> dict[str, dict[str, Any]]:
 
 def weights(found: dict[str, Any]) -> list[np.ndarray]:
     return [np.asarray(w, dtype=np.float32) for w in found["weights"]]
-
-
-def alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def assert_no_worker_left(out: Path) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from tune_helpers import dense_model
 
 import tfaccel.tuning
 from tfaccel.tuning import SpaceError, TuneError, TuneResult
@@ -22,18 +23,7 @@ BUDGET_S = 60.0  # a ceiling (as in test_tune_tf): these spaces are done in a fe
 
 
 def model_fn() -> Any:
-    import keras
-
-    model = keras.Sequential(
-        [
-            keras.Input((8,)),
-            keras.layers.Dense(8, activation="relu"),
-            keras.layers.Dense(3, activation="softmax"),
-        ],
-        name="data_net",
-    )
-    model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
-    return model
+    return dense_model(8, "data_net")
 
 
 def named_model_fn() -> Any:

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 from runtime_helpers import clean_env
+from tune_helpers import dense_model
 
 import tfaccel
 import tfaccel.cli
@@ -34,18 +35,7 @@ SMALL_SPACE = {
 
 
 def tiny_model_fn() -> Any:
-    import keras
-
-    model = keras.Sequential(
-        [
-            keras.Input((8,)),
-            keras.layers.Dense(16, activation="relu"),
-            keras.layers.Dense(3, activation="softmax"),
-        ],
-        name="tiny_net",
-    )
-    model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
-    return model
+    return dense_model(16, "tiny_net")
 
 
 def tiny_data(count: int = 512) -> tuple[np.ndarray, np.ndarray]:
