@@ -37,10 +37,11 @@ import sys
 import types
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tfaccel.core.findings import Finding, Status, text_lines
+from tfaccel.core.records import to_json
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -119,10 +120,7 @@ class AuditReport:
         return not self.findings
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["findings"] = [f.to_dict() for f in self.findings]
-        data["host_device_copies"] = self.host_device_copies
-        return data
+        return {**to_json(self), "host_device_copies": self.host_device_copies}
 
     def __str__(self) -> str:
         lines = [f"placement audit of {self.step} (target {self.target}):"]

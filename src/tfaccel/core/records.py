@@ -94,19 +94,32 @@ class Record:
 def to_json(value: Any) -> Any:
     """The JSON form of ``value``: records as objects (under their JSON keys), tuples as lists.
 
+    A record inside is written by its own ``to_dict()`` where it has one (a timing summary adds
+    its IQR), else by its fields.
+
     Values that are neither records nor containers are returned as they are (the JSON writer,
     :func:`tfaccel.core.jsonout.dumps`, decides how a NaN or an infinity is written).
     """
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {
-            _key(f): to_json(getattr(value, f.name))
+            _key(f): _nested(getattr(value, f.name))
             for f in dataclasses.fields(value)
             if not f.metadata.get(_OMIT)
         }
+    return _nested(value)
+
+
+def _nested(value: Any) -> Any:
+    """A value inside a record: a record by its own ``to_dict()`` where it has one (so the
+    derived values it adds travel with it), else by its fields."""
     if isinstance(value, (list, tuple)):
-        return [to_json(v) for v in value]
+        return [_nested(v) for v in value]
     if isinstance(value, Mapping):
-        return {k: to_json(v) for k, v in value.items()}
+        return {k: _nested(v) for k, v in value.items()}
+    if not isinstance(value, type) and callable(getattr(value, "to_dict", None)):
+        return value.to_dict()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return to_json(value)
     return value
 
 

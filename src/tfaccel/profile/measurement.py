@@ -16,9 +16,10 @@ figure. Plain data, no TensorFlow.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
+from tfaccel.core.records import NOT_IN_JSON, Record, to_json
 from tfaccel.core.timing import Summary, compare, summarize
 
 __all__ = [
@@ -156,7 +157,7 @@ class RunContext:
 class Measurement:
     """Everything a profiled run measured; :func:`compute_figures` turns it into figures."""
 
-    records: list[StepRecord] = field(default_factory=list)
+    records: list[StepRecord] = field(default_factory=list, metadata=NOT_IN_JSON)
     context: RunContext = field(default_factory=RunContext)
     input_note: str | None = None  # why input wait is not measured, when it is not
     memory: MemoryUsage | None = None
@@ -173,25 +174,12 @@ class Measurement:
         return compute_figures(self.records)
 
     def to_dict(self) -> dict[str, Any]:
-        figures = self.figures()
-        return {
-            "figures": figures.to_dict(),
-            "context": asdict(self.context),
-            "input_note": self.input_note,
-            "memory": asdict(self.memory) if self.memory else None,
-            "gpus": [asdict(g) for g in self.gpus],
-            "gpu_note": self.gpu_note,
-            "cpu_seconds": self.cpu_seconds,
-            "wall_seconds": self.wall_seconds,
-            "synthetic": self.synthetic.to_dict() if self.synthetic else None,
-            "synthetic_note": self.synthetic_note,
-            "trace": self.trace.to_dict() if self.trace is not None else None,
-            "notes": list(self.notes),
-        }
+        """The figures, then every field but the step records."""
+        return {"figures": self.figures().to_dict(), **to_json(self)}
 
 
 @dataclass(frozen=True)
-class Figures:
+class Figures(Record):
     """Figures over the measured steps (warm-up excluded).
 
     Shares are totals over the steps whose next step is known (sum of input / sum of
@@ -212,14 +200,6 @@ class Figures:
     examples_per_s: float | None
     steps_per_s: float | None
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for key, value in asdict(self).items():
-            out[key] = value
-        for key in ("step_s", "period_s", "input_s", "busy_s", "host_s"):
-            summary = getattr(self, key)
-            out[key] = summary.to_dict() if summary is not None else None
-        return out
 
 
 def compute_figures(records: Sequence[StepRecord]) -> Figures:

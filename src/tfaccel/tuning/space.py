@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeAlias
 
 from tfaccel.core.checks import is_bool, is_int
+from tfaccel.core.records import Record
 from tfaccel.inventory.precision import PRECISIONS
 from tfaccel.tuning._errors import SpaceError
 
@@ -71,7 +72,7 @@ _PRECISION_RANK = {name: rank for rank, name in enumerate(PRECISIONS)}
 
 
 @dataclass(frozen=True)
-class Config:
+class Config(Record):
     """One configuration of the search: how the model is fed, batched, compiled and run.
 
     Attributes:
@@ -115,19 +116,6 @@ class Config:
             parts.append(f"threads={intra}" + (f",{inter}" if inter is not None else ""))
         return " ".join(parts)
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready (threads as a list)."""
-        d = asdict(self)
-        d["threads"] = list(self.threads) if self.threads is not None else None
-        return d
-
-    @classmethod
-    def from_dict(cls, doc: Mapping[str, Any]) -> Config:
-        """Rebuild a configuration from :meth:`to_dict` output."""
-        values = {k: doc[k] for k in SPACE_KEYS if k in doc}
-        threads = values.get("threads")
-        values["threads"] = tuple(threads) if threads is not None else None
-        return cls(**values)
 
 
 def _onoff(value: bool) -> str:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tfaccel.core.findings import Finding, Status
+from tfaccel.core.records import Record
 from tfaccel.diagnosis.log.facts import read_facts
 from tfaccel.diagnosis.log.infer import infer
 from tfaccel.diagnosis.log.patterns import BENIGN, CAUSES, PATTERNS, UNNAMED_LIBRARY_FIX, Pattern
@@ -45,15 +46,12 @@ _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b
 
 
 @dataclass
-class BenignMatch:
+class BenignMatch(Record):
     """Log noise that is not a problem, counted under one label."""
 
     label: str
     count: int
     first_line: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"label": self.label, "count": self.count, "first_line": self.first_line}
 
 
 @dataclass
