@@ -23,7 +23,7 @@ __all__ = ["PerformanceCallback", "instrument"]
 
 def __getattr__(name: str) -> Any:
     if name == "PerformanceCallback":
-        from tfaccel.profile.keras_callback import PerformanceCallback
+        from tfaccel.profile.keras_callback import PerformanceCallback  # local: imports TensorFlow
 
         return PerformanceCallback
     raise AttributeError(f"module 'tfaccel.keras' has no attribute {name!r}")

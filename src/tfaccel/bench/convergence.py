@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 
+from tfaccel import models
 from tfaccel.bench.datasets import digits_split
 from tfaccel.bench.results import BenchMeasurement
 from tfaccel.bench.targets import BenchTarget
@@ -35,8 +36,6 @@ def digits_convergence(target: BenchTarget, *, epochs: int = 30, seed: int = 0) 
     """
     import keras
     import tensorflow as tf
-
-    from tfaccel import models
 
     train, test = digits_split(seed=seed)
     keras.utils.set_random_seed(seed)

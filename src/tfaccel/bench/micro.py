@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any
 
+from tfaccel.bench.flops import conv_flops
 from tfaccel.bench.options import Profile
 from tfaccel.bench.results import BenchMeasurement
 from tfaccel.bench.targets import BenchTarget
@@ -385,8 +386,6 @@ def conv2d(
     step each iteration so that no iteration repeats the previous one.
     """
     import tensorflow as tf
-
-    from tfaccel.bench.flops import conv_flops
 
     batch, hw, cin, cout = profile.conv
 

@@ -9,6 +9,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from tfaccel import models
+from tfaccel.bench.datasets import check_synthetic_memory
 from tfaccel.core.errors import UsageError
 
 __all__ = [
@@ -270,9 +272,6 @@ class BenchOptions:
             UsageError: the data sets of the selected models need more than half of it; the
                 message gives the sizes and the largest N that fits.
         """
-        from tfaccel import models
-        from tfaccel.bench.datasets import check_synthetic_memory
-
         spec = self.data_spec
         if spec.kind != "synthetic":
             return

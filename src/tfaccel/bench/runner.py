@@ -14,10 +14,16 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
+from tfaccel import architecture, inventory, models, probe
+from tfaccel._version import __version__
+from tfaccel.bench import micro
+from tfaccel.bench.convergence import digits_convergence
 from tfaccel.bench.datasets import ImageData, load_cifar10, synthetic
+from tfaccel.bench.flops import CONVENTION
 from tfaccel.bench.options import MICRO, MODEL_BENCHMARKS, BenchOptions, Profile
 from tfaccel.bench.results import BenchMeasurement, BenchRun, Skipped
-from tfaccel.bench.targets import BenchTarget
+from tfaccel.bench.targets import BenchTarget, resolve_targets
+from tfaccel.bench.training import CPU_FLOAT16_NOTE, EPOCH_IMAGES, configurations, train_throughput
 from tfaccel.core.errors import UsageError
 
 if TYPE_CHECKING:
@@ -66,8 +72,6 @@ def _now() -> str:
 
 
 def _model_data(options: BenchOptions, profile: Profile) -> dict[str, ImageData]:
-    from tfaccel import models
-
     spec = options.data_spec
     wanted = [m for m in MODEL_BENCHMARKS if m in options.only]
     if not wanted:
@@ -87,8 +91,6 @@ def _model_data(options: BenchOptions, profile: Profile) -> dict[str, ImageData]
 def _check_batch(
     options: BenchOptions, data: dict[str, ImageData], targets: list[BenchTarget]
 ) -> None:
-    from tfaccel.bench.training import configurations
-
     for name, images in data.items():
         for target in targets:
             for config in configurations(target, options.profile_spec, options.batch_size):
@@ -127,8 +129,6 @@ def _plan_micro(
     tasks: list[Task],
     skipped: list[Skipped],
 ) -> None:
-    from tfaccel.bench import micro
-
     profile = options.profile_spec
     fn = {
         "matmul": micro.matmul,
@@ -167,8 +167,6 @@ def _plan_model(
     tasks: list[Task],
     skipped: list[Skipped],
 ) -> None:
-    from tfaccel.bench.training import CPU_FLOAT16_NOTE, configurations
-
     profile = options.profile_spec
     for t in targets:
         configs = configurations(t, profile, options.batch_size)
@@ -204,8 +202,6 @@ def _run_model(
     options: BenchOptions,
     tick: Callable[[str], None],
 ) -> list[BenchMeasurement]:
-    from tfaccel.bench.training import train_throughput
-
     measured = train_throughput(
         name,
         target,
@@ -226,16 +222,12 @@ def _run_model(
 def model_fingerprint(name: str, *, tiny: bool) -> str:
     """The architecture fingerprint of the reference model ``name`` as the bench builds it
     (the tiny version in ``--smoke`` runs), stored with each of its training figures."""
-    from tfaccel import architecture, models
-
     return architecture.fingerprint(models.build(name, tiny=tiny))
 
 
 def _run_digits(
     target: BenchTarget, epochs: int, tick: Callable[[str], None]
 ) -> list[BenchMeasurement]:
-    from tfaccel.bench.convergence import digits_convergence
-
     measurement = digits_convergence(target, epochs=epochs)
     tick("digits")
     return [measurement]
@@ -264,12 +256,6 @@ def run(
             synthetic data larger than this machine's memory (said before any is allocated).
         StoreError: the results database cannot be written.
     """
-    from tfaccel import inventory, probe
-    from tfaccel._version import __version__
-    from tfaccel.bench.flops import CONVENTION
-    from tfaccel.bench.targets import resolve_targets
-    from tfaccel.bench.training import EPOCH_IMAGES
-
     options = options or BenchOptions()
     options.validate()
     profile = options.profile_spec

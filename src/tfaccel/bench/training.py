@@ -18,7 +18,9 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from tfaccel import models
 from tfaccel.bench.datasets import ImageData
+from tfaccel.bench.flops import count_model
 from tfaccel.bench.micro import Tick, expected_retracing, measure, sync_devices
 from tfaccel.bench.options import Profile
 from tfaccel.bench.results import BenchMeasurement
@@ -259,9 +261,6 @@ def train_throughput(
         the step-time samples, counted FLOPs per training image, the time of a 50,000-image
         epoch, the achieved model TFLOP/s and the % of the spec peak (MFU).
     """
-    from tfaccel import models
-    from tfaccel.bench.flops import count_model
-
     flops = count_model(models.build(model_name, tiny=profile.tiny_models))
     strategy = _strategy(target)
     samplers: dict[str, TrainingSampler] = {}

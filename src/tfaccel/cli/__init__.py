@@ -22,6 +22,9 @@ from tfaccel._version import __version__
 from tfaccel.cli._output import VERBOSE_HELP, json_document, set_verbose
 from tfaccel.core.errors import TfaccelError, argument_names
 
+# The parser imports every command module, so each cli/<verb>.py imports its library inside
+# run(): `tfaccel devices` then loads none of the other commands' libraries (nor TensorFlow).
+
 __all__ = ["COMMANDS", "EXIT_CODES", "main"]
 
 # (command, module): the order is the order --help lists them in.

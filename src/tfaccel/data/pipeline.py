@@ -55,6 +55,7 @@ from tfaccel.data.sources import (
     load,
     size_text,
 )
+from tfaccel.probe import cpu
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -156,8 +157,6 @@ def describe(dataset: Any) -> PipelineInfo:
 
 def available_memory_bytes() -> int | None:
     """Memory available to new allocations now (``MemAvailable``), or None when unknown."""
-    from tfaccel.probe import cpu
-
     return cpu.collect().memory_available_bytes
 
 

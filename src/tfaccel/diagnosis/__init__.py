@@ -19,6 +19,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from tfaccel import probe
 from tfaccel.core.checks import is_bool
 from tfaccel.core.errors import LogInputError, UsageError, shown
 from tfaccel.core.findings import Finding, counts
@@ -137,8 +138,6 @@ def check(*, deep: bool = False, log: str | bytes | LogText | None = None) -> Do
         UsageError: ``deep`` is not a bool, or ``log`` is not text, bytes or a LogText.
         LogInputError: ``log`` is empty or holds only whitespace.
     """
-    from tfaccel import probe
-
     if not is_bool(deep):
         raise UsageError(
             "tfaccel.doctor() got an invalid deep",

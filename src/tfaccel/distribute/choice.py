@@ -44,6 +44,7 @@ from tfaccel.distribute.cluster import (
     parse_tf_config,
     slurm_allocation,
 )
+from tfaccel.probe import pci, tpu
 
 __all__ = [
     "COLLECTIVE_TIMEOUT_ENV",
@@ -319,8 +320,6 @@ def _facts(
     env: Mapping[str, str], cluster: ClusterConfig | None, slurm: SlurmAllocation | None
 ) -> Facts:
     import tensorflow as tf
-
-    from tfaccel.probe import pci, tpu
 
     tpu_info = tpu.collect(pci.collect())
     gpus = tf.config.get_visible_devices("GPU")

@@ -31,6 +31,7 @@ from typing import Any
 
 from tfaccel.core.errors import UsageError
 from tfaccel.core.timing import Summary, measure_interleaved, summarize
+from tfaccel.probe import cpu
 
 __all__ = ["ScalingReport", "ScalingRow", "default_model", "scaling"]
 
@@ -313,8 +314,6 @@ def _rows(counts: list[int], per_step: dict[str, Summary], batch: int) -> tuple[
 
 
 def _notes(device_type: str, rows: tuple[ScalingRow, ...]) -> tuple[str, ...]:
-    from tfaccel.probe import cpu
-
     notes = []
     if device_type == "CPU" and any(r.replicas > 1 for r in rows):
         notes.append(CPU_NOTE.format(cores=cpu.collect().usable_cores or "its"))

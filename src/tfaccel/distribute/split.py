@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from tfaccel import runtime
 from tfaccel.core.checks import check_text, is_int
 from tfaccel.core.errors import UsageError, shown
 
@@ -265,8 +266,6 @@ def _device_specs(devices: object) -> list[str]:
 def _devices(specs: list[str]) -> list[str]:
     """The canonical names of devices that exist ('/device:CPU:1')."""
     import tensorflow as tf
-
-    from tfaccel import runtime
 
     names = []
     for spec in specs:

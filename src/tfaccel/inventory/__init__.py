@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+from tfaccel import probe
 from tfaccel.inventory.devices import (
     CPU_FEATURES,
     CpuDevice,
@@ -38,6 +39,7 @@ from tfaccel.inventory.precision import (
     precision_warning,
 )
 from tfaccel.inventory.specs import AcceleratorSpec, Peak, cpu_peak, load_specs, match_spec
+from tfaccel.probe import tf_gpus
 
 __all__ = [
     "BF16_CPU_FLAGS",
@@ -77,8 +79,6 @@ def current() -> Inventory:
         >>> inventory.current().cpu.usable_cores           # doctest: +SKIP
         16
     """
-    from tfaccel import probe
-
     return build(probe.snapshot(libraries=False))
 
 
@@ -96,6 +96,4 @@ def tensorflow_gpus(inv: Inventory, cuda_visible_devices: str | None) -> tuple[G
     Returns:
         One GpuFacts per GPU, by TensorFlow index; empty when TensorFlow sees none.
     """
-    from tfaccel.probe import tf_gpus
-
     return match_gpus(tf_gpus.collect(), inv.nvml_gpus, cuda_visible_devices)

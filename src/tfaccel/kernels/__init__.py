@@ -38,7 +38,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Literal
 
 from tfaccel.core.errors import UsageError
-from tfaccel.kernels import _checks
+from tfaccel.kernels import _checks, reference
 from tfaccel.kernels._errors import (
     KernelBackendError,
     KernelCompilerError,
@@ -71,7 +71,7 @@ Fallback = Literal["numpy"] | None
 def _cuda_module() -> ModuleType:
     """Import the numba-cuda backend, or raise KernelBackendError naming the install."""
     try:
-        from tfaccel.kernels import cuda
+        from tfaccel.kernels import cuda  # local: imports numba, an optional heavy package
     except ImportError as exc:
         raise missing_numba(exc) from exc
     return cuda
@@ -115,8 +115,6 @@ def _implementation(fallback: Fallback) -> ModuleType:
             fix='pass fallback="numpy" or leave it out',
         )
     if fallback == "numpy" and not available():
-        from tfaccel.kernels import reference
-
         return reference
     return _cuda_module()
 

@@ -46,7 +46,10 @@ from typing import Any
 from tfaccel.core.checks import in_range, is_real
 from tfaccel.core.errors import UsageError, argument
 from tfaccel.core.records import Record
+from tfaccel.kernels import _launch
+from tfaccel.kernels._checks import FLOAT_DTYPES, SUM_DTYPES
 from tfaccel.kernels._errors import COMPILER_FIX, KernelCompilerError
+from tfaccel.kernels.bench import DEFAULT_TILES
 from tfaccel.kernels.occupancy import (
     ARCHITECTURES,
     DEFAULT_TARGETS,
@@ -122,7 +125,7 @@ class KernelSpec:
 def _cuda_kernels() -> ModuleType:
     """:mod:`tfaccel.kernels.cuda`, with numba-cuda's compiler (not the simulator) behind it."""
     try:
-        from tfaccel.kernels import cuda as kcuda
+        from tfaccel.kernels import cuda as kcuda  # local: imports numba, an optional heavy package
     except ImportError as exc:
         raise KernelCompilerError(
             "compiling the kernels needs numba and numba-cuda, which are not installed",
@@ -151,10 +154,6 @@ def kernel_specs() -> list[KernelSpec]:
     Raises:
         KernelCompilerError: numba-cuda is missing, or the CUDA simulator is on.
     """
-    from tfaccel.kernels import _launch
-    from tfaccel.kernels._checks import FLOAT_DTYPES, SUM_DTYPES
-    from tfaccel.kernels.bench import DEFAULT_TILES
-
     kcuda = _cuda_kernels()
     specs: list[KernelSpec] = []
     for dtype in SUM_DTYPES:

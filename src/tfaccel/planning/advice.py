@@ -21,10 +21,14 @@ import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tfaccel import inventory
 from tfaccel.core.errors import UsageError
 from tfaccel.core.findings import Finding
+from tfaccel.diagnosis.log.memory import oom_context
+from tfaccel.planning.api import _check_batch, _check_precision, _prepare, fit_batch, traced
 from tfaccel.planning.memory import GPU_BFC_RULES, AllocatorRules, simulate
 from tfaccel.planning.result import _size
+from tfaccel.planning.targets import targets, training_device
 from tfaccel.planning.trace import StepGraph
 
 if TYPE_CHECKING:
@@ -137,8 +141,6 @@ def advice_for_step(
     rules: AllocatorRules = GPU_BFC_RULES,
 ) -> MemoryAdvice:
     """:class:`MemoryAdvice` from a traced step (pure: no TensorFlow)."""
-    from tfaccel.planning.api import fit_batch
-
     @functools.cache
     def total(batch: int) -> int:
         return simulate(step, batch, rules=rules).total_bytes
@@ -173,8 +175,6 @@ def memory_advice(
         UsageError: a bad batch size or precision.
         PlanError: the model cannot be built or traced.
     """
-    from tfaccel.planning.api import _check_batch, _check_precision, _prepare, traced
-
     _check_batch(batch_size)
     _check_precision(precision)
     built, _ = _prepare(model, precision, optimizer)
@@ -250,8 +250,6 @@ def find_log_oom(
         UsageError: the batch is neither given nor in the log, the device memory is neither
             given (``device_key``) nor in the log, or ``device_key`` is unknown.
     """
-    from tfaccel.diagnosis.log.memory import oom_context
-
     index = next((i for i, c in enumerate(log_report.causes) if c.id == "oom"), None)
     if index is None:
         log_report.notes.append(
@@ -308,8 +306,6 @@ def _device_memory(key: str | None, context: OomContext) -> tuple[int, str]:
     """Usable bytes and the words for them: the device ``key``, else the log's allocator
     limit."""
     if key is not None:
-        from tfaccel.planning.targets import targets
-
         target = targets("float32", [key])[0]
         if target.usable_bytes:
             return target.usable_bytes, f"{target.name} (usable, from the spec database)"
@@ -335,9 +331,6 @@ def answer_oom_error(
 
     When the plan cannot be made, the finding says why and keeps the general advice.
     """
-    from tfaccel import inventory
-    from tfaccel.planning.targets import training_device
-
     message = str(exc).strip().splitlines()
     seen = f"{type(exc).__name__}: {message[0] if message else ''}"[:300]
     device = training_device(inventory.current())

@@ -7,6 +7,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from tfaccel import inventory as inventory_module
 from tfaccel.core.checks import in_range, is_int, is_real
 from tfaccel.core.errors import TfaccelError, UsageError, argument, shown
 from tfaccel.inventory.precision import PRECISIONS
@@ -103,7 +104,6 @@ def plan(
                 received=argument("devices", devices),
                 fix="pass device keys as text, or leave devices out for every device",
             )
-    from tfaccel import inventory as inventory_module
 
     inv = inventory if inventory is not None else inventory_module.current()
     wanted = list(devices) if devices else None

@@ -13,6 +13,7 @@ from typing import Any
 
 from tfaccel.core.records import Record
 from tfaccel.planning.targets import BANDWIDTH_UTILISATION, Target
+from tfaccel.store import ResultsStore, default_path
 
 __all__ = ["OP_OVERHEAD_S", "StepTime", "measured_cpu_utilisation", "step_time"]
 
@@ -62,8 +63,6 @@ def measured_cpu_utilisation(
 ) -> tuple[float, str] | None:
     """The best model-FLOPs utilisation a stored bench run of this machine measured on the
     CPU for ``precision`` (``mfu_percent`` of its training figures), with where it came from."""
-    from tfaccel.store import ResultsStore, default_path
-
     path = store if store is not None else default_path()
     if store is None and not default_path().is_file():
         return None

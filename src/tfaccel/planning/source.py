@@ -13,8 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tfaccel.core.errors import UsageError
-from tfaccel.planning.api import PlanError
+from tfaccel import models
+from tfaccel.core.errors import TfaccelError, UsageError
+from tfaccel.planning.api import PlanError, plan
 from tfaccel.scripts import load_script, script_traceback
 
 __all__ = [
@@ -90,8 +91,6 @@ def reference_model_fn(name: str) -> tuple[str, Callable[[], Any]]:
     Raises:
         UsageError: unknown model name.
     """
-    from tfaccel import models
-
     key = name.replace("-", "_")
     if key not in models.MODELS:
         models.build(key)  # raises the UsageError listing the names
@@ -115,10 +114,6 @@ def reference_plans(batch_size: int, inventory: Any = None) -> list[dict[str, An
 
     A model whose plan fails gets a row with its ``error`` instead (the report goes on).
     """
-    from tfaccel import models
-    from tfaccel.core.errors import TfaccelError
-    from tfaccel.planning.api import plan
-
     rows: list[dict[str, Any]] = []
     for key in models.MODELS:
         _, model_fn = reference_model_fn(key)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tfaccel.core.errors import UsageError
+from tfaccel import inventory
+from tfaccel.core.errors import UsageError, argument
 from tfaccel.core.records import Record
 from tfaccel.inventory import AcceleratorSpec, GpuFacts, Inventory, fast_precisions, load_specs
 from tfaccel.planning.memory import AllocatorRules, fit_rules
@@ -96,8 +97,6 @@ def training_device(inv: Inventory) -> TrainingDevice:
     """GPU:0 of the TensorFlow of this process (its memory less the CUDA context and
     TensorFlow's reserve), else this CPU's available RAM. Imports TensorFlow (without starting
     its runtime) to see which GPUs it uses."""
-    from tfaccel import inventory
-
     gpus = inventory.tensorflow_gpus(inv, inv.cuda_visible_devices)
     if gpus:
         total = gpus[0].memory_total_bytes
@@ -216,8 +215,6 @@ def targets(
     Raises:
         UsageError: a key in ``devices`` that the database does not know.
     """
-    from tfaccel.core.errors import argument
-
     specs = {s.key: s for s in load_specs()}
     here: list[Target] = []
     if inv is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 
+from tfaccel._version import __version__
 from tfaccel.probe import cpu, deep, libs, nvml, packages, pci, readings, system, tf_gpus, tpu
 from tfaccel.snapshot import DriverInfo, LibraryLoad, Snapshot
 
@@ -52,8 +53,6 @@ def snapshot(
     Returns:
         A Snapshot; anything that could not be read is recorded as such, never raised.
     """
-    from tfaccel._version import __version__
-
     env = system.collect_env()
     pci_devices = pci.collect()
     distributions = packages.collect_distributions()

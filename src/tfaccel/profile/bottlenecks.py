@@ -41,6 +41,7 @@ from typing import Any
 from tfaccel.core.findings import PROBLEMS, STATUSES, Finding, Status
 from tfaccel.core.units import MISSING, fmt_bytes, fmt_ms
 from tfaccel.inventory import TENSOR_CORE_MIN_CC
+from tfaccel.profile import text
 from tfaccel.profile.measurement import MIN_STEPS, Figures, Measurement
 from tfaccel.profile.two_speeds import two_speeds
 
@@ -156,8 +157,6 @@ class Reports:
 
     def report(self) -> str:
         """The final table, the top ops of a trace when one was taken, and the diagnosis."""
-        from tfaccel.profile import text
-
         measurement = self.measurement()
         return text.report(measurement, find_bottlenecks(measurement))
 

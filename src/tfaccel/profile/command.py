@@ -16,10 +16,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tfaccel import data, models
 from tfaccel.core.errors import UsageError
+from tfaccel.models import MODELS
 from tfaccel.profile import trace
 from tfaccel.profile.bottlenecks import Diagnosis, find_bottlenecks
+from tfaccel.profile.fit_patch import patch_fit
+from tfaccel.profile.input_wait import instrument
 from tfaccel.profile.measurement import Measurement
+from tfaccel.profile.session import Session, open_session
 
 __all__ = [
     "INPUTS",
@@ -148,7 +153,6 @@ def check_model_request(
             received=str(batch_size),
             fix="pass --batch-size 64",
         )
-    from tfaccel.models import MODELS
 
     if model_name(name) not in MODELS:
         raise UsageError(
@@ -194,7 +198,6 @@ def profile_model(
         trace_dir=trace_dir,
         trace_steps=trace_steps,
     )
-    from tfaccel import models
 
     key = model_name(name)
     model = build_model(key, precision=precision, tiny=tiny)
@@ -203,8 +206,7 @@ def profile_model(
         info.input_shape, info.classes, batch_size, steps + warmup, input
     )
 
-    from tfaccel.profile.input_wait import instrument
-    from tfaccel.profile.keras_callback import PerformanceCallback
+    from tfaccel.profile.keras_callback import PerformanceCallback  # local: imports TensorFlow
 
     callback = PerformanceCallback(
         warmup_steps=warmup,
@@ -261,8 +263,6 @@ def profile_model(
 
 def build_model(name: str, *, precision: str = "float32", tiny: bool = False) -> Any:
     """The reference model ``profile --model`` trains, compiled as it compiles it."""
-    from tfaccel import models
-
     model = models.build(model_name(name), tiny=tiny, dtype=precision)
     _compile(model, precision)
     return model
@@ -284,8 +284,6 @@ def _dataset(
     ``tfaccel.data.pipeline``, or per example in Python by the naive generator."""
     import numpy as np
     import tensorflow as tf
-
-    from tfaccel import data
 
     count = max(batch_size, min(MAX_EXAMPLES, batch_size * steps))
     rng = np.random.default_rng(0)
@@ -349,8 +347,6 @@ def profile_script(
     _check_counts(steps, warmup, trace_steps)
     if trace_dir:
         trace.check_logdir(trace_dir)
-    from tfaccel.profile.fit_patch import patch_fit
-    from tfaccel.profile.session import Session, open_session
 
     session = Session(
         warmup_steps=warmup,

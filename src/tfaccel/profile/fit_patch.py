@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from tfaccel.core.errors import UsageError
+from tfaccel.profile.input_wait import instrument
 from tfaccel.profile.session import Session
 
 __all__ = ["patch_fit"]
@@ -59,7 +60,7 @@ def patch_fit(session: Session) -> Iterator[None]:
 
 
 def _callback(session: Session, arguments: dict[str, Any]) -> Any:
-    from tfaccel.profile.keras_callback import PerformanceCallback
+    from tfaccel.profile.keras_callback import PerformanceCallback  # local: imports TensorFlow
 
     given = arguments.get("callbacks")
     callbacks = list(given) if isinstance(given, (list, tuple)) else ([given] if given else [])
@@ -90,8 +91,6 @@ def _instrumented_input(x: Any, callback: Any) -> Iterator[Any]:
     """Yield a replacement for ``x`` (an instrumented dataset) or None, and hook Keras' data
     adapter for the other kinds of input while the block runs."""
     import tensorflow as tf
-
-    from tfaccel.profile.input_wait import instrument
 
     if isinstance(x, tf.data.Dataset):
         replacement = None

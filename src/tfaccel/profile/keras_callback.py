@@ -35,7 +35,9 @@ from typing import Any, TextIO
 import keras
 
 from tfaccel.core.checks import check_flag, check_int
-from tfaccel.profile import nvtx_marks
+from tfaccel.core.errors import UsageError
+from tfaccel.data.pipeline import describe
+from tfaccel.profile import nvtx_marks, ready_batch, text
 from tfaccel.profile import session as session_module
 from tfaccel.profile.bottlenecks import THRESHOLDS, Reports, find_bottlenecks
 from tfaccel.profile.input_wait import INPUT_CLOCK, InputClock, difference
@@ -209,8 +211,6 @@ class PerformanceCallback(Reports, keras.callbacks.Callback):
             self._confirm()
         measurement = self.measurement()  # stops the GPU sampler until the next fit
         if self.summary:
-            from tfaccel.profile import text
-
             print(
                 text.report(measurement, find_bottlenecks(measurement)),
                 file=self.stream or sys.stderr,
@@ -245,17 +245,12 @@ class PerformanceCallback(Reports, keras.callbacks.Callback):
         ctx.precision_policy = getattr(policy, "name", None)
         ctx.sixteen_bit_share = _sixteen_bit_share(model)
         if self.clock.source is not None:
-            from tfaccel.core.errors import UsageError
-            from tfaccel.data.pipeline import describe
-
             try:
                 ctx.pipeline = describe(self.clock.source).to_dict()
             except UsageError:
                 ctx.pipeline = None
 
     def _confirm(self) -> None:
-        from tfaccel.profile import ready_batch
-
         m = self.recorder.measurement
         figures = compute_figures(self.recorder.records)
         if figures.steps < MIN_STEPS or figures.step_s is None:

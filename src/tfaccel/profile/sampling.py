@@ -19,6 +19,7 @@ import threading
 import time
 from typing import Any
 
+from tfaccel.probe import readings
 from tfaccel.profile.measurement import GpuUsage, MemoryUsage
 
 __all__ = ["GpuMonitor", "read_memory", "summarize_gpu", "visible_nvml_indices"]
@@ -60,8 +61,6 @@ class GpuMonitor:
 
     def start(self) -> bool:
         """Open NVML and start sampling; False (with :attr:`note` set) when NVML is unusable."""
-        from tfaccel.probe import readings
-
         if self._thread is not None and self._thread.is_alive():
             return True
         opened = readings.open_gpu_sampler(self.indices, nvml=self._nvml)
@@ -97,9 +96,9 @@ class GpuMonitor:
     def usage(self, since: float, until: float) -> list[GpuUsage]:
         """Per-GPU summary of the samples taken in [since, until]."""
         per_gpu: dict[int, list[Any]] = {}
-        for stamp, readings in list(self._samples):
+        for stamp, gpu_samples in list(self._samples):
             if since <= stamp <= until:
-                for reading in readings:
+                for reading in gpu_samples:
                     per_gpu.setdefault(reading.index, []).append(reading)
         notes = dict(self.gpm_notes)
         if self._sampler is not None:
@@ -153,8 +152,6 @@ def _max(values: list[float] | list[int]) -> float | None:
 def read_memory(device_kind: str, usage: MemoryUsage | None = None) -> MemoryUsage:
     """Read memory now into ``usage`` (a new one when None): the GPU with the highest peak,
     or this process's RSS."""
-    from tfaccel.probe import readings
-
     if device_kind == "gpu":
         import tensorflow as tf
 

@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from tfaccel.profile.step_recorder import Recorder
+
 __all__ = ["Session", "current", "open_session", "recorder"]
 
 
@@ -81,8 +83,6 @@ def recorder(
         warmup_steps, live, trace_dir, trace_steps: as given by the user, None for unset.
         **options: passed to the Recorder as they are.
     """
-    from tfaccel.profile.step_recorder import Recorder
-
     active = current()
     made = Recorder(
         source=source,

@@ -14,7 +14,10 @@ import time
 from dataclasses import replace
 from typing import Any, TextIO
 
-from tfaccel.profile import text
+from tfaccel import inventory
+from tfaccel.core.errors import UsageError
+from tfaccel.probe import readings
+from tfaccel.profile import sampling, text, trace
 from tfaccel.profile.measurement import (
     Measurement,
     MemoryUsage,
@@ -58,8 +61,6 @@ class Recorder:
         batch_size: int | None = None,
     ) -> None:
         if warmup_steps < 0 or log_every < 0 or trace_steps < 1:
-            from tfaccel.core.errors import UsageError
-
             raise UsageError(
                 "Invalid profiling settings",
                 expected="warmup_steps >= 0, log_every >= 0 and trace_steps >= 1",
@@ -110,9 +111,6 @@ class Recorder:
         self._chain = False
 
     def _start(self) -> None:
-        from tfaccel import inventory
-        from tfaccel.profile import sampling
-
         self._started = True
         inv = inventory.current()
         self.context.usable_cores = inv.cpu.usable_cores
@@ -151,13 +149,9 @@ class Recorder:
 
     def finish(self) -> Measurement:
         """Stop sampling and tracing; return the measurement (safe to call twice)."""
-        from tfaccel.profile import sampling
-
         if self._tracing:
             self._stop_trace()
         if self._trace_done and self.measurement.trace is None:
-            from tfaccel.profile import trace
-
             self.measurement.trace = trace.read_trace(self.trace_dir or ".", self._traced)
         if not self._finished and self._started:
             self._finished = True
@@ -189,22 +183,16 @@ class Recorder:
             self.records[-1] = replace(last, host_s=max(host, 0.0))
         measured = self._segment_steps >= self.warmup_steps
         if measured and self._first_measured is None:
-            from tfaccel.probe import readings
-
             self._first_measured = now
             self._cpu_first = readings.cpu_seconds()
         if measured and self.trace_dir and not self._trace_done and not self._tracing:
             self._start_trace()
         if self._tracing:
-            from tfaccel.profile import trace
-
             self._marker = trace.step_marker(len(self.records))
             self._marker.__enter__()
 
     def end(self, start: float, input_s: float | None, busy_s: float, examples: int | None) -> None:
         """The step that began at ``start`` ended; it waited ``input_s`` and was busy ``busy_s``."""
-        from tfaccel.probe import readings
-
         if self._marker is not None:
             self._marker.__exit__(None, None, None)
             self._marker = None
@@ -247,8 +235,6 @@ class Recorder:
     # --- live output ---------------------------------------------------------------------
 
     def _report(self, measured: int) -> None:
-        from tfaccel.profile import sampling
-
         window = [r for r in self.records[self._window_start :] if not r.warmup]
         self._window_start = len(self.records)
         figures = compute_figures(window)
@@ -292,16 +278,12 @@ class Recorder:
     # --- trace ---------------------------------------------------------------------------
 
     def _start_trace(self) -> None:
-        from tfaccel.profile import trace
-
         assert self.trace_dir is not None
         trace.start(self.trace_dir)
         self._tracing = True
         self._traced = 0
 
     def _stop_trace(self) -> None:
-        from tfaccel.profile import trace
-
         self._tracing = False
         self._trace_done = True
         trace.stop()  # read in finish(), not between two steps

@@ -25,6 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tfaccel import inventory, probe
+from tfaccel.diagnosis import diagnose
+from tfaccel.planning.source import reference_plans
+from tfaccel.report.plots import render_all
+
 if TYPE_CHECKING:
     from tfaccel.bench import BenchOptions, BenchResult, BenchStatus, Progress
     from tfaccel.diagnosis import DoctorReport
@@ -108,12 +113,11 @@ def make_report(
         UsageError: bad options or data, or ``out`` cannot be written.
         StoreError: the results database is locked, corrupt or cannot be written.
     """
-    from tfaccel import bench, inventory, probe
+    # local: bench, report.document and report.files import numpy and rich
+    from tfaccel import bench
     from tfaccel.bench.history import announce
-    from tfaccel.diagnosis import diagnose
     from tfaccel.report.document import build_document
     from tfaccel.report.files import check_writable, write_report
-    from tfaccel.report.plots import render_all
 
     options = options or bench.BenchOptions()
     options.validate()
@@ -125,8 +129,6 @@ def make_report(
         options, snapshot=snap, db=db, save=save, compare=save, progress=progress
     )
     announce(progress, "planning the reference models")
-    from tfaccel.planning.source import reference_plans
-
     plans = reference_plans(options.batch_size or PLAN_BATCH, inventory=inv)
     announce(progress, "drawing the plots")
     document = build_document(

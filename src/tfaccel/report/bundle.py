@@ -39,6 +39,7 @@ from tfaccel.core.jsonout import dumps
 from tfaccel.core.markup import md_line
 from tfaccel.core.units import fmt_bytes
 from tfaccel.diagnosis.redact import KINDS, PLACEHOLDERS, Redactor
+from tfaccel.probe import identity as probe_identity
 from tfaccel.probe.identity import Identity
 from tfaccel.report.findings import render_markdown
 from tfaccel.snapshot import Snapshot
@@ -177,8 +178,6 @@ def write_bundle(
         UsageError: the file cannot be written there.
     """
     if identity is None:
-        from tfaccel.probe import identity as probe_identity
-
         identity = probe_identity.collect()
     bundle = build_bundle(snapshot, report, identity, log=log)
     write_atomic(Path(path), bundle.text, argument_name=argument_name)

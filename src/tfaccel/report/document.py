@@ -10,6 +10,8 @@ from __future__ import annotations
 import datetime as _dt
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from tfaccel._version import __version__
+from tfaccel.bench.analysis import summarize_run
 from tfaccel.bench.records import RunComparison, RunDocument, RunSummary
 
 if TYPE_CHECKING:
@@ -83,9 +85,6 @@ def build_document(
         summary: :func:`tfaccel.bench.summarize_run` of ``run`` (derived when not given).
         plan: :func:`tfaccel.planning.source.reference_plans` rows, or None.
     """
-    from tfaccel._version import __version__
-    from tfaccel.bench.analysis import summarize_run
-
     return {
         "schema": SCHEMA,
         "generated_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),

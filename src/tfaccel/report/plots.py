@@ -13,6 +13,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from tfaccel.core.errors import TfaccelError
+from tfaccel.core.units import fmt_num
 
 if TYPE_CHECKING:
     from tfaccel.bench.records import RunSummary
@@ -133,8 +134,6 @@ def roofline_figure(summary: RunSummary) -> Any:
 
 
 def _gbs(value: float) -> str:
-    from tfaccel.core.units import fmt_num
-
     return f"{fmt_num(value)} GB/s"
 
 

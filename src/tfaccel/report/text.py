@@ -23,7 +23,7 @@ from rich.text import Text
 
 from tfaccel.core.units import MISSING, fmt_bytes
 from tfaccel.inventory import Inventory, Peak
-from tfaccel.report.findings import Prose
+from tfaccel.report.findings import Prose, render_terminal
 from tfaccel.snapshot import GpuInfo
 
 if TYPE_CHECKING:
@@ -304,7 +304,7 @@ def _tf_table(inv: Inventory) -> Table:
 
 
 def _report_table(table: ReportTable) -> Table:
-    from tfaccel.report.tables import Status
+    from tfaccel.report.tables import Status  # local: imports numpy
 
     def cell(value: Any) -> str:
         text = escape(str(value))
@@ -323,6 +323,7 @@ def render_bench(result: BenchResult) -> RenderableType:
     """The ``tfaccel bench`` screen: the headline and the report's tables, the changes beyond
     the noise since the last run (every status counted, only the better and worse figures
     listed), and what was not measured."""
+    # local: report.tables imports numpy
     from tfaccel.report.tables import comparison_table, headline_text, report_tables
 
     summary, comparison = result.summary, result.comparison
@@ -344,8 +345,6 @@ def render_bench(result: BenchResult) -> RenderableType:
 
 def render_report(result: ReportResult) -> RenderableType:
     """The ``tfaccel report`` screen: devices, doctor, bench, and the files written."""
-    from tfaccel.report.findings import render_terminal
-
     parts: list[RenderableType] = [
         _rule("tfaccel devices"),
         render_inventory(result.inventory),
@@ -354,7 +353,7 @@ def render_report(result: ReportResult) -> RenderableType:
         _rule("tfaccel bench"),
         render_bench(result.bench),
     ]
-    from tfaccel.report.tables import plan_table
+    from tfaccel.report.tables import plan_table  # local: imports numpy
 
     if (plan := plan_table(result.document.get("plan"))).rows:
         parts += [_rule("tfaccel plan"), _report_table(plan)]

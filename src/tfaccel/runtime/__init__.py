@@ -36,6 +36,7 @@ from tfaccel.architecture import fingerprint as model_fingerprint
 from tfaccel.core.checks import check_mapping
 from tfaccel.core.errors import RuntimeSetupError as RuntimeSetupError  # raised by setup()
 from tfaccel.inventory import GpuFacts, Inventory
+from tfaccel.probe import system
 from tfaccel.runtime.apply import apply_plan, outcome, read_state
 from tfaccel.runtime.config import RuntimeConfig, RuntimeTooLateError, Setting
 from tfaccel.runtime.decision import Hardware, RuntimeState, SetupPlan, decide
@@ -142,8 +143,6 @@ def setup(
         >>> config = tfaccel.setup(devices="all", memory="growth", precision="auto", jit="auto")
         >>> print(config)
     """
-    from tfaccel.probe import system
-
     check_model(model)
     check_mapping(
         "environ",

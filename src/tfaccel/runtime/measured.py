@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from tfaccel import store
 from tfaccel.architecture import short
 from tfaccel.core.errors import TfaccelError
 from tfaccel.runtime.settings import PRECISIONS, Request
@@ -77,7 +78,6 @@ def _measured(
         return None, "not looked up"
     if model_fingerprint is None:
         return None, f"no model given to setup(model=...), so no measurement applies; {BY_RULE}"
-    from tfaccel import store
 
     model = f"model {request.model_name!r}" if request.model_name else "this model"
     try:

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import tfaccel
 from tfaccel.selftest.runner import Step
 
 if TYPE_CHECKING:
@@ -107,8 +108,6 @@ def machine_facts(snap: Snapshot, driver: DriverInfo | None = None) -> dict[str,
 
 def checkout_root() -> Path | None:
     """The clone tfaccel runs from (``src/tfaccel`` inside it), None for an installed package."""
-    import tfaccel
-
     package = Path(tfaccel.__file__).resolve().parent
     root = package.parent.parent
     if package.parent.name == "src" and (root / "pyproject.toml").is_file():

@@ -26,6 +26,7 @@ def render_result(result: SelftestResult) -> RenderableType:
     from rich.table import Table
     from rich.text import Text
 
+    # local: the report layer imports rich (and numpy), which selftest's import does not need
     from tfaccel.report.findings import Prose
     from tfaccel.report.text import whole_columns
 

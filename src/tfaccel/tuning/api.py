@@ -20,13 +20,19 @@ from tfaccel import inventory
 from tfaccel.core.checks import in_range, is_bool, is_int, is_real
 from tfaccel.core.errors import argument
 from tfaccel.inventory import Inventory
+from tfaccel.planning.advice import memory_advice
+from tfaccel.planning.targets import training_device
+from tfaccel.store import ResultsStore, StoreError
 from tfaccel.tuning._errors import BudgetError, SpaceError, TuneError
 from tfaccel.tuning.batch import DEFAULT_BATCH_CAP, is_oom_error
 from tfaccel.tuning.data import TuneData, classify, fit_space, resolve
 from tfaccel.tuning.hooks import Hooks, load_script, reference_hooks
+from tfaccel.tuning.record import record
 from tfaccel.tuning.result import TuneResult
 from tfaccel.tuning.search import Event, Runner, SearchOutcome, SearchSettings, pick_winner, search
 from tfaccel.tuning.space import Space, parse_space
+from tfaccel.tuning.threads import thread_stage
+from tfaccel.tuning.trials import TfRunner, build_model, hardware_precisions, resolve_pipeline
 
 __all__ = ["DEFAULT_BUDGET_S", "tune", "tune_model", "tune_script"]
 
@@ -299,9 +305,6 @@ def _tune(
 def _planned_batch(hooks: Hooks, precision: str, inv: Inventory) -> tuple[int | None, str]:
     """The largest batch :func:`tfaccel.plan` predicts on the device the trials train on, and
     a note for the result (None and why when the plan cannot be made)."""
-    from tfaccel.planning.advice import memory_advice
-    from tfaccel.planning.targets import training_device
-
     device = training_device(inv)
     if device.usable_bytes is None:
         return None, f"memory search: {device.words}, so it grew from batch 32"
@@ -320,8 +323,6 @@ def _planned_batch(hooks: Hooks, precision: str, inv: Inventory) -> tuple[int | 
 
 
 def _tf_runner(hooks: Hooks, space: Space, data: TuneData, sample_s: float) -> Any:
-    from tfaccel.tuning.trials import TfRunner, resolve_pipeline
-
     if "pipeline" in space.feed and data.kind != "pydataset":
         resolve_pipeline()  # a missing module fails now, not in the middle of the search
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -346,8 +347,6 @@ def _count_limit(space: Space, batch_cap: int | None) -> int:
 
 def _model_for_ranks(hooks: Hooks) -> Any:
     """The model in float32, built once to read its input ranks (is a dataset batched?)."""
-    from tfaccel.tuning.trials import build_model
-
     return build_model(hooks.model_fn, "float32", name=hooks.model_fn_name or None)
 
 
@@ -386,7 +385,6 @@ def _check_store(store: StoreTarget) -> None:
             received=type(store).__name__,
             fix=f"pass {argument('store', 'results.sqlite')}",
         )
-    from tfaccel.store import ResultsStore
 
     ResultsStore(None if store is True else Path(store)).close()
 
@@ -467,8 +465,6 @@ def _resolve_precision(space: Space, hardware: Callable[[], Inventory]) -> Space
     if not isinstance(space.precision, str):
         return space
     from dataclasses import replace
-
-    from tfaccel.tuning.trials import hardware_precisions
 
     return replace(space, precision=hardware_precisions(hardware()))
 
@@ -566,8 +562,6 @@ def _thread_search(
     began: float,
 ) -> None:
     """Time the winner under each thread setting in worker processes; keep the best."""
-    from tfaccel.tuning.threads import thread_stage
-
     assert result.best is not None
     winner_trial = result.best_trial
     rung = (winner_trial.last_rung or 0) + 1 if winner_trial else 1
@@ -597,8 +591,6 @@ def _thread_search(
 def _store(result: TuneResult, store: StoreTarget, hardware: Callable[[], Inventory]) -> None:
     if store is False or result.best is None:
         return
-    from tfaccel.store import StoreError
-    from tfaccel.tuning.record import record
 
     path = None if store is True else Path(store)
     try:

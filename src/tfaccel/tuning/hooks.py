@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tfaccel import scripts
+from tfaccel import models, scripts
 from tfaccel.core.errors import UsageError
 from tfaccel.tuning._errors import TuneError
 
@@ -181,8 +181,7 @@ def reference_hooks(name: str, *, smoke: bool = False, examples: int | None = No
     Raises:
         UsageError: unknown model name.
     """
-    from tfaccel import models
-    from tfaccel.bench.datasets import synthetic
+    from tfaccel.bench.datasets import synthetic  # local: tfaccel.bench imports numpy
 
     key = name.replace("-", "_")
     if key not in models.MODELS:

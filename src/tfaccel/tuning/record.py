@@ -19,6 +19,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tfaccel import inventory
+from tfaccel._version import __version__
+from tfaccel.store import ResultRecord, ResultsStore
 from tfaccel.tuning.result import TuneResult
 
 if TYPE_CHECKING:
@@ -50,10 +53,6 @@ def record(
     Raises:
         StoreError: the database cannot be opened or written.
     """
-    from tfaccel import inventory
-    from tfaccel._version import __version__
-    from tfaccel.store import ResultRecord, ResultsStore
-
     fingerprint = (inv if inv is not None else inventory.current()).fingerprint
     tf = sys.modules.get("tensorflow")
     details = {

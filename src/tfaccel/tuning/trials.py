@@ -16,6 +16,7 @@ import importlib
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from tfaccel import inventory
 from tfaccel.architecture import fingerprint
 from tfaccel.tuning._errors import ModelFnError, TuneError, user_traceback
 from tfaccel.tuning.data import TuneData, check_arrays
@@ -159,8 +160,6 @@ def hardware_precisions(inv: Inventory | None = None) -> tuple[str, ...]:
     Args:
         inv: this machine's Inventory (default: :func:`tfaccel.inventory.current`).
     """
-    from tfaccel import inventory
-
     inv = inv if inv is not None else inventory.current()
     gpus = inventory.tensorflow_gpus(inv, inv.cuda_visible_devices)
     return inv.precisions(gpus).fast
@@ -217,7 +216,7 @@ class TfRunner:
 
     def prepare(self, config: Config) -> None:
         """Build the model for ``config`` and run the warm-up call (tracing, first steps)."""
-        from tfaccel.bench.datasets import ImageData
+        from tfaccel.bench.datasets import ImageData  # local: tfaccel.bench imports numpy
         from tfaccel.bench.training import TrainConfig, TrainingSampler
 
         model = build_model(self.model_fn, config.precision, name=self.model_fn_name)

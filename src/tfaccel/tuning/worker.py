@@ -13,30 +13,28 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from tfaccel.runtime import setup
+from tfaccel.tuning.batch import is_oom_error
+from tfaccel.tuning.hooks import hooks_from_recipe
+from tfaccel.tuning.space import Config
+from tfaccel.tuning.threads import MARKER
+from tfaccel.tuning.trials import TfRunner, check_data
+
 __all__ = ["main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the worker described by the JSON in ``argv[0]``; print its result; return 0."""
-    from tfaccel.tuning.threads import MARKER
-
     spec = json.loads((sys.argv[1:] if argv is None else argv)[0])
     try:
         result = _run(spec)
     except Exception as exc:
-        from tfaccel.tuning.batch import is_oom_error
-
         result = {"error": f"{type(exc).__name__}: {exc}"[:500], "oom": is_oom_error(exc)}
     print(MARKER + json.dumps(result), flush=True)
     return 0
 
 
 def _run(spec: dict[str, Any]) -> dict[str, Any]:
-    from tfaccel.runtime import setup
-    from tfaccel.tuning.hooks import hooks_from_recipe
-    from tfaccel.tuning.space import Config
-    from tfaccel.tuning.trials import TfRunner, check_data
-
     config = Config.from_dict(spec["config"])
     if config.threads is not None:
         intra, inter = config.threads

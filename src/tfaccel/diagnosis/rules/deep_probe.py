@@ -21,6 +21,7 @@ from tfaccel.diagnosis.rules._common import (
     skip,
     visibility,
 )
+from tfaccel.probe.deep import DEFAULT_TIMEOUT_S
 from tfaccel.snapshot import Snapshot
 
 NOT_IMPORTED = "TensorFlow was not imported: run `tfaccel doctor --deep`"
@@ -67,8 +68,6 @@ def tf_import(s: Snapshot) -> Finding:
 
 def _timed_out(timeout_s: float | None, tail: list[str]) -> Finding:
     """A timeout below the default says the time was short, not that TensorFlow hung."""
-    from tfaccel.probe.deep import DEFAULT_TIMEOUT_S  # a constant; nothing is probed
-
     if timeout_s is not None and timeout_s < DEFAULT_TIMEOUT_S:
         return make_finding(
             "tf_import",
