@@ -21,7 +21,7 @@ IMPLEMENTATIONS = {
     "tune": ("tfaccel.tuning.api", "tune"),
     "plan": ("tfaccel.planning.api", "plan"),
     "doctor": ("tfaccel.diagnosis", "check"),
-    "on_device": ("tfaccel.runtime.devices", "device"),
+    "on_device": ("tfaccel.runtime.devices", "on_device"),
 }
 
 

@@ -243,7 +243,7 @@ def on_device(spec: str) -> AbstractContextManager[Any]:
     Not to be confused with :func:`devices`, which lists the hardware. TensorFlow's own
     ``tf.device`` silently falls back to another device when the named one does not exist;
     this raises instead. Checking starts TensorFlow's runtime, so call :func:`setup` before.
-    The implementation: :func:`tfaccel.runtime.device`.
+    The implementation: :func:`tfaccel.runtime.on_device`.
 
     CLI: none; ``tfaccel devices --tf`` lists the devices TensorFlow registers.
 
@@ -264,7 +264,7 @@ def on_device(spec: str) -> AbstractContextManager[Any]:
     """
     from tfaccel import runtime
 
-    return runtime.device(spec)
+    return runtime.on_device(spec)
 
 
 def tune(

@@ -40,8 +40,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from tfaccel.core.checks import check_callable, check_text
+from tfaccel.core.errors import UsageError
 from tfaccel.core.findings import Finding, Status, text_lines
 from tfaccel.core.records import to_json
+from tfaccel.runtime import on_device
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -164,8 +167,6 @@ def audit(fn: Any, *args: Any, target: str | None = None, **kwargs: Any) -> Audi
         >>> [f.id for f in report.findings]
         []
     """
-    from tfaccel.core.checks import check_callable, check_text
-    from tfaccel.runtime import device
 
     where = "tfaccel.placement.audit"
     check_callable("fn", fn, where=where, expected=_STEP_EXPECTED)
@@ -179,7 +180,7 @@ def audit(fn: Any, *args: Any, target: str | None = None, **kwargs: Any) -> Audi
         )
     tf = importlib.import_module("tensorflow")
     target = target if target is not None else _default_target(tf)
-    placement_scope = device(target)
+    placement_scope = on_device(target)
     step = _resolve(tf, fn, args)
     short = _short(target)
     report = AuditReport(step=step.description, target=short if ":" in short else f"{short}:0")
@@ -235,7 +236,6 @@ def _resolve(tf: ModuleType, fn: Any, args: tuple[Any, ...]) -> _Step:
         )
         return _Step(f"tf.function {_name(fn.python_function)!r}", fresh, [fn.python_function])
     if not callable(fn):
-        from tfaccel.core.errors import UsageError
 
         raise UsageError(
             "audit() needs a step to run",

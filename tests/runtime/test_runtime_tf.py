@@ -3,7 +3,7 @@
 The scenario below runs in a subprocess (TensorFlow's runtime cannot be reset): bad input
 first (nothing may change), then a full setup, the same setup again, MirroredStrategy on the
 two logical CPUs, precision "auto" with the CPU flags faked, a call after the runtime started,
-``device()``, the model-dimension warning, and ``setup(precision="auto", jit="auto")`` over a
+``on_device()``, the model-dimension warning, and ``setup(precision="auto", jit="auto")`` over a
 results store that measured this machine, its probes counted. The tests assert on what it
 printed.
 """
@@ -161,7 +161,7 @@ def test_memory_on_gpus_tensorflow_cannot_see_is_not_applied(seen: dict[str, Any
     assert "NVML reports 1" in memory["reason"]
 
 
-# --- device() and model dimensions -----------------------------------------------------------
+# --- on_device() and model dimensions -----------------------------------------------------------
 
 
 def test_device_accepts_the_usual_spellings(seen: dict[str, Any]) -> None:
@@ -311,9 +311,9 @@ def _devices(runtime: Any) -> dict[str, Any]:
 
     placed = {}
     for spec in ("cpu:1", "/cpu:0", "/device:CPU:1", "CPU:0"):
-        with runtime.device(spec):
+        with runtime.on_device(spec):
             placed[spec] = tf.ones(1).device.rsplit("device:", 1)[-1]
-    errors = {spec: outcome(partial(runtime.device, spec)) for spec in ("GPU:0", "CPU:5", "banana")}
+    errors = {spec: outcome(partial(runtime.on_device, spec)) for spec in ("GPU:0", "CPU:5", "banana")}
     return {"placed": placed, "device_errors": errors}
 
 

@@ -269,7 +269,7 @@ def _devices(specs: list[str]) -> list[str]:
 
     names = []
     for spec in specs:
-        runtime.device(spec)  # raises when the device does not exist
+        runtime.on_device(spec)  # raises when the device does not exist
         parsed = tf.DeviceSpec.from_string(spec.strip())
         names.append(f"/device:{parsed.device_type.upper()}:{parsed.device_index or 0}")
     return names

@@ -27,9 +27,11 @@ from typing import Any
 
 import numpy as np
 
+from tfaccel import kernels
 from tfaccel.core.checks import is_int
 from tfaccel.core.errors import UsageError
 from tfaccel.core.timing import Summary, measure_interleaved, summarize
+from tfaccel.kernels import _launch
 from tfaccel.kernels._errors import KernelBackendError
 
 __all__ = [
@@ -195,8 +197,6 @@ def require_gpu() -> None:
     Raises:
         KernelBackendError: no GPU, numba-cuda missing, or the simulator is on.
     """
-    from tfaccel import kernels
-
     name = kernels.backend()
     if name == "cuda":
         return
@@ -272,8 +272,7 @@ def _bench_vector_add(
 ) -> VectorAddRow:
     from numba import cuda
 
-    from tfaccel.kernels import _launch
-    from tfaccel.kernels import cuda as kcuda
+    from tfaccel.kernels import cuda as kcuda  # numba: loaded only to run on a GPU
 
     dtype = np.dtype(np.float32)
     a = cuda.to_device(rng.random(elements, dtype=np.float32))
@@ -321,8 +320,7 @@ def _bench_matmul(
 ) -> MatmulRow:
     from numba import cuda
 
-    from tfaccel.kernels import _launch
-    from tfaccel.kernels import cuda as kcuda
+    from tfaccel.kernels import cuda as kcuda  # numba: loaded only to run on a GPU
 
     dtype = np.dtype(np.float32)
     a_host = rng.standard_normal((size, size), dtype=np.float32)
@@ -415,7 +413,7 @@ def run(
     vector_sizes = _check_sizes("vector_sizes", vector_sizes, 1)
     from numba import cuda
 
-    from tfaccel.kernels import cuda as kcuda
+    from tfaccel.kernels import cuda as kcuda  # numba: loaded only to run on a GPU
 
     notes: list[str] = []
     tf = _tensorflow(notes)

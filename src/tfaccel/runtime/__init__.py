@@ -40,7 +40,7 @@ from tfaccel.probe import system
 from tfaccel.runtime.apply import apply_plan, outcome, read_state
 from tfaccel.runtime.config import RuntimeConfig, RuntimeTooLateError, Setting
 from tfaccel.runtime.decision import Hardware, RuntimeState, SetupPlan, decide
-from tfaccel.runtime.devices import device
+from tfaccel.runtime.devices import on_device
 from tfaccel.runtime.measured import measured_jit, measured_precision
 from tfaccel.runtime.model import check_model_dims
 from tfaccel.runtime.settings import (
@@ -71,7 +71,7 @@ __all__ = [
     "SetupPlan",
     "check_model_dims",
     "decide",
-    "device",
+    "on_device",
     "parse_setting",
     "setup",
 ]

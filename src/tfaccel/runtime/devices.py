@@ -9,12 +9,12 @@ from typing import Any
 from tfaccel.core.checks import check_text
 from tfaccel.core.errors import RuntimeSetupError, UsageError, shown
 
-__all__ = ["device"]
+__all__ = ["on_device"]
 
 _EXPECTED = "a device name such as 'GPU:0', '/gpu:0', '/device:GPU:0' or 'CPU:0'"
 
 
-def device(spec: str) -> AbstractContextManager[Any]:
+def on_device(spec: str) -> AbstractContextManager[Any]:
     """``tf.device`` for a device that exists, or a clear error (TF would silently fall back).
 
     Accepts the usual spellings: "GPU:0", "gpu:0", "/gpu:0", "/device:GPU:0", "CPU:1",

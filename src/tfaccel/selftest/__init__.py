@@ -35,7 +35,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from tfaccel.core.files import check_writable_dir
+from tfaccel import probe
+from tfaccel.core.files import check_writable_dir, write_atomic
+from tfaccel.core.jsonout import dumps
+from tfaccel.probe import libs
 from tfaccel.selftest.gpu import (
     SETUP_MODES,
     checkout_root,
@@ -174,8 +177,6 @@ _OUT_DIR: dict[str, Any] = {
 
 def write_summary(result: SelftestResult) -> Path:
     """Write ``summary.json`` into ``result.out``, atomically; return its path."""
-    from tfaccel.core.files import write_atomic
-    from tfaccel.core.jsonout import dumps
 
     assert result.out is not None
     path = Path(result.out) / "summary.json"
@@ -233,8 +234,6 @@ def execute(
 def probe_machine() -> tuple[str | None, dict[str, Any]]:
     """Whether there is a GPU to test (the reason when not) and the machine's facts, without
     TensorFlow."""
-    from tfaccel import probe
-    from tfaccel.probe import libs
 
     snap = probe.snapshot(libraries=False)
     driver = libs.collect_driver()

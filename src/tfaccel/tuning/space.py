@@ -19,8 +19,10 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeAlias
 
 from tfaccel.core.checks import is_bool, is_int
+from tfaccel.core.errors import UsageError
 from tfaccel.core.records import Record
 from tfaccel.inventory.precision import PRECISIONS
+from tfaccel.runtime import parse_setting
 from tfaccel.tuning._errors import SpaceError
 
 __all__ = [
@@ -366,8 +368,6 @@ def _check_parallel(name: str, value: Any) -> KnobValue:
 def _check_threads(name: str, value: Any) -> ThreadsValue:
     if value is None:
         return None
-    from tfaccel.core.errors import UsageError
-    from tfaccel.runtime import parse_setting
 
     try:
         parsed: tuple[int, int | None] = parse_setting("threads", value)
