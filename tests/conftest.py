@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import os
+from collections.abc import Iterator
 
 import pytest
 
@@ -32,3 +34,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(pytest.mark.skip(reason=reason))
         if skip_slow and "slow" in item.keywords:
             item.add_marker(pytest.mark.skip(reason="slow test: run without --skip-slow"))
+
+
+@pytest.fixture(autouse=True)
+def _keep_tensorflow_log_level() -> Iterator[None]:
+    """A command run in-process sets ``TF_CPP_MIN_LOG_LEVEL`` for the rest of its process (it
+    quiets TensorFlow, as a user's own run would); the next test starts from the level it had."""
+    before = os.environ.get("TF_CPP_MIN_LOG_LEVEL")
+    yield
+    if before is None:
+        os.environ.pop("TF_CPP_MIN_LOG_LEVEL", None)
+    else:
+        os.environ["TF_CPP_MIN_LOG_LEVEL"] = before

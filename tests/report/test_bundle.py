@@ -399,7 +399,9 @@ def test_doctor_bundle_imports_no_tensorflow_and_says_where_it_went(tmp_path: Pa
 @pytest.mark.slow
 def test_doctor_deep_bundle_holds_tensorflows_start_up_log(tmp_path: Path) -> None:
     out = tmp_path / "bundle.md"
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    # TensorFlow's default log level: a level the user set would hide the lines looked for
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    env["CUDA_VISIBLE_DEVICES"] = ""
     done = subprocess.run(
         [sys.executable, "-m", "tfaccel", "doctor", "--deep", "--bundle", str(out)],
         capture_output=True,

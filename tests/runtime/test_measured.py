@@ -100,7 +100,10 @@ def test_a_bench_measurement_applies_to_its_model_and_not_to_another(
     fp_a = architecture.fingerprint(model_a)
     found = store.best_measured(run.fingerprint, "precision", model_fingerprint=fp_a, device="cpu")
     assert found is not None and (found.benchmark, found.run_id) == ("mlp", run.run_id)
-    assert found.values == 2  # float32 and mixed_bfloat16 timed; the winner may be in the noise
+    # float32 always, and mixed_bfloat16 where this CPU computes bfloat16 (bench times the 16-bit
+    # policies only where they are fast); the winner may be in the noise
+    timed = {m.config.get("precision") for m in run.find("mlp")}
+    assert "float32" in timed and found.values == len(timed)
     value, reason = measured_precision(
         _auto(model_a), "cpu", run.fingerprint, model_fingerprint=fp_a
     )
