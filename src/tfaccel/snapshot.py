@@ -23,8 +23,7 @@ from typing import Any
 
 from tfaccel.core.errors import SnapshotError
 from tfaccel.core.files import file_kind, os_reason, write_atomic
-from tfaccel.core.records import MAX_INT, MIN_INT, from_json
-from tfaccel.core.records import shown as record_shown
+from tfaccel.core.records import MAX_INT, MIN_INT, from_json, json_excerpt
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -319,7 +318,7 @@ class Snapshot:
             raise SnapshotError(
                 "The snapshot's schema_version is not one this tfaccel reads",
                 expected=f"an integer from 1 to {SCHEMA_VERSION}",
-                received=record_shown(version),
+                received=json_excerpt(version),
                 fix="upgrade tfaccel to read it"
                 if newer
                 else "save a new one with 'tfaccel doctor --save-snapshot FILE'",
@@ -333,13 +332,13 @@ def _field_error(path: str, expected: str, value: Any, out_of_range: bool) -> Sn
         return SnapshotError(
             f"The snapshot field '{path}' holds a number no machine reports",
             expected=f"a finite number; an integer {INT_RANGE}",
-            received=record_shown(value),
+            received=json_excerpt(value),
             fix=_FIX_EDITED,
         )
     return SnapshotError(
         f"The snapshot field '{path}' has the wrong type",
         expected=expected,
-        received=record_shown(value),
+        received=json_excerpt(value),
         fix=_FIX_EDITED,
     )
 

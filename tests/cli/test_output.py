@@ -32,7 +32,7 @@ from tfaccel.cli._output import (
     set_verbose,
 )
 from tfaccel.diagnosis import diagnose
-from tfaccel.report.findings import render_terminal, wrap_words
+from tfaccel.report.findings import findings_terminal, wrap_words
 from tfaccel.report.tables import report_tables
 from tfaccel.report.text import WholeConsole, render_bench, render_inventory
 from tfaccel.snapshot import save_snapshot
@@ -101,7 +101,7 @@ def test_a_fix_command_is_one_line_piped_and_on_a_narrow_terminal(
     assert fix is not None and fix.fix is not None and fix.fix.startswith(command)
     assert re.search(r"^warn +gpu_memory_in_use +Most memory of .* OOM risk$", piped, re.M)
     assert f"fix: {fix.fix}\n" in piped
-    narrow = _narrow(render_terminal(diagnose(snapshot)), 60)
+    narrow = _narrow(findings_terminal(diagnose(snapshot)), 60)
     assert f"fix: {fix.fix}\n" in narrow and "…" not in narrow
     for line in narrow.splitlines():  # past the edge: a fix, or what cannot be broken
         if len(line) > 60 and "fix: " not in line:

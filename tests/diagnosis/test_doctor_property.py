@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from tfaccel.core.errors import SnapshotError
 from tfaccel.core.findings import STATUSES
 from tfaccel.diagnosis import DoctorReport, diagnose, match_log
-from tfaccel.report.findings import render_html, render_markdown
+from tfaccel.report.findings import findings_html, findings_markdown
 from tfaccel.snapshot import Snapshot
 
 # Values that reach the rules' branches, mixed with odd ones: empty, not a version, half a version.
@@ -112,8 +112,8 @@ def test_any_text_yields_a_json_log_report(text: str) -> None:
     doctor = diagnose(Snapshot(), log=text)
     check_report(doctor)
     doc = json.loads(json.dumps(doctor.to_dict()))
-    assert render_markdown(doc) == render_markdown(doctor)
-    tags = {tag.lstrip("/") for tag in re.findall(r"<(/?\w+)", render_html(doc))}
+    assert findings_markdown(doc) == findings_markdown(doctor)
+    tags = {tag.lstrip("/") for tag in re.findall(r"<(/?\w+)", findings_html(doc))}
     assert tags <= {"table", "thead", "tbody", "tr", "th", "td", "span", "small", "br", "p", "b"}
 
 

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tfaccel.core.errors import TfaccelError, UsageError
-from tfaccel.distribute import ClusterConfigError, Facts, decide, parse_tf_config
+from tfaccel.distribute import ClusterConfigError, Facts, decide_strategy, parse_tf_config
 from tfaccel.distribute.batches import check_divisible
 from tfaccel.distribute.cluster import local_cluster, slurm_allocation
 from tfaccel.distribute.split import balance
@@ -177,7 +177,7 @@ CLUSTER = parse_tf_config(tf_config(TWO_WORKERS, {"type": "worker", "index": 0})
 def test_the_strategy_rules(
     facts: Facts, kind: str, communication: str, devices: tuple[str, ...]
 ) -> None:
-    decision = decide(facts)
+    decision = decide_strategy(facts)
     assert (decision.kind, decision.communication, decision.devices) == (
         kind,
         communication,
@@ -190,16 +190,16 @@ def test_a_slurm_step_gives_multi_worker_and_tf_config_wins_over_slurm() -> None
     slurm = slurm_allocation(
         {"SLURM_JOB_ID": "9", "SLURM_STEP_NUM_TASKS": "2", "SLURM_PROCID": "0"}
     )
-    decision = decide(Facts(slurm=slurm))
+    decision = decide_strategy(Facts(slurm=slurm))
     assert decision.kind == "multi_worker" and "Slurm job 9" in decision.reason
-    assert "TF_CONFIG" in decide(Facts(cluster=CLUSTER, slurm=slurm)).reason
+    assert "TF_CONFIG" in decide_strategy(Facts(cluster=CLUSTER, slurm=slurm)).reason
 
 
 def test_the_evaluator_task_does_not_join_training() -> None:
     evaluator = parse_tf_config(
         tf_config({"worker": ["a:1"], "evaluator": ["b:1"]}, {"type": "evaluator", "index": 0})
     )
-    assert decide(Facts(cluster=evaluator)).kind == "one_device"
+    assert decide_strategy(Facts(cluster=evaluator)).kind == "one_device"
 
 
 def test_strategy_rejects_a_malformed_tf_config_before_importing_tensorflow() -> None:

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from tfaccel.profile import StepRecord, find_bottlenecks
 from tfaccel.profile.measurement import Measurement, RunContext
-from tfaccel.profile.two_speeds import MIN_STEPS_TWO_SPEEDS, split, two_speeds
+from tfaccel.profile.two_speeds import MIN_STEPS_TWO_SPEEDS, split_speeds, two_speeds
 
 
 def _run(durations: list[float], cores: list[float] | None = None, warmup: int = 2) -> Measurement:
@@ -106,7 +106,7 @@ def test_split_recovers_planted_regimes(
     rng.shuffle(labels)
     durations = [fast * ratio * rng.uniform(0.97, 1.03) if s else fast * rng.uniform(0.97, 1.03)
                  for s in labels]  # fmt: skip
-    found = split(durations)
+    found = split_speeds(durations)
     assert found is not None
     assert set(found.slow) == {i for i, s in enumerate(labels) if s}
     assert abs(found.ratio / ratio - 1) < 0.08

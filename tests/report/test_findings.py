@@ -13,7 +13,7 @@ from rich.console import Console
 
 from tfaccel.core.findings import PROBLEMS, STATUSES, Finding, counts, text_lines, worst
 from tfaccel.diagnosis import DoctorReport, diagnose, match_log
-from tfaccel.report.findings import render_html, render_markdown, render_terminal
+from tfaccel.report.findings import findings_html, findings_markdown, findings_terminal
 from tfaccel.snapshot import Snapshot
 
 KEYS = {"id", "status", "title", "evidence", "numbers", "fix", "gain", "source"}
@@ -66,7 +66,7 @@ def test_a_status_off_the_scale_is_refused(status: str) -> None:
     with pytest.raises(ValueError, match=f"Received: status={status!r}"):
         Finding("x", status, "x")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="status must be one of ok, skip, info, warn, fail"):
-        render_markdown([{"id": "x", "status": status, "title": "x"}])
+        findings_markdown([{"id": "x", "status": status, "title": "x"}])
 
 
 def test_json_keys_and_round_trip() -> None:
@@ -90,52 +90,52 @@ def test_json_keys_and_round_trip() -> None:
 
 
 def test_terminal_shows_every_status_and_the_details_of_problems() -> None:
-    out = plain(render_terminal(one_of_each()))
+    out = plain(findings_terminal(one_of_each()))
     for status in STATUSES:
         assert re.search(rf"^{status} +check_{status} +title {status}$", out, re.MULTILINE)
     for status in PROBLEMS:
         assert f"- evidence {status}" in out
         assert f"fix: fix {status}" in out and f"gain: gain {status}" in out
     assert "evidence ok" not in out and "fix skip" not in out
-    verbose = plain(render_terminal(one_of_each(), verbose=True))
+    verbose = plain(findings_terminal(one_of_each(), verbose=True))
     assert "- evidence ok" in verbose and "fix: fix skip" in verbose
     assert "failures found" not in out  # a plain list has no summary line
 
 
 def test_terminal_prints_markup_literally_and_colours_statuses() -> None:
     found = [Finding("hostile", "fail", HOSTILE, [HOSTILE], HOSTILE)]
-    out = plain(render_terminal(found))
+    out = plain(findings_terminal(found))
     assert out.count(HOSTILE) == 3  # title, evidence and fix, none of it read as markup
     buffer = io.StringIO()
     Console(file=buffer, width=200, color_system="standard", force_terminal=True).print(
-        render_terminal(found)
+        findings_terminal(found)
     )
     assert "\x1b[1;31mfail" in buffer.getvalue()  # bold red
 
 
 def test_dicts_render_as_their_findings() -> None:
     objects, dicts = one_of_each(), [f.to_dict() for f in one_of_each()]
-    assert plain(render_terminal(dicts)) == plain(render_terminal(objects))
-    assert render_markdown(dicts) == render_markdown(objects)
-    assert render_html(dicts) == render_html(objects)
+    assert plain(findings_terminal(dicts)) == plain(findings_terminal(objects))
+    assert findings_markdown(dicts) == findings_markdown(objects)
+    assert findings_html(dicts) == findings_html(objects)
 
 
 # --------------------------------------------------------------------------- Markdown
 
 
 def test_markdown_table_has_a_row_per_finding_with_every_part() -> None:
-    markdown = render_markdown(one_of_each())
+    markdown = findings_markdown(one_of_each())
     lines = markdown.splitlines()
     assert lines[:2] == ["| status | check | finding | fix |", "|---|---|---|---|"]
     assert lines[2] == ("| ok | check\\_ok | title ok<br>- evidence ok | fix ok<br>gain: gain ok |")
     assert [line.split(" | ")[0] for line in lines[2:7]] == [f"| {s}" for s in STATUSES]
     assert len(lines) == 7 and markdown.endswith("|\n")
-    assert render_markdown([]) == ""
+    assert findings_markdown([]) == ""
 
 
 def test_markdown_escapes_markup_html_and_line_breaks() -> None:
     finding = Finding("hostile", "warn", HOSTILE, ["line 1\nline 2"], "a\n    b")
-    row = render_markdown([finding]).splitlines()[2]
+    row = findings_markdown([finding]).splitlines()[2]
     assert (
         "\\[bold\\]x\\[/bold\\] a\\|b \\*c\\* \\_d\\_ \\`e\\` "
         "&lt;script&gt;alert('&amp;')&lt;/script&gt;" in row
@@ -149,17 +149,17 @@ def test_markdown_escapes_markup_html_and_line_breaks() -> None:
 
 
 def test_html_fragment_marks_every_status_and_escapes_everything() -> None:
-    page = render_html(one_of_each())
+    page = findings_html(one_of_each())
     assert page.startswith('<table class="findings">') and page.endswith("</table>")
     for status in STATUSES:
         assert f'<span class="{status}">{status}</span>' in page
     assert page.count("<tr>") == len(STATUSES) + 1
     hostile = Finding(HOSTILE, "fail", HOSTILE, [HOSTILE], HOSTILE + "\nnext", gain=HOSTILE)
-    page = render_html([hostile])
+    page = findings_html([hostile])
     assert "<script>" not in page and "[bold]x[/bold]" in page
     assert page.count("&lt;script&gt;alert(&#x27;&amp;&#x27;)&lt;/script&gt;") == 5
     assert "&lt;/script&gt;<br>next" in page
-    assert render_html([]) == ""
+    assert findings_html([]) == ""
 
 
 # --------------------------------------------------------------------------- the doctor's report
@@ -180,17 +180,17 @@ def test_doctor_report_renders_checks_log_and_summary_in_each_format() -> None:
     assert report.log is not None and report.exit_code == 1
     number = report.counts()
     summary = ", ".join(f"{number[s]} {s}" for s in ("fail", "warn", "info", "ok", "skip"))
-    out = plain(render_terminal(report))
+    out = plain(findings_terminal(report))
     assert "Log train <log>.txt" in out
     assert re.search(r"^  fail +oom +The GPU ran out of memory$", out, re.MULTILINE)
     assert "line 2: OOM when allocating tensor with shape[8,1024] <b>" in out
     assert "benign noise, nothing to fix: duplicate CUDA plugin registration" in out
     assert out.rstrip().endswith(f"failures found ({summary})")
-    markdown = render_markdown(report)
+    markdown = findings_markdown(report)
     assert "**Log** train &lt;log&gt;.txt" in markdown
     assert "| fail | oom | The GPU ran out of memory<br>" in markdown
     assert markdown.rstrip().endswith(f"**failures found** ({summary})")
-    page = render_html(report)
+    page = findings_html(report)
     assert "<p><b>Log</b> train &lt;log&gt;.txt</p>" in page
     assert "shape[8,1024] &lt;b&gt;" in page and "shape[8,1024] <b>" not in page
     assert page.endswith(f"<p><b>failures found</b> ({summary})</p>")
@@ -199,17 +199,17 @@ def test_doctor_report_renders_checks_log_and_summary_in_each_format() -> None:
 def test_the_json_document_renders_as_the_report() -> None:
     report = doctor_report()
     doc = json.loads(json.dumps(report.to_dict()))
-    assert plain(render_terminal(doc)) == plain(render_terminal(report))
-    assert render_markdown(doc) == render_markdown(report)
-    assert render_html(doc) == render_html(report)
+    assert plain(findings_terminal(doc)) == plain(findings_terminal(report))
+    assert findings_markdown(doc) == findings_markdown(report)
+    assert findings_html(doc) == findings_html(report)
 
 
 def test_a_log_without_a_cause_says_so() -> None:
     report = DoctorReport(log=match_log("hello\nworld\n", source="x.log"))
-    out = plain(render_terminal(report))
+    out = plain(findings_terminal(report))
     assert "no known cause matched (2 lines read)" in out and "no failures (0 fail" in out
-    assert "no known cause matched (2 lines read)" in render_markdown(report)
-    assert "<p>no known cause matched (2 lines read)</p>" in render_html(report)
+    assert "no known cause matched (2 lines read)" in findings_markdown(report)
+    assert "<p>no known cause matched (2 lines read)</p>" in findings_html(report)
 
 
 def test_text_lines_keep_a_long_fix_command_whole() -> None:

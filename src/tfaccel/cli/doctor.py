@@ -164,11 +164,11 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(report.to_dict())
     else:
-        from tfaccel.report.findings import render_terminal
+        from tfaccel.report.findings import findings_terminal
         from tfaccel.report.text import console
 
         out = console()
-        out.print(render_terminal(report, verbose=args.verbose))
+        out.print(findings_terminal(report, verbose=args.verbose))
         if args.save_snapshot:
             out.print(f"snapshot saved to {args.save_snapshot}")
         if bundle is not None:

@@ -273,12 +273,12 @@ def _run_under_nsys(args: argparse.Namespace) -> int:
 def _print_report(measurement: Measurement, diagnosis: Diagnosis, top: int) -> None:
     """The tables as plain text, then the findings, most severe first, with their evidence."""
     from tfaccel.profile import text
-    from tfaccel.report.findings import render_terminal
+    from tfaccel.report.findings import findings_terminal
     from tfaccel.report.text import console
 
     print(text.tables(measurement, top=top), text.heading(diagnosis), sep="\n\n")
     if diagnosis.refused is None:
-        console().print(render_terminal(diagnosis.ranked, verbose=True))
+        console().print(findings_terminal(diagnosis.ranked, verbose=True))
 
 
 def _out_of_memory(args: argparse.Namespace, exc: BaseException) -> int:

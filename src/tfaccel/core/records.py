@@ -45,8 +45,8 @@ __all__ = [
     "Record",
     "RecordError",
     "from_json",
+    "json_excerpt",
     "json_key",
-    "shown",
     "to_json",
 ]
 
@@ -248,7 +248,7 @@ class _Missing:
         return "nothing"
 
 
-def shown(value: Any) -> str:
+def json_excerpt(value: Any) -> str:
     """A short text of a JSON value for a message (never the whole of a big one)."""
     if isinstance(value, _Missing):
         return "nothing (the key is missing)"
@@ -269,6 +269,6 @@ def _record_error(path: str, expected: str, value: Any, out_of_range: bool) -> T
     return RecordError(
         f"The field '{path}' has the wrong type",
         expected=expected,
-        received=shown(value),
+        received=json_excerpt(value),
         fix="pass the document as tfaccel wrote it (its --json output), without editing it",
     )

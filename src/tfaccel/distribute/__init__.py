@@ -31,7 +31,7 @@ from tfaccel.distribute.choice import (
     StrategyChoice,
     StrategyDecision,
     StrategyError,
-    decide,
+    decide_strategy,
     strategy,
 )
 from tfaccel.distribute.cluster import (
@@ -69,7 +69,7 @@ __all__ = [
     "StrategyDecision",
     "StrategyError",
     "TrainResult",
-    "decide",
+    "decide_strategy",
     "heartbeat",
     "launch",
     "parse_tf_config",

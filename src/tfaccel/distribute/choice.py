@@ -1,7 +1,7 @@
 """Pick the ``tf.distribute`` strategy for this process, and say why.
 
-The decision is a pure function of plain facts (:func:`decide`), so each rule is tested by
-building the facts by hand; :func:`strategy` gathers the facts (the probe layer, the
+The decision is a pure function of plain facts (:func:`decide_strategy`), so each rule is
+tested by building the facts by hand; :func:`strategy` gathers the facts (the probe layer, the
 environment, TensorFlow's device configuration, none of which starts TensorFlow's runtime)
 and builds the strategy. The rules, first match wins:
 
@@ -55,7 +55,7 @@ __all__ = [
     "StrategyDecision",
     "StrategyError",
     "collective_timeout",
-    "decide",
+    "decide_strategy",
     "strategy",
 ]
 
@@ -181,11 +181,11 @@ class StrategyChoice:
         }
 
 
-def decide(facts: Facts) -> StrategyDecision:
+def decide_strategy(facts: Facts) -> StrategyDecision:
     """Choose the strategy from the facts (pure; see the module docstring for the rules).
 
     Example:
-        >>> decide(Facts(gpus=4, logical_gpus=4)).kind
+        >>> decide_strategy(Facts(gpus=4, logical_gpus=4)).kind
         'mirrored'
     """
     if facts.tpu_present:
@@ -286,7 +286,7 @@ def strategy(*, environ: Mapping[str, str] | None = None) -> StrategyChoice:
     cluster = parse_tf_config(env.get("TF_CONFIG"))  # bad TF_CONFIG: fail before importing TF
     slurm = slurm_allocation(env) if cluster is None else None
     facts = dataclasses.replace(_facts(env, cluster, slurm), collective_timeout_s=timeout_s)
-    decision = decide(facts)
+    decision = decide_strategy(facts)
     if decision not in _BUILT:
         _BUILT[decision] = _build(decision, facts)
     return _BUILT[decision]
@@ -392,7 +392,7 @@ def _multi_worker(tf: Any, decision: StrategyDecision, facts: Facts) -> Strategy
         )
         task, is_chief, workers = config.task, config.is_chief, config.num_workers
     else:
-        assert facts.slurm is not None  # decide() chose multi_worker for a cluster or Slurm
+        assert facts.slurm is not None  # multi_worker: a cluster or Slurm
         # SlurmClusterResolver turns Slurm's hosts and tasks per node into addresses. Its GPU
         # bookkeeping is not used: it fails without GPUs (tensorflow#56894), and TF has listed
         # the GPUs already, so CUDA_VISIBLE_DEVICES cannot be re-assigned. Each task uses the

@@ -130,7 +130,7 @@ class PerformanceCallback(Reports, keras.callbacks.Callback):
         check_flag("nvtx", nvtx, where=where)
         check_int("max_steps", max_steps, where=where, allow_none=True)
         super().__init__()
-        active = session_module.current()
+        active = session_module.current_session()
         self.recorder: Recorder = session_module.recorder(
             "keras fit",
             warmup_steps=warmup_steps,

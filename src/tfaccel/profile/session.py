@@ -15,7 +15,7 @@ from typing import Any
 
 from tfaccel.profile.step_recorder import Recorder
 
-__all__ = ["Session", "current", "open_session", "recorder"]
+__all__ = ["Session", "current_session", "open_session", "recorder"]
 
 
 @dataclass
@@ -49,7 +49,7 @@ class Session:
 _CURRENT: Session | None = None
 
 
-def current() -> Session | None:
+def current_session() -> Session | None:
     """The open session, if any."""
     return _CURRENT
 
@@ -83,7 +83,7 @@ def recorder(
         warmup_steps, live, trace_dir, trace_steps: as given by the user, None for unset.
         **options: passed to the Recorder as they are.
     """
-    active = current()
+    active = current_session()
     made = Recorder(
         source=source,
         warmup_steps=(

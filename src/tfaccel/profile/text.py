@@ -2,7 +2,7 @@
 
 Plain text (no terminal control codes), so it mixes with Keras' progress bar and reads the same
 in a log file. ``tfaccel profile`` prints :func:`tables` and :func:`heading` from here and the
-findings through the terminal renderer, :func:`tfaccel.report.findings.render_terminal`.
+findings through the terminal renderer, :func:`tfaccel.report.findings.findings_terminal`.
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ __all__ = [
     "MIN_SHARE",
     "MIN_STEPS_TWO_SPEEDS",
     "Split",
-    "split",
+    "split_speeds",
     "two_speeds",
 ]
 
@@ -72,14 +72,14 @@ class Split:
         return len(self.slow) / (len(self.fast) + len(self.slow))
 
 
-def split(durations: Sequence[float]) -> Split | None:
+def split_speeds(durations: Sequence[float]) -> Split | None:
     """The two regimes of ``durations`` (in time order), or None when there are not two.
 
     Example:
-        >>> found = split([1.0, 1.1, 0.9, 1.0, 2.0, 2.1, 1.9, 2.0, 1.0, 1.05, 0.95, 1.0])
+        >>> found = split_speeds([1.0, 1.1, 0.9, 1.0, 2.0, 2.1, 1.9, 2.0, 1.0, 1.05, 0.95, 1.0])
         >>> round(found.ratio, 1), found.stretches
         (2.0, 3)
-        >>> split([1.0, 1.1, 0.9, 1.0, 1.02, 0.98, 1.01, 0.99, 1.0, 1.05, 0.95, 1.0]) is None
+        >>> split_speeds([1.0, 1.1, 0.9, 1.0, 1.02, 0.98, 1.01, 0.99, 1.0, 1.05, 0.95, 1.0]) is None
         True
     """
     values = [float(v) for v in durations]
@@ -135,7 +135,7 @@ def two_speeds(m: Measurement, figures: Any = None) -> Finding:
             f"{MIN_STEPS_TWO_SPEEDS}",
         )
     durations = [r.period_s if r.period_s is not None else r.step_s for r in steps]
-    found = split(durations)
+    found = split_speeds(durations)
     if found is None:
         spread = statistics.pstdev(durations) / statistics.mean(durations)
         return _result(

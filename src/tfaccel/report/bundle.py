@@ -41,7 +41,7 @@ from tfaccel.core.units import fmt_bytes
 from tfaccel.diagnosis.redact import KINDS, PLACEHOLDERS, Redactor
 from tfaccel.probe import identity as probe_identity
 from tfaccel.probe.identity import Identity
-from tfaccel.report.findings import render_markdown
+from tfaccel.report.findings import findings_markdown
 from tfaccel.snapshot import Snapshot
 
 if TYPE_CHECKING:
@@ -121,7 +121,7 @@ def build_bundle(
         "",
         "## Findings",
         "",
-        render_markdown(doctor).rstrip("\n"),
+        findings_markdown(doctor).rstrip("\n"),
         "",
     ]
     if given_log is not None:

@@ -11,7 +11,7 @@ escaped for each format. The JSON form is ``Finding.to_dict()``; nothing here co
 Example:
     >>> from tfaccel.core.findings import Finding
     >>> found = [Finding("oom", "fail", "The GPU ran out of memory", ["line 3: OOM"], "halve it")]
-    >>> print(render_markdown(found))
+    >>> print(findings_markdown(found))
     | status | check | finding | fix |
     |---|---|---|---|
     | fail | oom | The GPU ran out of memory<br>- line 3: OOM | halve it |
@@ -35,9 +35,9 @@ from tfaccel.core.markup import html_text, md_cell
 __all__ = [
     "STATUS_STYLE",
     "Prose",
-    "render_html",
-    "render_markdown",
-    "render_terminal",
+    "findings_html",
+    "findings_markdown",
+    "findings_terminal",
     "wrap_words",
 ]
 
@@ -118,7 +118,7 @@ _MIN_TEXT_WIDTH = 24
 _ATOM = re.compile(r"""(?:`[^`]*`|(?<!\S)'[^'\s][^']*'|(?<!\S)"[^"\s][^"]*"|\S)+""")
 
 
-def render_terminal(subject: Findings, *, verbose: bool = False) -> RenderableType:
+def findings_terminal(subject: Findings, *, verbose: bool = False) -> RenderableType:
     """The findings for a terminal: one line each, then the evidence, fix and gain.
 
     Each finding's first line is its status, id and title. Below the title come its evidence
@@ -133,7 +133,7 @@ def render_terminal(subject: Findings, *, verbose: bool = False) -> RenderableTy
             that call for a change (``fail``, ``warn``, ``info``).
 
     Returns:
-        A rich renderable: ``console.print(render_terminal(report))``.
+        A rich renderable: ``console.print(findings_terminal(report))``.
     """
     parts = _parts(subject)
     blocks: list[RenderableType] = []
@@ -265,7 +265,7 @@ def _terminal_log(parts: _Parts, verbose: bool) -> RenderableType:
 # -- Markdown ----------------------------------------------------------------------------------
 
 
-def render_markdown(subject: Findings) -> str:
+def findings_markdown(subject: Findings) -> str:
     """The findings as a Markdown table: status, check, finding (title, evidence), fix (gain).
 
     Args:
@@ -304,7 +304,7 @@ def _md_table(findings: list[Finding]) -> list[str]:
 # -- HTML --------------------------------------------------------------------------------------
 
 
-def render_html(subject: Findings) -> str:
+def findings_html(subject: Findings) -> str:
     """The findings as an HTML fragment: a ``<table class="findings">``, every text escaped.
 
     Each status is a ``<span class="ok|skip|info|warn|fail">``, for the page's stylesheet.

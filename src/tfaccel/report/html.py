@@ -13,7 +13,7 @@ from tfaccel.bench.records import Headline
 from tfaccel.core.markup import html_text as _e
 from tfaccel.core.units import fmt_num
 from tfaccel.report.document import PLOT_TITLES, ReportDocument
-from tfaccel.report.findings import render_html as findings_html
+from tfaccel.report.findings import findings_html
 from tfaccel.report.tables import (
     Status,
     Table,

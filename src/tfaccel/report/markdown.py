@@ -6,7 +6,7 @@ from typing import Any
 
 from tfaccel.core.markup import md_cell
 from tfaccel.report.document import PLOT_TITLES, ReportDocument
-from tfaccel.report.findings import render_markdown as findings_markdown
+from tfaccel.report.findings import findings_markdown
 from tfaccel.report.tables import device_rows, headline_text, plan_table, report_tables
 
 __all__ = ["render_markdown"]

@@ -23,7 +23,7 @@ from rich.text import Text
 
 from tfaccel.core.units import MISSING, fmt_bytes
 from tfaccel.inventory import Inventory, Peak
-from tfaccel.report.findings import Prose, render_terminal
+from tfaccel.report.findings import Prose, findings_terminal
 from tfaccel.snapshot import GpuInfo
 
 if TYPE_CHECKING:
@@ -349,7 +349,7 @@ def render_report(result: ReportResult) -> RenderableType:
         _rule("tfaccel devices"),
         render_inventory(result.inventory),
         _rule("tfaccel doctor"),
-        render_terminal(result.document["doctor"] or {}),
+        findings_terminal(result.document["doctor"] or {}),
         _rule("tfaccel bench"),
         render_bench(result.bench),
     ]

@@ -29,7 +29,14 @@ from tfaccel.tuning.data import TuneData, classify, fit_space, resolve
 from tfaccel.tuning.hooks import Hooks, load_script, reference_hooks
 from tfaccel.tuning.record import record
 from tfaccel.tuning.result import TuneResult
-from tfaccel.tuning.search import Event, Runner, SearchOutcome, SearchSettings, pick_winner, search
+from tfaccel.tuning.search import (
+    Runner,
+    SearchEvent,
+    SearchOutcome,
+    SearchSettings,
+    pick_winner,
+    search,
+)
 from tfaccel.tuning.space import Space, parse_space
 from tfaccel.tuning.threads import thread_stage
 from tfaccel.tuning.trials import TfRunner, build_model, hardware_precisions, resolve_pipeline
@@ -494,7 +501,7 @@ class _progress_bar:
         self.progress: Any = None
         self.task: Any = None
 
-    def __enter__(self) -> Callable[[Event], None] | None:
+    def __enter__(self) -> Callable[[SearchEvent], None] | None:
         if not self.enabled:
             return None
         from rich.console import Console
@@ -515,7 +522,7 @@ class _progress_bar:
         self.task = self.progress.add_task("starting", total=None)
         return self.update
 
-    def update(self, event: Event) -> None:
+    def update(self, event: SearchEvent) -> None:
         from rich.markup import escape
 
         text = event.phase

@@ -45,8 +45,8 @@ from tfaccel.tuning.space import Config, Space, simplicity
 __all__ = [
     "STATUSES",
     "Decision",
-    "Event",
     "Runner",
+    "SearchEvent",
     "SearchOutcome",
     "SearchSettings",
     "Trial",
@@ -189,7 +189,7 @@ class Trial:
 
 
 @dataclass(frozen=True)
-class Event:
+class SearchEvent:
     """Progress of the search, for a progress bar.
 
     Attributes:
@@ -279,7 +279,7 @@ def search(
     settings: SearchSettings,
     is_oom: Callable[[BaseException], bool] = is_oom_error,
     clock: Callable[[], float] = time.monotonic,
-    on_event: Callable[[Event], None] | None = None,
+    on_event: Callable[[SearchEvent], None] | None = None,
 ) -> SearchOutcome:
     """Search ``space`` for the fastest configuration within ``settings.budget_s``.
 
@@ -316,7 +316,7 @@ class _Search:
         settings: SearchSettings,
         is_oom: Callable[[BaseException], bool],
         clock: Callable[[], float],
-        on_event: Callable[[Event], None] | None,
+        on_event: Callable[[SearchEvent], None] | None,
     ) -> None:
         self.space = space
         self.runner = runner
@@ -362,7 +362,7 @@ class _Search:
             summaries = self.last_rung[2]
             leader = max(summaries, key=lambda c: summaries[c].median)
             best = (leader.label(), summaries[leader].median)
-        self.on_event(Event(self.phase, self.elapsed(), self.settings.budget_s, best))
+        self.on_event(SearchEvent(self.phase, self.elapsed(), self.settings.budget_s, best))
 
     # -- trials -----------------------------------------------------------------------------
 
