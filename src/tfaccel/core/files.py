@@ -80,43 +80,32 @@ def check_writable_dir(
             fix=fix,
         )
     target = Path(path).expanduser()
+
+    def refuse(problem: str, received: str) -> UsageError:
+        return error(
+            f"{what.capitalize()} {str(target)!r} ({flag}) {problem}",
+            expected=expected,
+            received=received,
+            fix=fix,
+        )
+
     try:
         found = nearest_existing(target)
     except (OSError, ValueError) as exc:
-        raise error(
-            f"{what.capitalize()} {str(target)!r} ({flag}) cannot be used",
-            expected=expected,
-            received=f"{str(target)!r}: {os_reason(exc)}",
-            fix=fix,
-        ) from None
+        raise refuse("cannot be used", f"{str(target)!r}: {os_reason(exc)}") from None
     if found is None:
-        raise error(
-            f"{what.capitalize()} {str(target)!r} ({flag}) has no existing folder above it",
-            expected=expected,
-            received=str(target),
-            fix=fix,
-        )
+        raise refuse("has no existing folder above it", str(target))
     existing, info = found
     if not stat.S_ISDIR(info.st_mode):
         kind = file_kind(info.st_mode)
         where = "it is" if existing == target else f"{str(existing)!r} in its path is"
-        raise error(
-            f"{what.capitalize()} {str(target)!r} ({flag}) is not a directory: {where} {kind}",
-            expected=expected,
-            received=f"{str(existing)!r}, {kind}",
-            fix=fix,
-        )
+        raise refuse(f"is not a directory: {where} {kind}", f"{str(existing)!r}, {kind}")
     try:
         try_writing_in(existing)
         if create:
             target.mkdir(parents=True, exist_ok=True)
     except (OSError, ValueError) as exc:
-        raise error(
-            f"{what.capitalize()} {str(target)!r} ({flag}) is not writable",
-            expected=expected,
-            received=f"{str(existing)!r}: {os_reason(exc)}",
-            fix=fix,
-        ) from None
+        raise refuse("is not writable", f"{str(existing)!r}: {os_reason(exc)}") from None
     return target
 
 
