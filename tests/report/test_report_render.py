@@ -3,6 +3,7 @@ escaped, plots drawn, an unwritable --out refused before anything is measured.""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import stat
@@ -15,8 +16,8 @@ from tfaccel.bench import BenchMeasurement, BenchRun
 from tfaccel.cli import main
 from tfaccel.core.errors import UsageError, argument_names
 from tfaccel.core.units import fmt_num, fmt_pct, fmt_seconds
-from tfaccel.report.document import build_document
-from tfaccel.report.files import check_writable, write_report
+from tfaccel.report.document import PLOT_TITLES, build_document
+from tfaccel.report.files import MANIFEST, check_writable, write_report
 from tfaccel.report.html import render_html
 
 EVIL = "<script>alert(1)</script>"
@@ -116,17 +117,18 @@ def test_unwritable_out_is_a_clear_error(
     assert code == 2 and "(--out) is not a directory" in err and "Traceback" not in err
 
 
-def test_a_report_file_that_cannot_be_written_names_the_out_argument(
+def test_a_directory_where_a_report_file_goes_names_the_out_argument(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     out = tmp_path / "report"
     (out / "report.json").mkdir(parents=True)  # the directory is writable; this file is not
     with pytest.raises(UsageError) as info:
         write_report(out, _doc())
-    assert "(the argument out): it is a directory" in str(info.value)
+    assert "(out) holds files tfaccel did not write" in str(info.value)
+    assert "'report.json' (a directory)" in str(info.value)
     with argument_names({"out": "--out"}), pytest.raises(UsageError) as info:
         write_report(out, _doc())
-    assert "(given with --out): it is a directory" in str(info.value)
+    assert "(--out) holds files tfaccel did not write" in str(info.value)
 
     import tfaccel.cli.report
     import tfaccel.report
@@ -139,9 +141,128 @@ def test_a_report_file_that_cannot_be_written_names_the_out_argument(
     code = main(["report", "--smoke", "--no-save", "--out", str(out)])
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err
-    assert "(given with --out): it is a directory" in err
-    assert f"Fix: move {str(out / 'report.json')!r} out of the way, or pass --out with" in err
+    assert "(--out) holds files tfaccel did not write" in err
+    assert "Fix: pass --out with another directory, e.g. a new folder" in err
     assert sorted(p.name for p in out.iterdir()) == ["report.json"]
+
+
+# -- a user's files: never replaced, never removed ------------------------------------------------
+
+FAKE_PLOTS = {name: b"\x89PNG " + name.encode() for name in PLOT_TITLES}
+
+
+def _state(root: Path) -> dict[str, tuple[str, int, int]]:
+    """Every file under ``root``: its SHA-256, size and modification time (ns)."""
+    return {
+        str(p.relative_to(root)): (
+            hashlib.sha256(p.read_bytes()).hexdigest(),
+            p.stat().st_size,
+            p.stat().st_mtime_ns,
+        )
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def _users_folder(root: Path) -> dict[str, tuple[str, int, int]]:
+    (root / "plots").mkdir(parents=True)
+    (root / "report.md").write_text("# my own report\n")
+    (root / "report.json").write_text('{"mine": true}\n')
+    (root / "plots" / "speedup.png").write_bytes(b"my plot")
+    (root / "notes.txt").write_text("unrelated\n")
+    return _state(root)
+
+
+def test_a_users_files_where_the_report_goes_are_refused_and_left_as_they_are(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "project"
+    before = _users_folder(out)
+    with pytest.raises(UsageError) as info:
+        write_report(out, _doc(), FAKE_PLOTS)
+    message = str(info.value)
+    for name in ("report.md", "report.json", "plots/speedup.png"):
+        assert f"{name!r} (not written by tfaccel)" in message
+    assert "notes.txt" not in message  # not a file the report writes: no reason to refuse
+    assert "Expected: a new or empty directory" in message
+    assert "Fix: pass out with another directory, e.g. a new folder" in message
+    assert _state(out) == before  # byte for byte, same mtime; no manifest, no report.html
+    with pytest.raises(UsageError):
+        check_writable(out)  # make_report refuses before measuring
+    code = main(["report", "--quick", "--no-save", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert "(--out) holds files tfaccel did not write" in err and "'report.md'" in err
+    assert _state(out) == before
+
+
+def test_a_file_changed_since_tfaccel_wrote_it_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    write_report(out, _doc(), FAKE_PLOTS)
+    with (out / "report.md").open("a") as fh:
+        fh.write("my notes\n")
+    (out / "plots" / "roofline.png").write_bytes(b"edited by hand")
+    before = _state(out)
+    with pytest.raises(UsageError) as info:
+        write_report(out, _doc(), {})  # would remove roofline.png: it is no longer tfaccel's
+    message = str(info.value)
+    assert "'report.md' (changed since tfaccel wrote it)" in message
+    assert "'plots/roofline.png' (changed since tfaccel wrote it)" in message
+    assert "report.html" not in message
+    assert _state(out) == before
+    (out / MANIFEST).write_text("not json")
+    with pytest.raises(UsageError, match=r"'\.tfaccel-report' \(not a manifest tfaccel wrote\)"):
+        write_report(out, _doc())
+
+
+def test_the_reports_own_folder_is_rewritten_and_only_its_stale_plot_removed(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "out"
+    first = write_report(out, _doc(), FAKE_PLOTS)
+    (out / "plots" / "mine.png").write_bytes(b"a user's plot beside the report's")
+    (out / "notes.txt").write_text("unrelated\n")
+    mine = {k: v for k, v in _state(out).items() if k in {"plots/mine.png", "notes.txt"}}
+    plots = {k: v for k, v in FAKE_PLOTS.items() if k != "speedup"}
+    files = write_report(out, _doc(), plots)
+    assert not (out / "plots" / "speedup.png").exists()  # its own, unchanged: removed
+    assert {k: v for k, v in _state(out).items() if k in mine} == mine
+    manifest = json.loads((out / MANIFEST).read_text())
+    assert set(manifest["files"]) == {
+        "report.html",
+        "report.json",
+        "report.md",
+        *(f"plots/{k}.png" for k in plots),
+    }
+    assert "pending" not in manifest
+    assert first.html == files.html and files.html.is_file()
+    write_report(out, _doc(), {})  # again, no plots: the folder keeps the user's plot
+    assert sorted(p.name for p in (out / "plots").iterdir()) == ["mine.png"]
+
+
+def test_a_write_cut_short_leaves_files_the_next_report_replaces(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tfaccel.report.files as report_files
+
+    out = tmp_path / "out"
+    write_report(out, _doc(), FAKE_PLOTS)
+    real = report_files.write_atomic
+    calls: list[Path] = []
+
+    def failing(path: Path, content: str | bytes, **kwargs: object) -> None:
+        calls.append(path)
+        if path.name == "report.md":
+            raise OSError(28, "No space left on device")
+        real(path, content, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(report_files, "write_atomic", failing)
+    doc = _doc()
+    doc["summary"]["headline"]["best_images_per_s"] = 1.0  # type: ignore[index]
+    with pytest.raises(UsageError, match="could not be written"):
+        write_report(out, doc, FAKE_PLOTS)
+    monkeypatch.setattr(report_files, "write_atomic", real)
+    write_report(out, doc, FAKE_PLOTS)  # report.json is new, report.md old: both its own
 
 
 # -- the roofline: labelled points, one bandwidth figure ------------------------------------------
@@ -267,9 +388,9 @@ def test_the_html_needs_nothing_beside_it_and_the_files_listed_are_those_written
 
     doc = _doc()
     out = tmp_path / "out"
-    (out / "plots").mkdir(parents=True)
-    (out / "plots" / "speedup.png").write_bytes(b"left by an earlier report")
-    plots = {k: v for k, v in render_all(doc["summary"]).items() if k != "speedup"}  # type: ignore[arg-type]
+    all_plots = render_all(doc["summary"])  # type: ignore[arg-type]
+    write_report(out, doc, all_plots)  # an earlier report, with speedup.png
+    plots = {k: v for k, v in all_plots.items() if k != "speedup"}
     files = write_report(out, doc, plots)
     written = files.written()
     assert set(written) == {
@@ -280,7 +401,7 @@ def test_the_html_needs_nothing_beside_it_and_the_files_listed_are_those_written
         "plot:roofline",
         "plot:step_times",
     }
-    on_disk = {str(p) for p in out.rglob("*") if p.is_file()}
+    on_disk = {str(p) for p in out.rglob("*") if p.is_file() and p.name != MANIFEST}
     assert on_disk == set(written.values())  # the stale speedup.png is gone
     page = files.html.read_text()
     references = re.findall(r'(?:src|href)="([^"]*)"', page)

@@ -39,7 +39,9 @@ def add_parser(sub: Any) -> None:
         "--out",
         default=DEFAULT_OUT,
         metavar="DIR",
-        help=f"directory for the report files (default ./{DEFAULT_OUT})",
+        help=f"directory for the report files (default ./{DEFAULT_OUT}); tfaccel replaces "
+        "only files it wrote there (listed in .tfaccel-report) and refuses a directory "
+        "where report.md, report.json, report.html or plots/*.png are someone else's",
     )
     p.set_defaults(handler=run)
 

@@ -1,5 +1,14 @@
 """The ``tfaccel report`` directory: report.html, report.json, report.md and the PNG plots.
 
+tfaccel writes only what is its own. Beside the report it keeps a manifest,
+``.tfaccel-report`` (JSON: each file it wrote, by its path in the directory, with its size and
+SHA-256). A file the report would write (or remove: a plot an earlier report drew and this one
+does not) that exists and is not in the manifest, or was changed since tfaccel wrote it, is a
+user's: the report refuses before anything is written or deleted (a UsageError naming the
+files). A new or empty directory, and the directory of an earlier report whose files are
+unchanged (the report's own folder: its files are replaced, its stale plots removed), work
+as they are. A plot file the manifest does not list is never removed.
+
 :func:`write_report` writes each file atomically (:func:`tfaccel.core.files.write_atomic`: a
 temporary file renamed into place); :func:`check_writable` checks the report directory by the
 one rule, :func:`tfaccel.core.files.check_writable_dir`. report.html needs nothing beside it:
@@ -10,20 +19,28 @@ infinities written as null).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import stat
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from tfaccel.core.errors import UsageError, argument
-from tfaccel.core.files import check_writable_dir, write_atomic
+from tfaccel.core.files import check_writable_dir, file_kind, write_atomic
 from tfaccel.core.jsonout import dumps
 from tfaccel.report.document import PLOT_TITLES, ReportDocument, SavedReportDocument
 from tfaccel.report.html import render_html
 from tfaccel.report.markdown import render_markdown
 
-__all__ = ["ReportFiles", "check_writable", "write_report"]
+__all__ = ["MANIFEST", "ReportFiles", "check_owned", "check_writable", "write_report"]
 
 _OUT = "out"  # the argument that names the report directory (make_report's; --out on the CLI)
+MANIFEST = ".tfaccel-report"
+"""The manifest's name in the report directory: what tfaccel wrote there, with sizes and hashes."""
+_MANIFEST_KIND = "tfaccel report manifest"
+_FIXED = ("report.html", "report.json", "report.md")
 
 
 @dataclass(frozen=True)
@@ -46,18 +63,139 @@ class ReportFiles:
 
 
 def check_writable(directory: str | Path) -> Path:
-    """Create ``directory`` if needed and check a file can be written there.
+    """Create ``directory`` if needed and check a file can be written there, and that none of
+    the files a report writes there is a user's (:func:`check_owned`).
 
     Raises:
-        UsageError: it cannot be created or written (the message names the path).
+        UsageError: it cannot be created or written, or it holds files tfaccel did not write
+            where the report goes (the message names the path and the files).
     """
-    return check_writable_dir(
+    root = check_writable_dir(
         directory,
         what="the report directory",
         argument_name=_OUT,
         example="./tfaccel-report",
         create=True,
     )
+    check_owned(root)
+    return root
+
+
+def _report_names() -> list[str]:
+    """Every file a report may write or remove, by its path in the report directory."""
+    return [*_FIXED, *(f"plots/{name}.png" for name in PLOT_TITLES)]
+
+
+def _digest(data: bytes) -> dict[str, object]:
+    return {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def _read_manifest(root: Path) -> dict[str, dict[str, object]] | None:
+    """The files the manifest lists (its ``files`` and, after an interrupted write, its
+    ``pending`` versions, by name -> a list of ``{size, sha256}``); None when there is no
+    manifest or it is not one tfaccel wrote."""
+    path = root / MANIFEST
+    try:
+        info = path.lstat()
+        if not stat.S_ISREG(info.st_mode) or info.st_size > 1 << 20:
+            return None
+        loaded = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError):
+        return None
+    if not isinstance(loaded, dict) or loaded.get("kind") != _MANIFEST_KIND:
+        return None
+    known: dict[str, dict[str, object]] = {}
+    for key in ("files", "pending"):
+        listed = loaded.get(key)
+        if not isinstance(listed, dict):
+            continue
+        for name, entry in listed.items():
+            if isinstance(name, str) and isinstance(entry, dict):
+                known.setdefault(name, {})[str(entry.get("sha256"))] = entry.get("size")
+    return known
+
+
+def _is_ours(path: Path, versions: Mapping[str, object] | None) -> bool:
+    """``path`` is a regular file (not a link) whose size and SHA-256 are a version tfaccel
+    wrote."""
+    if not versions:
+        return False
+    try:
+        info = path.lstat()
+        if not stat.S_ISREG(info.st_mode) or info.st_size not in versions.values():
+            return False
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    except (OSError, ValueError):
+        return False
+    return versions.get(digest) == info.st_size
+
+
+def _foreign(root: Path, names: Iterable[str]) -> list[tuple[str, str]]:
+    """The files among ``names`` (and the manifest itself) that exist in ``root`` and are not
+    tfaccel's, each with why: (name, reason)."""
+    known = _read_manifest(root)
+    found: list[tuple[str, str]] = []
+    if known is None:
+        found.append((MANIFEST, "not a manifest tfaccel wrote"))
+        known = {}
+    plots = root / "plots"
+    plots_usable = not os.path.lexists(plots) or (plots.is_dir() and not plots.is_symlink())
+    if not plots_usable:
+        found.append(("plots", "not a directory"))
+    for name in names:
+        path = root / name
+        if name.startswith("plots/") and not plots_usable:
+            continue
+        try:
+            info = path.lstat()
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except (OSError, ValueError) as exc:
+            found.append((name, f"cannot be read: {exc}"))
+            continue
+        if not stat.S_ISREG(info.st_mode):
+            kind = "a symbolic link" if stat.S_ISLNK(info.st_mode) else file_kind(info.st_mode)
+            found.append((name, kind))
+        elif name not in known:
+            found.append((name, "not written by tfaccel"))
+        elif not _is_ours(path, known[name]):
+            found.append((name, "changed since tfaccel wrote it"))
+    return found
+
+
+def check_owned(directory: str | Path) -> None:
+    """Refuse a report directory where a file the report would write or remove is not
+    tfaccel's: not listed in the manifest, or changed since tfaccel wrote it (a user's
+    report.md, a plot edited by hand). Nothing is written or deleted.
+
+    Raises:
+        UsageError: naming the files and why each is not tfaccel's.
+    """
+    root = Path(directory)
+    found = _foreign(root, _report_names())
+    if not found:
+        return
+    flag = argument(_OUT)
+    shown_files = ", ".join(f"{name!r} ({why})" for name, why in found)
+    raise UsageError(
+        f"The report directory {str(root)!r} ({flag}) holds files tfaccel did not write, "
+        "where the report goes; they are left as they are",
+        expected="a new or empty directory, or one an earlier tfaccel report wrote (its "
+        f"files listed, unchanged, in {MANIFEST})",
+        received=shown_files,
+        fix=f"pass {flag} with another directory, e.g. a new folder "
+        f"({argument(_OUT, str(root / 'tfaccel-report'))}), or move those files out of "
+        f"{str(root)!r}",
+    )
+
+
+def _write_manifest(root: Path, files: Mapping[str, object], pending: Mapping[str, object]) -> None:
+    content = {"kind": _MANIFEST_KIND, "version": 1, "files": dict(files)}
+    if pending:
+        content["pending"] = dict(pending)
+    _write(root / MANIFEST, (json.dumps(content, indent=1, sort_keys=True) + "\n").encode())
 
 
 def _write(path: Path, data: bytes) -> None:
@@ -81,51 +219,62 @@ def _write(path: Path, data: bytes) -> None:
 def write_report(
     directory: str | Path, doc: ReportDocument, plots: dict[str, bytes] | None = None
 ) -> ReportFiles:
-    """Write report.html, report.json, report.md and, for report.md, plots/<name>.png.
+    """Write report.html, report.json, report.md and, for report.md, plots/<name>.png, and
+    the manifest ``.tfaccel-report`` that lists them.
 
     report.html embeds the plots and needs no other file; report.md links the PNG files by
-    the relative paths report.json lists under ``files.plots``. A plot an earlier report left
+    the relative paths report.json lists under ``files.plots``. A plot an earlier report wrote
     in ``plots/`` that this report does not draw is removed, so the directory holds what
     report.json lists. Each file is written to a temporary name and renamed into place, so a
-    reader never sees a half-written file.
+    reader never sees a half-written file. A file tfaccel did not write is never replaced
+    or removed (:func:`check_owned`, checked again here before anything is written).
 
     Raises:
-        UsageError: the directory cannot be created or written.
+        UsageError: the directory cannot be created or written, or holds a file that is not
+            tfaccel's where the report goes.
     """
     root = check_writable(directory)
     plots = plots or {}
     plot_dir = root / "plots"
-    plot_paths: dict[str, Path] = {}
+    plot_paths = {name: plot_dir / f"{name}.png" for name in plots}
+    files = ReportFiles(
+        directory=root,
+        html=root / "report.html",
+        json=root / "report.json",
+        markdown=root / "report.md",
+        plots=plot_paths,
+    )
+    saved: SavedReportDocument = {
+        **doc,
+        "files": {
+            "html": "report.html",
+            "json": "report.json",
+            "markdown": "report.md",
+            "plots": {k: f"plots/{k}.png" for k in plots},
+        },
+    }
+    content: dict[str, bytes] = {f"plots/{name}.png": png for name, png in plots.items()}
+    content["report.json"] = (dumps(saved) + "\n").encode("utf-8")
+    content["report.md"] = render_markdown(saved, saved["files"]["plots"]).encode("utf-8")
+    content["report.html"] = render_html(saved, plots).encode("utf-8")
+    stale = [f"plots/{name}.png" for name in PLOT_TITLES.keys() - plots.keys()]
+    listed = {name: _digest(data) for name, data in content.items()}
     try:
+        # listed first as pending: a write cut short leaves files the next report knows
+        on_disk = {n: (root / n).read_bytes() for n in _report_names() if (root / n).is_file()}
+        _write_manifest(root, {n: _digest(data) for n, data in on_disk.items()}, listed)
         if plots:
             plot_dir.mkdir(exist_ok=True)
-        for name, png in plots.items():
-            plot_paths[name] = plot_dir / f"{name}.png"
-            _write(plot_paths[name], png)
-        for name in PLOT_TITLES.keys() - plots.keys():
-            (plot_dir / f"{name}.png").unlink(missing_ok=True)
-        if plot_dir.is_dir() and not any(plot_dir.iterdir()):
+        for name, data in content.items():
+            _write(root / name, data)
+        removed = False
+        for name in stale:
+            if (root / name).is_file():  # tfaccel's, unchanged: checked above
+                (root / name).unlink()
+                removed = True
+        if removed and plot_dir.is_dir() and not any(plot_dir.iterdir()):
             plot_dir.rmdir()
-        files = ReportFiles(
-            directory=root,
-            html=root / "report.html",
-            json=root / "report.json",
-            markdown=root / "report.md",
-            plots=plot_paths,
-        )
-        saved: SavedReportDocument = {
-            **doc,
-            "files": {
-                "html": "report.html",
-                "json": "report.json",
-                "markdown": "report.md",
-                "plots": {k: f"plots/{k}.png" for k in plots},
-            },
-        }
-        _write(files.json, (dumps(saved) + "\n").encode("utf-8"))
-        markdown = render_markdown(saved, saved["files"]["plots"])
-        _write(files.markdown, markdown.encode("utf-8"))
-        _write(files.html, render_html(saved, plots).encode("utf-8"))
+        _write_manifest(root, listed, {})
     except OSError as exc:
         raise UsageError(
             f"The report could not be written to {str(root)!r} ({argument(_OUT)})",
