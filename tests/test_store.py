@@ -332,3 +332,41 @@ def test_another_programs_sqlite_file_is_refused_and_left_alone(tmp_path: Path) 
     assert info.value.received == "tables meta, users"
     assert info.value.fix and "--db" in info.value.fix and "permissions" not in info.value.fix
     assert path.read_bytes() == before  # no tfaccel table added to it
+
+
+def test_a_read_only_open_creates_nothing_and_refuses_a_missing_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    missing = tmp_path / "new" / "dir" / "results.sqlite"
+    with pytest.raises(StoreError) as info:
+        ResultsStore(missing, read_only=True)
+    message = str(info.value)
+    assert "does not exist" in message and "creates no file and no folder" in message
+    assert "Fix: pass --db with the database earlier runs recorded to" in message
+    assert not (tmp_path / "new").exists()
+    with pytest.raises(StoreError, match="does not exist"):
+        store.open_read_only(missing)
+    assert not (tmp_path / "new").exists()
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    assert store.open_read_only() is None  # no default database yet: no history
+    assert not (tmp_path / "xdg").exists()
+
+
+def test_a_read_only_open_reads_the_history_and_leaves_the_file_as_it_is(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "results.sqlite"
+    with ResultsStore(path) as db:
+        run_id = _write_run(db, [_record()])
+    before = (path.read_bytes(), path.stat().st_mtime_ns)
+    entries = sorted(p.name for p in tmp_path.iterdir())
+    with store.open_read_only(path) as db:  # type: ignore[union-attr]
+        assert db.last_run(FP).id == run_id  # type: ignore[union-attr]
+        with pytest.raises(StoreError):
+            _write_run(db, [_record()])  # read only: SQLite refuses the write
+    assert (path.read_bytes(), path.stat().st_mtime_ns) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == entries
+    path.write_bytes(b"")  # an empty file: no tables, and none created
+    with pytest.raises(StoreError, match="not a tfaccel results database"):
+        ResultsStore(path, read_only=True)
+    assert path.stat().st_size == 0

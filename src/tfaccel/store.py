@@ -54,6 +54,7 @@ __all__ = [
     "best_measured",
     "best_setting",
     "default_path",
+    "open_read_only",
 ]
 
 SCHEMA_VERSION = 2
@@ -179,6 +180,8 @@ class ResultsStore:
         path: the SQLite file (created with its directory when missing; default
             :func:`default_path`).
         timeout_s: how long to wait for another process's lock before giving up.
+        read_only: open an existing database for reading only (SQLite's ``mode=ro``): no
+            file, folder, table or upgrade is created, and a missing file is refused.
 
     Raises:
         StoreError: the path is a directory or not a regular file (a device, a FIFO), the
@@ -187,9 +190,16 @@ class ResultsStore:
             locked by another process for longer than ``timeout_s``.
     """
 
-    def __init__(self, path: str | Path | None = None, *, timeout_s: float = DEFAULT_TIMEOUT_S):
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        *,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        read_only: bool = False,
+    ):
         self.path = Path(path).expanduser() if path is not None else default_path()
         self.timeout_s = timeout_s
+        self.read_only = read_only
         if self.path.is_dir():
             raise StoreError(
                 f"The results database path {str(self.path)!r} is a directory",
@@ -206,9 +216,24 @@ class ResultsStore:
                 fix="pass --db with the path of a file, e.g. --db results.sqlite, or leave "
                 f"--db out to use {default_path()}",
             )
+        if read_only and not os.path.lexists(self.path):
+            raise StoreError(
+                f"The results database {str(self.path)!r} does not exist",
+                expected="an existing tfaccel results database to read (a run that is not "
+                "recorded, --no-save, creates no file and no folder)",
+                received="no such file",
+                fix="pass --db with the database earlier runs recorded to (leave --db out for "
+                f"{default_path()}), or leave --no-save out to record this run there",
+            )
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(str(self.path), timeout=timeout_s, isolation_level=None)
+            if read_only:  # SQLite's URI: mode=ro creates nothing, not even a journal
+                uri = f"{self.path.absolute().as_uri()}?mode=ro"
+                self._conn = sqlite3.connect(uri, uri=True, timeout=timeout_s, isolation_level=None)
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._conn = sqlite3.connect(
+                    str(self.path), timeout=timeout_s, isolation_level=None
+                )
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(
                 f"The results database {str(self.path)!r} cannot be opened",
@@ -244,12 +269,12 @@ class ResultsStore:
         refuse a newer one or a SQLite file of another program."""
         self._has_model_column = True
         tables = self._tables()
-        if not tables:
+        if not tables and not self.read_only:
             self._create()
             return
         version = self._version(tables)
         if version is None or not _TABLES <= tables:
-            found = ", ".join(sorted(tables))
+            found = ", ".join(sorted(tables)) or "none"
             raise StoreError(
                 f"{str(self.path)!r} is a SQLite database, but not a tfaccel results database",
                 expected="a tfaccel results database (tables meta, runs and results), or a "
@@ -604,6 +629,22 @@ class ResultsStore:
         if count == 1 and kind != "tune":
             return MeasuredSetting(None, winner.benchmark, run_id, count)  # nothing compared
         return MeasuredSetting(values[tag], winner.benchmark, run_id, count)
+
+
+def open_read_only(path: str | Path | None = None) -> ResultsStore | None:
+    """The database at ``path`` opened read only (SQLite's ``mode=ro``), for a run that is
+    not recorded but compared (``tfaccel bench --no-save --compare``): nothing is created.
+
+    Returns:
+        None when ``path`` is None and the default database does not exist yet: there is no
+        history to compare with.
+
+    Raises:
+        StoreError: ``path`` was given and does not exist, or the database cannot be read.
+    """
+    if path is None and not os.path.lexists(default_path()):
+        return None
+    return ResultsStore(path, read_only=True)
 
 
 def best_setting(

@@ -276,3 +276,19 @@ def test_kernels_bench_without_a_gpu_says_why_it_skipped(
     assert "needs an NVIDIA GPU" in doc["skipped"]
     code, out, _ = _run_cli(capsys, "bench", "--kernels")
     assert code == 0 and out.startswith("kernels not measured:")
+
+
+def test_no_save_compare_with_a_new_db_creates_nothing(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tfaccel.cli.bench
+    import tfaccel.probe
+
+    # refused before anything is measured: the machine is not what this checks
+    monkeypatch.setattr(tfaccel.probe, "snapshot", lambda: None)
+    monkeypatch.setattr(tfaccel.cli.bench, "quiet_tensorflow", lambda: None)
+    db = tmp_path / "new" / "dir" / "results.sqlite"
+    argv = ("bench", "--smoke", "--only", "matmul", "--no-save", "--compare", "--db", str(db))
+    code, _, err = _run_cli(capsys, *argv)
+    _assert_clear_error(code, err, "does not exist", "creates no file and no folder")
+    assert not (tmp_path / "new").exists()

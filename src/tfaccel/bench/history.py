@@ -18,7 +18,7 @@ from tfaccel.bench.options import BenchOptions
 from tfaccel.bench.records import Check, RunComparison, RunDocument, RunSummary
 from tfaccel.bench.results import BenchRun
 from tfaccel.bench.runner import Progress, run
-from tfaccel.store import ResultsStore
+from tfaccel.store import ResultsStore, open_read_only
 
 if TYPE_CHECKING:
     from tfaccel.snapshot import Snapshot
@@ -138,7 +138,8 @@ def run_with_history(
         db: the results database (default ``$XDG_DATA_HOME/tfaccel/results.sqlite``).
         save: record the run in the database (``tfaccel bench --no-save``: False).
         compare: compare with the newest earlier complete run of this machine
-            (``--compare``); the database is read even when the run is not recorded.
+            (``--compare``); the database is read even when the run is not recorded,
+            then opened read only: nothing is created (a missing ``db`` is refused).
         progress: receives progress (e.g. a rich progress bar).
 
     Returns:
@@ -158,7 +159,7 @@ def run_with_history(
     """
     options = options or BenchOptions()
     options.validate()
-    store = ResultsStore(db) if save or compare else None
+    store = ResultsStore(db) if save else open_read_only(db) if compare else None
     try:
         announce(progress, "importing TensorFlow")
         measured = run(options, store=store if save else None, progress=progress, snapshot=snapshot)

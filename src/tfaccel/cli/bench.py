@@ -87,7 +87,12 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="results database (default $XDG_DATA_HOME/tfaccel/results.sqlite)",
     )
-    p.add_argument("--no-save", action="store_true", help="do not record the run")
+    p.add_argument(
+        "--no-save",
+        action="store_true",
+        help="do not record the run: nothing is written (--compare reads the database read "
+        "only, and refuses a --db that does not exist)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
 
 
