@@ -90,8 +90,8 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--no-save",
         action="store_true",
-        help="do not record the run: nothing is written (--compare reads the database read "
-        "only, and refuses a --db that does not exist)",
+        help="do not record the run in the results database (bench --compare then reads it "
+        "read only, creating nothing, and refuses a --db that does not exist)",
     )
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
 
