@@ -234,7 +234,9 @@ def test_unwritable_json_config_is_a_usage_error(
     script = _script(tmp_path, "print('ran')\n")
     assert main(["run", "--quiet", "--json-config", str(target), script]) == 2
     captured = capsys.readouterr()
-    assert "cannot be written" in captured.err and captured.out == ""
+    assert "Cannot write" in captured.err and "(given with --json-config)" in captured.err
+    assert "does not exist" in captured.err and captured.out == ""
+    assert setup_calls == [] and not target.parent.exists()  # refused before the setup
 
 
 def test_json_prints_one_document_after_the_script_whose_output_goes_to_stderr(

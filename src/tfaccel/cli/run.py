@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from tfaccel.cli._output import print_json, warn_options_after_script
-from tfaccel.core.errors import UsageError
+from tfaccel.core.files import check_writable_file, write_atomic
 from tfaccel.scripts import run_script, split_command
 
 __all__ = ["add_parser", "run"]
+
+FLAGS = {"json_config": "--json-config"}
 
 # option -> the setup() setting it sets; values are parsed by tfaccel.runtime.parse_setting
 _OPTIONS = {
@@ -94,6 +96,8 @@ def run(args: argparse.Namespace) -> int:
     script, script_args = split_command(args.script_and_args)
     warn_options_after_script("run", getattr(args, "own_options", ()), script, script_args)
     settings = _settings(args)
+    if args.json_config:  # checked before anything is set up or run
+        check_writable_file(Path(args.json_config), argument_name="json_config")
     config = runtime.setup(**settings)
     if not (args.quiet or args.json):
         print(config, file=sys.stderr)
@@ -114,15 +118,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _write_config(path: Path, text: str) -> None:
-    try:
-        path.write_text(text + "\n", encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(
-            f"The configuration cannot be written to {str(path)!r}",
-            expected="a writable file path for --json-config",
-            received=f"{type(exc).__name__}: {exc.strerror or exc}",
-            fix="pass a path in an existing, writable directory",
-        ) from None
+    """The configuration as JSON, written atomically (:func:`tfaccel.core.files.write_atomic`)."""
+    write_atomic(path, text + "\n", argument_name="json_config")
 
 
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
