@@ -99,6 +99,26 @@ def _no_model() -> Any:
     raise ValueError("no model today")
 
 
+def _subclassed_model() -> Any:
+    import keras
+
+    class Net(keras.Model):
+        def __init__(self) -> None:
+            super().__init__()
+            self.dense = keras.layers.Dense(3)
+
+        def call(self, x: Any) -> Any:
+            return self.dense(x)
+
+    return Net()
+
+
+def _sequential_without_input() -> Any:
+    import keras
+
+    return keras.Sequential([keras.layers.Dense(3)])
+
+
 def _checkpointer(directory: Any) -> Any:
     from tfaccel.distribute import Checkpointer
 
@@ -128,9 +148,30 @@ ROWS: list[tuple[str, Callable[..., Any], tuple[Any, ...], dict[str, Any], type,
     ("devices-tf-text", tfaccel.devices, (), {"tf": "yes"}, UsageError, "tf='yes' (str)"),
     # --- tfaccel.plan (refused before the model is traced) ---------------------------------------
     ("plan-batch-zero", tfaccel.plan, (_no_model,), {"batch_size": 0}, UsageError, "batch_size=0"),
-    ("plan-batch-float", tfaccel.plan, (_no_model,), {"batch_size": 2.5}, UsageError, "batch_size=2.5"),
-    ("plan-batch-bool", tfaccel.plan, (_no_model,), {"batch_size": True}, UsageError, "batch_size=True"),
-    ("plan-precision", tfaccel.plan, (_no_model,), {"precision": "fp8"}, UsageError, "precision='fp8'"),
+    (
+        "plan-batch-float",
+        tfaccel.plan,
+        (_no_model,),
+        {"batch_size": 2.5},
+        UsageError,
+        "batch_size=2.5",
+    ),
+    (
+        "plan-batch-bool",
+        tfaccel.plan,
+        (_no_model,),
+        {"batch_size": True},
+        UsageError,
+        "batch_size=True",
+    ),
+    (
+        "plan-precision",
+        tfaccel.plan,
+        (_no_model,),
+        {"precision": "fp8"},
+        UsageError,
+        "precision='fp8'",
+    ),
     (
         "plan-unknown-device",
         tfaccel.plan,
@@ -140,6 +181,38 @@ ROWS: list[tuple[str, Callable[..., Any], tuple[Any, ...], dict[str, Any], type,
         "Unknown device key 'a100-41gb'",
     ),
     ("plan-devices-int", tfaccel.plan, (_no_model,), {"devices": [3]}, UsageError, "devices=[3]"),
+    (
+        "plan-subclassed-model",
+        tfaccel.plan,
+        (Made(_subclassed_model),),
+        {"devices": ["this-cpu"]},
+        UsageError,
+        "keras.Input(shape=(...))",
+    ),
+    (
+        "plan-sequential-without-input",
+        tfaccel.plan,
+        (Made(_sequential_without_input),),
+        {"devices": ["this-cpu"]},
+        UsageError,
+        "call model.build((None, ...))",
+    ),
+    (
+        "tune-a-model-as-model-fn",
+        tfaccel.tune,
+        (Made(_sequential_without_input), (_x(), _y())),
+        {},
+        UsageError,
+        "model_fn=lambda: build_model()",
+    ),
+    (
+        "pipeline-drop-remainder-on-less-than-a-batch",
+        _pipeline,
+        (),
+        {"batch_size": 8, "drop_remainder": True},
+        UsageError,
+        "6 examples are fewer than one batch of 8",
+    ),
     ("plan-examples-zero", tfaccel.plan, (_no_model,), {"examples": 0}, UsageError, "examples=0"),
     (
         "plan-price-negative",
@@ -150,7 +223,14 @@ ROWS: list[tuple[str, Callable[..., Any], tuple[Any, ...], dict[str, Any], type,
         "prices={'a100-40gb': -1.0}",
     ),
     ("plan-not-a-model", tfaccel.plan, (42,), {}, UsageError, "model=42"),
-    ("plan-model-fn-raises", tfaccel.plan, (_no_model,), {}, PlanError, "model_fn raised ValueError"),
+    (
+        "plan-model-fn-raises",
+        tfaccel.plan,
+        (_no_model,),
+        {},
+        PlanError,
+        "model_fn raised ValueError",
+    ),
     ("plan-model-fn-returns-none", tfaccel.plan, (lambda: None,), {}, PlanError, "did not return"),
     # --- tfaccel.on_device ---------------------------------------------------------------------
     ("device-int", tfaccel.on_device, (123,), {}, UsageError, "spec=123 (int)"),

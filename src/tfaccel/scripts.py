@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 import runpy
+import shlex
+import stat
 import sys
 import traceback
 from pathlib import Path
@@ -18,25 +20,74 @@ from types import TracebackType
 from typing import Any
 
 from tfaccel.core.errors import TfaccelError, UsageError
+from tfaccel.core.files import check_path, file_kind, os_reason
 
 __all__ = ["check_script", "load_script", "run_script", "script_traceback", "split_command"]
 
 
-def check_script(script: str, command: str = "run") -> None:
-    """Refuse a ``script`` that is neither a file nor a directory with ``__main__.py``.
+def check_script(
+    script: str | os.PathLike[str],
+    command: str = "run",
+    *,
+    expected: str = "a Python file (or a directory with __main__.py)",
+    directory: bool = True,
+) -> Path:
+    """Refuse a ``script`` that is not a readable Python file (or, with ``directory``, a
+    directory with ``__main__.py``), saying what it is instead.
+
+    Returns:
+        The script's path, ``~`` expanded.
 
     Raises:
-        UsageError: the script does not exist (``command`` names the subcommand).
+        UsageError: the path is empty, too long, loops (:func:`tfaccel.core.files.check_path`),
+            does not exist, is a directory without ``__main__.py``, a named pipe, a device or a
+            socket, or cannot be read (``command`` names the subcommand).
     """
-    path = Path(script)
-    if not path.is_file() and not (path / "__main__.py").is_file():
-        raise UsageError(
-            f"The script {script!r} does not exist",
-            expected="a Python file (or a directory with __main__.py)",
-            received=f"{script!r} (working directory {os.getcwd()})",
-            fix=f"check the path; tfaccel {command}'s options go before SCRIPT, "
-            "the script's after it",
+    script = os.fspath(script)
+    options = f"tfaccel {command}'s options go before SCRIPT, the script's after it"
+    path = check_path(script, what="the script", fix=f"pass the path of a Python file; {options}")
+
+    def refuse(problem: str, received: str, fix: str) -> UsageError:
+        return UsageError(
+            f"The script {script!r} {problem}", expected=expected, received=received, fix=fix
         )
+
+    try:
+        info = path.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        raise refuse(
+            "does not exist",
+            f"{script!r} (working directory {os.getcwd()})",
+            f"check the path; {options}",
+        ) from None
+    except OSError as exc:
+        raise refuse("cannot be read", os_reason(exc), "check the path's permissions") from None
+    if stat.S_ISDIR(info.st_mode):
+        if directory and (path / "__main__.py").is_file():
+            return path
+        raise refuse(
+            "is a directory" + (", without a __main__.py" if directory else ""),
+            f"{script!r}, a directory",
+            f"name the Python file inside it, e.g. tfaccel {command} {path / 'train.py'}",
+        )
+    if not stat.S_ISREG(info.st_mode):
+        kind = file_kind(info.st_mode)
+        raise refuse(
+            f"is not a file: it is {kind}",
+            f"{script!r}, {kind}",
+            f"pass the path of a Python file (.py); {options}",
+        )
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as exc:
+        raise refuse(
+            "cannot be read",
+            f"{script!r}: {os_reason(exc)}",
+            f"give this user read permission (chmod u+r {shlex.quote(script)}), or pass a "
+            "script it can read",
+        ) from None
+    return path
 
 
 def split_command(

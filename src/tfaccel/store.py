@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from tfaccel.core.errors import TfaccelError
-from tfaccel.core.files import file_kind
+from tfaccel.core.files import check_path, file_kind
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -200,6 +200,13 @@ class ResultsStore:
         self.path = Path(path).expanduser() if path is not None else default_path()
         self.timeout_s = timeout_s
         self.read_only = read_only
+        check_path(
+            self.path,
+            what="the results database path",
+            fix=f"pass --db with another path, e.g. --db results.sqlite, or leave --db out "
+            f"to use {default_path()}",
+            error=StoreError,
+        )
         if self.path.is_dir():
             raise StoreError(
                 f"The results database path {str(self.path)!r} is a directory",

@@ -116,6 +116,28 @@ def _a_file_and_a_script(work: Path) -> None:
     (work / "train.py").write_text("raise SystemExit('the script ran')\n")
 
 
+def _symlink_loop(work: Path) -> None:
+    os.symlink(work / "loop-b", work / "loop-a")
+    os.symlink(work / "loop-a", work / "loop-b")
+
+
+def _socket(work: Path) -> Callable[[], None]:
+    import socket
+
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(str(work / "sock"))
+    return sock.close
+
+
+def _a_dir_with_a_script(work: Path) -> None:
+    (work / "proj").mkdir()
+    (work / "proj" / "train.py").write_text("raise SystemExit('the script ran')\n")
+
+
+LONG_NAME = "n" * 300  # longer than NAME_MAX (255) on every Linux file system
+LONG_PATH = "/".join(["dir"] * 1500)  # about 6,000 bytes: longer than PATH_MAX (4096)
+
+
 DEEP = "[" * 100_000 + "]" * 100_000
 TOO_BIG = " " * (8 * 2**20) + "{}"
 TOO_LONG = "9" * 40
@@ -494,14 +516,38 @@ ROWS: list[Row] = [
     Row("tune-unknown-model", ("tune", "--model", "resnet99", "--no-progress"), "Unknown model"),
     Row("tune-bad-space", ("tune", "--model", "mlp", "--space", "jit"), "KEY=VALUES"),
     # --- plan (checked before the model is traced)
-    Row("plan-batch-zero", ("plan", "--model", "mlp", "--batch", "0"), "argument --batch: the number is out of range"),
-    Row("plan-batch-text", ("plan", "--model", "mlp", "--batch", "many"), "argument --batch: not an integer"),
+    Row(
+        "plan-batch-zero",
+        ("plan", "--model", "mlp", "--batch", "0"),
+        "argument --batch: the number is out of range",
+    ),
+    Row(
+        "plan-batch-text",
+        ("plan", "--model", "mlp", "--batch", "many"),
+        "argument --batch: not an integer",
+    ),
     Row("plan-nothing-to-plan", ("plan",), "SCRIPT or --model"),
     Row("plan-unknown-model", ("plan", "--model", "resnet99"), "Unknown model"),
-    Row("plan-unknown-device", ("plan", "--model", "mlp", "--device", "a100-41gb"), "Unknown device key 'a100-41gb'"),
-    Row("plan-price-without-value", ("plan", "--model", "mlp", "--price", "a100-40gb"), "is not KEY=PER_HOUR"),
-    Row("plan-price-nan", ("plan", "--model", "mlp", "--price", "a100-40gb=nan"), "is not KEY=PER_HOUR"),
-    Row("plan-price-unknown-device", ("plan", "--model", "mlp", "--price", "a100-41gb=1"), "unknown device key"),
+    Row(
+        "plan-unknown-device",
+        ("plan", "--model", "mlp", "--device", "a100-41gb"),
+        "Unknown device key 'a100-41gb'",
+    ),
+    Row(
+        "plan-price-without-value",
+        ("plan", "--model", "mlp", "--price", "a100-40gb"),
+        "is not KEY=PER_HOUR",
+    ),
+    Row(
+        "plan-price-nan",
+        ("plan", "--model", "mlp", "--price", "a100-40gb=nan"),
+        "is not KEY=PER_HOUR",
+    ),
+    Row(
+        "plan-price-unknown-device",
+        ("plan", "--model", "mlp", "--price", "a100-41gb=1"),
+        "unknown device key",
+    ),
     Row("plan-missing-script", ("plan", "nope.py"), "does not exist"),
     Row(
         "plan-script-without-model-fn",
@@ -579,6 +625,92 @@ ROWS: list[Row] = [
         "report-out-under-proc-sys",
         ("report", "--smoke", "--no-save", "--out", "/proc/sys/tfaccel-report"),
         "(--out) is not writable",
+    ),
+    # --- paths no file system call takes (core.files.check_path), and scripts that are not
+    # Python files (scripts.check_script): what the path is, never "does not exist"
+    *(
+        Row(
+            f"{cmd[0]}-script-name-too-long",
+            (*cmd, LONG_NAME),
+            "longer than this file system allows (NAME_MAX",
+        )
+        for cmd in (("run",), ("profile",), ("launch", "-n", "2"), ("tune",), ("plan",))
+    ),
+    *(
+        Row(f"{cmd[0]}-script-path-too-long", (*cmd, LONG_PATH), "(PATH_MAX, ")
+        for cmd in (("run",), ("tune", "--no-progress"), ("plan",))
+    ),
+    *(
+        Row(f"{cmd[0]}-db-name-too-long", (*cmd, "--db", LONG_NAME), "The results database path")
+        for cmd in (
+            ("bench", "--only", "matmul"),
+            ("tune", "--model", "mlp", "--smoke", "--no-progress"),
+        )
+    ),
+    Row(
+        "bench-db-path-too-long",
+        ("bench", "--only", "matmul", "--db", LONG_PATH + "/r.sqlite"),
+        "(PATH_MAX, ",
+    ),
+    Row(
+        "bench-db-symlink-loop",
+        ("bench", "--only", "matmul", "--db", "{work}/loop-a"),
+        "runs through a loop of symbolic links",
+        setup=_symlink_loop,
+    ),
+    Row(
+        "bench-db-a-socket",
+        ("bench", "--only", "matmul", "--db", "{work}/sock"),
+        "Received: a socket",
+        setup=_socket,
+    ),
+    *(
+        Row(
+            f"{cmd[0]}-script-symlink-loop",
+            (*cmd, "{work}/loop-a"),
+            "runs through a loop of symbolic links",
+            setup=_symlink_loop,
+        )
+        for cmd in (("run",), ("profile",), ("tune", "--no-progress"), ("plan",))
+    ),
+    Row("run-script-empty", ("run", ""), "The script '' is empty"),
+    Row("run-script-blank", ("run", "   "), "is empty"),
+    Row("plan-script-empty", ("plan", ""), "SCRIPT or --model"),
+    Row(
+        "run-script-a-directory",
+        ("run", "{work}/proj"),
+        "is a directory, without a __main__.py",
+        setup=_a_dir_with_a_script,
+    ),
+    Row(
+        "tune-script-a-directory",
+        ("tune", "--no-progress", "{work}/proj"),
+        "is a directory. Expected: a Python file defining model_fn() and data()",
+        setup=_a_dir_with_a_script,
+    ),
+    Row(
+        "plan-script-a-directory",
+        ("plan", "{work}/proj"),
+        "is a directory",
+        setup=_a_dir_with_a_script,
+    ),
+    Row("run-script-a-fifo", ("run", "{work}/pipe"), "it is a named pipe (FIFO)", setup=_fifo),
+    Row(
+        "launch-script-a-fifo",
+        ("launch", "-n", "2", "{work}/pipe"),
+        "it is a named pipe (FIFO)",
+        setup=_fifo,
+    ),
+    Row("profile-script-dev-null", ("profile", "/dev/null"), "it is a character device"),
+    Row("run-script-dev-null", ("run", "/dev/null"), "it is a character device"),
+    Row("tune-script-dev-zero", ("tune", "--no-progress", "/dev/zero"), "a character device"),
+    Row("plan-script-dev-null", ("plan", "/dev/null"), "it is a character device"),
+    Row("run-script-a-socket", ("run", "{work}/sock"), "it is a socket", setup=_socket),
+    Row(
+        "run-script-under-a-file",
+        ("run", "{work}/file.txt/train.py"),
+        "does not exist",
+        setup=_a_file_and_a_dir,
     ),
     # --- selftest (checked before it looks for a GPU: the same answer on every machine)
     Row("selftest-without-gpu", ("selftest",), "Expected: --gpu"),

@@ -120,13 +120,16 @@ def test_any_worker_list_and_index_either_parses_or_raises_a_clear_error(
 # --- Slurm -----------------------------------------------------------------------------------
 
 
+STEP = {"SLURM_STEP_NODELIST": "node[1-2]", "SLURM_STEP_TASKS_PER_NODE": "2"}
+
+
 def test_slurm_with_one_task_or_outside_slurm_is_no_cluster() -> None:
     assert slurm_allocation({}) is None
     assert slurm_allocation({"SLURM_JOB_ID": "7", "SLURM_NTASKS": "1"}) is None
 
 
 def test_a_slurm_step_of_several_tasks_is_a_cluster() -> None:
-    env = {"SLURM_JOB_ID": "7", "SLURM_STEP_NUM_TASKS": "4", "SLURM_PROCID": "3"}
+    env = {"SLURM_JOB_ID": "7", "SLURM_STEP_NUM_TASKS": "4", "SLURM_PROCID": "3", **STEP}
     found = slurm_allocation(env)
     assert found is not None and (found.num_tasks, found.proc_id, found.is_chief) == (4, 3, False)
 
@@ -136,6 +139,7 @@ def test_slurm_tasks_per_node_are_read_from_slurms_compressed_list() -> None:
         "SLURM_JOB_ID": "7",
         "SLURM_STEP_NUM_TASKS": "7",
         "SLURM_PROCID": "0",
+        "SLURM_STEP_NODELIST": "node[1-4]",
         "SLURM_STEP_TASKS_PER_NODE": "2(x3),1",
     }
     found = slurm_allocation(env)
@@ -147,6 +151,31 @@ def test_slurm_tasks_per_node_are_read_from_slurms_compressed_list() -> None:
 def test_the_batch_script_of_a_multi_task_job_is_told_to_use_srun() -> None:
     with pytest.raises(ClusterConfigError) as caught:
         slurm_allocation({"SLURM_JOB_ID": "7", "SLURM_NTASKS": "2"})
+    assert "srun" in (caught.value.fix or "")
+
+
+@pytest.mark.parametrize(
+    ("env", "missing"),
+    [
+        ({"SLURM_PROCID": "1"}, "SLURM_JOB_ID"),
+        ({"SLURM_JOB_ID": "7", "SLURM_PROCID": "1"}, "SLURM_STEP_NUM_TASKS, SLURM_STEP_NODELIST"),
+        (
+            {"SLURM_JOB_ID": "7", "SLURM_STEP_NUM_TASKS": "2", "SLURM_PROCID": "0"},
+            "SLURM_STEP_NODELIST, SLURM_STEP_TASKS_PER_NODE",
+        ),
+        (
+            {"SLURM_JOB_ID": "7", "SLURM_STEP_NUM_TASKS": "2", "SLURM_PROCID": "5", **STEP},
+            "none",
+        ),
+    ],
+)
+def test_half_set_slurm_variables_are_named_with_srun_as_the_fix(
+    env: dict[str, str], missing: str
+) -> None:
+    with pytest.raises(ClusterConfigError) as caught:
+        slurm_allocation(env)
+    assert "half set" in caught.value.what
+    assert f"missing: {missing}" in (caught.value.received or "")
     assert "srun" in (caught.value.fix or "")
 
 
@@ -188,7 +217,7 @@ def test_the_strategy_rules(
 
 def test_a_slurm_step_gives_multi_worker_and_tf_config_wins_over_slurm() -> None:
     slurm = slurm_allocation(
-        {"SLURM_JOB_ID": "9", "SLURM_STEP_NUM_TASKS": "2", "SLURM_PROCID": "0"}
+        {"SLURM_JOB_ID": "9", "SLURM_STEP_NUM_TASKS": "2", "SLURM_PROCID": "0", **STEP}
     )
     decision = decide_strategy(Facts(slurm=slurm))
     assert decision.kind == "multi_worker" and "Slurm job 9" in decision.reason

@@ -18,20 +18,23 @@ An error names the path and the argument that gave it, as the caller spells it
 
 from __future__ import annotations
 
+import errno
 import os
 import shlex
 import stat
 import tempfile
 from pathlib import Path
 
-from tfaccel.core.errors import UsageError, argument
+from tfaccel.core.errors import TfaccelError, UsageError, argument, shown
 
 __all__ = [
+    "check_path",
     "check_writable_dir",
     "check_writable_file",
     "file_kind",
     "nearest_existing",
     "os_reason",
+    "path_problem",
     "remote_path",
     "try_writing_in",
     "write_atomic",
@@ -41,6 +44,98 @@ __all__ = [
 def remote_path(path: str) -> bool:
     """gs://, s3://, hdfs://...: TensorFlow's file systems, which only writing can check."""
     return "://" in path
+
+
+_NAME_MAX = 255  # Linux's limits, where os.pathconf cannot say
+_PATH_MAX = 4096
+
+
+def _limit(path: Path, name: str, default: int) -> int:
+    """``os.pathconf``'s limit ``name`` for the file system of ``path``'s nearest folder."""
+    folder = path if path.is_absolute() else Path.cwd() / path
+    while True:
+        try:
+            value = os.pathconf(folder, name)
+            return value if value > 0 else default
+        except (OSError, ValueError):
+            if folder.parent == folder:
+                return default
+            folder = folder.parent
+
+
+def path_problem(path: str | os.PathLike[str]) -> tuple[str, str] | None:
+    """Why no file system call can take ``path``, or None when one can.
+
+    Returns:
+        ``(problem, received)``: the path is empty or blank, holds a NUL byte, has a name
+        longer than NAME_MAX or is longer than PATH_MAX (both read from ``os.pathconf`` where
+        it can say), or runs through a loop of symbolic links.
+    """
+    text = os.fspath(path)
+    if not text.strip():
+        return "is empty", repr(text)
+    if "\0" in text:
+        return "holds a NUL byte (\\x00)", f"a NUL byte at character {text.index(chr(0)) + 1}"
+    target = Path(text).expanduser()
+    name_max = _limit(target.parent, "PC_NAME_MAX", _NAME_MAX)
+    for part in target.parts:
+        if len(os.fsencode(part)) > name_max:
+            return (
+                f"has a name longer than this file system allows (NAME_MAX, {name_max} bytes)",
+                f"a name of {len(os.fsencode(part)):,} bytes: {shown(part)}",
+            )
+    path_max = _limit(target.parent, "PC_PATH_MAX", _PATH_MAX)
+    size = len(os.fsencode(str(target.absolute())))
+    if size >= path_max:
+        return (
+            f"is longer than this system allows (PATH_MAX, {path_max} bytes)",
+            f"a path of {size:,} bytes",
+        )
+    try:
+        target.stat()
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "runs through a loop of symbolic links", f"{str(target)!r}: {os_reason(exc)}"
+        if exc.errno == errno.ENAMETOOLONG:
+            return "is too long for this file system", os_reason(exc)
+    except ValueError as exc:
+        return "cannot be used", os_reason(exc)
+    return None
+
+
+def check_path(
+    path: str | os.PathLike[str],
+    *,
+    what: str,
+    fix: str,
+    error: type[TfaccelError] = UsageError,
+) -> Path:
+    """Refuse a path no file system call can take (see :func:`path_problem`), naming it.
+
+    Args:
+        path: the path a user gave (``~`` expanded).
+        what: what the path is for ("the script", "the results database path").
+        fix: what to do instead.
+        error: the UsageError subclass to raise.
+
+    Returns:
+        ``path`` as a Path, ``~`` expanded.
+
+    Raises:
+        TfaccelError: (``error``, UsageError by default) the path is empty, holds a NUL byte,
+            is too long, or loops.
+    """
+    found = path_problem(path)
+    if found is not None:
+        problem, received = found
+        raise error(
+            f"{what[:1].upper()}{what[1:]} {shown(os.fspath(path))} {problem}",
+            expected="a path of at most NAME_MAX bytes a name and PATH_MAX in all, "
+            "without NUL bytes or a loop of symbolic links",
+            received=received,
+            fix=fix,
+        )
+    return Path(path).expanduser()
 
 
 def check_writable_dir(

@@ -241,9 +241,15 @@ def pipeline(
     _check_device(device)
     parallel = _parallelism(num_parallel_calls)
     choices: list[Choice] = []
+    examples = _rounds(repeat, _array_size(source))
+    if drop_remainder and examples is not None:  # arrays: refused before TensorFlow starts
+        _check_one_batch(examples, batch_size)
     loaded = load(source, output_signature, shuffle, seed, parallel, deterministic)
     ds, elements, element_bytes = loaded.dataset, loaded.elements, loaded.element_bytes
     choices.append(Choice("source", loaded.kind, loaded.note))
+    examples = _rounds(repeat, elements)
+    if drop_remainder and examples is not None:  # a dataset of known cardinality
+        _check_one_batch(examples, batch_size)
     available = available_memory_bytes()
 
     ds, choice = _cache(ds, cache, loaded, available)
@@ -367,6 +373,40 @@ def _check_arguments(
         raise bad_argument("device", device, "'GPU:0', '/gpu:1', 'CPU:0' or None", "device='GPU:0'")
     if not (isinstance(repeat, bool) or positive(repeat)):
         raise bad_argument("repeat", repeat, "True, False or a positive integer", "repeat=True")
+
+
+def _rounds(repeat: bool | int, elements: int | None) -> int | None:
+    """The examples the pipeline batches: ``elements`` times the repeats; None when unknown
+    or repeated forever."""
+    if elements is None or repeat is True:
+        return None
+    return elements * (int(repeat) if repeat else 1)
+
+
+def _array_size(source: Any) -> int | None:
+    """The examples of a NumPy array source, or of a tuple/list/dict of them; else None."""
+    first = next(iter(source.values()), None) if isinstance(source, dict) else source
+    if isinstance(first, (tuple, list)) and first:
+        first = first[0]
+        first = next(iter(first.values()), None) if isinstance(first, dict) else first
+    shape = getattr(first, "shape", None)
+    if type(first).__module__ == "numpy" and shape:
+        return int(shape[0])
+    return None
+
+
+def _check_one_batch(examples: int, batch_size: int) -> None:
+    """Refuse ``drop_remainder=True`` on fewer examples than one batch: it yields nothing."""
+    if examples < batch_size:
+        raise UsageError(
+            f"tfaccel.data.pipeline() would yield no batch: {examples:,} examples are fewer "
+            f"than one batch of {batch_size:,}, and drop_remainder=True drops that last, "
+            "smaller batch",
+            expected=f"at least batch_size={batch_size:,} examples with drop_remainder=True",
+            received=f"{examples:,} examples (the source's known size), batch_size={batch_size:,}",
+            fix=f"pass batch_size={max(examples, 1):,} or less, drop_remainder=False, or more "
+            "data (repeat=N repeats it before batching)",
+        )
 
 
 def _check_device(device: str | None) -> None:

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from tfaccel.core.checks import is_int
-from tfaccel.core.errors import TfaccelError
+from tfaccel.core.errors import TfaccelError, shown
 
 __all__ = [
     "TRAINING_JOBS",
@@ -262,31 +262,70 @@ def slurm_allocation(environ: Mapping[str, str]) -> SlurmAllocation | None:
 
     Raises:
         ClusterConfigError: a multi-task allocation, but this process is not one of its tasks
-            (the batch script itself, not started by ``srun``), or a variable is not a number.
+            (the batch script itself, not started by ``srun``), half-set variables (a task's
+            without a job, some of :data:`SLURM_STEP_VARIABLES` without the others, a rank
+            beyond the tasks: which are set and which missing), or a variable is not a number.
     """
     job_id = environ.get("SLURM_JOB_ID", "").strip()
+    step_set = [name for name in SLURM_STEP_VARIABLES if name in environ]
     if not job_id:
+        if step_set:  # a task's variables without a job: copied from another shell, or faked
+            raise _half_set(environ, "SLURM_JOB_ID is missing")
         return None
     tasks_text = environ.get("SLURM_STEP_NUM_TASKS") or environ.get("SLURM_NTASKS") or "1"
     num_tasks = _slurm_int("SLURM_STEP_NUM_TASKS/SLURM_NTASKS", tasks_text)
     if num_tasks <= 1:
+        if _slurm_int("SLURM_PROCID", environ.get("SLURM_PROCID", "0")) > 0:
+            raise _half_set(
+                environ, f"SLURM_PROCID is {environ['SLURM_PROCID']} in a job of 1 task"
+            )
         return None
     if "SLURM_STEP_NUM_TASKS" not in environ or "SLURM_PROCID" not in environ:
         raise ClusterConfigError(
             f"Slurm allocated {num_tasks} tasks, but this process is not one of them",
             expected="the training script started once per task by srun "
             "(which sets SLURM_PROCID and SLURM_STEP_NUM_TASKS)",
-            received="SLURM_JOB_ID and SLURM_NTASKS without SLURM_STEP_NUM_TASKS/SLURM_PROCID "
-            "(the batch script itself)",
+            received=_set_and_missing(environ) + " (the batch script itself)",
             fix="run 'srun python train.py' inside the batch script",
         )
+    if len(step_set) < len(SLURM_STEP_VARIABLES):
+        raise _half_set(environ, "a job step needs all of them")
     proc_id = _slurm_int("SLURM_PROCID", environ["SLURM_PROCID"])
-    per_node = environ.get("SLURM_STEP_TASKS_PER_NODE", "1")
+    if proc_id >= num_tasks:
+        raise _half_set(environ, f"SLURM_PROCID {proc_id} is not a rank of {num_tasks} tasks")
+    per_node = environ["SLURM_STEP_TASKS_PER_NODE"]
     return SlurmAllocation(
         job_id=job_id,
         num_tasks=num_tasks,
         proc_id=proc_id,
         max_tasks_per_node=max(_tasks_per_node(per_node)),
+    )
+
+
+SLURM_STEP_VARIABLES = (
+    "SLURM_PROCID",
+    "SLURM_STEP_NUM_TASKS",
+    "SLURM_STEP_NODELIST",
+    "SLURM_STEP_TASKS_PER_NODE",
+)
+"""The variables srun sets for each task of a job step, all read to join the cluster."""
+
+
+def _set_and_missing(environ: Mapping[str, str]) -> str:
+    names = ("SLURM_JOB_ID", "SLURM_NTASKS", *SLURM_STEP_VARIABLES)
+    given = [f"{name}={shown(environ[name])}" for name in names if name in environ]
+    missing = [name for name in names if name not in environ and name != "SLURM_NTASKS"]
+    return f"set: {', '.join(given) or 'none'}; missing: {', '.join(missing) or 'none'}"
+
+
+def _half_set(environ: Mapping[str, str], problem: str) -> ClusterConfigError:
+    return ClusterConfigError(
+        f"The Slurm variables are half set ({problem})",
+        expected="all of SLURM_JOB_ID, " + ", ".join(SLURM_STEP_VARIABLES) + " as srun sets them "
+        "for each task, or none of them outside Slurm",
+        received=_set_and_missing(environ),
+        fix="start each task with srun (e.g. 'srun --ntasks=2 python train.py' inside "
+        "sbatch or salloc), or unset the SLURM_* variables to train on this machine alone",
     )
 
 

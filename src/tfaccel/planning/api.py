@@ -22,7 +22,7 @@ from tfaccel.planning.memory import (
 from tfaccel.planning.result import DevicePlan, Plan
 from tfaccel.planning.roofline import measured_cpu_utilisation, step_time
 from tfaccel.planning.targets import Target, targets
-from tfaccel.planning.trace import StepGraph, trace_step
+from tfaccel.planning.trace import StepGraph, check_input_shape, trace_step
 
 __all__ = ["PRECISIONS", "PlanError", "plan", "plan_step"]
 
@@ -308,6 +308,7 @@ def _prepare(model: Any, precision: str | None, optimizer: Any) -> tuple[Any, li
                 fix="pass the model, or the function that builds it",
             )
         model = _build(model, precision)
+    check_input_shape(model)
     policy = _policy_of(model)
     if precision is not None and precision != policy:
         model = _clone(model, precision)

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from tfaccel import models
-from tfaccel.core.errors import TfaccelError, UsageError
+from tfaccel.core.errors import TfaccelError
 from tfaccel.planning.api import PlanError, plan
-from tfaccel.scripts import load_script, script_traceback
+from tfaccel.scripts import check_script, load_script, script_traceback
 
 __all__ = [
     "REFERENCE_EXAMPLES",
@@ -35,17 +34,12 @@ def script_model_fn(path: str) -> Callable[[], Any]:
     """The ``model_fn`` a script defines.
 
     Raises:
-        UsageError: the file does not exist.
+        UsageError: the path is not a readable Python file (:func:`check_script`).
         PlanError: the script raised while loading, or defines no model_fn.
     """
-    script = Path(path).expanduser()
-    if not script.is_file():
-        raise UsageError(
-            f"The script {path!r} does not exist",
-            expected="a Python file defining model_fn()",
-            received=f"{path!r} (working directory {os.getcwd()})",
-            fix="check the path",
-        )
+    script = check_script(
+        path, "plan", expected="a Python file defining model_fn()", directory=False
+    )
     namespace = load_script(script, SCRIPT_MODULE_NAME, PlanError)
     model_fn = namespace.get("model_fn")
     hook = namespace.get("tfaccel_tune")

@@ -16,7 +16,7 @@ from typing import Any
 
 from tfaccel.core.errors import UsageError
 
-__all__ = ["OpInfo", "StepGraph", "TensorInfo", "Variable", "trace_step"]
+__all__ = ["OpInfo", "StepGraph", "TensorInfo", "Variable", "check_input_shape", "trace_step"]
 
 # Operations whose output is a view of their first input (no new buffer).
 ALIASING = frozenset(
@@ -186,18 +186,55 @@ def _layer_policies(model: Any) -> list[str]:
     ]
 
 
+def check_input_shape(model: Any) -> None:
+    """Refuse a model the planner cannot trace: one without known symbolic inputs and outputs
+    (a subclassed model, built or not; a Sequential model never built).
+
+    Raises:
+        UsageError: what the planner needs, and how to give it.
+    """
+    try:
+        known = bool(model.inputs) and bool(model.outputs)
+    except (AttributeError, ValueError):
+        known = False
+    if not known:
+        raise _no_input_shape(model)
+    _input_specs(model)
+
+
+def _no_input_shape(model: Any) -> UsageError:
+    import keras
+
+    kind = type(model).__name__
+    name = getattr(model, "name", "")
+    built = "built" if getattr(model, "built", False) else "not built"
+    if isinstance(model, keras.Sequential):
+        fix = (
+            "start the model with keras.Input(shape=...), or call model.build((None, ...)) "
+            "with the shape of one example, before planning"
+        )
+    else:
+        fix = (
+            "plan a functional model around it: x = keras.Input(shape=(...)); "
+            f"tfaccel.plan(keras.Model(x, {kind}()(x))) (model.build() alone gives a "
+            "subclassed model no symbolic inputs)"
+        )
+    return UsageError(
+        f"The planner cannot trace {kind} {name!r}: its input shape is unknown",
+        expected="a model with known inputs and outputs: Sequential or functional, built on "
+        "keras.Input(shape=...)",
+        received=f"{kind} {name!r}, {built}, without symbolic inputs",
+        fix=fix,
+    )
+
+
 def _input_specs(model: Any) -> list[tuple[tuple[int, ...], str]]:
     try:
         inputs = model.inputs
     except (AttributeError, ValueError):
         inputs = None
     if not inputs:
-        raise UsageError(
-            "The model's input shape is unknown",
-            expected="a model built on keras.Input(shape=...) (Sequential or functional)",
-            received=f"{type(model).__name__} {getattr(model, 'name', '')!r} without inputs",
-            fix="start the model with keras.Input(shape=...)",
-        )
+        raise _no_input_shape(model)
     specs = []
     for tensor in inputs:
         shape = tuple(tensor.shape[1:])

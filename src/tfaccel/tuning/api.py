@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import math
 import os
+import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any
 
 from tfaccel import inventory
 from tfaccel.core.checks import in_range, is_bool, is_int, is_real
-from tfaccel.core.errors import argument
+from tfaccel.core.errors import UsageError, argument, shown
 from tfaccel.inventory import Inventory
 from tfaccel.planning.advice import memory_advice
 from tfaccel.planning.targets import training_device
@@ -159,6 +160,16 @@ def tune(
         model_name=model_name,
         pipeline_kwargs=dict(pipeline_kwargs) if pipeline_kwargs else None,
     )
+    keras = sys.modules.get("keras")  # not imported: model_fn cannot be a Keras model
+    if keras is not None and isinstance(model_fn, keras.Model):
+        raise UsageError(
+            "tfaccel.tune() was given a Keras model where model_fn belongs",
+            expected="model_fn: a function that builds, compiles and returns a new keras.Model "
+            "(each trial builds its own, in its own precision and settings)",
+            received=f"model_fn={type(model_fn).__name__} {shown(getattr(model_fn, 'name', ''))}",
+            fix="pass the function that builds it: tfaccel.tune(model_fn=lambda: build_model(), "
+            "data=...)",
+        )
     if not callable(model_fn):
         raise TuneError(
             "model_fn is not callable",

@@ -30,14 +30,12 @@ Example:
 from __future__ import annotations
 
 import inspect
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tfaccel import models, scripts
-from tfaccel.core.errors import UsageError
 from tfaccel.tuning._errors import TuneError
 
 __all__ = ["SCRIPT_MODULE_NAME", "Hooks", "hooks_from_recipe", "load_script", "reference_hooks"]
@@ -77,17 +75,15 @@ def load_script(path: str | Path) -> Hooks:
     """Run ``path`` as module ``__tfaccel_tune__`` and read its tune hooks.
 
     Raises:
-        UsageError: the file does not exist.
+        UsageError: the path is not a readable Python file (:func:`scripts.check_script`).
         TuneError: the script raised while loading, or defines neither hook form.
     """
-    script = Path(path).expanduser()
-    if not script.is_file():
-        raise UsageError(
-            f"The script {str(path)!r} does not exist",
-            expected="a Python file defining model_fn() and data(), or tfaccel_tune()",
-            received=f"{str(path)!r} (working directory {os.getcwd()})",
-            fix="check the path",
-        )
+    script = scripts.check_script(
+        path,
+        "tune",
+        expected="a Python file defining model_fn() and data(), or tfaccel_tune()",
+        directory=False,
+    )
     namespace = scripts.load_script(script, SCRIPT_MODULE_NAME, TuneError)
     shown = script.name
     hook = namespace.get("tfaccel_tune")
