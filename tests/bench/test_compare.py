@@ -8,7 +8,6 @@ import math
 import pytest
 
 from tfaccel.bench.compare import (
-    DEFAULT_BAND,
     MIN_BAND,
     SAFETY,
     between_run_noise,
@@ -76,14 +75,15 @@ def test_a_noisy_history_widens_the_band_beyond_the_within_run_iqr() -> None:
     assert summarize(_samples(70.0)).q3 < summarize(_samples(100.0)).q1
 
 
-def test_too_little_history_uses_the_default_band_and_says_so() -> None:
+def test_too_little_history_calls_nothing_and_says_so() -> None:
     noise = between_run_noise([(V1, 100.0), (V1, 101.0)])
     assert not noise.measured and noise.runs == 2
-    assert noise.band == pytest.approx(DEFAULT_BAND)
-    status, verdict = _verdict([100.0, 101.0], 88.0)  # 13% slower: inside +-20%
-    assert status == "same"
-    assert "not enough history to measure it (2 earlier runs, 3 needed)" in verdict
-    assert _verdict([100.0], 50.0)[0] == "worse"  # 2x is beyond even the default band
+    status, verdict = _verdict([100.0, 101.0], 50.0)  # even 2x is not called
+    assert status == "not compared"
+    assert verdict == (
+        "x0.50: not enough history to call a change (2 earlier runs of this code, 3 needed)"
+    )
+    assert "(1 earlier run of this code" in _verdict([100.0], 50.0)[1]
     assert between_run_noise([]).runs == 0
 
 

@@ -20,8 +20,9 @@ against the last one, so the band is ``SAFETY`` (2.5) times the spread, never be
 ``MIN_BAND`` (5%): for log-normal medians, a new run of the same code then falls outside the
 band about 6% of the time with k = 3 and under 1% with k >= 5 (simulated), before the IQR
 condition removes more. With fewer than ``MIN_HISTORY`` (3) runs of one code the spread is not
-measured: a conservative ``DEFAULT_BAND`` of +-20% is used instead (from the two-speeds
-finding on the CPU), widened by the spread seen so far, and the verdict says so.
+measured and no change is called: the row reads ``not compared``, "not enough history to call
+a change (k earlier runs)". A fixed default band would not do: three back-to-back
+``bench --smoke`` runs on a busy 2-core machine moved rows of the same code by up to 10x.
 """
 
 from __future__ import annotations
@@ -36,7 +37,6 @@ from tfaccel.bench.results import BenchMeasurement, BenchRun
 from tfaccel.core.timing import Summary, compare
 
 __all__ = [
-    "DEFAULT_BAND",
     "MIN_BAND",
     "MIN_HISTORY",
     "MIN_SAMPLES",
@@ -52,8 +52,6 @@ MIN_SAMPLES = 3
 """Fewer samples in either run: the within-run noise is unknown, nothing is called."""
 MIN_HISTORY = 3
 """Earlier runs of one code needed to measure the between-run spread of a row."""
-DEFAULT_BAND = 0.20
-"""The between-run band (+-20%) used while the history is too short to measure it."""
 MIN_BAND = 0.05
 """The narrowest between-run band, however stable the history looks."""
 SAFETY = 2.5
@@ -72,7 +70,7 @@ class NoiseBand:
             group has two runs).
         band: the relative half-width a change must exceed: a ratio inside
             ``[1 / (1 + band), 1 + band]`` is noise.
-        measured: whether ``runs`` reached :data:`MIN_HISTORY` (else ``band`` is the default).
+        measured: whether ``runs`` reached :data:`MIN_HISTORY` (else no change is called).
     """
 
     runs: int
@@ -85,8 +83,8 @@ class NoiseBand:
         if self.measured:
             return f"between runs +-{self.band * 100:.1f}% from {self.runs} earlier runs"
         return (
-            f"between runs +-{self.band * 100:.1f}%, a default: not enough history to measure "
-            f"it ({self.runs} earlier run{'s' if self.runs != 1 else ''}, {MIN_HISTORY} needed)"
+            f"not enough history to call a change ({self.runs} earlier "
+            f"run{'s' if self.runs != 1 else ''} of this code, {MIN_HISTORY} needed)"
         )
 
 
@@ -108,8 +106,7 @@ def between_run_noise(history: Iterable[tuple[Hashable, float]]) -> NoiseBand:
     runs = max((len(logs) for logs in groups.values()), default=0)
     spread = max((max(logs) - min(logs) for logs in groups.values()), default=0.0)
     measured = runs >= MIN_HISTORY
-    floor = math.log1p(MIN_BAND if measured else DEFAULT_BAND)
-    log_band = max(floor, SAFETY * spread if measured else spread)
+    log_band = max(math.log1p(MIN_BAND), SAFETY * spread)
     return NoiseBand(runs=runs, spread=spread, band=math.expm1(log_band), measured=measured)
 
 
@@ -121,10 +118,14 @@ def judge_change(
     Returns:
         ``(status, verdict)``: ``better`` or ``worse`` only when the interquartile ranges do
         not overlap and the ratio lies outside the between-run band; else ``same``;
-        ``not compared`` when either run has fewer than :data:`MIN_SAMPLES` samples.
+        ``not compared`` when either run has fewer than :data:`MIN_SAMPLES` samples or the
+        row has fewer than :data:`MIN_HISTORY` earlier runs of one code.
     """
     if min(before.n, after.n) < MIN_SAMPLES:
         return "not compared", f"fewer than {MIN_SAMPLES} samples: the noise is unknown"
+    if not noise.measured:
+        ratio = after.median / before.median if before.median else float("inf")
+        return "not compared", f"x{ratio:.2f}: {noise.describe()}"
     within = compare(before, after, higher_is_better=higher_is_better)
     ratio = within.ratio
     outside_band = (
@@ -171,7 +172,8 @@ def compare_runs(
         after: the new run.
         history: earlier runs of the same machine fingerprint (``before`` is added when
             missing); each row's between-run band is estimated from them
-            (:func:`between_run_noise`). Without history the default band is used.
+            (:func:`between_run_noise`). With fewer than :data:`MIN_HISTORY` of them a row
+            reads ``not compared``: not enough history to call a change.
 
     Returns:
         ``{"before_run_id", "after_run_id", "before_started_at", "rows": [...], "counts"}``;
