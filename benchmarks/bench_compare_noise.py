@@ -57,9 +57,9 @@ def analyse(runs: list[BenchRun]) -> dict[str, Any]:
     """Per run after the first: both rules' calls; per row: the between-run spread."""
     per_run = []
     for i in range(1, len(runs)):
-        old_called, total = within_run_calls(runs[i - 1], runs[i])
+        old_called, _compared = within_run_calls(runs[i - 1], runs[i])
         comparison = compare_runs(runs[i - 1], runs[i], runs[: i - 1])
-        rows = [r for r in comparison["rows"] if r["status"] != "not compared"]
+        rows = comparison["rows"]  # "not enough history" rows count as not called
         new_called = sum(r["status"] in ("better", "worse") for r in rows)
         per_run.append(
             {
@@ -67,7 +67,7 @@ def analyse(runs: list[BenchRun]) -> dict[str, Any]:
                 "against": runs[i - 1].run_id,
                 "rows": len(rows),
                 "within_run_rule_called": old_called,
-                "within_run_rule_rate": old_called / total if total else None,
+                "within_run_rule_rate": old_called / len(rows) if rows else None,
                 "called": new_called,
                 "rate": new_called / len(rows) if rows else None,
                 "changes": [f"{r['benchmark']} {r['config']}: {r['verdict']}" for r in rows
