@@ -221,9 +221,10 @@ def test_comparison_calls_a_true_change_and_not_the_noise() -> None:
         ],
         run_id=2,
     )
-    result = compare_runs(before, after)
+    history = [_run(list(before.measurements), run_id=i) for i in (-1, 0)]  # stable so far
+    result = compare_runs(before, after, history)
     status = {(r["benchmark"], r["config"]): r["status"] for r in result["rows"]}
-    assert status[("matmul", "fp32")] == "worse"  # 10% slower, noise +-1%
+    assert status[("matmul", "fp32")] == "worse"  # 10% slower, noise +-1%, stable history
     assert status[("matmul", "bf16")] == "same"  # 1% faster: inside the noise
     assert status[("conv2d", "default")] == "same"
     assert ("vector_add", "default") not in status  # not in the earlier run

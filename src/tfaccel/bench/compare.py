@@ -1,35 +1,188 @@
-"""Compare two runs of one machine: which figures changed beyond the measured noise.
+"""Compare two runs of one machine: which figures changed beyond the noise between runs.
 
-Figures are matched by benchmark, configuration and metric; each pair goes through
-:func:`tfaccel.core.timing.compare`, so a change inside the run-to-run noise reads "no difference".
+Figures are matched by benchmark, configuration (the device included) and metric. The noise
+*inside* one run (the interquartile range of its samples) is not the noise *between* runs: on
+a shared 2-core machine a fit runs at one of two speeds, up to 1.8x apart, in stretches, so
+two runs of the same code can differ by far more than either run's IQR. A change is therefore
+called only when the new median lies outside both:
+
+1. the within-run noise: the two runs' interquartile ranges do not overlap
+   (:func:`tfaccel.core.timing.compare`), and
+2. the between-run band around the earlier median, estimated from the history of that row.
+
+How the between-run noise is estimated (:func:`between_run_noise`): take the medians of the
+row in the earlier complete runs of this machine fingerprint (the run compared against
+included). Group them by code: the tfaccel version and the model's architecture fingerprint,
+so a change of code is never counted as noise. The spread is the largest
+``|log(median_i / median_j)|`` over pairs of runs of the same code, i.e. the range of the log
+medians within a group. With ``k`` runs the range underestimates the spread of the next run
+against the last one, so the band is ``SAFETY`` (2.5) times the spread, never below
+``MIN_BAND`` (5%): for log-normal medians, a new run of the same code then falls outside the
+band about 6% of the time with k = 3 and under 1% with k >= 5 (simulated), before the IQR
+condition removes more. With fewer than ``MIN_HISTORY`` (3) runs of one code the spread is not
+measured and no change is called: the row reads ``not compared``, "not enough history to call
+a change (k earlier runs)". A fixed default band would not do: three back-to-back
+``bench --smoke`` runs on a busy 2-core machine moved rows of the same code by up to 10x.
 """
 
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass
 
 from tfaccel.bench.records import ChangeStatus, ComparisonRow, RunComparison
 from tfaccel.bench.results import BenchMeasurement, BenchRun
-from tfaccel.core.timing import compare
+from tfaccel.core.timing import Summary, compare
 
-__all__ = ["MIN_SAMPLES", "compare_runs"]
+__all__ = [
+    "MIN_BAND",
+    "MIN_HISTORY",
+    "MIN_SAMPLES",
+    "SAFETY",
+    "NoiseBand",
+    "between_run_noise",
+    "compare_runs",
+    "judge_change",
+    "row_histories",
+]
 
 MIN_SAMPLES = 3
+"""Fewer samples in either run: the within-run noise is unknown, nothing is called."""
+MIN_HISTORY = 3
+"""Earlier runs of one code needed to measure the between-run spread of a row."""
+MIN_BAND = 0.05
+"""The narrowest between-run band, however stable the history looks."""
+SAFETY = 2.5
+"""The band is this many times the spread measured over the history."""
+
+RowKey = tuple[str, str, str]
 
 
-def _key(m: BenchMeasurement) -> tuple[str, str, str]:
+@dataclass(frozen=True)
+class NoiseBand:
+    """The between-run noise of one row, from its history.
+
+    Attributes:
+        runs: earlier runs in the largest group of one code (version and model).
+        spread: the largest ``|log(median_i / median_j)|`` between runs of one code (0 when no
+            group has two runs).
+        band: the relative half-width a change must exceed: a ratio inside
+            ``[1 / (1 + band), 1 + band]`` is noise.
+        measured: whether ``runs`` reached :data:`MIN_HISTORY` (else no change is called).
+    """
+
+    runs: int
+    spread: float
+    band: float
+    measured: bool
+
+    def describe(self) -> str:
+        """The band as the verdict names it."""
+        if self.measured:
+            return f"between runs +-{self.band * 100:.1f}% from {self.runs} earlier runs"
+        return (
+            f"not enough history to call a change ({self.runs} earlier "
+            f"run{'s' if self.runs != 1 else ''} of this code, {MIN_HISTORY} needed)"
+        )
+
+
+def between_run_noise(history: Iterable[tuple[Hashable, float]]) -> NoiseBand:
+    """The between-run band of one row from its earlier medians.
+
+    Args:
+        history: ``(code, median)`` of each earlier run that measured the row; ``code`` is
+            anything that tells versions apart (e.g. ``(tfaccel_version, model_fingerprint)``).
+            Medians that are not positive finite numbers are ignored.
+
+    Returns:
+        A :class:`NoiseBand` (see the module docstring for the rule).
+    """
+    groups: dict[Hashable, list[float]] = {}
+    for code, median in history:
+        if math.isfinite(median) and median > 0:
+            groups.setdefault(code, []).append(math.log(median))
+    runs = max((len(logs) for logs in groups.values()), default=0)
+    spread = max((max(logs) - min(logs) for logs in groups.values()), default=0.0)
+    measured = runs >= MIN_HISTORY
+    log_band = max(math.log1p(MIN_BAND), SAFETY * spread)
+    return NoiseBand(runs=runs, spread=spread, band=math.expm1(log_band), measured=measured)
+
+
+def judge_change(
+    before: Summary, after: Summary, noise: NoiseBand, *, higher_is_better: bool
+) -> tuple[ChangeStatus, str]:
+    """Whether ``after`` changed from ``before`` beyond the noise within and between runs.
+
+    Returns:
+        ``(status, verdict)``: ``better`` or ``worse`` only when the interquartile ranges do
+        not overlap and the ratio lies outside the between-run band; else ``same``;
+        ``not compared`` when either run has fewer than :data:`MIN_SAMPLES` samples or the
+        row has fewer than :data:`MIN_HISTORY` earlier runs of one code.
+    """
+    if min(before.n, after.n) < MIN_SAMPLES:
+        return "not compared", f"fewer than {MIN_SAMPLES} samples: the noise is unknown"
+    if not noise.measured:
+        ratio = after.median / before.median if before.median else float("inf")
+        return "not compared", f"x{ratio:.2f}: {noise.describe()}"
+    within = compare(before, after, higher_is_better=higher_is_better)
+    ratio = within.ratio
+    outside_band = (
+        before.median > 0
+        and after.median > 0
+        and (abs(math.log(after.median / before.median)) > math.log1p(noise.band))
+    )
+    noises = f"{noise.describe()}; within the run +-{within.noise * 100:.1f}%"
+    if within.different and outside_band:
+        better = (after.median > before.median) == higher_is_better
+        word: ChangeStatus = "better" if better else "worse"
+        return word, f"x{ratio:.2f}: {word} beyond the noise ({noises})"
+    return "same", f"no change called: x{ratio:.2f} is inside the noise ({noises})"
+
+
+def _key(m: BenchMeasurement) -> RowKey:
     return (m.benchmark, json.dumps(m.config, sort_keys=True), m.metric)
 
 
-def compare_runs(before: BenchRun, after: BenchRun) -> RunComparison:
-    """Compare ``after`` with ``before``.
+def row_histories(runs: Iterable[BenchRun]) -> dict[RowKey, list[tuple[Hashable, float]]]:
+    """Each row's ``(code, median)`` over ``runs`` (each run once, by run id), where code is
+    the run's tfaccel version and the row's model fingerprint."""
+    seen: set[int] = set()
+    out: dict[RowKey, list[tuple[Hashable, float]]] = {}
+    for run in runs:
+        if run.run_id is not None:
+            if run.run_id in seen:
+                continue
+            seen.add(run.run_id)
+        for m in run.measurements:
+            if m.samples:
+                code = (run.tfaccel_version, m.model_fingerprint)
+                out.setdefault(_key(m), []).append((code, m.summary.median))
+    return out
+
+
+def compare_runs(
+    before: BenchRun, after: BenchRun, history: Sequence[BenchRun] = ()
+) -> RunComparison:
+    """Compare ``after`` with ``before``, knowing the noise between runs.
+
+    Args:
+        before: the run compared against.
+        after: the new run.
+        history: earlier runs of the same machine fingerprint (``before`` is added when
+            missing); each row's between-run band is estimated from them
+            (:func:`between_run_noise`). With fewer than :data:`MIN_HISTORY` of them a row
+            reads ``not compared``: not enough history to call a change.
 
     Returns:
         ``{"before_run_id", "after_run_id", "before_started_at", "rows": [...], "counts"}``;
         each row has the benchmark, device, configuration label, unit, both medians, the ratio
-        (after / before), ``status`` (``better``, ``worse``, ``same`` or ``not compared``) and
-        the verdict text. ``counts`` tallies the statuses.
+        (after / before), ``status`` (``better``, ``worse``, ``same`` or ``not compared``), the
+        verdict text, the between-run band used and how many earlier runs measured it.
+        ``counts`` tallies the statuses.
     """
+    histories = row_histories([before, *history])
     previous = {_key(m): m for m in before.measurements}
     rows: list[ComparisonRow] = []
     for m in after.measurements:
@@ -37,15 +190,8 @@ def compare_runs(before: BenchRun, after: BenchRun) -> RunComparison:
         if old is None:
             continue
         a, b = old.summary, m.summary
-        status: ChangeStatus
-        if min(a.n, b.n) < MIN_SAMPLES:
-            status = "not compared"
-            verdict = f"fewer than {MIN_SAMPLES} samples: the noise is unknown"
-        else:
-            c = compare(a, b, higher_is_better=m.higher_is_better)
-            better = (b.median > a.median) == m.higher_is_better
-            status = ("better" if better else "worse") if c.different else "same"
-            verdict = c.verdict
+        noise = between_run_noise(histories.get(_key(m), []))
+        status, verdict = judge_change(a, b, noise, higher_is_better=m.higher_is_better)
         rows.append(
             {
                 "benchmark": m.benchmark,
@@ -57,6 +203,8 @@ def compare_runs(before: BenchRun, after: BenchRun) -> RunComparison:
                 "ratio": b.median / a.median if a.median else None,
                 "status": status,
                 "verdict": verdict,
+                "between_run_band": noise.band,
+                "history_runs": noise.runs,
             }
         )
     counts: dict[str, int] = {}

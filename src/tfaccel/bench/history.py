@@ -2,7 +2,8 @@
 
 :func:`run_with_history` is the whole ``tfaccel bench`` workflow (and the bench part of
 ``tfaccel report``): it opens the results database, runs :func:`tfaccel.bench.run`, records
-the run, compares it with the newest earlier complete run of the same machine fingerprint and
+the run, compares it with the newest earlier complete run of the same machine fingerprint (each
+row against the noise between runs seen in the earlier runs, :mod:`tfaccel.bench.compare`) and
 returns one :class:`BenchResult`. Rendering it is the caller's business (``tfaccel.report``).
 """
 
@@ -24,16 +25,21 @@ if TYPE_CHECKING:
     from tfaccel.snapshot import Snapshot
 
 __all__ = [
+    "HISTORY_RUNS",
     "BenchDocument",
     "BenchResult",
     "BenchStatus",
     "announce",
+    "earlier_runs",
     "load_run",
     "previous_run",
     "run_with_history",
 ]
 
 BenchStatus = Literal["ok", "check_failed"]
+
+HISTORY_RUNS = 20
+"""How many earlier runs of this machine the between-run noise is estimated from."""
 
 
 class BenchDocument(TypedDict):
@@ -110,6 +116,21 @@ def previous_run(store: ResultsStore, current: BenchRun) -> BenchRun | None:
     return BenchRun.from_store(record, store.results(record.id))
 
 
+def earlier_runs(
+    store: ResultsStore, current: BenchRun, *, limit: int = HISTORY_RUNS
+) -> list[BenchRun]:
+    """The newest ``limit`` complete bench runs of the same machine fingerprint before
+    ``current`` (all of them when ``current`` was not recorded), newest first."""
+    records = [
+        r
+        for r in store.runs(current.fingerprint, limit=limit + 1 + 4 * limit)
+        if r.status == "complete"
+        and (r.details.get("kind") or "bench") == "bench"
+        and (current.run_id is None or r.id < current.run_id)
+    ]
+    return [BenchRun.from_store(r, store.results(r.id)) for r in records[:limit]]
+
+
 def announce(progress: Progress | None, description: str) -> None:
     """Tell ``progress`` what is happening between measurements, when it can show it (a
     ``status(description)`` method, as the CLI's progress bar has)."""
@@ -166,7 +187,8 @@ def run_with_history(
         comparison = None
         if compare and store is not None:
             before = previous_run(store, measured)
-            comparison = compare_runs(before, measured) if before is not None else None
+            if before is not None:
+                comparison = compare_runs(before, measured, earlier_runs(store, measured))
     finally:
         if store is not None:
             store.close()

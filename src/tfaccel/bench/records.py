@@ -170,6 +170,10 @@ class ComparisonRow(TypedDict):
     ratio: float | None
     status: ChangeStatus
     verdict: str
+    between_run_band: float
+    """The relative band a change had to exceed (the noise between runs of this row)."""
+    history_runs: int
+    """Earlier runs of one code that measured that band (below 3: no change is called)."""
 
 
 class RunComparison(TypedDict):

@@ -21,6 +21,7 @@ from tfaccel.report.tables import (
     iqr_text,
     plan_table,
     report_tables,
+    spread_advice,
 )
 
 __all__ = ["render_html"]
@@ -34,7 +35,7 @@ table{border-collapse:collapse;margin:8px 0 16px;font-size:14px}
 th,td{border:1px solid #d8dde6;padding:4px 8px;text-align:left;vertical-align:top}
 th{background:#f2f4f8}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .headline{background:#eef5ff;border:1px solid #b8d4ff;border-radius:6px;padding:12px 16px;
-font-size:16px}.headline b{font-size:20px}
+font-size:16px}.headline b{font-size:20px}.headline .wide{color:#a33}
 .ok,.better{color:#1a7f37}.warn{color:#9a6700}.fail,.worse{color:#cf222e;font-weight:bold}
 .skip,.same{color:#6e7781}.info{color:#0969da}
 figure{margin:16px 0}figure img{max-width:100%;border:1px solid #d8dde6}
@@ -62,6 +63,7 @@ def _html_table(table: Table) -> str:
 
 
 def _html_headline(h: Headline) -> str:
+    advice = spread_advice(h["default_relative_iqr"], h["best_relative_iqr"])
     return (
         '<div class="headline" id="headline">'
         f"<div>{_e(h['model'])} on {_e(h['device_label'])}</div>"
@@ -71,7 +73,9 @@ def _html_headline(h: Headline) -> str:
         f"<div>Best configuration ({_e(h['best_config'])}): "
         f"<b>{_e(fmt_num(h['best_images_per_s']))}</b> images/s "
         f"(IQR {_e(iqr_text(h['best_relative_iqr']))})</div>"
-        f"<div>Ratio <b>x{h['ratio']:.2f}</b>: {_e(h['verdict'])}</div></div>"
+        f"<div>Ratio <b>x{h['ratio']:.2f}</b>: {_e(h['verdict'])}</div>"
+        + (f'<div class="wide">{_e(advice)}</div>' if advice else "")
+        + "</div>"
     )
 
 

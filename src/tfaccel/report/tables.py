@@ -15,6 +15,7 @@ from tfaccel.core.units import MISSING, fmt_bytes, fmt_num, fmt_pct, fmt_seconds
 
 __all__ = [
     "PLAN_TITLE",
+    "WIDE_SPREAD",
     "Status",
     "Table",
     "checks_table",
@@ -26,6 +27,8 @@ __all__ = [
     "micro_table",
     "plan_table",
     "report_tables",
+    "spread_advice",
+    "spread_text",
     "training_table",
 ]
 
@@ -33,6 +36,28 @@ __all__ = [
 def iqr_text(rel_iqr: Any) -> str:
     """A relative interquartile range as a percentage: 0.0123 -> '1.2%'; None -> 'n/a'."""
     return MISSING if rel_iqr is None else f"{float(rel_iqr) * 100:.1f}%"
+
+
+WIDE_SPREAD = 0.10
+"""A figure whose within-run relative IQR is above this is too noisy to trust: re-run it."""
+
+
+def spread_text(rel_iqr: Any) -> str:
+    """:func:`iqr_text`, marked ``(wide: re-run)`` above :data:`WIDE_SPREAD`."""
+    text = iqr_text(rel_iqr)
+    return f"{text} (wide: re-run)" if rel_iqr is not None and rel_iqr > WIDE_SPREAD else text
+
+
+def spread_advice(*rel_iqrs: float | None) -> str | None:
+    """The advice to re-run when any of the figures' relative IQRs is above
+    :data:`WIDE_SPREAD`, else None."""
+    wide = [r for r in rel_iqrs if r is not None and r > WIDE_SPREAD]
+    if not wide:
+        return None
+    return (
+        f"spread too wide to trust (IQR {iqr_text(max(wide))} > {WIDE_SPREAD * 100:.0f}%): "
+        "re-run on an idle machine"
+    )
 
 
 def _vs_default(row: ModelRow) -> str:
@@ -68,14 +93,17 @@ class Table:
 
 
 def headline_text(h: Headline) -> str:
-    """The headline in one sentence: Keras default vs best configuration, ratio and noise."""
-    return (
+    """The headline in one sentence: Keras default vs best configuration, ratio and noise,
+    and the advice to re-run when a figure's spread is too wide to trust."""
+    advice = spread_advice(h["default_relative_iqr"], h["best_relative_iqr"])
+    text = (
         f"{h['model']} on {h['device_label']}: Keras default ({h['default_config']}) "
         f"{fmt_num(h['default_images_per_s'])} images/s "
         f"(IQR {iqr_text(h['default_relative_iqr'])}); "
         f"best configuration ({h['best_config']}) {fmt_num(h['best_images_per_s'])} images/s "
         f"(IQR {iqr_text(h['best_relative_iqr'])}); ratio x{h['ratio']:.2f}: {h['verdict']}"
     )
+    return f"{text}; {advice}" if advice else text
 
 
 def report_tables(summary: RunSummary, comparison: RunComparison | None) -> list[Table]:
@@ -150,7 +178,7 @@ def training_table(summary: RunSummary) -> Table:
                 r["device"],
                 r["config"],
                 fmt_num(r["images_per_s"]),
-                iqr_text(r["relative_iqr"]),
+                spread_text(r["relative_iqr"]),
                 fmt_seconds(r["step_time_ms"] / 1000),
                 fmt_seconds(r["epoch_seconds"]),
                 fmt_num(r["model_tflops"]),
@@ -186,7 +214,7 @@ def micro_table(summary: RunSummary) -> Table:
                 r["config"],
                 fmt_num(r["median"]),
                 r["unit"],
-                iqr_text(r["relative_iqr"]),
+                spread_text(r["relative_iqr"]),
                 fmt_pct(r["percent_of_peak"]),
                 fmt_pct(r["percent_of_best"]),
             ]
