@@ -31,8 +31,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from tfaccel.core.errors import UsageError
 from tfaccel.core.timing import Summary, compare, measure_interleaved, summarize
-from tfaccel.tuning._errors import BudgetError, TrialError, TuneError, user_traceback
+from tfaccel.tuning._errors import (
+    BudgetError,
+    NotAppliedError,
+    TrialError,
+    TuneError,
+    user_traceback,
+)
 from tfaccel.tuning.batch import (
     DEFAULT_BATCH_CAP,
     BatchSearch,
@@ -54,7 +61,7 @@ __all__ = [
     "search",
 ]
 
-STATUSES = ("ok", "oom", "error", "dropped", "skipped", "pending")
+STATUSES = ("ok", "oom", "error", "not applied", "dropped", "skipped", "pending")
 
 
 # --------------------------------------------------------------------------- decision
@@ -143,8 +150,10 @@ class Trial:
 
     Attributes:
         config: the configuration.
-        status: ``ok`` (measured to the last rung), ``oom``, ``error``, ``dropped`` (lost a
-            rung), ``skipped`` (never run: budget, data size, interruption) or ``pending``.
+        status: ``ok`` (measured to the last rung), ``oom``, ``error``, ``not applied`` (its
+            precision or XLA setting did not take effect on the model, so it was not timed:
+            it measures nothing of that setting), ``dropped`` (lost a rung), ``skipped``
+            (never run: budget, data size, interruption) or ``pending``.
         rung_samples: images/s of each timed sample, per rung.
         note: why the status is what it is.
         prepare_s: seconds to build and warm it up.
@@ -378,11 +387,18 @@ class _Search:
             return True
         if trial.order >= 0 or trial.status == "skipped":
             return False
-        first = not any(t.order >= 0 for t in self.trials.values())
+        first = not any(t.order >= 0 and t.status != "not applied" for t in self.trials.values())
         trial.order = sum(t.order >= 0 for t in self.trials.values())
         began = self.clock()
         try:
             self.runner.prepare(config)
+        except NotAppliedError as exc:
+            trial.prepare_s = self.clock() - began
+            self.not_applied(trial, exc)
+            return False
+        except UsageError:
+            self.release(config, failed=True)
+            raise  # the user's call is wrong (model_fn returns one model): no trial can run
         except Exception as exc:
             trial.prepare_s = self.clock() - began
             self.fail(trial, exc, first=first)
@@ -417,6 +433,19 @@ class _Search:
             trial.status, trial.note = "error", f"{type(exc).__name__}: {_one_line(exc)}"
         _forget_frames(exc)  # the traceback's frames hold the model: let it go
         self.release(trial.config, failed=True)
+
+    def not_applied(self, trial: Trial, exc: NotAppliedError) -> None:
+        """Record a trial whose setting did not take effect: never timed, never a winner."""
+        trial.status, trial.note = "not applied", f"{exc.what}; not timed"
+        note = f"{exc.what}; not counted as a measurement of {trial.config.label()}"
+        if exc.setting == "precision":
+            note = (
+                f"{exc.what}; its trials were not timed, so {trial.config.precision} "
+                "was not measured"
+            )
+        if note not in self.notes:
+            self.notes.append(note)
+        self.release(trial.config, failed=False)
 
     def check_first_trial(self, trial: Trial) -> None:
         prepare_s = trial.prepare_s or 0.0
@@ -469,7 +498,17 @@ class _Search:
         def try_batch(batch_size: int) -> None:
             if self.tried_count() and self.remaining() < self.est_prepare():
                 raise _OutOfBudget
-            self.prepare(space.base(batch_size, str(precision), feed), reraise_oom=True)
+            config = space.base(batch_size, str(precision), feed)
+            self.prepare(config, reraise_oom=True)
+            if self.trials[config].status == "not applied":
+                raise TuneError(
+                    "The memory search cannot run: " + self.trials[config].note,
+                    expected=f"a model that computes in {precision}, the first precision of "
+                    "the space",
+                    received=self.trials[config].note,
+                    fix="search the precision the model computes in, or build its layers "
+                    "without dtype= in model_fn",
+                )
 
         cap = s.batch_cap if s.batch_cap is not None else DEFAULT_BATCH_CAP
         try:
