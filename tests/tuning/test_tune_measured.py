@@ -10,12 +10,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from tune_helpers import dense_model
+from tune_helpers import FakeClock, FakeRunner, dense_model, run_search
 
 import tfaccel.tuning
 from tfaccel.core.errors import UsageError
 from tfaccel.store import ResultsStore
-from tfaccel.tuning import Config, ModelReusedError
+from tfaccel.tuning import Config, ModelReusedError, NotAppliedError
 from tfaccel.tuning.result import TuneResult
 from tfaccel.tuning.search import Trial
 from tfaccel.tuning.space import parse_space
@@ -87,9 +87,9 @@ def test_the_trial_check_reads_the_precision_and_xla_the_model_has() -> None:
     found = realised(model)
     assert found == Realised({"float32": 1.0}, False)
     check_applied(Config(32, "float32"), found)
-    with pytest.raises(tfaccel.tuning.NotAppliedError, match="its layers set their own dtype"):
+    with pytest.raises(NotAppliedError, match="its layers set their own dtype"):
         check_applied(Config(32, "mixed_bfloat16"), found)
-    with pytest.raises(tfaccel.tuning.NotAppliedError) as info:
+    with pytest.raises(NotAppliedError) as info:
         check_applied(Config(32, "float32", jit=True), found)
     assert info.value.setting == "jit"
     half = Realised({"bfloat16": 0.75, "float32": 0.25}, False)
@@ -111,3 +111,27 @@ def test_a_verdict_only_on_a_setting_the_search_compared() -> None:
     assert says["jit"] == "XLA: compared off, on (measured)"
     assert says["precision"] == "precision: not searched (kept float32), no verdict"
     assert both.compared("jit") and not both.compared("precision")
+
+
+class _FixedBf16(FakeRunner):
+    """The model's layers fix mixed_bfloat16: a float32 trial does not take effect."""
+
+    def prepare(self, config: Config) -> None:
+        super().prepare(config)
+        if config.precision == "float32":
+            self.held.discard(config)
+            raise NotAppliedError(
+                "float32 asked, the model computes in bfloat16: its layers set their own dtype",
+                setting="precision",
+            )
+
+
+def test_a_first_trial_that_did_not_take_effect_is_not_timed_and_the_search_goes_on() -> None:
+    runner = _FixedBf16(FakeClock(), lambda c: 1000.0)
+    outcome = run_search(runner, {"batch_size": [256], "precision": ["float32", "mixed_bfloat16"]})
+    first = outcome.trials[0]
+    assert first.config.precision == "float32" and first.status == "not applied"
+    assert not first.rung_samples and first.note.endswith("not timed")
+    assert outcome.decision is not None
+    assert outcome.decision.winner.precision == "mixed_bfloat16"
+    assert any("float32 was not measured" in note for note in outcome.notes)
