@@ -135,3 +135,19 @@ def test_a_first_trial_that_did_not_take_effect_is_not_timed_and_the_search_goes
     assert outcome.decision is not None
     assert outcome.decision.winner.precision == "mixed_bfloat16"
     assert any("float32 was not measured" in note for note in outcome.notes)
+
+
+def test_a_precision_that_did_not_take_effect_is_built_once_and_the_memory_search_moves_on() -> (
+    None
+):
+    runner = _FixedBf16(FakeClock(), lambda c: 10.0 * c.batch_size)
+    outcome = run_search(
+        runner, {"batch_size": "auto", "precision": ["float32", "mixed_bfloat16"]}, margin=0.0
+    )
+    built = [c for c in runner.prepared if c.precision == "float32"]
+    assert len(built) == 1  # the first float32 build told; the others were not built
+    unapplied = [t for t in outcome.trials if t.status == "not applied"]
+    assert all(t.config.precision == "float32" and not t.rung_samples for t in unapplied)
+    assert outcome.batch_search is not None and outcome.batch_search.result > 32
+    assert outcome.decision is not None
+    assert outcome.decision.winner.precision == "mixed_bfloat16"

@@ -19,6 +19,11 @@ predicate, so every path is tested with a fake runner and a fake clock.
    beyond the noise (:func:`tfaccel.core.timing.compare`); otherwise the simplest configuration
    inside its noise wins (:func:`tfaccel.tuning.space.simplicity`).
 
+A trial whose precision or XLA setting did not take effect on the model it built (the runner
+raises :class:`~tfaccel.tuning._errors.NotAppliedError`) is marked ``not applied`` and never
+timed, so it measures nothing and cannot win; later configurations with that value are marked
+so without a build, and the memory search takes the next precision of the space.
+
 A KeyboardInterrupt ends the search with the best of the last completed rung.
 """
 
@@ -342,6 +347,7 @@ class _Search:
         self.batch_search: BatchSearch | None = None
         self.last_rung: tuple[int, int, dict[Config, Summary]] | None = None  # rung, rounds
         self.tried_values: set[tuple[str, Any]] = set()
+        self.unapplied: dict[tuple[str, Any], str] = {}  # (setting, value) -> why not
         self.phase = "starting"
 
     # -- budget -----------------------------------------------------------------------------
@@ -389,6 +395,10 @@ class _Search:
             return False
         first = not any(t.order >= 0 and t.status != "not applied" for t in self.trials.values())
         trial.order = sum(t.order >= 0 for t in self.trials.values())
+        known = next((n for (k, v), n in self.unapplied.items() if getattr(config, k) == v), None)
+        if known is not None:  # the same setting did not take effect on an earlier build
+            trial.status, trial.note = "not applied", known
+            return False
         began = self.clock()
         try:
             self.runner.prepare(config)
@@ -445,6 +455,7 @@ class _Search:
             )
         if note not in self.notes:
             self.notes.append(note)
+        self.unapplied[(exc.setting, getattr(trial.config, exc.setting))] = trial.note
         self.release(trial.config, failed=False)
 
     def check_first_trial(self, trial: Trial) -> None:
@@ -493,22 +504,25 @@ class _Search:
         feed = "pipeline" if "pipeline" in space.feed else "numpy"
         per_sample = 1 if feed == "pipeline" else 2 * space.steps_per_execution[0]
         size = self.dataset_size // per_sample
-        precision = space.precision[0]
+        precisions = [str(p) for p in space.precision]
 
         def try_batch(batch_size: int) -> None:
             if self.tried_count() and self.remaining() < self.est_prepare():
                 raise _OutOfBudget
-            config = space.base(batch_size, str(precision), feed)
-            self.prepare(config, reraise_oom=True)
-            if self.trials[config].status == "not applied":
-                raise TuneError(
-                    "The memory search cannot run: " + self.trials[config].note,
-                    expected=f"a model that computes in {precision}, the first precision of "
-                    "the space",
-                    received=self.trials[config].note,
-                    fix="search the precision the model computes in, or build its layers "
-                    "without dtype= in model_fn",
-                )
+            for precision in precisions:  # the first one that takes effect on the model
+                config = space.base(batch_size, precision, feed)
+                self.prepare(config, reraise_oom=True)
+                if self.trials[config].status != "not applied":
+                    return
+            notes = "; ".join(sorted(set(self.unapplied.values())))
+            raise TuneError(
+                "The memory search cannot run: no precision of the space takes effect on the model",
+                expected="a model whose layers follow the Keras global policy, or a space "
+                "with the precision the model computes in",
+                received=notes,
+                fix="search the precision the model computes in, or build its layers "
+                "without dtype= in model_fn",
+            )
 
         cap = s.batch_cap if s.batch_cap is not None else DEFAULT_BATCH_CAP
         try:
