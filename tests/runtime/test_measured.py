@@ -142,15 +142,20 @@ def test_without_a_model_no_measurement_is_borrowed(
 # -- a tune result --------------------------------------------------------------------------------
 
 
-def _tuned(best: Config, fingerprint: str | None) -> TuneResult:
+def _tuned(
+    best: Config, fingerprint: str | None, *, others: tuple[Config, ...] = (Config(64),)
+) -> TuneResult:
+    """A tune result won by ``best``, with ``others`` timed beside it (by default the
+    baseline, so that the winner's precision and XLA setting were compared)."""
     trial = Trial(best, status="ok", rung_samples={2: [990.0, 1000.0, 1010.0]})
+    timed = [Trial(c, status="dropped", rung_samples={2: [490.0, 500.0, 510.0]}) for c in others]
     return TuneResult(
         best=best,
         reason="fastest",
-        trials=[trial],
+        trials=[trial, *timed],
         model_name="my_net",
         device="cpu",
-        space=parse_space({"precision": ["float32", "mixed_bfloat16"]}),
+        space=parse_space({"precision": ["float32", "mixed_bfloat16"], "jit": [False, True]}),
         budget_s=SearchSettings(budget_s=60).budget_s,
         elapsed_s=30.0,
         model_fingerprint=fingerprint,
@@ -176,6 +181,26 @@ def test_a_tune_result_applies_to_its_model_and_not_to_another(
     assert measured_jit(request_a, "cpu", DIGEST, model_fingerprint=fp_a)[0] is True
     value, reason = measured_precision(_auto(model_b), "cpu", DIGEST, model_fingerprint=fp_b)
     assert value is None and "no measurement for this model" in reason and reason.endswith(BY_RULE)
+
+
+def test_a_tune_result_gives_no_verdict_on_a_setting_it_did_not_compare(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bf16 was asked but did not take effect (not timed); XLA was timed off only: the stored
+    winner carries neither, so setup(..."auto") decides both by rule."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    model = _sixteen_feature_mlp()
+    fp = architecture.fingerprint(model)
+    result = _tuned(Config(64), fp, others=(Config(32),))
+    result.trials.append(Trial(Config(64, "mixed_bfloat16"), status="not applied"))
+    record(result, inv=MACHINE)
+    with store.ResultsStore() as db:
+        [stored] = db.results(db.runs()[0].id)
+    assert stored.config["batch_size"] == 64
+    assert "precision" not in stored.config and "jit" not in stored.config
+    for lookup in (measured_precision, measured_jit):
+        value, reason = lookup(_auto(model), "cpu", DIGEST, model_fingerprint=fp)
+        assert value is None and "measured here" not in reason and reason.endswith(BY_RULE)
 
 
 def test_a_tune_result_stored_without_a_fingerprint_applies_to_no_model(

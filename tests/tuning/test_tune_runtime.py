@@ -8,6 +8,7 @@ end-to-end check of ``setup`` is in test_tune_tf.py).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -59,14 +60,19 @@ def test_an_explicit_precision_ignores_the_measurement() -> None:
 def _tuned(
     best: Config, name: str = "my_net", *, interrupted: bool = False, fingerprint: str = "a" * 16
 ) -> TuneResult:
+    """A result won by ``best`` over a slower configuration of the other precision and XLA
+    setting, timed in the same rung (so both settings were compared)."""
     trial = Trial(best, status="ok", rung_samples={2: [990.0, 1000.0, 1010.0]})
+    other = "float32" if best.precision != "float32" else "mixed_bfloat16"
+    loser = replace(best, precision=other, jit=not best.jit)
+    lost = Trial(loser, status="dropped", rung_samples={2: [490.0, 500.0, 510.0]})
     return TuneResult(
         best=best,
         reason="fastest",
-        trials=[trial],
+        trials=[trial, lost],
         model_name=name,
         device="cpu",
-        space=parse_space({"precision": ["float32", "mixed_bfloat16"]}),
+        space=parse_space({"precision": ["float32", "mixed_bfloat16"], "jit": [False, True]}),
         budget_s=SearchSettings(budget_s=60).budget_s,
         elapsed_s=30.0,
         interrupted=interrupted,
@@ -141,7 +147,7 @@ def test_the_stored_record_carries_the_winner(tmp_path: Path) -> None:
     assert result.model_fingerprint == "a" * 16
     expected = summarize([990.0, 1000.0, 1010.0])
     assert (result.median, result.n) == (expected.median, 3)
-    assert run.details["best"] == best.to_dict() and len(run.details["trials"]) == 1
+    assert run.details["best"] == best.to_dict() and len(run.details["trials"]) == 2
     fingerprint = inventory.current().fingerprint.digest  # record() keys it by this machine
     for key, value in (("jit", True), ("precision", "mixed_bfloat16"), ("batch_size", 128)):
         assert store.best_setting(fingerprint, "my_net", key, device="cpu", path=db_path) == value

@@ -136,7 +136,10 @@ def test_cli_model_json(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> N
         run = opened.get_run(doc["run_id"])
         assert run is not None and run.status == "complete" and run.details["kind"] == "tune"
         [record] = opened.results(run.id)
-    assert record.benchmark == "reference_cnn" and record.config["jit"] is False
+    assert record.benchmark == "reference_cnn"
+    # one precision and XLA off only were searched: no verdict on either is stored
+    assert "jit" not in record.config and "precision" not in record.config
+    assert doc["settings"]["jit"]["says"] == "XLA: not searched (kept off), no verdict"
     assert record.config["batch_size"] == doc["best"]["batch_size"]
 
 

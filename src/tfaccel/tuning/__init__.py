@@ -21,7 +21,15 @@ Command line: ``tfaccel tune train.py --budget 300`` or ``tfaccel tune --model r
 
 from __future__ import annotations
 
-from tfaccel.tuning._errors import BudgetError, ModelFnError, SpaceError, TrialError, TuneError
+from tfaccel.tuning._errors import (
+    BudgetError,
+    ModelFnError,
+    ModelReusedError,
+    NotAppliedError,
+    SpaceError,
+    TrialError,
+    TuneError,
+)
 from tfaccel.tuning.api import DEFAULT_BUDGET_S, tune, tune_model, tune_script
 from tfaccel.tuning.batch import BatchSearch, find_batch_size, is_oom_error
 from tfaccel.tuning.result import Speedup, TuneResult
@@ -36,6 +44,8 @@ __all__ = [
     "Config",
     "Decision",
     "ModelFnError",
+    "ModelReusedError",
+    "NotAppliedError",
     "SearchSettings",
     "Space",
     "SpaceError",

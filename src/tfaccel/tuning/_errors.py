@@ -6,7 +6,16 @@ import traceback
 
 from tfaccel.core.errors import TfaccelError, UsageError
 
-__all__ = ["BudgetError", "ModelFnError", "SpaceError", "TrialError", "TuneError", "user_traceback"]
+__all__ = [
+    "BudgetError",
+    "ModelFnError",
+    "ModelReusedError",
+    "NotAppliedError",
+    "SpaceError",
+    "TrialError",
+    "TuneError",
+    "user_traceback",
+]
 
 
 class TuneError(TfaccelError):
@@ -23,6 +32,25 @@ class BudgetError(TuneError):
 
 class ModelFnError(TuneError):
     """The user's ``model_fn`` raised, or did not return a compiled Keras model."""
+
+
+class ModelReusedError(ModelFnError, UsageError):
+    """``model_fn`` returned the same model object on two calls: every trial would train one
+    model, already trained, in the precision it was first built with."""
+
+
+class NotAppliedError(TuneError):
+    """A trial's precision or XLA setting did not take effect on the model ``model_fn`` built
+    (its layers set their own dtype, or Keras turned XLA off): the trial measures nothing of
+    that setting, so it is not timed.
+
+    Attributes:
+        setting: ``precision`` or ``jit``.
+    """
+
+    def __init__(self, what: str, *, setting: str, **kwargs: str | None) -> None:
+        super().__init__(what, **kwargs)
+        self.setting = setting
 
 
 class TrialError(TuneError):

@@ -87,7 +87,13 @@ def tune(
     Args:
         model_fn: builds and compiles the model, e.g. ``lambda: make_model()``. Called once per
             configuration with the precision set as the Keras global policy; layers with an
-            explicit dtype keep it.
+            explicit dtype keep it. It must build a NEW model on each call: one that returns
+            the same model object twice is refused (``ModelReusedError``), since every trial
+            would then train that one model, in the precision it was first built with. Each
+            trial is checked on the model it built: when its precision or XLA setting did not
+            take effect (``Dense(..., dtype="float32")`` under ``mixed_bfloat16``, or Keras
+            turning ``jit_compile`` off), the trial is marked ``not applied`` and not timed,
+            the result says so, and that setting is neither claimed as measured nor stored.
         data: the training data, in one of five forms (:mod:`tfaccel.tuning.data`); the
             tuner keeps your pipeline and varies what wraps it:
 
@@ -137,6 +143,8 @@ def tune(
         SpaceError: an unknown space key or value.
         BudgetError: the budget cannot pay for one trial (the message says how much can).
         ModelFnError: ``model_fn`` raised or returned no compiled model (with its traceback).
+        ModelReusedError: ``model_fn`` returned the same model object on two calls (a
+            ``UsageError``: "model_fn must build a new model each call").
         TuneError: data in no form above (a generator object, a string...), bad arrays
             (lengths differ, empty), a dataset whose elements are not (x, y), or the first
             trial failed.

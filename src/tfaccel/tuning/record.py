@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from tfaccel import inventory
 from tfaccel._version import __version__
 from tfaccel.store import ResultRecord, ResultsStore
-from tfaccel.tuning.result import TuneResult
+from tfaccel.tuning.result import CLAIMED, TuneResult
 
 if TYPE_CHECKING:
     from tfaccel.inventory import Inventory
@@ -31,9 +31,19 @@ __all__ = ["record", "store_config"]
 
 
 def store_config(result: TuneResult) -> dict[str, Any]:
-    """The configuration dict stored with the winner (the keys ``best_setting`` reads)."""
+    """The configuration dict stored with the winner (the keys ``best_setting`` reads).
+
+    ``precision`` and ``jit`` are stored only when the search timed two values of them or
+    more (:meth:`TuneResult.compared`): a setting that was not searched, or whose other
+    values did not take effect on the model, was not measured, so ``setup(...="auto")``
+    must not read a verdict on it.
+    """
     assert result.best is not None
-    return {"device": result.device, **result.best.to_dict()}
+    config = {"device": result.device, **result.best.to_dict()}
+    for key in CLAIMED:
+        if not result.compared(key):
+            config.pop(key, None)
+    return config
 
 
 def record(

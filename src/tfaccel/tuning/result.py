@@ -13,7 +13,11 @@ from tfaccel.tuning.batch import BatchSearch
 from tfaccel.tuning.search import Trial
 from tfaccel.tuning.space import KNOB_DEFAULTS, Config, Space, simplicity
 
-__all__ = ["CODE_NAMES", "Speedup", "TuneResult"]
+__all__ = ["CLAIMED", "CODE_NAMES", "Speedup", "TuneResult"]
+
+CLAIMED = {"precision": "precision", "jit": "XLA"}
+"""The settings a result may state a measured verdict on (``setup(...="auto")`` reads them
+back), and how the text names them."""
 
 CODE_NAMES = (
     "assumes: build_model() returns your Keras model, not compiled; optimizer and loss are",
@@ -112,6 +116,38 @@ class TuneResult:
                 return Speedup(ratio, trial.config, rung)
         return None
 
+    # -- what was compared ------------------------------------------------------------------
+
+    def timed_values(self, key: str) -> list[Any]:
+        """The values of ``key`` (``precision``, ``jit``) among the trials that were timed, in
+        the order first timed: a trial whose setting did not take effect was never timed."""
+        values: list[Any] = []
+        for trial in self.trials:
+            value = getattr(trial.config, key)
+            if trial.rung_samples and value not in values:
+                values.append(value)
+        return values
+
+    def compared(self, key: str) -> bool:
+        """Whether the search timed two values or more of ``key``: only then is the winner's
+        value a measured verdict (stored for ``setup(...="auto")``)."""
+        return len(self.timed_values(key)) > 1
+
+    def settings_searched(self) -> dict[str, dict[str, Any]]:
+        """For each setting in :data:`CLAIMED`: the values searched, those timed, whether they
+        were compared, and one sentence saying so."""
+        out = {}
+        for key, name in CLAIMED.items():
+            searched = list(getattr(self.space, key))
+            timed = self.timed_values(key)
+            out[key] = {
+                "searched": searched,
+                "timed": timed,
+                "compared": len(timed) > 1,
+                "says": _says(name, key, searched, timed, self.trials),
+            }
+        return out
+
     # -- reproducing it ---------------------------------------------------------------------
 
     def setup_kwargs(self) -> dict[str, Any]:
@@ -196,6 +232,7 @@ class TuneResult:
                 "baseline_label": speedup.baseline.label(),
                 "rung": speedup.rung,
             },
+            "settings": self.settings_searched(),
             "setup": self.setup_kwargs(),
             "compile": self.compile_kwargs(),
             "pipeline": self.pipeline_kwargs(),
@@ -241,7 +278,7 @@ class TuneResult:
         median = summary.median if summary is not None else 0.0
         if trial.config == self.best:
             return (0, 0, 0.0)
-        status = ("ok", "dropped", "oom", "error", "skipped", "pending")
+        status = ("ok", "dropped", "not applied", "oom", "error", "skipped", "pending")
         group = 1 + (status.index(trial.status) if trial.status in status else len(status))
         return (group, -(trial.last_rung or 0), -median)
 
@@ -265,6 +302,7 @@ class TuneResult:
                     f"rung {speedup.rung})"
                 )
             lines += [best, f"why: {self.reason}"]
+            lines += [f"{s['says']}" for s in self.settings_searched().values()]
         lines += ["", *_render_table(self.table())]
         if self.best is not None:
             lines += ["", "reproduce:", *("  " + line for line in self.code().splitlines())]
@@ -272,6 +310,28 @@ class TuneResult:
         if self.run_id is not None:
             lines.append(f"stored as run {self.run_id} in {self.db_path}")
         return "\n".join(lines)
+
+
+def _says(name: str, key: str, searched: list[Any], timed: list[Any], trials: list[Trial]) -> str:
+    """One sentence on what the search learnt of a setting: compared, or not and why."""
+
+    def shown(value: Any) -> str:
+        return ("on" if value else "off") if key == "jit" else str(value)
+
+    if len(timed) > 1:
+        return f"{name}: compared {', '.join(shown(v) for v in timed)} (measured)"
+    if len(searched) < 2:
+        kept = shown(searched[0]) if searched else "-"
+        return f"{name}: not searched (kept {kept}), no verdict"
+    unapplied = [
+        shown(v)
+        for v in searched
+        if v not in timed
+        and any(t.status == "not applied" and getattr(t.config, key) == v for t in trials)
+    ]
+    only = ", ".join(shown(v) for v in timed) or "none"
+    why = f"; {', '.join(unapplied)} did not take effect on the model" if unapplied else ""
+    return f"{name}: not compared, only {only} was timed{why}; no verdict"
 
 
 def _kwargs(kwargs: dict[str, Any]) -> str:

@@ -19,6 +19,11 @@ predicate, so every path is tested with a fake runner and a fake clock.
    beyond the noise (:func:`tfaccel.core.timing.compare`); otherwise the simplest configuration
    inside its noise wins (:func:`tfaccel.tuning.space.simplicity`).
 
+A trial whose precision or XLA setting did not take effect on the model it built (the runner
+raises :class:`~tfaccel.tuning._errors.NotAppliedError`) is marked ``not applied`` and never
+timed, so it measures nothing and cannot win; later configurations with that value are marked
+so without a build, and the memory search takes the next precision of the space.
+
 A KeyboardInterrupt ends the search with the best of the last completed rung.
 """
 
@@ -31,8 +36,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from tfaccel.core.errors import UsageError
 from tfaccel.core.timing import Summary, compare, measure_interleaved, summarize
-from tfaccel.tuning._errors import BudgetError, TrialError, TuneError, user_traceback
+from tfaccel.tuning._errors import (
+    BudgetError,
+    NotAppliedError,
+    TrialError,
+    TuneError,
+    user_traceback,
+)
 from tfaccel.tuning.batch import (
     DEFAULT_BATCH_CAP,
     BatchSearch,
@@ -54,7 +66,7 @@ __all__ = [
     "search",
 ]
 
-STATUSES = ("ok", "oom", "error", "dropped", "skipped", "pending")
+STATUSES = ("ok", "oom", "error", "not applied", "dropped", "skipped", "pending")
 
 
 # --------------------------------------------------------------------------- decision
@@ -143,8 +155,10 @@ class Trial:
 
     Attributes:
         config: the configuration.
-        status: ``ok`` (measured to the last rung), ``oom``, ``error``, ``dropped`` (lost a
-            rung), ``skipped`` (never run: budget, data size, interruption) or ``pending``.
+        status: ``ok`` (measured to the last rung), ``oom``, ``error``, ``not applied`` (its
+            precision or XLA setting did not take effect on the model, so it was not timed:
+            it measures nothing of that setting), ``dropped`` (lost a rung), ``skipped``
+            (never run: budget, data size, interruption) or ``pending``.
         rung_samples: images/s of each timed sample, per rung.
         note: why the status is what it is.
         prepare_s: seconds to build and warm it up.
@@ -333,6 +347,7 @@ class _Search:
         self.batch_search: BatchSearch | None = None
         self.last_rung: tuple[int, int, dict[Config, Summary]] | None = None  # rung, rounds
         self.tried_values: set[tuple[str, Any]] = set()
+        self.unapplied: dict[tuple[str, Any], str] = {}  # (setting, value) -> why not
         self.phase = "starting"
 
     # -- budget -----------------------------------------------------------------------------
@@ -378,11 +393,22 @@ class _Search:
             return True
         if trial.order >= 0 or trial.status == "skipped":
             return False
-        first = not any(t.order >= 0 for t in self.trials.values())
+        first = not any(t.order >= 0 and t.status != "not applied" for t in self.trials.values())
         trial.order = sum(t.order >= 0 for t in self.trials.values())
+        known = next((n for (k, v), n in self.unapplied.items() if getattr(config, k) == v), None)
+        if known is not None:  # the same setting did not take effect on an earlier build
+            trial.status, trial.note = "not applied", known
+            return False
         began = self.clock()
         try:
             self.runner.prepare(config)
+        except NotAppliedError as exc:
+            trial.prepare_s = self.clock() - began
+            self.not_applied(trial, exc)
+            return False
+        except UsageError:
+            self.release(config, failed=True)
+            raise  # the user's call is wrong (model_fn returns one model): no trial can run
         except Exception as exc:
             trial.prepare_s = self.clock() - began
             self.fail(trial, exc, first=first)
@@ -417,6 +443,20 @@ class _Search:
             trial.status, trial.note = "error", f"{type(exc).__name__}: {_one_line(exc)}"
         _forget_frames(exc)  # the traceback's frames hold the model: let it go
         self.release(trial.config, failed=True)
+
+    def not_applied(self, trial: Trial, exc: NotAppliedError) -> None:
+        """Record a trial whose setting did not take effect: never timed, never a winner."""
+        trial.status, trial.note = "not applied", f"{exc.what}; not timed"
+        note = f"{exc.what}; not counted as a measurement of {trial.config.label()}"
+        if exc.setting == "precision":
+            note = (
+                f"{exc.what}; its trials were not timed, so {trial.config.precision} "
+                "was not measured"
+            )
+        if note not in self.notes:
+            self.notes.append(note)
+        self.unapplied[(exc.setting, getattr(trial.config, exc.setting))] = trial.note
+        self.release(trial.config, failed=False)
 
     def check_first_trial(self, trial: Trial) -> None:
         prepare_s = trial.prepare_s or 0.0
@@ -464,12 +504,25 @@ class _Search:
         feed = "pipeline" if "pipeline" in space.feed else "numpy"
         per_sample = 1 if feed == "pipeline" else 2 * space.steps_per_execution[0]
         size = self.dataset_size // per_sample
-        precision = space.precision[0]
+        precisions = [str(p) for p in space.precision]
 
         def try_batch(batch_size: int) -> None:
             if self.tried_count() and self.remaining() < self.est_prepare():
                 raise _OutOfBudget
-            self.prepare(space.base(batch_size, str(precision), feed), reraise_oom=True)
+            for precision in precisions:  # the first one that takes effect on the model
+                config = space.base(batch_size, precision, feed)
+                self.prepare(config, reraise_oom=True)
+                if self.trials[config].status != "not applied":
+                    return
+            notes = "; ".join(sorted(set(self.unapplied.values())))
+            raise TuneError(
+                "The memory search cannot run: no precision of the space takes effect on the model",
+                expected="a model whose layers follow the Keras global policy, or a space "
+                "with the precision the model computes in",
+                received=notes,
+                fix="search the precision the model computes in, or build its layers "
+                "without dtype= in model_fn",
+            )
 
         cap = s.batch_cap if s.batch_cap is not None else DEFAULT_BATCH_CAP
         try:

@@ -13,12 +13,20 @@ from __future__ import annotations
 
 import gc
 import importlib
+import weakref
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tfaccel import inventory
 from tfaccel.architecture import fingerprint
-from tfaccel.tuning._errors import ModelFnError, TuneError, user_traceback
+from tfaccel.tuning._errors import (
+    ModelFnError,
+    ModelReusedError,
+    NotAppliedError,
+    TuneError,
+    user_traceback,
+)
 from tfaccel.tuning.data import TuneData, check_arrays
 from tfaccel.tuning.space import Config
 
@@ -26,13 +34,19 @@ if TYPE_CHECKING:
     from tfaccel.inventory import Inventory
 
 __all__ = [
+    "Realised",
     "TfRunner",
     "build_model",
+    "check_applied",
     "check_data",
     "device_name",
     "hardware_precisions",
+    "realised",
     "resolve_pipeline",
 ]
+
+_COMPUTE = {"float32": "float32", "mixed_bfloat16": "bfloat16", "mixed_float16": "float16"}
+"""The dtype each precision policy the tuner tries computes in."""
 
 
 def check_data(data: Any) -> tuple[Any, Any, int]:
@@ -111,6 +125,113 @@ def build_model(model_fn: Callable[[], Any], precision: str, *, name: str | None
             fix="call model.compile(optimizer=..., loss=...) in model_fn before returning it",
         )
     return model
+
+
+@dataclass(frozen=True)
+class Realised:
+    """What a built, compiled model really computes in, read from the model itself.
+
+    Attributes:
+        compute_share: the share of the trainable weights in layers computing in each dtype
+            (``{"float32": 0.25, "bfloat16": 0.75}``); by layer count when there are no
+            trainable weights.
+        jit: ``model.jit_compile`` as Keras holds it (Keras turns it off for a model that does
+            not support XLA).
+    """
+
+    compute_share: dict[str, float]
+    jit: bool
+
+    @property
+    def half_share(self) -> float:
+        """The share of the weights in layers computing in a 16-bit dtype."""
+        return sum(v for k, v in self.compute_share.items() if k in ("bfloat16", "float16"))
+
+    def computes_in(self) -> str:
+        """The main compute dtype and its share, e.g. ``float32`` or ``bfloat16 (75%)``."""
+        if not self.compute_share:
+            return "no layer"
+        dtype = max(self.compute_share, key=lambda k: self.compute_share[k])
+        share = self.compute_share[dtype]
+        return dtype if share >= 0.999 else f"{dtype} ({share:.0%} of the weights)"
+
+
+def realised(model: Any) -> Realised:
+    """Read what ``model`` computes in: each leaf layer's ``compute_dtype``, weighted by its
+    trainable weights, and ``model.jit_compile``.
+
+    Example:
+        >>> realised(keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)]))  # doctest: +SKIP
+        Realised(compute_share={'float32': 1.0}, jit=False)
+    """
+    weights: dict[str, float] = {}
+    counts: dict[str, float] = {}
+    for layer in _leaf_layers(model):
+        dtype = str(getattr(layer, "compute_dtype", None) or "float32")
+        size = sum(_size(w) for w in getattr(layer, "trainable_weights", []))
+        weights[dtype] = weights.get(dtype, 0.0) + size
+        counts[dtype] = counts.get(dtype, 0.0) + 1.0
+    chosen = weights if sum(weights.values()) > 0 else counts
+    total = sum(chosen.values())
+    share = {k: v / total for k, v in chosen.items() if v > 0} if total else {}
+    return Realised(share, bool(getattr(model, "jit_compile", False)))
+
+
+def _leaf_layers(model: Any) -> list[Any]:
+    """The layers of ``model`` that hold no other layer (nested models and blocks opened)."""
+    leaves, todo, seen = [], list(getattr(model, "layers", [])), set()
+    while todo:
+        layer = todo.pop(0)
+        if id(layer) in seen:
+            continue
+        seen.add(id(layer))
+        inner = list(getattr(layer, "layers", None) or [])
+        flatten = getattr(layer, "_flatten_layers", None)
+        if not inner and callable(flatten):
+            inner = list(flatten(include_self=False, recursive=False))
+        if inner:
+            todo += inner
+        else:
+            leaves.append(layer)
+    return leaves
+
+
+def _size(weight: Any) -> int:
+    size = 1
+    for dim in getattr(weight, "shape", ()):
+        size *= int(dim or 1)
+    return size
+
+
+def check_applied(config: Config, found: Realised) -> None:
+    """Raise when ``config``'s precision or XLA setting did not take effect on the model.
+
+    The precision took effect when some layer computes in the dtype it asks for (a layer
+    with its own ``dtype=`` keeps it); XLA when Keras kept ``jit_compile`` as asked.
+
+    Raises:
+        NotAppliedError: the trial would not measure the setting asked for.
+    """
+    want = _COMPUTE.get(config.precision)
+    if want is not None and found.compute_share and found.compute_share.get(want, 0.0) <= 0:
+        raise NotAppliedError(
+            f"{config.precision} asked, the model computes in {found.computes_in()}: its layers "
+            "set their own dtype",
+            setting="precision",
+            expected=f"layers that follow the Keras global policy ({config.precision})",
+            received=f"layers computing in {found.computes_in()}",
+            fix="build the layers without dtype= in model_fn (the tuner sets the policy), or "
+            "search the precision the model fixes only",
+        )
+    if config.jit != found.jit:
+        raise NotAppliedError(
+            f"XLA {'on' if config.jit else 'off'} asked, Keras kept jit_compile="
+            f"{found.jit}" + (": the model does not support XLA" if config.jit else ""),
+            setting="jit",
+            expected=f"model.jit_compile == {config.jit}",
+            received=f"model.jit_compile == {found.jit}",
+            fix="search jit=[False] for this model",
+        )
 
 
 def _first_line(exc: BaseException) -> str:
@@ -208,6 +329,8 @@ class TfRunner:
         self.model_name: str | None = None
         self.model_fingerprint: str | None = None  # the architecture results are stored under
         self._samplers: dict[Config, Any] = {}
+        self._last_model: weakref.ref[Any] | None = None
+        self.realised: dict[Config, Realised] = {}  # what each prepared trial computed in
 
     @property
     def device(self) -> str:
@@ -220,10 +343,14 @@ class TfRunner:
         from tfaccel.bench.training import TrainConfig, TrainingSampler
 
         model = build_model(self.model_fn, config.precision, name=self.model_fn_name)
+        self._check_new(model)
         if self.model_name is None:
             self.model_name = str(model.name)
             self.model_fingerprint = fingerprint(model)
         model.jit_compile = config.jit
+        found = realised(model)
+        self.realised[config] = found
+        check_applied(config, found)
         model.steps_per_execution = config.steps_per_execution
         feed = "tf.data" if config.feed == "pipeline" else "numpy"
         dataset = self.dataset(config) if config.feed == "pipeline" else None
@@ -237,6 +364,22 @@ class TfRunner:
         )
         sampler()  # the warm-up: traces the train step, adapts the step count
         self._samplers[config] = sampler
+
+    def _check_new(self, model: Any) -> None:
+        """Refuse a model_fn that returned the model of its previous call: each trial would
+        train that one model, already trained, in the precision it was built with."""
+        previous = self._last_model() if self._last_model is not None else None
+        if previous is not None and previous is model:
+            shown = self.model_fn_name or qualified_name(self.model_fn)
+            raise ModelReusedError(
+                f"Your model_fn {shown} returned the same model object on two calls",
+                expected="model_fn must build a new model each call (each trial builds its "
+                "own, under its precision)",
+                received=f"the same {type(model).__name__} named {model.name!r} twice",
+                fix="build the model inside model_fn (def model_fn(): model = keras.Sequential"
+                "(...); model.compile(...); return model), not once outside it",
+            )
+        self._last_model = weakref.ref(model)
 
     def dataset(self, config: Config) -> Any:
         """The repeated, batched dataset of a pipeline-feed configuration.
