@@ -53,6 +53,7 @@ __all__ = [
     "StoreError",
     "best_measured",
     "best_setting",
+    "check_store_path",
     "default_path",
     "open_read_only",
 ]
@@ -157,6 +158,85 @@ class RunRecord:
     details: dict[str, Any]
 
 
+def check_store_path(path: str | Path | None = None, *, read_only: bool = False) -> Path:
+    """Refuse a results database path that cannot be opened, before any work; create nothing.
+
+    The checks :class:`ResultsStore` makes before it connects, for a command to call first
+    (``tfaccel bench --db``, ``tfaccel report --db`` refuse a bad path before probing the
+    machine or starting TensorFlow).
+
+    Args:
+        path: the SQLite file (``~`` expanded; default :func:`default_path`).
+        read_only: the database is only read, so it must exist.
+
+    Returns:
+        ``path`` as a Path.
+
+    Raises:
+        StoreError: the path is empty, too long, holds a NUL byte or loops; it is a directory
+            or not a regular file; a folder on its way is a file; or, ``read_only``, it does
+            not exist.
+    """
+    target = Path(path).expanduser() if path is not None else default_path()
+    check_path(
+        target,
+        what="the results database path",
+        fix=f"pass --db with another path, e.g. --db results.sqlite, or leave --db out "
+        f"to use {default_path()}",
+        error=StoreError,
+    )
+    if target.is_dir():
+        raise StoreError(
+            f"The results database path {str(target)!r} is a directory",
+            expected="a file path (it is created when missing)",
+            received="a directory",
+            fix=f"pass --db {target / 'results.sqlite'}",
+        )
+    kind = _special_kind(target)
+    if kind is not None:  # SQLite would fail later with "disk I/O error" or worse
+        raise StoreError(
+            f"The results database path {str(target)!r} is not a regular file",
+            expected="the path of a regular file (it is created when missing)",
+            received=kind,
+            fix="pass --db with the path of a file, e.g. --db results.sqlite, or leave "
+            f"--db out to use {default_path()}",
+        )
+    blocker = _file_on_the_way(target)
+    if blocker is not None:
+        raise StoreError(
+            f"The results database path {str(target)!r} is under {str(blocker)!r}, "
+            "which is a file, not a folder",
+            expected="a path whose folders are folders (missing ones are created)",
+            received=f"{str(blocker)!r} is a file",
+            fix="pass --db with a path in a folder, e.g. --db results.sqlite, or leave --db "
+            f"out to use {default_path()}",
+        )
+    if read_only and not os.path.lexists(target):
+        raise StoreError(
+            f"The results database {str(target)!r} does not exist",
+            expected="an existing tfaccel results database to read (a run that is not "
+            "recorded, --no-save, creates no file and no folder)",
+            received="no such file",
+            fix="pass --db with the database earlier runs recorded to (leave --db out for "
+            f"{default_path()}), or leave --no-save out to record this run there",
+        )
+    return target
+
+
+def _file_on_the_way(path: Path) -> Path | None:
+    """The nearest existing folder of ``path`` when it is not a folder (a regular file), else
+    None (every existing ancestor a folder, or unreadable: opening it says why)."""
+    for parent in path.parents:
+        try:
+            info = parent.stat()
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except (OSError, ValueError):
+            return None
+        return None if stat.S_ISDIR(info.st_mode) else parent
+    return None
+
+
 def _special_kind(path: Path) -> str | None:
     """What ``path`` is when it exists but is neither a regular file nor a directory (a
     device, a FIFO, a socket); None otherwise (missing, unreadable: opening it says why)."""
@@ -200,38 +280,7 @@ class ResultsStore:
         self.path = Path(path).expanduser() if path is not None else default_path()
         self.timeout_s = timeout_s
         self.read_only = read_only
-        check_path(
-            self.path,
-            what="the results database path",
-            fix=f"pass --db with another path, e.g. --db results.sqlite, or leave --db out "
-            f"to use {default_path()}",
-            error=StoreError,
-        )
-        if self.path.is_dir():
-            raise StoreError(
-                f"The results database path {str(self.path)!r} is a directory",
-                expected="a file path (it is created when missing)",
-                received="a directory",
-                fix=f"pass --db {self.path / 'results.sqlite'}",
-            )
-        kind = _special_kind(self.path)
-        if kind is not None:  # SQLite would fail later with "disk I/O error" or worse
-            raise StoreError(
-                f"The results database path {str(self.path)!r} is not a regular file",
-                expected="the path of a regular file (it is created when missing)",
-                received=kind,
-                fix="pass --db with the path of a file, e.g. --db results.sqlite, or leave "
-                f"--db out to use {default_path()}",
-            )
-        if read_only and not os.path.lexists(self.path):
-            raise StoreError(
-                f"The results database {str(self.path)!r} does not exist",
-                expected="an existing tfaccel results database to read (a run that is not "
-                "recorded, --no-save, creates no file and no folder)",
-                received="no such file",
-                fix="pass --db with the database earlier runs recorded to (leave --db out for "
-                f"{default_path()}), or leave --no-save out to record this run there",
-            )
+        check_store_path(self.path, read_only=read_only)
         try:
             if read_only:  # SQLite's URI: mode=ro creates nothing, not even a journal
                 uri = f"{self.path.absolute().as_uri()}?mode=ro"

@@ -9,6 +9,8 @@ import math
 import pickle
 import re
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -297,3 +299,51 @@ def test_no_save_compare_with_a_new_db_creates_nothing(
     code, _, err = _run_cli(capsys, *argv)
     _assert_clear_error(code, err, "does not exist", "creates no file and no folder")
     assert not (tmp_path / "new").exists()
+
+
+_DB_BEFORE_ANY_WORK = """
+import contextlib, io, json, sys
+from tfaccel.cli import main
+results = []
+for command, db in json.loads(sys.argv[1]):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = main([command, "--only", "matmul", "--db", db])
+    results.append([code, err.getvalue(), "tensorflow" in sys.modules])
+print(json.dumps(results))
+"""
+
+
+def test_a_bad_db_is_refused_before_the_machine_is_probed_or_tensorflow_starts(
+    tmp_path: Path,
+) -> None:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("mine\n")
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    bad = {
+        "a path too long": (str(tmp_path / ("x" * 300)), "longer than this file system allows"),
+        "a directory": (str(tmp_path), "is a directory"),
+        "a symbolic link loop": (str(loop), "loop of symbolic links"),
+        "under a regular file": (str(a_file / "results.sqlite"), "which is a file, not a folder"),
+    }
+    cases = [(command, db) for command in ("bench", "report") for db, _ in bad.values()]
+    done = subprocess.run(
+        [sys.executable, "-c", _DB_BEFORE_ANY_WORK, json.dumps(cases)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        cwd=tmp_path,
+    )
+    results = json.loads(done.stdout.strip().splitlines()[-1])
+    needles = [needle for _ in ("bench", "report") for _, needle in bad.values()]
+    for (command, db), (code, err, tf_imported), needle in zip(
+        cases, results, needles, strict=True
+    ):
+        assert code == 2, (command, db, err)
+        assert "tfaccel: error:" in err and "Traceback" not in err and "Fix:" in err
+        assert needle in err, (command, err)
+        assert not tf_imported, f"{command} --db {db} imported TensorFlow before refusing it"
+    assert a_file.read_text() == "mine\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "loop"]

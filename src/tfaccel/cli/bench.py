@@ -155,12 +155,27 @@ def options_from(args: argparse.Namespace) -> BenchOptions:
     return options
 
 
+def check_db(args: argparse.Namespace, *, compare: bool) -> None:
+    """Refuse a ``--db`` the run would open but cannot (too long, a directory, a symbolic link
+    loop, under a file; missing when only read), before probing the machine or starting
+    TensorFlow. ``compare``: the run reads the database even when it records nothing."""
+    from tfaccel.store import check_store_path
+
+    if args.db is None:
+        return
+    if not args.no_save:
+        check_store_path(args.db)
+    elif compare:
+        check_store_path(args.db, read_only=True)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the bench, record it, print tables (or JSON); exit 1 if a correctness check failed."""
     from tfaccel import bench, probe
 
     if args.kernels:
         return run_kernels(args)
+    check_db(args, compare=args.compare)
     options = options_from(args)
     with RichProgress("probing the machine") as progress:
         snap = probe.snapshot()  # before quiet_tensorflow(), so it records the user's env

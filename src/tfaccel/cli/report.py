@@ -13,7 +13,7 @@ import argparse
 from typing import Any
 
 from tfaccel.cli._output import RichProgress, print_json, quiet_tensorflow
-from tfaccel.cli.bench import EXIT_CODE, add_bench_arguments, options_from
+from tfaccel.cli.bench import EXIT_CODE, add_bench_arguments, check_db, options_from
 from tfaccel.report import DEFAULT_OUT  # a light import: the package defers its renderers
 
 __all__ = ["DEFAULT_OUT", "FLAGS", "add_parser", "run"]
@@ -51,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
     if the convergence check failed."""
     from tfaccel import probe, report
 
+    check_db(args, compare=False)  # a report compares only what it records
     options = options_from(args)
     with RichProgress("probing the machine") as progress:
         snap = probe.snapshot()  # before quiet_tensorflow(), so the doctor sees the user's env
