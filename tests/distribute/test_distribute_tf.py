@@ -74,6 +74,22 @@ def test_resuming_with_another_global_batch_is_refused(seen: dict[str, Any]) -> 
     assert "global_batch_size=16" in found["message"] and "new checkpoint_dir" in found["message"]
 
 
+def test_resuming_another_models_checkpoint_is_refused_and_leaves_it(
+    seen: dict[str, Any],
+) -> None:
+    found = seen["resume_other_model"]
+    assert found.get("error") == "CheckpointError", found
+    message = found["message"]
+    assert "was written by another model" in message
+    assert "(3, 4)" in message and "(3, 5)" in message  # TF line: what does not match
+    assert "value=" not in message and message.count("Received:") == 1
+    assert "Expected: a checkpoint of this model" in message
+    assert "ckpt-8" in message  # the checkpoint file, with its directory
+    assert "pass a new checkpoint_dir, or delete" in message and "to start over" in message
+    assert seen["resume_other_model_is_usage_error"]
+    assert seen["resume_other_model_left_the_directory"]
+
+
 @pytest.mark.parametrize(
     ("case", "error", "text"),
     [
@@ -253,6 +269,26 @@ def _scenario() -> dict[str, Any]:
     out["resumed_again"] = dist.train(model_fn, dataset_fn, 2, 16, **kwargs).to_dict()
     out["checkpoint_files"] = sorted({name.split(".")[0] for name in os.listdir(ckpt)})
     out["resume_other_batch"] = outcome(lambda: dist.train(model_fn, dataset_fn, 3, 32, **kwargs))
+
+    def other_model_fn() -> Any:  # another shape: Dense(5) where the checkpoint has Dense(4)
+        return keras.Sequential(
+            [keras.Input((3,)), keras.layers.Dense(5, activation="tanh"), keras.layers.Dense(1)]
+        )
+
+    def listing() -> dict[str, Any]:
+        return {
+            entry.name: (entry.stat().st_size, entry.stat().st_mtime_ns)
+            for entry in os.scandir(ckpt)
+        }
+
+    before = listing()
+    out["resume_other_model"] = outcome(
+        lambda: dist.train(other_model_fn, dataset_fn, 3, 16, **kwargs)
+    )
+    out["resume_other_model_left_the_directory"] = listing() == before
+    from tfaccel.core.errors import UsageError
+
+    out["resume_other_model_is_usage_error"] = issubclass(dist.CheckpointError, UsageError)
 
     def bad(**changes: Any) -> dict[str, Any]:
         args: dict[str, Any] = {"epochs": 1, "global_batch_size": 16, "strategy": choice}

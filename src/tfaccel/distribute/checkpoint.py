@@ -26,12 +26,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from tfaccel.core.checks import check_dir_argument, check_int
-from tfaccel.core.errors import TfaccelError
+from tfaccel.core.errors import UsageError
 
 __all__ = ["CheckpointError", "Checkpointer"]
 
 
-class CheckpointError(TfaccelError):
+class CheckpointError(UsageError):
     """A checkpoint cannot be resumed by this run."""
 
 
@@ -104,15 +104,19 @@ class Checkpointer:
         path = self.latest
         if path is None:
             return 0
-        status = self.checkpoint.restore(path)
-        try:
+        try:  # a variable of another shape: ValueError; of another structure: AssertionError
+            status = self.checkpoint.restore(path)
             status.assert_existing_objects_matched()
-        except AssertionError as exc:
+        except (ValueError, AssertionError) as exc:
+            mismatch = _first_line(str(exc))
+            mismatch = f" ({mismatch})" if mismatch else ""
             raise CheckpointError(
-                f"The checkpoint {path} does not match this model and optimizer",
-                expected="a checkpoint written by the same model_fn and optimizer",
-                received=str(exc).strip().splitlines()[0],
-                fix="use a new checkpoint_dir, or the model_fn/optimizer_fn that wrote it",
+                f"The checkpoint in {self.directory} was written by another model or "
+                f"optimizer{mismatch}",
+                expected="a checkpoint of this model and optimizer (the same model_fn and "
+                "optimizer_fn that wrote it)",
+                received=f"the directory {self.directory} with the checkpoint {path}",
+                fix=f"pass a new checkpoint_dir, or delete {self.directory} to start over",
             ) from None
         status.expect_partial()
         for name, wanted in (
@@ -144,3 +148,12 @@ class Checkpointer:
             return path
         tf.io.gfile.rmtree(self.write_directory)
         return None
+
+
+def _first_line(message: str, limit: int = 240) -> str:
+    """TensorFlow's first line, without the variable's values (Keras prints them) and with its
+    own "Received:" spelled so that it does not read as the error's, cut to ``limit``."""
+    lines = message.strip().splitlines()
+    line = lines[0] if lines else ""
+    line = line.split(" Target variable:")[0].replace("Received: ", "received ").rstrip(".")
+    return line if len(line) <= limit else line[: limit - 1] + "…"
