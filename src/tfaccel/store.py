@@ -201,7 +201,7 @@ class ResultsStore:
         self.timeout_s = timeout_s
         self.read_only = read_only
         check_path(
-            self.path,
+            self.path if path is None else path,  # as given: Path("") would be "."
             what="the results database path",
             fix=f"pass --db with another path, e.g. --db results.sqlite, or leave --db out "
             f"to use {default_path()}",
