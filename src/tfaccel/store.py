@@ -179,7 +179,7 @@ def check_store_path(path: str | Path | None = None, *, read_only: bool = False)
     """
     target = Path(path).expanduser() if path is not None else default_path()
     check_path(
-        target,
+        target if path is None else path,  # as given: Path("") would be "."
         what="the results database path",
         fix=f"pass --db with another path, e.g. --db results.sqlite, or leave --db out "
         f"to use {default_path()}",
@@ -280,7 +280,7 @@ class ResultsStore:
         self.path = Path(path).expanduser() if path is not None else default_path()
         self.timeout_s = timeout_s
         self.read_only = read_only
-        check_store_path(self.path, read_only=read_only)
+        check_store_path(path, read_only=read_only)
         try:
             if read_only:  # SQLite's URI: mode=ro creates nothing, not even a journal
                 uri = f"{self.path.absolute().as_uri()}?mode=ro"

@@ -113,9 +113,9 @@ def parse_data_spec(text: str) -> DataSpec:
     Raises:
         UsageError: anything else.
     """
-    kind, _, rest = text.partition(":")
+    kind, sep, rest = text.partition(":")
     if kind == "synthetic":
-        if not rest:
+        if not sep:
             return DataSpec("synthetic")
         if rest.isascii() and rest.isdigit() and len(rest) > MAX_IMAGES_DIGITS:
             raise UsageError(

@@ -15,7 +15,7 @@ from typing import NoReturn
 from tfaccel.core.checks import in_range
 from tfaccel.core.errors import UsageError
 
-__all__ = ["fraction", "integer", "seconds"]
+__all__ = ["fraction", "integer", "number", "seconds", "whole"]
 
 DAY_S = 24 * 3600.0
 
@@ -23,6 +23,13 @@ DAY_S = 24 * 3600.0
 def _refuse(flag: str, what: str, expected: str, text: str, example: object) -> NoReturn:
     error = UsageError(what, expected=expected, received=repr(text), fix=f"e.g. {flag} {example}")
     raise argparse.ArgumentTypeError(str(error))
+
+
+def _plain(text: str) -> str:
+    """``text`` as Python's int() and float() should read it, or "" (read as no number) when
+    it holds what they also take but no one means: digits of other scripts ('٣' is 3 to
+    Python) or the underscores of Python's own literals ('4_0' is 40)."""
+    return text if text.isascii() and "_" not in text else ""
 
 
 def seconds(
@@ -33,7 +40,7 @@ def seconds(
 
     def parse(text: str) -> float:
         try:
-            value = float(text)
+            value = float(_plain(text))
         except ValueError:
             _refuse(flag, "not a number of seconds", expected, text, example)
         if not math.isfinite(value):
@@ -55,7 +62,7 @@ def integer(
 
     def parse(text: str) -> int:
         try:
-            value = int(text.strip())
+            value = int(_plain(text.strip()))
         except ValueError:
             _refuse(flag, "not an integer", expected, text, example)
         if not in_range(value, minimum=minimum, maximum=maximum):
@@ -72,7 +79,7 @@ def fraction(flag: str, *, example: float) -> Callable[[str], float]:
 
     def parse(text: str) -> float:
         try:
-            value = float(text)
+            value = float(_plain(text))
         except ValueError:
             _refuse(flag, "not a fraction", expected, text, example)
         if not in_range(value, minimum=0, maximum=1, below_maximum=True):
@@ -89,3 +96,33 @@ def _duration(seconds: float) -> str:
             count = int(seconds // size)
             return f"{seconds:g} ({count} {unit}{'s' if count > 1 else ''})"
     return f"{seconds:g}"
+
+
+def whole(flag: str, *, example: int) -> Callable[[str], int]:
+    """An argparse type: an integer as plain text (ASCII digits, no underscores); its range
+    is left to the function the command calls, which words its own error."""
+    expected = "an integer written in ASCII digits, such as " + str(example)
+
+    def parse(text: str) -> int:
+        try:
+            return int(_plain(text.strip()))
+        except ValueError:
+            _refuse(flag, "not an integer", expected, text, example)
+
+    parse.__name__ = "whole"
+    return parse
+
+
+def number(flag: str, *, example: float) -> Callable[[str], float]:
+    """An argparse type: a number as plain text (ASCII, no underscores); its range (NaN and the
+    infinities included) is left to the function the command calls."""
+    expected = f"a number written in ASCII digits, such as {example:g}"
+
+    def parse(text: str) -> float:
+        try:
+            return float(_plain(text))
+        except ValueError:
+            _refuse(flag, "not a number", expected, text, example)
+
+    parse.__name__ = "number"
+    return parse

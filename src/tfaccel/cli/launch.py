@@ -16,6 +16,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from tfaccel.cli._args import number, whole
 from tfaccel.cli._output import json_document, print_json, warn_options_after_script
 from tfaccel.core.errors import TfaccelError
 from tfaccel.scripts import split_command
@@ -63,7 +64,7 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "-n",
         "--workers",
-        type=int,
+        type=whole("--workers", example=2),
         required=True,
         metavar="N",
         help=f"worker processes (>= 1; at most {OVERSUBSCRIBE_FACTOR} per usable core "
@@ -71,14 +72,14 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--restarts",
-        type=int,
+        type=whole("--restarts", example=1),
         default=0,
         metavar="K",
         help="restart the whole group up to K times after a failure (default 0)",
     )
     p.add_argument(
         "--port-base",
-        type=int,
+        type=whole("--port-base", example=20000),
         metavar="P",
         help="use ports P..P+N-1 (checked to be free); default: free ports, new ones per restart",
     )
@@ -89,14 +90,14 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--grace",
-        type=float,
+        type=number("--grace", example=10),
         default=DEFAULT_GRACE_S,
         metavar="S",
         help=f"seconds from SIGTERM to SIGKILL when stopping workers (default {DEFAULT_GRACE_S:g})",
     )
     p.add_argument(
         "--hang-timeout",
-        type=float,
+        type=number("--hang-timeout", example=300),
         metavar="S",
         help="stop the group (and restart it, with --restarts) when no worker's heartbeat "
         "moves for S seconds; the worker furthest behind is named. Needs a script that "
@@ -105,7 +106,7 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--startup-timeout",
-        type=float,
+        type=number("--startup-timeout", example=600),
         default=DEFAULT_STARTUP_TIMEOUT_S,
         metavar="S",
         help="with --hang-timeout, the allowance until every worker has finished its first "

@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from tfaccel.core.errors import UsageError, shown
-from tfaccel.core.files import nearest_existing, remote_path, try_writing_in
+from tfaccel.core.files import nearest_existing, path_problem, remote_path, try_writing_in
 
 __all__ = [
+    "MAX_COUNT",
     "check_callable",
     "check_dir_argument",
     "check_file_argument",
@@ -37,6 +38,11 @@ __all__ = [
     "is_real",
     "shown_typed",
 ]
+
+
+MAX_COUNT = 2**31 - 1
+"""The largest count (a batch, a number of steps, epochs, rounds or workers) a check takes:
+TensorFlow holds such counts as 32-bit integers in places, and anything larger is a mistake."""
 
 
 def is_bool(value: object) -> bool:
@@ -208,7 +214,17 @@ def _path(name: str, value: object, *, where: str, what: str) -> str:
     if isinstance(value, (str, os.PathLike)):
         path = os.fspath(value)
         if isinstance(path, str) and path.strip():
-            return path
+            found = None if remote_path(path) else path_problem(path)
+            if found is None:
+                return path
+            problem, received = found
+            raise UsageError(
+                f"{where} cannot use {name}={shown(path)}: it {problem}",
+                expected=f"a path ({what}) of at most NAME_MAX bytes a name and PATH_MAX in "
+                "all, without NUL bytes",
+                received=f"{name}: {received}",
+                fix=f"pass {name}='{what}' with a shorter name and no NUL byte",
+            )
     raise _argument_error(
         where, name, value, f"a path ({what}) as str or os.PathLike", f"pass {name}='{what}'"
     )

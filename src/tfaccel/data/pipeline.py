@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tfaccel.core.checks import (
+    MAX_COUNT,
     check_callable,
     check_file_argument,
     check_flag,
@@ -341,11 +342,18 @@ def _check_arguments(
     """Check every argument before anything is built, imported or written."""
 
     def positive(value: Any) -> bool:
-        return is_int(value) and value >= 1
+        return is_int(value) and 1 <= value <= MAX_COUNT
 
-    check_int("batch_size", batch_size, where=WHERE, fix="pass batch_size=64")
+    check_int("batch_size", batch_size, where=WHERE, maximum=MAX_COUNT, fix="pass batch_size=64")
     check_flag("shuffle", shuffle, where=WHERE)
-    check_int("shuffle_buffer", shuffle_buffer, where=WHERE, allow_none=True, fix="omit it")
+    check_int(
+        "shuffle_buffer",
+        shuffle_buffer,
+        where=WHERE,
+        maximum=MAX_COUNT,
+        allow_none=True,
+        fix="omit it",
+    )
     if cache not in ("auto", True, False):
         if not isinstance(cache, (str, os.PathLike)):
             raise bad_argument("cache", cache, "'auto', True, False or a file path", "cache='auto'")
@@ -360,10 +368,15 @@ def _check_arguments(
     check_flag("vectorized", vectorized, where=WHERE, allow_none=True)
     if num_parallel_calls not in ("auto", None) and not positive(num_parallel_calls):
         raise bad_argument(
-            "num_parallel_calls", num_parallel_calls, "'auto', a positive integer or None", "'auto'"
+            "num_parallel_calls",
+            num_parallel_calls,
+            f"'auto', an integer from 1 to {MAX_COUNT} or None",
+            "'auto'",
         )
     if prefetch not in ("auto", None, 0) and not positive(prefetch):
-        raise bad_argument("prefetch", prefetch, "'auto', a positive integer, 0 or None", "'auto'")
+        raise bad_argument(
+            "prefetch", prefetch, f"'auto', an integer from 0 to {MAX_COUNT} or None", "'auto'"
+        )
     check_flag("drop_remainder", drop_remainder, where=WHERE)
     check_flag("deterministic", deterministic, where=WHERE, allow_none=True)
     check_int("seed", seed, where=WHERE, minimum=-(2**63), maximum=2**63 - 1, allow_none=True)
@@ -372,7 +385,9 @@ def _check_arguments(
     ):
         raise bad_argument("device", device, "'GPU:0', '/gpu:1', 'CPU:0' or None", "device='GPU:0'")
     if not (isinstance(repeat, bool) or positive(repeat)):
-        raise bad_argument("repeat", repeat, "True, False or a positive integer", "repeat=True")
+        raise bad_argument(
+            "repeat", repeat, f"True, False or an integer from 1 to {MAX_COUNT}", "repeat=True"
+        )
 
 
 def _rounds(repeat: bool | int, elements: int | None) -> int | None:

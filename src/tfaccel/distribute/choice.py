@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tfaccel.core.checks import check_mapping
+from tfaccel.core.checks import check_mapping, shown_typed
 from tfaccel.core.errors import TfaccelError, UsageError
 from tfaccel.distribute.cluster import (
     ClusterConfig,
@@ -188,6 +188,13 @@ def decide_strategy(facts: Facts) -> StrategyDecision:
         >>> decide_strategy(Facts(gpus=4, logical_gpus=4)).kind
         'mirrored'
     """
+    if not isinstance(facts, Facts):
+        raise UsageError(
+            "decide_strategy() got no Facts",
+            expected="a tfaccel.distribute.Facts (what strategy() reads from this machine)",
+            received=f"facts={shown_typed(facts)}",
+            fix="pass Facts(gpus=..., ...), or call tfaccel.distribute.strategy() to read them",
+        )
     if facts.tpu_present:
         where = f"TPU_NAME={facts.tpu_name}" if facts.tpu_name else "a TPU on this host"
         return StrategyDecision("tpu", f"a Cloud TPU was found ({where})", communication="TPU")

@@ -134,6 +134,13 @@ def parse_tf_config(text: str | None) -> ClusterConfig | None:
         ...                 '"task": {"type": "worker", "index": 1}}').task
         'worker:1'
     """
+    if text is not None and not isinstance(text, str):
+        raise ClusterConfigError(
+            "TF_CONFIG is not text",
+            expected=f"the variable's JSON text, such as {_EXAMPLE}, or None",
+            received=f"{shown(text)} ({type(text).__name__})",
+            fix="pass os.environ.get('TF_CONFIG'): the text itself, not a parsed document",
+        )
     if text is None or not text.strip():
         return None
     try:

@@ -22,7 +22,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from tfaccel.core.checks import is_int
+from tfaccel.core.checks import check_flag, is_int
 from tfaccel.core.errors import UsageError
 
 __all__ = ["HEARTBEAT_DIR_ENV", "Beat", "heartbeat", "read_heartbeats"]
@@ -71,6 +71,7 @@ def heartbeat(step: int, *, done: bool = False, environ: Mapping[str, str] | Non
             received=f"{step!r} ({type(step).__name__})",
             fix="call heartbeat(step) with the step number as an int",
         )
+    check_flag("done", done, where="tfaccel.distribute.heartbeat()")
     env = os.environ if environ is None else environ
     directory, rank = env.get(HEARTBEAT_DIR_ENV), env.get(RANK_ENV)
     if not directory or rank is None:

@@ -55,8 +55,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import IO, Any
 
-from tfaccel.core.checks import is_int, is_real
-from tfaccel.core.errors import TfaccelError, UsageError
+from tfaccel.core.checks import MAX_COUNT, in_range, is_int, is_real
+from tfaccel.core.errors import TfaccelError, UsageError, shown
 from tfaccel.distribute.choice import COLLECTIVE_TIMEOUT_ENV
 from tfaccel.distribute.cluster import format_address, local_cluster
 from tfaccel.distribute.heartbeat import HEARTBEAT_DIR_ENV, Beat, read_heartbeats
@@ -80,6 +80,7 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_GRACE_S = 5.0
 DEFAULT_STARTUP_TIMEOUT_S = 300.0
 OVERSUBSCRIBE_FACTOR = 2
+MAX_WAIT_S = 7 * 24 * 3600.0  # the longest grace, startup or hang timeout: a week
 """More workers than this many per usable core are refused without ``oversubscribe``."""
 HUNG_EXIT_CODE = 124
 """``launch()``'s status when the last attempt hung (as ``timeout(1)`` exits)."""
@@ -217,7 +218,9 @@ def launch(
         >>> launch("train.py", workers=2, restarts=1, hang_timeout_s=120).exit_code
         0
     """
-    _check_arguments(script, workers, restarts, grace_s, hang_timeout_s, startup_timeout_s)
+    _check_arguments(
+        script, workers, restarts, grace_s, hang_timeout_s, startup_timeout_s, port_base, host
+    )
     if not oversubscribe:
         _check_cores(workers)
     ports = _ports(host, workers, port_base)
@@ -361,18 +364,20 @@ def _check_arguments(
     grace_s: float,
     hang_timeout_s: float | None,
     startup_timeout_s: float,
+    port_base: int | None,
+    host: str,
 ) -> None:
-    if not is_int(workers) or workers < 1:
+    if not is_int(workers) or not 1 <= workers <= MAX_COUNT:
         raise UsageError(
             f"Cannot start {workers!r} workers",
-            expected="-n N with N >= 1 (the number of worker processes)",
+            expected=f"-n N with N from 1 to {MAX_COUNT} (the number of worker processes)",
             received=f"-n {workers}",
             fix="pass -n 2 (or more) to train on several workers",
         )
-    if not is_int(restarts) or restarts < 0:
+    if not is_int(restarts) or not 0 <= restarts <= MAX_COUNT:
         raise UsageError(
             f"--restarts {restarts!r} is not a count",
-            expected="an integer >= 0",
+            expected=f"an integer from 0 to {MAX_COUNT}",
             received=f"--restarts {restarts}",
             fix="pass --restarts 1 to restart the group once after a failure",
         )
@@ -383,13 +388,36 @@ def _check_arguments(
     ):
         if value is None and allow_none:
             continue
-        if not is_real(value) or not value > 0:
+        if not is_real(value) or not in_range(
+            value, minimum=0, above_minimum=True, maximum=MAX_WAIT_S
+        ):
             raise UsageError(
                 f"{option} {value!r} is not a positive number of seconds",
-                expected="seconds > 0",
+                expected=f"a finite number of seconds > 0 and at most {MAX_WAIT_S:g} (a week)",
                 received=f"{option} {value}",
                 fix=fix,
             )
+    if port_base is not None and (not is_int(port_base) or not 1 <= port_base <= 65536 - workers):
+        raise UsageError(
+            f"--port-base {shown(port_base)} leaves no room for {workers} ports",
+            expected=f"an integer port in 1..{65536 - workers}",
+            received=f"--port-base {shown(port_base)} ({type(port_base).__name__})",
+            fix="pass a port such as 20000, or leave --port-base out to pick free ports",
+        )
+    if not isinstance(host, str) or not host.strip() or "\0" in host:
+        raise UsageError(
+            f"--host {shown(host)} is not an address",
+            expected="an IP address or host name of this machine, such as 127.0.0.1",
+            received=f"--host {shown(host)} ({type(host).__name__})",
+            fix=f"pass --host {DEFAULT_HOST}, or leave it out",
+        )
+    if not isinstance(script, (str, os.PathLike)):
+        raise UsageError(
+            "tfaccel launch was given no script path",
+            expected="the path of a Python script (str or os.PathLike)",
+            received=f"script={shown(script)} ({type(script).__name__})",
+            fix="pass the script to run: launch('train.py', workers=2)",
+        )
     check_script(script, "launch")
 
 

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tfaccel.core.checks import (
+    MAX_COUNT,
     check_callable,
     check_dir_argument,
     check_flag,
@@ -584,7 +585,14 @@ def _check_arguments(
         ("checkpoint_every", checkpoint_every, True),
         ("max_checkpoints", max_checkpoints, False),
     ):
-        check_int(name, value, where=where, allow_none=allow_none, fix=f"pass {name}=1 or more")
+        check_int(
+            name,
+            value,
+            where=where,
+            maximum=MAX_COUNT,
+            allow_none=allow_none,
+            fix=f"pass {name}=1 or more",
+        )
     check_mapping(
         "metrics",
         metrics,

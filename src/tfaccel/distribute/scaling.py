@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from tfaccel.core.checks import MAX_COUNT, check_callable, check_int, is_int, shown_typed
 from tfaccel.core.errors import UsageError
 from tfaccel.core.timing import Summary, measure_interleaved, summarize
 from tfaccel.probe import cpu
@@ -166,6 +167,7 @@ def scaling(
     Example:
         >>> print(tfaccel.distribute.scaling(replica_counts=(1, 2), steps=5))
     """
+    _check_arguments(model_fn, replica_counts, per_replica_batch, steps, repeats, warmup)
     import tensorflow as tf
 
     device_type = "GPU" if tf.config.list_logical_devices("GPU") else "CPU"
@@ -196,6 +198,39 @@ def scaling(
         per_replica_batch=per_replica_batch,
         notes=_notes(device_type, rows),
     )
+
+
+def _check_arguments(
+    model_fn: Any,
+    replica_counts: Any,
+    per_replica_batch: Any,
+    steps: Any,
+    repeats: Any,
+    warmup: Any,
+) -> None:
+    """Check every argument before TensorFlow is imported or a model is built."""
+    where = "tfaccel.distribute.scaling()"
+    check_callable(
+        "model_fn", model_fn, where=where, expected="a function that returns a new keras.Model"
+    )
+    if replica_counts is not None and (
+        isinstance(replica_counts, (str, bytes))
+        or not isinstance(replica_counts, Sequence)
+        or not all(is_int(k) for k in replica_counts)
+    ):
+        raise UsageError(
+            f"{where} got an invalid replica_counts",
+            expected="a list of replica counts (integers >= 1), or None for 1, 2, 4... devices",
+            received=f"replica_counts={shown_typed(replica_counts)}",
+            fix="pass replica_counts=[1, 2], or leave it out",
+        )
+    for name, value, minimum in (
+        ("per_replica_batch", per_replica_batch, 1),
+        ("steps", steps, 1),
+        ("repeats", repeats, 1),
+        ("warmup", warmup, 0),
+    ):
+        check_int(name, value, where=where, minimum=minimum, maximum=MAX_COUNT)
 
 
 def _counts(requested: Sequence[int] | None, available: int, device_type: str) -> list[int]:

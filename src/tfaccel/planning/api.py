@@ -105,6 +105,13 @@ def plan(
                 fix="pass device keys as text, or leave devices out for every device",
             )
 
+    if inventory is not None and not isinstance(inventory, inventory_module.Inventory):
+        raise UsageError(
+            "tfaccel.plan() got an invalid inventory",
+            expected="a tfaccel.inventory.Inventory (tfaccel.devices()), or None",
+            received=f"inventory={shown(inventory)} ({type(inventory).__name__})",
+            fix="leave inventory out (this machine is probed once), or pass tfaccel.devices()",
+        )
     inv = inventory if inventory is not None else inventory_module.current()
     wanted = list(devices) if devices else None
     targets(precision or "float32", wanted, inv=inv)  # an unknown key is refused before building

@@ -34,7 +34,7 @@ from typing import Any, TextIO
 
 import keras
 
-from tfaccel.core.checks import check_flag, check_int
+from tfaccel.core.checks import MAX_COUNT, check_flag, check_int, shown_typed
 from tfaccel.core.errors import UsageError
 from tfaccel.data.pipeline import describe
 from tfaccel.profile import nvtx_marks, ready_batch, text
@@ -124,11 +124,19 @@ class PerformanceCallback(Reports, keras.callbacks.Callback):
             tensorboard_dir=tensorboard_dir,
             trace_dir=trace_dir,
             trace_steps=trace_steps,
+            stream=stream,
         )
         check_flag("summary", summary, where=where, allow_none=True)
         check_flag("confirm", confirm, where=where)
         check_flag("nvtx", nvtx, where=where)
-        check_int("max_steps", max_steps, where=where, allow_none=True)
+        check_int("max_steps", max_steps, where=where, maximum=MAX_COUNT, allow_none=True)
+        if clock is not None and not isinstance(clock, InputClock):
+            raise UsageError(
+                f"{where} got an invalid clock",
+                expected="a tfaccel.profile.input_wait.InputClock, or None (the global one)",
+                received=f"clock={shown_typed(clock)}",
+                fix="leave clock out",
+            )
         super().__init__()
         active = session_module.current_session()
         self.recorder: Recorder = session_module.recorder(

@@ -20,7 +20,14 @@ import time
 from collections.abc import Iterator
 from typing import Any, TextIO
 
-from tfaccel.core.checks import check_dir_argument, check_flag, check_int
+from tfaccel.core.checks import (
+    MAX_COUNT,
+    check_dir_argument,
+    check_flag,
+    check_int,
+    shown_typed,
+)
+from tfaccel.core.errors import UsageError
 from tfaccel.profile import nvtx_marks
 from tfaccel.profile import session as session_module
 from tfaccel.profile.bottlenecks import Reports
@@ -103,6 +110,7 @@ class StepTimer(Reports):
             tensorboard_dir=tensorboard_dir,
             trace_dir=trace_dir,
             trace_steps=trace_steps,
+            stream=stream,
         )
         check_flag("sync", sync, where="tfaccel.profile.StepTimer")
         check_flag("nvtx", nvtx, where="tfaccel.profile.StepTimer")
@@ -254,6 +262,7 @@ def check_options(
     tensorboard_dir: object,
     trace_dir: object,
     trace_steps: object,
+    stream: object = None,
 ) -> None:
     """The options a step timer and the Keras callback share, checked before either is made.
 
@@ -262,12 +271,29 @@ def check_options(
             which would otherwise mean the default), a switch that is not a bool, or a
             directory that cannot be written.
     """
-    check_int("warmup_steps", warmup_steps, where=where, minimum=0, allow_none=True)
-    check_int("batch_size", batch_size, where=where, allow_none=True)
-    check_int("log_every", log_every, where=where, minimum=0, fix="pass log_every=50, or 0")
+    most = MAX_COUNT
+    check_int("warmup_steps", warmup_steps, where=where, minimum=0, maximum=most, allow_none=True)
+    check_int("batch_size", batch_size, where=where, maximum=most, allow_none=True)
+    check_int(
+        "log_every", log_every, where=where, minimum=0, maximum=most, fix="pass log_every=50, or 0"
+    )
     check_flag("live", live, where=where, allow_none=True)
     check_flag("sample_gpu", sample_gpu, where=where)
-    check_int("trace_steps", trace_steps, where=where, allow_none=True, fix="pass trace_steps=20")
+    check_int(
+        "trace_steps",
+        trace_steps,
+        where=where,
+        maximum=most,
+        allow_none=True,
+        fix="pass trace_steps=20",
+    )
+    if stream is not None and not callable(getattr(stream, "write", None)):
+        raise UsageError(
+            f"{where} got an invalid stream",
+            expected="a text stream with a write() method (sys.stdout, an open file), or None",
+            received=f"stream={shown_typed(stream)}",
+            fix="pass stream=sys.stdout, or leave it out for stderr",
+        )
     for name, directory in (("tensorboard_dir", tensorboard_dir), ("trace_dir", trace_dir)):
         if directory is not None:
             check_dir_argument(name, directory, where=where)

@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from tfaccel import inventory
-from tfaccel.core.checks import in_range, is_bool, is_int, is_real
+from tfaccel.core.checks import (
+    check_callable,
+    check_mapping,
+    in_range,
+    is_bool,
+    is_int,
+    is_real,
+)
 from tfaccel.core.errors import UsageError, argument, shown
 from tfaccel.inventory import Inventory
 from tfaccel.planning.advice import memory_advice
@@ -160,6 +167,19 @@ def tune(
         >>> result.setup_kwargs()                                               # doctest: +SKIP
         {'precision': 'mixed_bfloat16', 'jit': False}
     """
+    check_callable(
+        "is_oom",
+        is_oom,
+        where="tfaccel.tune()",
+        expected="a function of an exception that says whether it means out of memory, or None",
+        allow_none=True,
+    )
+    check_mapping(
+        "pipeline_kwargs",
+        pipeline_kwargs,
+        where="tfaccel.tune()",
+        expected="a dict of tfaccel.data.pipeline arguments (map_fn, seed...), or None",
+    )
     hooks = Hooks(
         model_fn=model_fn,
         data=data,

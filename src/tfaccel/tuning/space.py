@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeAlias
 
 from tfaccel.core.checks import is_bool, is_int
-from tfaccel.core.errors import UsageError
+from tfaccel.core.errors import UsageError, shown
 from tfaccel.core.records import Record
 from tfaccel.inventory.precision import PRECISIONS
 from tfaccel.runtime import parse_setting
@@ -240,6 +240,13 @@ def parse_space(space: Mapping[str, Any] | None = None) -> Space:
         >>> parse_space({"precision": "float32", "feed": ["pipeline"]}).precision
         ('float32',)
     """
+    if space is not None and not isinstance(space, Mapping):
+        raise SpaceError(
+            "The search space is not a mapping of keys to values",
+            expected="a dict such as {'precision': ['float32', 'mixed_float16']}, or None",
+            received=f"space={shown(space)} ({type(space).__name__})",
+            fix="pass space={'jit': [False, True]}, a dict of the keys to search",
+        )
     given = dict(space or {})
     unknown = [k for k in given if k not in SPACE_KEYS]
     if unknown:
