@@ -379,6 +379,13 @@ def _doctor_exit_code(d: Path, runs: list[Ran]) -> None:
     assert [r.returncode for r in runs] == [int(failed)] * 2, (runs[0].stdout, runs[1].stdout)
 
 
+def _plan_table(d: Path, runs: list[Ran]) -> None:
+    """The comparison was made and printed: each row predicted and measured, then the verdict."""
+    out = runs[-1].stdout
+    assert "predicted (tfaccel plan) vs measured" in out and "median |error|" in out, out
+    assert "float32" in out, out
+
+
 def _files(*names: str) -> Check:
     def check(d: Path, runs: list[Ran]) -> None:
         missing = [n for n in names if not (d / n).exists()]
@@ -469,6 +476,14 @@ CHEAP: dict[tuple[str, str], Cheap] = {
         "a bundle) and replayed (not --deep, which imports TensorFlow in a subprocess)",
         check=_both(_doctor_exit_code, _files("snapshot.json", "bundle.md")),
         exit_codes=(0, 1),  # 1 when the doctor finds a failure on this machine: its job
+    ),
+    ("docs/plan.md", "python benchmarks/bench_plan.py --smoke"): Cheap(
+        ("python benchmarks/bench_plan.py --smoke",),
+        "as documented; exit 1 too: the benchmark's verdict on its accuracy target, which a "
+        "test does not judge (on a CPU without AVX-512 mixed_bfloat16 runs through casts the "
+        "plan does not model)",
+        check=_plan_table,
+        exit_codes=(0, 1),
     ),
     ("docs/bundle.md", "tfaccel doctor --deep --bundle tfaccel-bundle.md"): Cheap(
         ("tfaccel doctor --deep --bundle tfaccel-bundle.md",),

@@ -366,6 +366,36 @@ def test_matmul_matches_numpy(m: int, k: int, n: int, tile: int, dtype: Any, kcu
 
 
 @needs_kernels
+def test_the_simulators_shared_array_is_one_per_block(kcuda: Any) -> None:
+    """numba-cuda's simulator creates a block's shared array on the first thread that asks, with
+    no lock: two threads could each make one, and one then computed on a private copy (a wrong
+    column of the tiled matmul, now and then). Sixteen threads asking at once get one array."""
+    import threading
+
+    from numba.cuda.simulator import kernelapi
+
+    kcuda._shared_arrays_one_per_block()
+    for _ in range(20):
+        shared, got, start = kernelapi.FakeCUDAShared(0), [], threading.Barrier(16)
+
+        def take(shared: Any = shared, got: list[Any] = got, start: Any = start) -> None:
+            start.wait()
+            got.append(shared.array((4, 4), np.float32))
+
+        threads = [threading.Thread(target=take) for _ in range(16)]
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(1e-6)
+        try:
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        finally:
+            sys.setswitchinterval(interval)
+        assert len(got) == 16 and len({id(array) for array in got}) == 1
+
+
+@needs_kernels
 def test_matmul_refuses_a_tile_larger_than_the_device_allows(
     kcuda: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

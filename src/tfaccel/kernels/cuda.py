@@ -16,6 +16,7 @@ compiled: the factories below build one kernel per (size, dtype) and keep it.
 from __future__ import annotations
 
 import importlib
+import sys
 import threading
 import warnings
 from collections.abc import Callable
@@ -220,9 +221,45 @@ def unavailable_reason() -> str | None:
     )
 
 
+def _shared_arrays_one_per_block() -> None:
+    """Make the simulator's ``cuda.shared.array`` allocate one array per block, as a GPU does.
+
+    numba-cuda's simulator (0.30) looks an allocation up and, when missing, creates it, with no
+    lock between the two, while each thread of a block runs in its own Python thread. Two
+    threads can then each create one, and the thread whose array is replaced in the table
+    works on a private copy: the others read ``np.empty`` garbage where it wrote. Seen as one
+    wrong column of a tiled matmul, about one full test run in four on a busy 2-core machine.
+    The same lookup, keyed the same way (the caller's file and line), under one lock.
+    """
+    from numba.cuda.simulator import kernelapi
+
+    shared = kernelapi.FakeCUDAShared
+    if getattr(shared.array, "tfaccel_locked", False):
+        return
+    original: Any = shared.array
+    lock = threading.Lock()
+
+    def array(self: Any, shape: Any, dtype: Any, alignment: Any = None) -> Any:
+        if alignment is not None or shape == 0:  # refused, or the one dynamic buffer
+            return original(self, shape, dtype, alignment)
+        if isinstance(dtype, kernelapi.types.Type):  # the simulator's own conversion
+            dtype = kernelapi.numpy_support.as_dtype(dtype)
+        frame = sys._getframe(1)
+        caller = (frame.f_code.co_filename, frame.f_lineno)
+        with lock:
+            found = self._allocations.get(caller)
+            if found is None:
+                found = self._allocations[caller] = np.empty(shape, dtype)
+        return found
+
+    array.tfaccel_locked = True  # type: ignore[attr-defined]
+    shared.array = array  # type: ignore[method-assign]
+
+
 def _ready() -> None:
     global _warned_simulator
     if is_simulator():
+        _shared_arrays_one_per_block()
         if not _warned_simulator:
             _warned_simulator = True
             warnings.warn(
