@@ -103,15 +103,12 @@ PY_BLOCKS = [
         "docs/distribute.md",
         "choice = dist.strategy()   # FIRST",
         "setup",
-        prelude="import keras\n\ndef make_model():\n"
-        "    return keras.Sequential([keras.Input((784,)), keras.layers.Dense(10)])\n",
         check="assert choice.num_replicas >= 1 and model.built",
     ),
     Py(
         "docs/distribute.md",
         "result = dist.train(",
         "setup",
-        prelude=ARRAYS,
         check=textwrap.dedent(
             """
             import os
@@ -126,12 +123,6 @@ PY_BLOCKS = [
         "docs/distribute.md",
         "parallel = dist.split(",
         "keras",
-        prelude="import keras, tfaccel\nimport tfaccel.distribute as dist\n"
-        + ARRAYS
-        + "x, y = x[:64], y[:64]\n",
-        cheap=(('["GPU:0", "GPU:1"]', '["CPU:0", "CPU:1"]'),),
-        reason="no GPU here: the same split over the two logical CPU devices that "
-        "setup(logical_devices=2) makes",
         check="assert parallel.placement.bytes_per_step(batch_size=64) > 0",
     ),
     Py(
