@@ -200,7 +200,6 @@ PY_BLOCKS = [
         "docs/tune.md",
         "result = tfaccel.tune(",
         "keras",
-        prelude=ARRAYS,
         cheap=(
             (
                 "budget_s=300",
