@@ -462,3 +462,114 @@ def test_the_doctor_table_shows_the_fix_and_every_status_has_a_style() -> None:
     assert "<td>export TF_X=1</td>" in doctor
     for status in ("ok", "skip", "info", "warn", "fail", "better", "worse", "same"):
         assert re.search(rf"\.{status}[,{{]", _CSS), status
+
+
+def _gpu_run() -> BenchRun:
+    """The sample run with the reference CNN's best configuration timed on a GPU as well."""
+    import dataclasses
+
+    run = _run()
+    best = run.measurements[3]
+    run.targets.append({"name": "gpu:0", "label": "GPU 0 NVIDIA H100", "peak_tflops": {}})
+    run.measurements.append(
+        dataclasses.replace(
+            best,
+            config={**best.config, "device": "gpu:0", "jit": True},
+            samples=[v * 10 for v in best.samples],
+        )
+    )
+    return run
+
+
+def test_the_report_opens_with_what_to_change_and_the_lines_that_apply_it() -> None:
+    from tfaccel.report.markdown import render_markdown
+
+    doc = _doc()
+    changes = doc["changes"]
+    assert changes["findings"] == [f"warn x: {EVIL} (fix: {EVIL})"]  # type: ignore[index]
+    (model,) = changes["models"]  # type: ignore[index]
+    assert model["config"] == "tf.data bs256 bf16 mixed" and model["beyond_noise"] is True
+    assert model["apply"] == [
+        "tfaccel.setup(precision='mixed_bfloat16', jit=False)",
+        "model.compile(..., jit_compile=False)",
+        "dataset = tfaccel.data.pipeline((x, y), batch_size=256)",
+        "model.fit(dataset)",
+    ]
+    markdown = render_markdown(doc)  # type: ignore[arg-type]
+    section = markdown.split("## What to change\n", 1)[1].split("\n## ", 1)[0]
+    assert markdown.index("## What to change") < markdown.index("## Headline")
+    assert "x2.07 over the Keras default, beyond the noise" in section
+    assert "`tfaccel.setup(precision='mixed_bfloat16', jit=False); " in section
+    assert "tfaccel.data.pipeline((x, y), batch_size=256); model.fit(dataset)`" in section
+    page = render_html(doc)  # type: ignore[arg-type]
+    assert page.index('id="changes"') < page.index('id="headline"')
+    assert "tfaccel.data.pipeline((x, y), batch_size=256)" in page
+    assert json.loads(json.dumps(doc))["changes"] == changes
+
+
+def test_a_best_inside_the_noise_of_the_default_changes_nothing() -> None:
+    from tfaccel.report.changes import what_to_change
+
+    summary = _doc()["summary"]
+    row = summary["models"][1]  # type: ignore[index]
+    row["vs_default_different"] = False
+    (model,) = what_to_change(summary)["models"]  # type: ignore[arg-type]
+    assert model["apply"] == [] and "inside the noise: keep the default" in model["verdict"]
+
+
+def test_a_cpu_only_report_has_no_speedup_over_cpu_and_no_empty_column() -> None:
+    from tfaccel.report.markdown import render_markdown
+    from tfaccel.report.tables import devices_table
+
+    doc = _doc()
+    table = devices_table(doc["summary"])  # type: ignore[arg-type]
+    assert "speedup over CPU" not in table.header and len(table.rows[0]) == len(table.header)
+    markdown = render_markdown(doc)  # type: ignore[arg-type]
+    assert "speedup over CPU" not in markdown and "speedup over CPU" not in render_html(doc)  # type: ignore[arg-type]
+    # the best configuration's utilisation is n/a (no bf16 matmul measured): left out
+    assert "utilisation (of matmul)" not in markdown
+
+
+def test_a_report_with_a_gpu_keeps_the_speedup_over_cpu() -> None:
+    from tfaccel.report.tables import devices_table
+
+    doc = build_document(_gpu_run())
+    table = devices_table(doc["summary"])
+    column = table.header.index("speedup over CPU")
+    assert sorted(row[column] for row in table.rows) == ["x1.00", "x10.00"]
+    assert table.numeric == frozenset(range(3, len(table.header)))
+    (model,) = doc["changes"]["models"]
+    assert model["device"] == "gpu:0"
+    assert "model.compile(..., jit_compile=True)" in model["apply"]
+    assert "speedup over CPU" in render_html(doc)
+
+
+def test_the_plan_counts_memory_as_this_machines_device_does() -> None:
+    from tfaccel.report.tables import plan_table
+
+    def device(kind: str, needed: int) -> dict[str, object]:
+        return {
+            "key": f"{kind}:0",
+            "kind": kind,
+            "needed_bytes": needed,
+            "fits": True,
+            "max_batch": 512,
+            "gradient_accumulation_steps": None,
+            "epoch_s": None,
+        }
+
+    fastest = {**device("gpu", 2 * 2**30), "name": "H100"}
+    cpu_only = [
+        {
+            "model": "m",
+            "batch_size": 256,
+            "needed_bytes": 2**30,
+            "this_machine": [device("cpu", 3 * 2**30)],
+            "fastest": fastest,
+        }
+    ]
+    table = plan_table(cpu_only)
+    assert table.header[2] == "memory (host RAM)" and table.rows[0][2] == "3.00 GiB"
+    with_gpu = [{**cpu_only[0], "this_machine": [device("cpu", 3 * 2**30), device("gpu", 2**30)]}]
+    table = plan_table(with_gpu)
+    assert table.header[2] == "memory (GPU allocator)" and table.rows[0][2] == "1.00 GiB"

@@ -1,8 +1,9 @@
 """The ``tfaccel report`` document: report.json's content and the names of its sibling files.
 
-:func:`build_document` assembles it (devices, doctor, bench run, derived tables, comparison with
-the last run). The document and its rows are the typed records of :mod:`tfaccel.bench.records`;
-a report.json read back renders the same as the document just built.
+:func:`build_document` assembles it (what to change, devices, doctor, bench run, derived
+tables, comparison with the last run). The document and its rows are the typed records of
+:mod:`tfaccel.bench.records`; a report.json read back renders the same as the document just
+built.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from tfaccel._version import __version__
 from tfaccel.bench.analysis import summarize_run
 from tfaccel.bench.records import RunComparison, RunDocument, RunSummary
+from tfaccel.report.changes import Changes, what_to_change
 
 if TYPE_CHECKING:
     from tfaccel.bench.results import BenchRun
@@ -24,6 +26,7 @@ __all__ = [
     "ReportFileNames",
     "SavedReportDocument",
     "build_document",
+    "document_changes",
 ]
 
 SCHEMA = "tfaccel-report/1"
@@ -36,11 +39,13 @@ PLOT_TITLES = {
 
 
 class ReportDocument(TypedDict):
-    """report.json (without its file names): the run, its tables, devices and doctor."""
+    """report.json (without its file names): the run, its tables, devices and doctor, and
+    what to change (:func:`tfaccel.report.changes.what_to_change`)."""
 
     schema: str
     generated_at: str
     tfaccel_version: str
+    changes: Changes
     summary: RunSummary
     comparison: RunComparison | None
     devices: dict[str, Any] | None
@@ -85,14 +90,21 @@ def build_document(
         summary: :func:`tfaccel.bench.summarize_run` of ``run`` (derived when not given).
         plan: :func:`tfaccel.planning.source.reference_plans` rows, or None.
     """
+    summary = summarize_run(run) if summary is None else summary
     return {
         "schema": SCHEMA,
         "generated_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "tfaccel_version": __version__,
-        "summary": summarize_run(run) if summary is None else summary,
+        "changes": what_to_change(summary, doctor, plan),
+        "summary": summary,
         "comparison": comparison,
         "devices": devices,
         "doctor": doctor,
         "bench": run.to_dict(),
         "plan": plan,
     }
+
+
+def document_changes(doc: ReportDocument) -> Changes:
+    """The document's ``changes``, derived again for a report.json written without them."""
+    return doc.get("changes") or what_to_change(doc["summary"], doc.get("doctor"), doc.get("plan"))

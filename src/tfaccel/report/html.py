@@ -12,7 +12,8 @@ from typing import Any
 from tfaccel.bench.records import Headline
 from tfaccel.core.markup import html_text as _e
 from tfaccel.core.units import fmt_num
-from tfaccel.report.document import PLOT_TITLES, ReportDocument
+from tfaccel.report.changes import Changes, model_line
+from tfaccel.report.document import PLOT_TITLES, ReportDocument, document_changes
 from tfaccel.report.findings import findings_html
 from tfaccel.report.tables import (
     Status,
@@ -79,6 +80,17 @@ def _html_headline(h: Headline) -> str:
     )
 
 
+def _html_changes(changes: Changes) -> list[str]:
+    if not (changes["findings"] or changes["models"]):
+        return []
+    items = [f"<li>{_e(line)}</li>" for line in changes["findings"]]
+    for change in changes["models"]:
+        head = _e(model_line({**change, "apply": []}))
+        code = _e("; ".join(change["apply"]))
+        items.append(f"<li>{head}: <code>{code}</code></li>" if code else f"<li>{head}</li>")
+    return ['<h2 id="changes">What to change</h2>', "<ul>", *items, "</ul>"]
+
+
 def _html_doctor(doctor: dict[str, Any] | None) -> list[str]:
     if not doctor:
         return []
@@ -101,6 +113,7 @@ def render_html(doc: ReportDocument, plots: dict[str, bytes] | None = None) -> s
         f"fingerprint <code>{_e(bench['fingerprint'])}</code>; run {_e(bench.get('run_id'))} "
         f"({_e(bench['status'])}), profile {_e(profile)}.</p>",
     ]
+    parts += _html_changes(document_changes(doc))
     if headline := doc["summary"].get("headline"):
         parts.append(_html_headline(headline))
     tables = report_tables(doc["summary"], doc.get("comparison"))

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from tfaccel.core.markup import md_cell
-from tfaccel.report.document import PLOT_TITLES, ReportDocument
+from tfaccel.report.changes import model_line
+from tfaccel.report.document import PLOT_TITLES, ReportDocument, document_changes
 from tfaccel.report.findings import findings_markdown
 from tfaccel.report.tables import device_rows, headline_text, plan_table, report_tables
 
@@ -30,6 +31,15 @@ def render_markdown(doc: ReportDocument, plot_files: dict[str, str] | None = Non
         f"run {bench.get('run_id')} ({bench['status']}).",
         "",
     ]
+    changes = document_changes(doc)
+    if changes["findings"] or changes["models"]:
+        out += ["## What to change", ""]
+        out += [f"- {md_cell(line)}" for line in changes["findings"]]
+        for change in changes["models"]:
+            head = md_cell(model_line({**change, "apply": []}))
+            code = "; ".join(change["apply"])
+            out.append(f"- {head}: `{code}`" if code else f"- {head}")
+        out.append("")
     if headline := doc["summary"].get("headline"):
         out += ["## Headline", "", md_cell(headline_text(headline)), ""]
     for table in report_tables(doc["summary"], doc.get("comparison")):

@@ -91,6 +91,32 @@ class Table:
     rows: list[list[Any]]
     numeric: frozenset[int] = field(default_factory=frozenset)
 
+    def without(self, columns: set[int]) -> Table:
+        """This table less the ``columns`` given (by index)."""
+        keep = [i for i in range(len(self.header)) if i not in columns]
+        return Table(
+            self.key,
+            self.title,
+            [self.header[i] for i in keep],
+            [[row[i] for i in keep] for row in self.rows],
+            frozenset(new for new, old in enumerate(keep) if old in self.numeric),
+        )
+
+    def without_empty_columns(self) -> Table:
+        """This table less the columns empty in every row (``n/a``, ``-`` or nothing); a
+        table without rows is returned as it is."""
+        if not self.rows:
+            return self
+        empty = {
+            i
+            for i in range(len(self.header))
+            if all(str(row[i]).strip() in _EMPTY for row in self.rows)
+        }
+        return self.without(empty)
+
+
+_EMPTY = frozenset({"", MISSING, "-", "None"})
+
 
 def headline_text(h: Headline) -> str:
     """The headline in one sentence: Keras default vs best configuration, ratio and noise,
@@ -109,7 +135,7 @@ def headline_text(h: Headline) -> str:
 def report_tables(summary: RunSummary, comparison: RunComparison | None) -> list[Table]:
     """The tables of a report, in order: devices, training, micro, checks, comparison.
 
-    Tables without rows are left out.
+    Tables without rows are left out, and so are the columns empty in every row.
     """
     tables = [
         devices_table(summary),
@@ -119,12 +145,13 @@ def report_tables(summary: RunSummary, comparison: RunComparison | None) -> list
     ]
     if comparison is not None:
         tables.append(comparison_table(comparison))
-    return [t for t in tables if t.rows]
+    return [t.without_empty_columns() for t in tables if t.rows]
 
 
 def devices_table(summary: RunSummary) -> Table:
-    """Each model's best configuration per device: utilisation, MFU, epoch, speedup."""
-    return Table(
+    """Each model's best configuration per device: utilisation, MFU, epoch, speedup (over the
+    CPU: left out when the CPU is the only device measured)."""
+    table = Table(
         "devices",
         "Devices compared (best configuration of each)",
         [
@@ -152,6 +179,8 @@ def devices_table(summary: RunSummary) -> Table:
         ],
         frozenset({3, 4, 5, 6, 7}),
     )
+    only_cpu = all(str(r["device"]).startswith("cpu") for r in summary["device_table"])
+    return table.without({7}) if only_cpu else table
 
 
 def training_table(summary: RunSummary) -> Table:
@@ -272,9 +301,17 @@ PLAN_TITLE = "Plan of the reference models (predictions: nothing was trained for
 
 
 def plan_table(plan: list[dict[str, Any]] | None) -> Table:
-    """Each reference model's plan: memory at the batch, this machine, the fastest accelerator."""
+    """Each reference model's plan: memory at the batch, this machine, the fastest accelerator.
+
+    The memory is counted as this machine's device counts it: the GPU allocator's when it has
+    a GPU, else the host RAM the CPU trains in. Columns empty in every row are left out.
+    """
     rows: list[list[Any]] = []
-    for row in plan or []:
+    plans = plan or []
+    gpu = any(
+        d.get("kind") != "cpu" for row in plans for d in row.get("this_machine") or []
+    ) or not any(row.get("this_machine") for row in plans)
+    for row in plans:
         if "error" in row:
             rows.append([row["model"], row["batch_size"], "-", f"no plan: {row['error']}", "-"])
             continue
@@ -284,13 +321,23 @@ def plan_table(plan: list[dict[str, Any]] | None) -> Table:
             [
                 row["model"],
                 row["batch_size"],
-                fmt_bytes(row["needed_bytes"], unit="GiB", digits=2),
+                fmt_bytes(_plan_memory(row, gpu), unit="GiB", digits=2),
                 here,
                 f"{fastest['name']}: {_plan_cell(fastest, named=False)}",
             ]
         )
-    header = ["model", "batch", "memory (GPU allocator)", "this machine", "fastest in database"]
-    return Table("plan", PLAN_TITLE, header, rows, frozenset({1}))
+    memory = "memory (GPU allocator)" if gpu else "memory (host RAM)"
+    header = ["model", "batch", memory, "this machine", "fastest in database"]
+    return Table("plan", PLAN_TITLE, header, rows, frozenset({1})).without_empty_columns()
+
+
+def _plan_memory(row: dict[str, Any], gpu: bool) -> Any:
+    """The bytes a plan needs: the GPU allocator's count, or the CPU's (host RAM) without a GPU."""
+    if not gpu:
+        for device in row.get("this_machine") or []:
+            if device.get("kind") == "cpu" and device.get("needed_bytes") is not None:
+                return device["needed_bytes"]
+    return row["needed_bytes"]
 
 
 def _plan_cell(device: dict[str, Any], named: bool = True) -> str:

@@ -344,8 +344,19 @@ def render_bench(result: BenchResult) -> RenderableType:
 
 
 def render_report(result: ReportResult) -> RenderableType:
-    """The ``tfaccel report`` screen: devices, doctor, bench, and the files written."""
-    parts: list[RenderableType] = [
+    """The ``tfaccel report`` screen: what to change, devices, doctor, bench, the plan, and
+    the files written."""
+    from tfaccel.report.changes import model_line  # local: imports the tuning records
+    from tfaccel.report.document import document_changes
+
+    changes = document_changes(result.document)
+    parts: list[RenderableType] = []
+    if changes["findings"] or changes["models"]:
+        parts.append(_rule("what to change"))
+        parts += [Prose(line, indent="- ", hang="  ") for line in changes["findings"]]
+        models = [model_line(c, quote="`") for c in changes["models"]]
+        parts += [Prose(line, indent="- ", hang="  ") for line in models]
+    parts += [
         _rule("tfaccel devices"),
         render_inventory(result.inventory),
         _rule("tfaccel doctor"),
