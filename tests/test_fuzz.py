@@ -252,7 +252,7 @@ def same_type(value: Any) -> st.SearchStrategy[Any]:
 
 
 def gpu_document() -> dict[str, Any]:
-    from test_doctor_rules import gpu_machine
+    from machine_scenarios import gpu_machine
 
     doc: dict[str, Any] = json.loads(gpu_machine().to_json())
     doc["deep"] = json.loads(json.dumps(DeepProbe(ran=True, ok=True, timeout_s=120.0).__dict__))

@@ -60,7 +60,7 @@ def _narrow(renderable: Any, width: int) -> str:
 
 
 def _busy_gpu_snapshot() -> Any:
-    from test_doctor_rules import gpu, gpu_machine
+    from machine_scenarios import gpu, gpu_machine
 
     busy = gpu(name="NVIDIA A100-SXM4-80GB", cc="8.0", sms=108, total_gib=80, used_gib=76)
     return gpu_machine(gpus=[busy])

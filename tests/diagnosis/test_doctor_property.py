@@ -149,7 +149,7 @@ def test_gpu_machine_with_odd_versions_yields_a_json_report(
     cc: str | None,
     env: dict[str, str],
 ) -> None:
-    from test_doctor_rules import gpu_machine
+    from machine_scenarios import gpu_machine
 
     snapshot = gpu_machine()
     for path, value in {**optional, **text}.items():
