@@ -144,21 +144,8 @@ def change_lines(settings: Mapping[str, Any]) -> list[str]:
     except (KeyError, TypeError, ValueError):
         return []
     result = TuneResult(config, "", [], "", "", Space(), 0.0, 0.0)
-    lines = [
-        f"tfaccel.setup({_kwargs(result.setup_kwargs())})",
-        f"model.compile(..., {_kwargs(result.compile_kwargs())})",
-    ]
-    pipeline = result.pipeline_kwargs()
-    if pipeline is not None:
-        lines.append(f"dataset = tfaccel.data.pipeline((x, y), {_kwargs(pipeline)})")
-        lines.append("model.fit(dataset)")
-    else:
-        lines.append(f"model.fit(x, y, {_kwargs(result.fit_kwargs())})")
-    return lines
-
-
-def _kwargs(kwargs: Mapping[str, Any]) -> str:
-    return ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+    setup, compile_line, feed = result.apply_lines()
+    return [setup, compile_line, *feed]
 
 
 def model_line(change: ModelChange, quote: str = "") -> str:

@@ -5,6 +5,7 @@ Plain data with ``to_dict`` (the ``--json`` document) and ``str()`` (the text re
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -195,20 +196,34 @@ class TuneResult:
         """
         if self.best is None:
             return ""
+        setup, _, feed = self.apply_lines()
         lines = [
             *(f"# {line}" for line in CODE_NAMES),
             "import tfaccel",
-            f"tfaccel.setup({_kwargs(self.setup_kwargs())})  # first, before building the model",
+            f"{setup}  # first, before building the model",
             "model = build_model()",
-            f"model.compile(optimizer=optimizer, loss=loss, {_kwargs(self.compile_kwargs())})",
+            f"model.compile(optimizer=optimizer, loss=loss, {kwargs_text(self.compile_kwargs())})",
+            *feed,
         ]
+        return "\n".join(lines)
+
+    def apply_lines(self) -> tuple[str, str, list[str]]:
+        """The statements that apply the winner: ``tfaccel.setup(...)``, ``model.compile(...,
+        ...)`` and the feed (``tfaccel.data.pipeline`` then ``fit``, or ``fit`` on the
+        arrays), for :meth:`code` and the report's "What to change"."""
         pipeline = self.pipeline_kwargs()
         if pipeline is not None:
-            lines.append(f"dataset = tfaccel.data.pipeline((x, y), {_kwargs(pipeline)})")
-            lines.append("model.fit(dataset)")
+            feed = [
+                f"dataset = tfaccel.data.pipeline((x, y), {kwargs_text(pipeline)})",
+                "model.fit(dataset)",
+            ]
         else:
-            lines.append(f"model.fit(x, y, {_kwargs(self.fit_kwargs())})")
-        return "\n".join(lines)
+            feed = [f"model.fit(x, y, {kwargs_text(self.fit_kwargs())})"]
+        return (
+            f"tfaccel.setup({kwargs_text(self.setup_kwargs())})",
+            f"model.compile(..., {kwargs_text(self.compile_kwargs())})",
+            feed,
+        )
 
     # -- output -----------------------------------------------------------------------------
 
@@ -334,7 +349,8 @@ def _says(name: str, key: str, searched: list[Any], timed: list[Any], trials: li
     return f"{name}: not compared, only {only} was timed{why}; no verdict"
 
 
-def _kwargs(kwargs: dict[str, Any]) -> str:
+def kwargs_text(kwargs: Mapping[str, Any]) -> str:
+    """Keyword arguments as Python writes them: ``batch_size=256, jit_compile=True``."""
     return ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
 
 
