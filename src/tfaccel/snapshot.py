@@ -23,7 +23,7 @@ from typing import Any
 
 from tfaccel.core.errors import SnapshotError
 from tfaccel.core.files import file_kind, os_reason, write_atomic
-from tfaccel.core.records import MAX_INT, MIN_INT, from_json, json_excerpt
+from tfaccel.core.records import INT_RANGE, MAX_INT, MIN_INT, from_json, json_excerpt
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -51,7 +51,6 @@ SCHEMA_VERSION = 1
 # 200,000 characters), nests 4 levels deep, and every number fits in 64 bits.
 MAX_SNAPSHOT_BYTES = 8 * 1024 * 1024
 MAX_DEPTH = 32
-INT_RANGE = f"from {MIN_INT:,} to {MAX_INT:,} (64 bits)"
 
 
 @dataclass

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from tfaccel.core.errors import TfaccelError
-from tfaccel.core.files import check_path, file_kind
+from tfaccel.core.files import check_path, file_kind, nearest_existing
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -226,15 +226,13 @@ def check_store_path(path: str | Path | None = None, *, read_only: bool = False)
 def _file_on_the_way(path: Path) -> Path | None:
     """The nearest existing folder of ``path`` when it is not a folder (a regular file), else
     None (every existing ancestor a folder, or unreadable: opening it says why)."""
-    for parent in path.parents:
-        try:
-            info = parent.stat()
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        except (OSError, ValueError):
-            return None
-        return None if stat.S_ISDIR(info.st_mode) else parent
-    return None
+    try:
+        found = nearest_existing(path.parent)
+    except (OSError, ValueError):
+        return None
+    if found is None or stat.S_ISDIR(found[1].st_mode):
+        return None
+    return found[0]
 
 
 def _special_kind(path: Path) -> str | None:

@@ -147,7 +147,10 @@ def test_a_precision_that_did_not_take_effect_is_built_once_and_the_memory_searc
     built = [c for c in runner.prepared if c.precision == "float32"]
     assert len(built) == 1  # the first float32 build told; the others were not built
     unapplied = [t for t in outcome.trials if t.status == "not applied"]
-    assert all(t.config.precision == "float32" and not t.rung_samples for t in unapplied)
+    assert unapplied and all(
+        t.config.precision == "float32" and not t.rung_samples for t in unapplied
+    )
+    assert not [t for t in outcome.trials if t.config.precision == "float32" and t.rung_samples]
     assert outcome.batch_search is not None and outcome.batch_search.result > 32
     assert outcome.decision is not None
     assert outcome.decision.winner.precision == "mixed_bfloat16"

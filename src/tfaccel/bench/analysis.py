@@ -19,8 +19,9 @@ from tfaccel.bench.records import (
     RunSummary,
 )
 from tfaccel.bench.results import BenchMeasurement, BenchRun
-from tfaccel.bench.training import EPOCH_IMAGES, PRECISION_DTYPE
+from tfaccel.bench.training import EPOCH_IMAGES
 from tfaccel.core.timing import compare
+from tfaccel.inventory.precision import POLICY_DTYPE
 
 __all__ = [
     "BANDWIDTH_BENCHMARKS",
@@ -108,7 +109,7 @@ def model_rows(run: BenchRun) -> list[ModelRow]:
         if m.benchmark not in MODEL_BENCHMARKS:
             continue
         s = m.summary
-        dtype = PRECISION_DTYPE.get(str(m.config.get("precision")), "float32")
+        dtype = POLICY_DTYPE.get(str(m.config.get("precision")), "float32")
         ceiling = matmul_ceiling(run, m.device, dtype)
         flops = m.extra.get("flops_per_image")
         achieved = s.median * flops / 1e12 if flops else None

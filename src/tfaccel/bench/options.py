@@ -10,7 +10,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tfaccel import models
-from tfaccel.bench.datasets import check_synthetic_memory
 from tfaccel.core.errors import UsageError
 
 __all__ = [
@@ -281,6 +280,9 @@ class BenchOptions:
             if name in self.only
         }
         count = spec.images or self.profile_spec.synthetic_images
+        # local: tfaccel.bench.datasets imports numpy, and these checks run before it
+        from tfaccel.bench.datasets import check_synthetic_memory
+
         check_synthetic_memory(count, shapes, available_bytes, spec=str(spec))
 
     @property

@@ -31,7 +31,6 @@ __all__ = [
     "CPU_FLOAT16_NOTE",
     "EPOCH_IMAGES",
     "KERAS_DEFAULT",
-    "PRECISION_DTYPE",
     "TrainConfig",
     "TrainingSampler",
     "configurations",
@@ -40,7 +39,6 @@ __all__ = [
 ]
 
 EPOCH_IMAGES = 50_000
-PRECISION_DTYPE = POLICY_DTYPE
 _MIN_STEPS = 3
 _MAX_STEPS = 10_000
 
@@ -299,7 +297,7 @@ def train_throughput(
                 "forward_flops_per_image": flops.forward,
                 "uncounted_layers": flops.uncounted,
                 "replicas": target.replicas,
-                "peak_tflops": target.peak_tflops.get(PRECISION_DTYPE[config.precision]),
+                "peak_tflops": target.peak_tflops.get(POLICY_DTYPE[config.precision]),
                 "data": data.source,
             },
         )

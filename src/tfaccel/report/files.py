@@ -70,15 +70,19 @@ def check_writable(directory: str | Path) -> Path:
         UsageError: it cannot be created or written, or it holds files tfaccel did not write
             where the report goes (the message names the path and the files).
     """
-    root = check_writable_dir(
+    root = _report_dir(directory)
+    check_owned(root)
+    return root
+
+
+def _report_dir(directory: str | Path) -> Path:
+    return check_writable_dir(
         directory,
         what="the report directory",
         argument_name=_OUT,
         example="./tfaccel-report",
         create=True,
     )
-    check_owned(root)
-    return root
 
 
 def _report_names() -> list[str]:
@@ -117,26 +121,31 @@ def _read_manifest(root: Path) -> dict[str, dict[str, object]] | None:
     return known
 
 
-def _is_ours(path: Path, versions: Mapping[str, object] | None) -> bool:
-    """``path`` is a regular file (not a link) whose size and SHA-256 are a version tfaccel
-    wrote."""
+def _ours(path: Path, versions: Mapping[str, object] | None) -> dict[str, object] | None:
+    """The size and SHA-256 of ``path`` when it is a regular file (not a link) in a version
+    tfaccel wrote; None otherwise."""
     if not versions:
-        return False
+        return None
     try:
         info = path.lstat()
         if not stat.S_ISREG(info.st_mode) or info.st_size not in versions.values():
-            return False
+            return None
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
     except (OSError, ValueError):
-        return False
-    return versions.get(digest) == info.st_size
+        return None
+    if versions.get(digest) != info.st_size:
+        return None
+    return {"size": info.st_size, "sha256": digest}
 
 
-def _foreign(root: Path, names: Iterable[str]) -> list[tuple[str, str]]:
+def _foreign(
+    root: Path, names: Iterable[str]
+) -> tuple[list[tuple[str, str]], dict[str, dict[str, object]]]:
     """The files among ``names`` (and the manifest itself) that exist in ``root`` and are not
-    tfaccel's, each with why: (name, reason)."""
+    tfaccel's, each with why: (name, reason); and those that are, with their size and SHA-256."""
     known = _read_manifest(root)
     found: list[tuple[str, str]] = []
+    ours: dict[str, dict[str, object]] = {}
     if known is None:
         found.append((MANIFEST, "not a manifest tfaccel wrote"))
         known = {}
@@ -160,23 +169,28 @@ def _foreign(root: Path, names: Iterable[str]) -> list[tuple[str, str]]:
             found.append((name, kind))
         elif name not in known:
             found.append((name, "not written by tfaccel"))
-        elif not _is_ours(path, known[name]):
+        elif (digest := _ours(path, known[name])) is None:
             found.append((name, "changed since tfaccel wrote it"))
-    return found
+        else:
+            ours[name] = digest
+    return found, ours
 
 
-def check_owned(directory: str | Path) -> None:
+def check_owned(directory: str | Path) -> dict[str, dict[str, object]]:
     """Refuse a report directory where a file the report would write or remove is not
     tfaccel's: not listed in the manifest, or changed since tfaccel wrote it (a user's
     report.md, a plot edited by hand). Nothing is written or deleted.
+
+    Returns:
+        The report's files already there, tfaccel's and unchanged, with their size and SHA-256.
 
     Raises:
         UsageError: naming the files and why each is not tfaccel's.
     """
     root = Path(directory)
-    found = _foreign(root, _report_names())
+    found, ours = _foreign(root, _report_names())
     if not found:
-        return
+        return ours
     flag = argument(_OUT)
     shown_files = ", ".join(f"{name!r} ({why})" for name, why in found)
     raise UsageError(
@@ -233,7 +247,8 @@ def write_report(
         UsageError: the directory cannot be created or written, or holds a file that is not
             tfaccel's where the report goes.
     """
-    root = check_writable(directory)
+    root = _report_dir(directory)
+    on_disk = check_owned(root)
     plots = plots or {}
     plot_dir = root / "plots"
     plot_paths = {name: plot_dir / f"{name}.png" for name in plots}
@@ -261,8 +276,7 @@ def write_report(
     listed = {name: _digest(data) for name, data in content.items()}
     try:
         # listed first as pending: a write cut short leaves files the next report knows
-        on_disk = {n: (root / n).read_bytes() for n in _report_names() if (root / n).is_file()}
-        _write_manifest(root, {n: _digest(data) for n, data in on_disk.items()}, listed)
+        _write_manifest(root, on_disk, listed)
         if plots:
             plot_dir.mkdir(exist_ok=True)
         for name, data in content.items():

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from tfaccel import inventory
 from tfaccel.architecture import fingerprint
+from tfaccel.inventory.precision import POLICY_DTYPE
 from tfaccel.tuning._errors import (
     ModelFnError,
     ModelReusedError,
@@ -45,7 +46,6 @@ __all__ = [
     "resolve_pipeline",
 ]
 
-_COMPUTE = {"float32": "float32", "mixed_bfloat16": "bfloat16", "mixed_float16": "float16"}
 """The dtype each precision policy the tuner tries computes in."""
 
 
@@ -212,7 +212,7 @@ def check_applied(config: Config, found: Realised) -> None:
     Raises:
         NotAppliedError: the trial would not measure the setting asked for.
     """
-    want = _COMPUTE.get(config.precision)
+    want = POLICY_DTYPE.get(config.precision)
     if want is not None and found.compute_share and found.compute_share.get(want, 0.0) <= 0:
         raise NotAppliedError(
             f"{config.precision} asked, the model computes in {found.computes_in()}: its layers "
