@@ -65,6 +65,10 @@ class PlatformInfo:
     is_wsl: bool = False
     in_container: bool = False
     hostname: str = ""
+    libc: str = ""  # platform.libc_ver(): "glibc"; "" where unknown (musl, macOS, Windows)
+    libc_version: str = ""  # "2.39"
+    install_dir: str | None = None  # where pip installs for this Python (site-packages)
+    install_dir_free_bytes: int | None = None  # free space on its file system
 
 
 @dataclass
@@ -265,6 +269,8 @@ class Snapshot:
     nvml: NvmlInfo = field(default_factory=NvmlInfo)
     driver: DriverInfo = field(default_factory=DriverInfo)
     cuda_libs: list[LibraryLoad] = field(default_factory=list)
+    # libcudart of each CUDA major that loads from the loader's path (doctor --preflight)
+    cuda_runtimes: list[LibraryLoad] = field(default_factory=list)
     distributions: list[Distribution] = field(default_factory=list)
     tensorflow: TfBuild = field(default_factory=TfBuild)
     tools: ToolPaths = field(default_factory=ToolPaths)

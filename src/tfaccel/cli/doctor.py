@@ -35,7 +35,8 @@ def add_parser(sub: Any) -> None:
         ),
         epilog=(
             "exit codes: 0 no check failed, 1 at least one failure found, 2 usage error "
-            "(bad argument or unreadable input)"
+            "(bad argument or unreadable input). With --preflight: 0 the release will run "
+            "here (ok, or warnings only), 1 it will not (a check failed), 2 usage error"
         ),
     )
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
@@ -62,6 +63,19 @@ def add_parser(sub: Any) -> None:
         default=120.0,
         metavar="S",
         help="seconds allowed for the --deep import of TensorFlow (default 120)",
+    )
+    p.add_argument(
+        "--preflight",
+        action="store_true",
+        help="before installing TensorFlow: say whether a release (--tensorflow) will run on "
+        "this GPU (driver, compute capability, Python, platform, glibc, CUDA runtimes on the "
+        "loader's path, disk) and the pip install command that fits",
+    )
+    p.add_argument(
+        "--tensorflow",
+        metavar="VERSION",
+        help="with --preflight: the release to check, e.g. 2.19 (default: the newest tfaccel "
+        "is tested with)",
     )
     p.add_argument("--snapshot", metavar="FILE", help="diagnose a saved snapshot, not this machine")
     p.add_argument(
@@ -110,6 +124,8 @@ def run(args: argparse.Namespace) -> int:
     from tfaccel.probe import deep
     from tfaccel.snapshot import load_snapshot, save_snapshot
 
+    if args.preflight or args.tensorflow is not None:
+        return _preflight(args)
     if args.snapshot and args.deep:
         raise UsageError(
             "--deep cannot be combined with --snapshot",
@@ -180,6 +196,59 @@ def run(args: argparse.Namespace) -> int:
                 highlight=False,
             )
     return int(report.exit_code)
+
+
+def _preflight(args: argparse.Namespace) -> int:
+    """``--preflight``: will a TensorFlow release run here, before it is installed."""
+    from tfaccel import probe
+    from tfaccel.diagnosis.preflight import preflight
+    from tfaccel.diagnosis.releases import newest_tested, release
+    from tfaccel.snapshot import load_snapshot
+
+    if not args.preflight:
+        raise UsageError(
+            "--tensorflow names the release that --preflight checks, and no --preflight was given",
+            expected="tfaccel doctor --preflight [--tensorflow VERSION]",
+            received=f"--tensorflow {args.tensorflow}",
+            fix=f"add --preflight, e.g. tfaccel doctor --preflight --tensorflow {args.tensorflow}",
+        )
+    for flag, value in (
+        ("--log", args.log),
+        ("--deep", args.deep or None),
+        ("--bundle", args.bundle),
+        ("--save-snapshot", args.save_snapshot),
+        ("--model", args.model),
+    ):
+        if value is not None:
+            raise UsageError(
+                f"--preflight cannot be combined with {flag}",
+                expected="tfaccel doctor --preflight [--tensorflow VERSION] [--snapshot FILE] "
+                "[--json] [-v]",
+                received=f"--preflight {flag}",
+                fix=f"run tfaccel doctor {flag} ... on its own",
+            )
+    rel = release(args.tensorflow) if args.tensorflow is not None else newest_tested()
+    if args.snapshot:
+        if not args.snapshot.strip():
+            raise UsageError(
+                "--snapshot was given an empty file name",
+                expected="the path of a JSON file",
+                received=repr(args.snapshot),
+                fix="e.g. --snapshot snapshot.json",
+            )
+        snap = load_snapshot(args.snapshot)
+    else:
+        snap = probe.snapshot()
+        snap.cuda_runtimes = probe.libs.cuda_runtimes()
+    report = preflight(snap, rel)
+    if args.json:
+        print_json(report.to_dict())
+    else:
+        from tfaccel.report.findings import findings_terminal
+        from tfaccel.report.text import console
+
+        console().print(findings_terminal(report.findings, verbose=args.verbose))
+    return report.exit_code
 
 
 def _check_plan_flags(args: argparse.Namespace) -> None:

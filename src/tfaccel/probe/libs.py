@@ -19,6 +19,7 @@ from tfaccel.snapshot import DriverInfo, LibraryLoad
 __all__ = [
     "WHEEL_DIRS",
     "collect_driver",
+    "cuda_runtimes",
     "load_library",
     "parse_kernel_module_version",
     "required_libraries",
@@ -104,6 +105,22 @@ def load_library(
     return result
 
 
+# The CUDA runtime's soname of each major (CUDA 11 kept the minor in it).
+RUNTIME_SONAMES = ("libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0")
+
+
+def cuda_runtimes(loader: Loader = ctypes.CDLL) -> list[LibraryLoad]:
+    """The CUDA runtime (libcudart) of each major that loads from the loader's own search path
+    (``LD_LIBRARY_PATH``, the ldconfig cache), before any TensorFlow is installed."""
+    found = []
+    for soname in RUNTIME_SONAMES:
+        lib = load_library("cudart", soname, [], loader)
+        if lib.loaded:  # several majors may be mapped: name this one's file
+            lib.path = _mapped_path(soname, exact=True) or lib.path
+        found.append(lib)
+    return found
+
+
 def collect_driver(loader: Loader = ctypes.CDLL, proc_root: str = "/") -> DriverInfo:
     """The kernel module version, libcuda (the user-space driver) and where nvidia-smi is."""
     info = DriverInfo(nvidia_smi_path=shutil.which("nvidia-smi"))
@@ -168,9 +185,10 @@ def _call_version(handle: ctypes.CDLL, name: str) -> int | None:
     return value.value
 
 
-def _mapped_path(soname: str) -> str | None:
-    """The file this process mapped for a library, from /proc/self/maps."""
-    stem = soname.split(".so")[0] + ".so"
+def _mapped_path(soname: str, exact: bool = False) -> str | None:
+    """The file this process mapped for a library, from /proc/self/maps (``exact``: of this
+    soname, ``libcudart.so.12*``, rather than of any version, ``libcudart.so*``)."""
+    stem = soname if exact else soname.split(".so")[0] + ".so"
     try:
         with open("/proc/self/maps", encoding="utf-8", errors="replace") as fh:
             for line in fh:

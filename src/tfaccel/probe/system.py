@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import platform
+import shutil
 import sys
+import sysconfig
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -48,8 +50,11 @@ def collect_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def collect_platform() -> PlatformInfo:
-    """The OS, the architecture, the Python, and whether this is WSL or a container."""
+    """The OS, the architecture, the Python, the C library, whether this is WSL or a
+    container, and the free space where pip installs."""
     release = platform.release()
+    libc, libc_version = _libc()
+    install_dir, free = _install_space()
     return PlatformInfo(
         system=platform.system(),
         release=release,
@@ -59,7 +64,35 @@ def collect_platform() -> PlatformInfo:
         is_wsl="microsoft" in release.lower() or "WSL_DISTRO_NAME" in os.environ,
         in_container=_in_container(),
         hostname=platform.node(),
+        libc=libc,
+        libc_version=libc_version,
+        install_dir=install_dir,
+        install_dir_free_bytes=free,
     )
+
+
+def _libc() -> tuple[str, str]:
+    """``("glibc", "2.39")``; ``("", "")`` where the C library is not glibc or unknown."""
+    try:
+        name, version = platform.libc_ver()
+    except (OSError, ValueError):
+        return "", ""
+    return (name, version) if name == "glibc" else ("", "")
+
+
+def _install_space() -> tuple[str | None, int | None]:
+    """Where pip installs for this Python, and the free bytes on that file system."""
+    try:
+        path = Path(sysconfig.get_paths()["purelib"])
+    except (KeyError, OSError, ValueError):
+        return None, None
+    probe = path
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    try:
+        return str(path), shutil.disk_usage(probe).free
+    except OSError:
+        return str(path), None
 
 
 def _in_container() -> bool:
