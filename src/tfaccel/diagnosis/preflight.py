@@ -314,7 +314,8 @@ def _gpu_rules(s: Snapshot, rel: Release) -> list[Finding]:
     future = _as_installed(s, rel)
     found = [driver_older_than_ptx(future), cc_too_low(future), cc_too_new(future)]
     for f in found:
-        f.evidence = [e.replace("TensorFlow", f"TensorFlow {rel.version}", 1) for e in f.evidence]
+        f.title = f.title.replace("TensorFlow's", f"TensorFlow {rel.version}'s")
+        f.evidence = [e.replace("TensorFlow ", f"TensorFlow {rel.version} ", 1) for e in f.evidence]
     new = found[2]
     if new.status == "fail" and any("PTX" in e for e in new.evidence):
         new.evidence.append(BLACKWELL_ISSUES)
@@ -503,7 +504,9 @@ def _verdict(s: Snapshot, rel: Release, checks: list[Finding]) -> tuple[Finding,
             fix = f"{install_command(s, other)} (the newest release that runs on this GPU)"
         else:
             fix = f"no release in tfaccel's table runs on this GPU: {gpu_failed[0].fix}"
-        evidence.append(f"{name} would still run on the CPU: {install}")
+        evidence.append(
+            f'{name} would still run on the CPU: pip install "tensorflow=={rel.version}.*"'
+        )
         return (
             make_finding(
                 "preflight",
