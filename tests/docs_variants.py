@@ -301,6 +301,8 @@ PROCESS_ENV = {"light": {"NUMBA_ENABLE_CUDASIM": "1"}}
 
 # Blocks that are not code to run (recorded output, a signature), with what is done instead.
 TEXT_BLOCKS: dict[tuple[str, str], str] = {
+    ("README.md", "warn  preflight"): "skip: the recorded output of tfaccel doctor --preflight "
+    "on a saved snapshot of an H100 machine, not a command",
     ("docs/distribute.md", "data-parallel scaling on CPU"): "skip: the recorded output of "
     "benchmarks/bench_scaling.py on a 2-core AMD EPYC, not a command",
     ("docs/profile.md", "pipeline(source, batch_size, *,"): "check: the signature of "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import platform
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -341,3 +342,27 @@ def test_readings_of_a_running_process_go_through_one_door() -> None:
     assert readings.cpu_seconds is process.cpu_seconds
     assert readings.open_gpu_sampler is nvml.open_sampler
     assert isinstance(readings.open_gpu_sampler(nvml=make_binding([])), str)  # no GPU: a reason
+
+
+def test_cuda_runtimes_tries_each_major_on_the_loaders_path_only(tmp_path: Path) -> None:
+    asked: list[str] = []
+
+    def loader(name: str) -> ctypes.CDLL:
+        asked.append(name)
+        if name != "libcudart.so.13":
+            raise OSError(f"{name}: cannot open shared object file: No such file or directory")
+        return ctypes.CDLL(None)  # this process: a real handle without cudart symbols
+
+    found = {lib.soname: lib for lib in libs.cuda_runtimes(loader)}
+    assert asked == ["libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0"]
+    assert found["libcudart.so.13"].loaded and found["libcudart.so.13"].found_via == "system"
+    assert not found["libcudart.so.12"].loaded
+    assert "cannot open shared object file" in (found["libcudart.so.12"].error or "")
+
+
+def test_platform_reads_glibc_and_the_free_space_where_pip_installs() -> None:
+    info = system.collect_platform()
+    if platform.libc_ver()[0] == "glibc":
+        assert info.libc == "glibc" and info.libc_version.count(".") >= 1
+    assert info.install_dir and info.install_dir_free_bytes is not None
+    assert info.install_dir_free_bytes >= 0
