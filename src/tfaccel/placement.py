@@ -236,7 +236,6 @@ def _resolve(tf: ModuleType, fn: Any, args: tuple[Any, ...]) -> _Step:
         )
         return _Step(f"tf.function {_name(fn.python_function)!r}", fresh, [fn.python_function])
     if not callable(fn):
-
         raise UsageError(
             "audit() needs a step to run",
             expected=_STEP_EXPECTED,

@@ -42,7 +42,11 @@ def _cpu_flags() -> set[str]:
 
 def _has_nvidia_hardware() -> bool:
     base = Path("/sys/bus/pci/devices")
-    return any((d / "vendor").read_text().strip() == "0x10de" for d in base.iterdir()) if base.is_dir() else False
+    return (
+        any((d / "vendor").read_text().strip() == "0x10de" for d in base.iterdir())
+        if base.is_dir()
+        else False
+    )
 
 
 # --- devices --------------------------------------------------------------------------------
@@ -238,7 +242,9 @@ def test_huge_log_is_answered_in_part(tmp_path: Path) -> None:
     with big.open("wb") as fh:
         for _ in range(200 * 2**20 // len(block)):
             fh.write(block)
-        fh.write(b"W tensorflow/core/common_runtime/bfc_allocator.cc] Allocator (GPU_0_bfc) ran out of memory trying to allocate 2.00GiB\n")
+        fh.write(
+            b"W tensorflow/core/common_runtime/bfc_allocator.cc] Allocator (GPU_0_bfc) ran out of memory trying to allocate 2.00GiB\n"
+        )
     done = _tfaccel("doctor", "--log", str(big), "--json")
     big.unlink()
     doc = json.loads(done.stdout)
@@ -289,10 +295,11 @@ def test_version_help_and_no_command(capsys: pytest.CaptureFixture[str]) -> None
     assert "exit codes" in capsys.readouterr().err
 
 
-def test_deep_and_snapshot_together_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_deep_and_snapshot_together_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["doctor", "--deep", "--snapshot", str(tmp_path / "x.json")]) == 2
     assert "--deep cannot be combined with --snapshot" in capsys.readouterr().err
-
 
 
 def test_json_output_is_strict_json(capsys: pytest.CaptureFixture[str]) -> None:

@@ -63,14 +63,24 @@ def test_missing_keys_take_defaults_and_unknown_keys_are_ignored() -> None:
         ({"label": "a", "ratio": float("nan")}, "outer.ratio", "finite"),
         ({"label": "a", "mode": "medium"}, "outer.mode", '"fast", "slow"'),
         ({"label": "a", "flags": {"x": 1}}, "outer.flags.x", "true or false"),
-        ({"label": "a", "inner": [{"name": "i", "count": True}]}, "outer.inner[0].count", "integer"),
-        ({"label": "a", "inner": [{"name": "i", "count": 2**70}]}, "outer.inner[0].count", "64 bits"),
+        (
+            {"label": "a", "inner": [{"name": "i", "count": True}]},
+            "outer.inner[0].count",
+            "integer",
+        ),
+        (
+            {"label": "a", "inner": [{"name": "i", "count": 2**70}]},
+            "outer.inner[0].count",
+            "64 bits",
+        ),
         ({"label": "a", "threads": [1, 2, 3]}, "outer.threads", "2 items"),
         ({"label": "a", "sizes": "12"}, "outer.sizes", "a list"),
         ({"label": "a", "inner": {"name": "i"}}, "outer.inner", "a list"),
     ],
 )
-def test_a_wrong_value_is_refused_naming_its_path(doc: dict[str, Any], path: str, expected: str) -> None:
+def test_a_wrong_value_is_refused_naming_its_path(
+    doc: dict[str, Any], path: str, expected: str
+) -> None:
     with pytest.raises(RecordError) as info:
         from_json(Outer, doc, where="outer")
     assert f"'{path}'" in info.value.what and expected in info.value.expected
@@ -93,6 +103,8 @@ def test_the_caller_chooses_the_error() -> None:
     counts=st.lists(st.integers(min_value=-(2**63), max_value=2**64 - 1), max_size=5),
     sizes=st.lists(st.integers(min_value=0, max_value=2**32), max_size=4),
 )
-def test_any_record_round_trips(label: str, ratio: float | None, counts: list[int], sizes: list[int]) -> None:
+def test_any_record_round_trips(
+    label: str, ratio: float | None, counts: list[int], sizes: list[int]
+) -> None:
     record = Outer(label, ratio, inner=[Inner(str(c), c) for c in counts], sizes=tuple(sizes))
     assert from_json(Outer, json.loads(json.dumps(to_json(record)))) == record

@@ -112,7 +112,14 @@ def test_report_to_dict_is_json_with_summary_and_exit_code() -> None:
     data = json.loads(json.dumps(report.to_dict()))
     assert set(data) == {"findings", "log", "summary", "exit_code"}
     assert set(data["findings"][0]) == {
-        "id", "status", "title", "evidence", "numbers", "fix", "gain", "source"
+        "id",
+        "status",
+        "title",
+        "evidence",
+        "numbers",
+        "fix",
+        "gain",
+        "source",
     }
     assert set(data["summary"]) == {"ok", "skip", "info", "warn", "fail"}
     assert data["log"]["causes"][0]["id"] == "oom"

@@ -82,7 +82,7 @@ def test_a_release_the_table_does_not_hold_is_refused_with_the_ones_it_does(bad:
 def test_all_fine_gives_the_and_cuda_install_command() -> None:
     report = preflight(machine())
     assert report.verdict.id == "preflight" and report.verdict.status == "ok"
-    assert report.install == 'pip install "tensorflow[and-cuda]==2.21.*"'
+    assert report.install == 'pip install "tensorflow[and-cuda]==2.21.0"'
     assert report.verdict.fix == report.install and report.exit_code == 0
     assert "RTX 4090" in report.verdict.title
     assert set(statuses(report).values()) == {"ok"}
@@ -93,7 +93,7 @@ def test_driver_too_old_for_cuda_12_points_to_the_newest_cuda_11_release() -> No
     assert statuses(report)["driver_older_than_ptx"] == "fail"
     assert report.verdict.status == "fail" and report.exit_code == 1
     assert "driver 470.82.01 is too old for CUDA 12.x" in report.verdict.title
-    assert report.install == 'pip install "tensorflow[and-cuda]==2.14.*"'
+    assert report.install == 'pip install "tensorflow[and-cuda]==2.14.1"'
     assert report.verdict.fix.startswith(report.install)
 
 
@@ -101,7 +101,7 @@ def test_cc_too_low_points_to_the_newest_release_built_for_it() -> None:
     report = preflight(machine("Tesla K80", cc=(3, 7), python="3.11.9"))
     assert statuses(report)["cc_too_low"] == "fail"
     assert report.verdict.status == "fail"
-    assert report.install == 'pip install "tensorflow[and-cuda]==2.14.*"'  # sm_35 until 2.14
+    assert report.install == 'pip install "tensorflow[and-cuda]==2.14.1"'  # sm_35 until 2.14
 
 
 def test_blackwell_without_sm_120_says_ptx_fails_and_gives_the_fallback() -> None:
@@ -130,13 +130,13 @@ def test_an_old_python_gets_the_newest_release_that_has_its_wheel() -> None:
     report = preflight(machine(python="3.8.18"))
     assert statuses(report)["no_matching_wheel"] == "fail"
     # 2.13 has no [and-cuda] extra: CUDA and cuDNN come from the system
-    assert report.install == 'pip install "tensorflow==2.13.*"'
+    assert report.install == 'pip install "tensorflow==2.13.1"'
 
 
 def test_glibc_older_than_manylinux_2_27_points_to_2_20() -> None:
     report = preflight(machine(glibc="2.17"))
     assert statuses(report)["glibc_too_old"] == "fail"
-    assert report.install == 'pip install "tensorflow[and-cuda]==2.20.*"'
+    assert report.install == 'pip install "tensorflow[and-cuda]==2.20.0"'
 
 
 def test_cuda_13_runtime_only_on_ld_library_path_warns_that_it_can_shadow() -> None:
@@ -156,7 +156,7 @@ def test_cuda_13_runtime_only_on_ld_library_path_warns_that_it_can_shadow() -> N
     assert any("bring their own" in e for e in runtime.evidence)
     assert any(CUDA13 in e and "libcudnn.so.9" in e for e in runtime.evidence)
     assert report.verdict.status == "warn" and report.exit_code == 0
-    assert report.install == 'pip install "tensorflow[and-cuda]==2.21.*"'
+    assert report.install == 'pip install "tensorflow[and-cuda]==2.21.0"'
     s.env.pop("LD_LIBRARY_PATH")  # found through ldconfig only: nothing to take off a path
     runtime = preflight(s).finding("cuda_runtime_other_major")
     assert runtime is not None and runtime.status == "ok"
@@ -167,7 +167,7 @@ def test_no_gpu_answers_the_cpu_question() -> None:
     s.nvml.gpus, s.pci = [], []
     report = preflight(s)
     assert report.verdict.status == "info" and "no NVIDIA GPU" in report.verdict.title
-    assert report.install == 'pip install "tensorflow==2.21.*"'
+    assert report.install == 'pip install "tensorflow==2.21.0"'
     assert statuses(report)["cc_too_new"] == "skip" and report.exit_code == 0
 
 
@@ -175,7 +175,7 @@ def test_aarch64_with_a_gpu_runs_on_the_cpu_only() -> None:
     report = preflight(machine("NVIDIA GH200 480GB", cc=(9, 0), arch="aarch64"))
     assert statuses(report)["no_gpu_wheel"] == "warn"
     assert report.verdict.status == "warn" and "CPU only" in report.verdict.title
-    assert report.install == 'pip install "tensorflow==2.21.*"'
+    assert report.install == 'pip install "tensorflow==2.21.0"'
 
 
 def test_too_little_disk_for_the_wheels_fails() -> None:
@@ -195,7 +195,7 @@ def test_cli_json_of_a_saved_snapshot(tmp_path: Path, capsys: pytest.CaptureFixt
     assert main(["doctor", "--preflight", "--json", "--snapshot", str(path)]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["findings"][0]["id"] == "preflight" and doc["exit_code"] == 0
-    assert doc["preflight"]["install"] == 'pip install "tensorflow[and-cuda]==2.21.*"'
+    assert doc["preflight"]["install"] == 'pip install "tensorflow[and-cuda]==2.21.0"'
     save_snapshot(machine(cc=(3, 5)), path)
     assert main(["doctor", "--preflight", "--tensorflow", "2.19", "--snapshot", str(path)]) == 1
     out = capsys.readouterr().out

@@ -79,8 +79,9 @@ def test_the_library_finds_the_batch_and_the_device_memory_of_an_oom_log() -> No
 
 
 def test_doctor_answers_the_oom_of_a_log_with_the_plan(capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["doctor", "--log", str(BFC_LOG), "--model", "resnet20", "--batch", "8192",
-                 "--json"])
+    code = main(
+        ["doctor", "--log", str(BFC_LOG), "--model", "resnet20", "--batch", "8192", "--json"]
+    )
     assert code == 1
     doc = json.loads(capsys.readouterr().out)
     oom = next(c for c in doc["log"]["causes"] if c["id"] == "oom")
@@ -99,8 +100,7 @@ def test_doctor_with_a_batch_that_fits_keeps_the_logs_fix(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     assert main(["doctor", "--log", str(BFC_LOG), "--model", "mlp", "--json"]) == 1
-    oom = next(c for c in json.loads(capsys.readouterr().out)["log"]["causes"]
-               if c["id"] == "oom")
+    oom = next(c for c in json.loads(capsys.readouterr().out)["log"]["causes"] if c["id"] == "oom")
     assert oom["numbers"]["batch_size"] == 255  # read from the failing tensor's shape
     assert oom["title"] == "The GPU ran out of memory" and "halve the batch" in oom["fix"]
     assert any("the plan predicts this batch fits" in line for line in oom["evidence"])

@@ -445,7 +445,9 @@ def test_report_shows_the_table_and_the_findings() -> None:
     report = profile_text.report(m, find_bottlenecks(m))
     assert "20 steps measured (0 warm-up excluded)" in report
     assert "waiting for input     5.00 ms" in report
-    assert "[FAIL] input_bound: Input-bound" in report and "evidence:" in report and "gain:" in report
+    assert (
+        "[FAIL] input_bound: Input-bound" in report and "evidence:" in report and "gain:" in report
+    )
     assert "    fix: Feed the model through a tuned pipeline" in report
     assert "skipped launch_bound: not applicable on the CPU" in report
     assert "0.500 ms" in report and "model/conv/Conv2D" in report

@@ -274,10 +274,14 @@ def _micro_run(sizes: tuple[int, ...], *, copy_gbs: float, add_gbs: float) -> Be
     """A run with matmul at ``sizes`` in fp32 and bf16, the bandwidth benchmark and the vector
     add, shaped as bench.micro writes them."""
 
-    def m(benchmark: str, median: float, config: dict[str, object], **extra: object) -> BenchMeasurement:
+    def m(
+        benchmark: str, median: float, config: dict[str, object], **extra: object
+    ) -> BenchMeasurement:
         samples = [median * f for f in (0.97, 0.99, 1.0, 1.01, 1.03)]
         unit = "TFLOP/s" if benchmark == "matmul" else "GB/s"
-        return BenchMeasurement(benchmark, {"device": "cpu", **config}, "x", unit, samples, dict(extra))
+        return BenchMeasurement(
+            benchmark, {"device": "cpu", **config}, "x", unit, samples, dict(extra)
+        )
 
     measurements = []
     for dtype, itemsize, rate in (("float32", 4, 0.2), ("bfloat16", 2, 0.3)):

@@ -313,7 +313,9 @@ def _devices(runtime: Any) -> dict[str, Any]:
     for spec in ("cpu:1", "/cpu:0", "/device:CPU:1", "CPU:0"):
         with runtime.on_device(spec):
             placed[spec] = tf.ones(1).device.rsplit("device:", 1)[-1]
-    errors = {spec: outcome(partial(runtime.on_device, spec)) for spec in ("GPU:0", "CPU:5", "banana")}
+    errors = {
+        spec: outcome(partial(runtime.on_device, spec)) for spec in ("GPU:0", "CPU:5", "banana")
+    }
     return {"placed": placed, "device_errors": errors}
 
 

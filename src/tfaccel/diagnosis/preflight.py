@@ -452,8 +452,8 @@ def _disk(s: Snapshot, rel: Release) -> Finding:
 def install_command(s: Snapshot, rel: Release) -> str:
     """The ``pip install`` that fits this machine: with ``[and-cuda]`` where a GPU can be used."""
     if _gpu_path(s) is None and rel.and_cuda:
-        return f'pip install "tensorflow[and-cuda]=={rel.version}.*"'
-    return f'pip install "tensorflow=={rel.version}.*"'
+        return f'pip install "tensorflow[and-cuda]=={rel.latest}"'
+    return f'pip install "tensorflow=={rel.latest}"'
 
 
 def _fits(s: Snapshot, rel: Release, gpu: bool) -> bool:
@@ -505,7 +505,7 @@ def _verdict(s: Snapshot, rel: Release, checks: list[Finding]) -> tuple[Finding,
         else:
             fix = f"no release in tfaccel's table runs on this GPU: {gpu_failed[0].fix}"
         evidence.append(
-            f'{name} would still run on the CPU: pip install "tensorflow=={rel.version}.*"'
+            f'{name} would still run on the CPU: pip install "tensorflow=={rel.latest}"'
         )
         return (
             make_finding(

@@ -498,7 +498,6 @@ class ResourceRow(Record):
         return self.spill_store_bytes + self.spill_load_bytes
 
 
-
 def targets_from(targets: Iterable[str] | str) -> tuple[Architecture, ...]:
     """The architectures of ``targets`` (``"sm_80"``, ``"80"`` or ``"8.0"``), each once.
 
@@ -610,7 +609,6 @@ class Violation(Record):
     value: float
     limit: float
     message: str
-
 
 
 def floor_lookup(occupancy_floor: float | Mapping[str, float] | None) -> Callable[[str], float]:

@@ -141,6 +141,7 @@ def advice_for_step(
     rules: AllocatorRules = GPU_BFC_RULES,
 ) -> MemoryAdvice:
     """:class:`MemoryAdvice` from a traced step (pure: no TensorFlow)."""
+
     @functools.cache
     def total(batch: int) -> int:
         return simulate(step, batch, rules=rules).total_bytes

@@ -201,7 +201,6 @@ class Figures(Record):
     steps_per_s: float | None
 
 
-
 def compute_figures(records: Sequence[StepRecord]) -> Figures:
     """Figures of the non-warm-up steps; steps taken under a profiler trace are left out when
     at least :data:`MIN_STEPS` others remain (a trace slows steps down)."""

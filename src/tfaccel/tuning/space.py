@@ -119,7 +119,6 @@ class Config(Record):
         return " ".join(parts)
 
 
-
 def _onoff(value: bool) -> str:
     return "on" if value else "off"
 
