@@ -170,7 +170,9 @@ class LibraryLoad:
     component: str = ""  # "cudnn"
     loaded: bool = False
     path: str | None = None  # the file that was loaded
-    found_via: str | None = None  # "system" (loader search) or "wheel" (site-packages/nvidia/*/lib)
+    # "system" (loader search), "wheel" (site-packages/nvidia/*/lib), or "LD_LIBRARY_PATH"
+    # (a folder of it: libs.cuda_runtimes)
+    found_via: str | None = None
     error: str | None = None  # the loader's error text when it did not load
     version: str | None = None  # the library's own version where it reports one ("9.3.0")
 

@@ -160,6 +160,11 @@ def test_cuda_13_runtime_only_on_ld_library_path_warns_that_it_can_shadow() -> N
     s.env.pop("LD_LIBRARY_PATH")  # found through ldconfig only: nothing to take off a path
     runtime = preflight(s).finding("cuda_runtime_other_major")
     assert runtime is not None and runtime.status == "ok"
+    # the probe saw it come through a linked LD_LIBRARY_PATH entry (cuda/lib64 -> targets/...)
+    s.cuda_runtimes[0].found_via = "LD_LIBRARY_PATH"
+    s.env["LD_LIBRARY_PATH"] = "/usr/local/cuda/lib64"
+    runtime = preflight(s).finding("cuda_runtime_other_major")
+    assert runtime is not None and runtime.status == "warn"
 
 
 def test_no_gpu_answers_the_cpu_question() -> None:

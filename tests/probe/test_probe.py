@@ -366,3 +366,23 @@ def test_platform_reads_glibc_and_the_free_space_where_pip_installs() -> None:
         assert info.libc == "glibc" and info.libc_version.count(".") >= 1
     assert info.install_dir and info.install_dir_free_bytes is not None
     assert info.install_dir_free_bytes >= 0
+
+
+def test_cuda_runtimes_knows_a_runtime_found_through_a_linked_ld_library_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = tmp_path / "cuda-13.0/targets/x86_64-linux/lib"
+    real.mkdir(parents=True)
+    (tmp_path / "cuda-13.0/lib64").symlink_to(real)
+    mapped = real / "libcudart.so.13.0.96"
+
+    def loader(name: str) -> ctypes.CDLL:
+        if name != "libcudart.so.13":
+            raise OSError(f"{name}: cannot open shared object file: No such file or directory")
+        return ctypes.CDLL(None)
+
+    monkeypatch.setattr(libs, "_mapped_path", lambda soname, exact=False: str(mapped))
+    via_path = libs.cuda_runtimes(loader, ld_library_path=str(tmp_path / "cuda-13.0/lib64"))
+    assert via_path[0].found_via == "LD_LIBRARY_PATH" and via_path[0].path == str(mapped)
+    via_cache = libs.cuda_runtimes(loader, ld_library_path="/usr/local/nvidia/lib64")
+    assert via_cache[0].found_via == "system"

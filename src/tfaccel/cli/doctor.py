@@ -239,7 +239,7 @@ def _preflight(args: argparse.Namespace) -> int:
         snap = load_snapshot(args.snapshot)
     else:
         snap = probe.snapshot()
-        snap.cuda_runtimes = probe.libs.cuda_runtimes()
+        snap.cuda_runtimes = probe.libs.cuda_runtimes()  # LD_LIBRARY_PATH as this process has it
     report = preflight(snap, rel)
     if args.json:
         print_json(report.to_dict())

@@ -348,16 +348,15 @@ def _runtimes(s: Snapshot, rel: Release) -> Finding:
             else "no CUDA runtime on the loader's path: the nvidia-* wheels bring their own"
         )
         return make_finding(id, "ok", title, evidence)
-    ld_dirs = [d for d in s.env.get("LD_LIBRARY_PATH", "").split(":") if d]
-    shadowing = [
-        d
-        for d in ld_dirs
-        if any(
-            posixpath.dirname(lib.path or "") == d.rstrip("/")
+    ld_dirs = [d.rstrip("/") for d in s.env.get("LD_LIBRARY_PATH", "").split(":") if d]
+    shadowing = sorted(
+        {
+            posixpath.dirname(lib.path or "")
             for lib in loaded
             if _soname_major(lib.soname) in other
-        )
-    ]
+            and (lib.found_via == "LD_LIBRARY_PATH" or posixpath.dirname(lib.path or "") in ld_dirs)
+        }
+    )
     others = ", ".join(f"CUDA {m}" for m in other)
     evidence.append(
         f"TensorFlow {rel.version} wants CUDA {want}; "
@@ -370,7 +369,7 @@ def _runtimes(s: Snapshot, rel: Release) -> Finding:
     )
     if shadowing:
         evidence.append(
-            f"LD_LIBRARY_PATH holds {', '.join(shadowing)} ({others}): libraries whose soname "
+            f"LD_LIBRARY_PATH leads to {', '.join(shadowing)} ({others}): libraries whose soname "
             f"is the same in both majors (libcudnn.so.9, libnccl.so.2) load from there before "
             "the wheels' own"
         )

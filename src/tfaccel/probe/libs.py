@@ -109,14 +109,25 @@ def load_library(
 RUNTIME_SONAMES = ("libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0")
 
 
-def cuda_runtimes(loader: Loader = ctypes.CDLL) -> list[LibraryLoad]:
+def cuda_runtimes(
+    loader: Loader = ctypes.CDLL, ld_library_path: str | None = None
+) -> list[LibraryLoad]:
     """The CUDA runtime (libcudart) of each major that loads from the loader's own search path
-    (``LD_LIBRARY_PATH``, the ldconfig cache), before any TensorFlow is installed."""
+    (``LD_LIBRARY_PATH``, the ldconfig cache), before any TensorFlow is installed.
+
+    ``found_via`` is ``LD_LIBRARY_PATH`` when the file lies in one of its folders (symbolic
+    links resolved: ``cuda/lib64`` is often a link to ``targets/x86_64-linux/lib``), else
+    ``system``.
+    """
+    value = os.environ.get("LD_LIBRARY_PATH", "") if ld_library_path is None else ld_library_path
+    ld_dirs = {os.path.realpath(d) for d in value.split(":") if d}
     found = []
     for soname in RUNTIME_SONAMES:
         lib = load_library("cudart", soname, [], loader)
         if lib.loaded:  # several majors may be mapped: name this one's file
             lib.path = _mapped_path(soname, exact=True) or lib.path
+            if lib.path and os.path.dirname(os.path.realpath(lib.path)) in ld_dirs:
+                lib.found_via = "LD_LIBRARY_PATH"
         found.append(lib)
     return found
 
