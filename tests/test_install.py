@@ -44,6 +44,7 @@ def test_the_wheel_is_named_as_the_readme_says(wheel: Path) -> None:
 def test_the_wheel_holds_the_package_data(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {"tfaccel/accelerators.csv", "tfaccel/py.typed", "tfaccel/__init__.py"} <= names
+    assert "tfaccel/diagnosis/tf_releases.json" in names
     assert not [n for n in names if n.startswith("tests/")]
 
 
@@ -59,8 +60,9 @@ def test_the_installed_wheel_runs_outside_the_clone(wheel: Path, tmp_path: Path)
     assert install.returncode == 0, install.stderr[-3000:]
     env = {**os.environ, "PYTHONPATH": str(target)}
     code = (
-        "import json, sys, tfaccel; print(json.dumps({'file': tfaccel.__file__, "
-        "'gpus_known': len(tfaccel.inventory.load_specs()), "
+        "import json, sys, tfaccel; from tfaccel.diagnosis.releases import releases; "
+        "print(json.dumps({'file': tfaccel.__file__, "
+        "'gpus_known': len(tfaccel.inventory.load_specs()), 'releases': len(releases()), "
         "'tf': 'tensorflow' in sys.modules}))"
     )
     out = subprocess.run(
@@ -69,6 +71,7 @@ def test_the_installed_wheel_runs_outside_the_clone(wheel: Path, tmp_path: Path)
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     assert doc["file"].startswith(str(target)) and doc["gpus_known"] > 10 and not doc["tf"]
+    assert doc["releases"] >= 10
     devices = subprocess.run(
         [sys.executable, "-m", "tfaccel", "devices", "--json"],
         cwd=tmp_path,

@@ -70,7 +70,8 @@ class PreflightReport:
     Attributes:
         tensorflow: the release asked about (``2.21``).
         findings: the verdict (id ``preflight``) first, then one finding per question.
-        install: the ``pip install`` command that fits, or None when none does.
+        install: the ``pip install`` command that fits: this release's, or where it does not
+            fit, that of the newest release in the table that does; None when none does.
     """
 
     tensorflow: str
