@@ -183,6 +183,29 @@ def test_aarch64_with_a_gpu_runs_on_the_cpu_only() -> None:
     assert report.install == 'pip install "tensorflow==2.21.0"'
 
 
+def test_macos_on_apple_silicon_gets_the_cpu_wheel_and_intel_macs_an_older_release() -> None:
+    s = machine(arch="arm64")
+    s.platform.system, s.platform.libc, s.platform.libc_version = "Darwin", "", ""
+    s.nvml.gpus, s.pci = [], []
+    report = preflight(s)
+    assert statuses(report)["no_matching_wheel"] == "ok" and report.verdict.status == "info"
+    assert report.install == 'pip install "tensorflow==2.21.0"'
+    s.platform.machine, s.platform.python_version = "x86_64", "3.11.9"
+    report = preflight(s)
+    assert statuses(report)["no_matching_wheel"] == "fail"
+    assert report.install == 'pip install "tensorflow==2.16.2"'  # the last macOS x86_64 wheels
+
+
+def test_native_windows_with_a_gpu_runs_on_the_cpu_and_points_to_wsl2() -> None:
+    s = machine()
+    s.platform.system, s.platform.machine = "Windows", "AMD64"
+    report = preflight(s)
+    gpu_wheel = report.finding("no_gpu_wheel")
+    assert gpu_wheel is not None and gpu_wheel.status == "warn" and "WSL2" in (gpu_wheel.fix or "")
+    assert statuses(report)["glibc_too_old"] == "skip"
+    assert report.install == 'pip install "tensorflow==2.21.0"' and report.exit_code == 0
+
+
 def test_too_little_disk_for_the_wheels_fails() -> None:
     report = preflight(machine(free_gb=2))
     disk = report.finding("disk_space")

@@ -138,19 +138,16 @@ def _platform_tag(s: Snapshot, rel: Release) -> str | None:
         return f"manylinux_{rel.manylinux.replace('.', '_')}_{arch}"
     if system == "windows" and arch == "x86_64" and rel.windows:
         return "win_amd64"
-    if system == "darwin" and arch in rel.macos:
-        mac_arch = "arm64" if arch == "aarch64" else arch
-        return f"macosx_{rel.macos[arch].replace('.', '_')}_{mac_arch}"
+    mac_arch = "arm64" if arch == "aarch64" else arch  # the table and the tags say arm64
+    if system == "darwin" and mac_arch in rel.macos:
+        return f"macosx_{rel.macos[mac_arch].replace('.', '_')}_{mac_arch}"
     return None
 
 
 def _platforms(rel: Release) -> str:
     tags = [f"manylinux_{rel.manylinux.replace('.', '_')}_{a}" for a in rel.linux]
     tags += ["win_amd64"] if rel.windows else []
-    tags += [
-        f"macosx_{v.replace('.', '_')}_{'arm64' if a == 'aarch64' else a}"
-        for a, v in rel.macos.items()
-    ]
+    tags += [f"macosx_{v.replace('.', '_')}_{a}" for a, v in rel.macos.items()]
     return ", ".join(tags)
 
 
