@@ -48,6 +48,21 @@ def add_parser(sub: Any) -> None:
         "--gpu", action="store_true", help="run the GPU self-test (the one self-test there is)"
     )
     p.add_argument(
+        "--offline",
+        action="store_true",
+        help="only the checks that need no TensorFlow and install nothing: devices against "
+        "nvidia-smi, utilisation under load, doctor, the kernels (NumPy, copy bandwidth, "
+        "cuBLAS), compute-sanitizer, Nsight Compute, NVTX, the gpu tests of tests/kernels; "
+        "each runs where its modules and tools are found, else is skipped with the reason. "
+        "One log file: steps.log",
+    )
+    p.add_argument(
+        "--simulate",
+        action="store_true",
+        help="with --offline (implied): rehearse without a GPU, the kernels on numba-cuda's "
+        "CUDA simulator; summary.json lists the steps that need the real GPU",
+    )
+    p.add_argument(
         "--out",
         metavar="DIR",
         help="directory for summary.json, logs/ and the report files "
@@ -82,10 +97,16 @@ def run(args: argparse.Namespace) -> int:
     from tfaccel import selftest
 
     out = selftest.check_out_dir(args.out if args.out is not None else selftest.default_out())
+    offline = args.offline or args.simulate
     if args.list:
-        return _list(args, out)
+        return _list(args, out, offline)
     with RichProgress("looking for an NVIDIA GPU") as progress:
-        result = selftest.run_gpu_selftest(out, budget_s=args.budget, progress=progress)
+        if offline:
+            result = selftest.run_offline_selftest(
+                out, budget_s=args.budget, progress=progress, simulate=args.simulate
+            )
+        else:
+            result = selftest.run_gpu_selftest(out, budget_s=args.budget, progress=progress)
     if args.json:
         print_json(result.to_dict())
         return EXIT_CODE[result.status]
@@ -96,17 +117,29 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_CODE[result.status]
 
 
-def _list(args: argparse.Namespace, out: Path) -> int:
+def _list(args: argparse.Namespace, out: Path, offline: bool) -> int:
     """``--list``: the steps as they would run here, and whether the self-test would skip."""
     from tfaccel import selftest
 
     missing, _ = selftest.probe_machine()
-    steps = selftest.plan_gpu_steps(out.resolve())
+    if offline:
+        from tfaccel.selftest.offline import discover, plan_offline_steps
+
+        steps = plan_offline_steps(
+            discover(),
+            gpu=missing is None,
+            simulate=args.simulate,
+            root=selftest.checkout_root(),
+        )
+        if args.simulate:
+            missing = None
+    else:
+        steps = selftest.plan_gpu_steps(out.resolve())
     if args.json:
         print_json(
             {
                 "command": "selftest",
-                "kind": "gpu",
+                "kind": ("gpu-simulated" if args.simulate else "gpu-offline") if offline else "gpu",
                 "would_skip": missing,
                 "budget_s": args.budget,
                 "out": str(out.resolve()),

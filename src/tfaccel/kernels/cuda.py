@@ -28,7 +28,12 @@ from numba import cuda as _numba_cuda
 
 from tfaccel.core.errors import UsageError
 from tfaccel.kernels import _checks, _launch
-from tfaccel.kernels._errors import KernelBackendError, SimulatorWarning, no_gpu
+from tfaccel.kernels._errors import (
+    KernelBackendError,
+    SimulatorWarning,
+    incompatible_numba,
+    no_gpu,
+)
 from tfaccel.kernels._launch import SIMULATOR_LIMITS, DeviceLimits
 
 try:
@@ -409,10 +414,30 @@ def _library_errors() -> tuple[type[BaseException], ...]:
     return tuple(found)
 
 
+def _raised_inside_numba(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised by numba or numba-cuda's own code (the innermost frame of
+    its traceback lies in one of their packages), not by a kernel's Python (the simulator)."""
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    filename = tb.tb_frame.f_code.co_filename.replace("\\", "/")
+    return (
+        any(f"/{package}/" in filename for package in ("numba_cuda", "numba"))
+        and "/tfaccel/" not in filename
+    )
+
+
 def _run(kernel: Any, launch: _launch.Launch, *args: Any) -> None:
-    """``kernel[grid, block](*args)``, turning a missing CUDA library into a clear error."""
+    """``kernel[grid, block](*args)``, turning a missing CUDA library, or a numba-cuda that
+    breaks on this NumPy while it compiles, into a clear error."""
     try:
         kernel[launch.grid, launch.block](*args)
+    except (AttributeError, ImportError) as exc:
+        if not _raised_inside_numba(exc):
+            raise
+        raise incompatible_numba(exc) from exc
     except _library_errors() as exc:
         raise KernelBackendError(
             "numba-cuda cannot load a CUDA library it needs to compile or launch the kernel",

@@ -30,10 +30,14 @@ def render_result(result: SelftestResult) -> RenderableType:
     from tfaccel.report.findings import Prose
     from tfaccel.report.text import whole_columns
 
+    command = {
+        "gpu-offline": "tfaccel selftest --gpu --offline",
+        "gpu-simulated": "tfaccel selftest --gpu --offline --simulate",
+    }.get(result.kind, "tfaccel selftest --gpu")
     if result.status == "skipped":
-        return Prose(f"tfaccel selftest --gpu: skipped: {result.reason}")
+        return Prose(f"{command}: skipped: {result.reason}")
     machine = result.machine
-    title = "tfaccel selftest --gpu"
+    title = command
     if machine.get("gpus"):
         title += " on " + ", ".join(g["name"] for g in machine["gpus"])
     versions = [
