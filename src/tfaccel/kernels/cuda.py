@@ -415,18 +415,17 @@ def _library_errors() -> tuple[type[BaseException], ...]:
 
 
 def _raised_inside_numba(exc: BaseException) -> bool:
-    """Whether ``exc`` was raised by numba or numba-cuda's own code (the innermost frame of
-    its traceback lies in one of their packages), not by a kernel's Python (the simulator)."""
+    """Whether ``exc`` came out of numba or numba-cuda's own code (one frame of its traceback
+    lies in their packages; NumPy's module ``__getattr__`` may be the innermost), not out of
+    a kernel's Python (the simulator runs it: its innermost frame is tfaccel's)."""
+    files = []
     tb = exc.__traceback__
-    if tb is None:
-        return False
-    while tb.tb_next is not None:
+    while tb is not None:
+        files.append(tb.tb_frame.f_code.co_filename.replace("\\", "/"))
         tb = tb.tb_next
-    filename = tb.tb_frame.f_code.co_filename.replace("\\", "/")
-    return (
-        any(f"/{package}/" in filename for package in ("numba_cuda", "numba"))
-        and "/tfaccel/" not in filename
-    )
+    if not files or "/tfaccel/" in files[-1]:
+        return False
+    return any("/numba/" in name or "/numba_cuda/" in name for name in files[1:])
 
 
 def _run(kernel: Any, launch: _launch.Launch, *args: Any) -> None:
@@ -434,10 +433,6 @@ def _run(kernel: Any, launch: _launch.Launch, *args: Any) -> None:
     breaks on this NumPy while it compiles, into a clear error."""
     try:
         kernel[launch.grid, launch.block](*args)
-    except (AttributeError, ImportError) as exc:
-        if not _raised_inside_numba(exc):
-            raise
-        raise incompatible_numba(exc) from exc
     except _library_errors() as exc:
         raise KernelBackendError(
             "numba-cuda cannot load a CUDA library it needs to compile or launch the kernel",
@@ -446,6 +441,10 @@ def _run(kernel: Any, launch: _launch.Launch, *args: Any) -> None:
             fix="pip install 'numba-cuda[cu12]' (CUDA 12, as TensorFlow's GPU wheels use), "
             "or 'numba-cuda[cu13]' with a CUDA 13 driver",
         ) from exc
+    except (AttributeError, ImportError) as exc:  # CudaSupportError is one: handled above
+        if not _raised_inside_numba(exc):
+            raise
+        raise incompatible_numba(exc) from exc
 
 
 def _scratch(n: int, dtype: np.dtype[Any]) -> Any:

@@ -453,7 +453,7 @@ def kernels_step(only: str | None = None, small: bool = False) -> dict[str, Any]
     cases: dict[str, Callable[[], tuple[Any, Any, float]]] = {}
 
     def vector_add() -> tuple[Any, Any, float]:
-        n = 1000 if tiny else 1 << 22
+        n = 256 if simulator else 4096 if small else 1 << 22
         a, b = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
         return kernels.vector_add(a, b), reference.vector_add(a, b), 0.0
 
@@ -464,7 +464,7 @@ def kernels_step(only: str | None = None, small: bool = False) -> dict[str, Any]
         return kernels.matmul(a, b, tile=8 if simulator else 16), reference.matmul(a, b), 1e-4
 
     def reduce_sum() -> tuple[Any, Any, float]:
-        x = rng.random(5000 if tiny else 1 << 22).astype(np.float64)
+        x = rng.random(300 if simulator else 5000 if small else 1 << 22).astype(np.float64)
         return kernels.reduce_sum(x), reference.reduce_sum(x), 1e-9
 
     def bias_relu() -> tuple[Any, Any, float]:
