@@ -16,6 +16,7 @@ skipped, each saying so.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -50,6 +51,18 @@ def discover(python: str | None = None, timeout_s: float = 180.0) -> dict[str, A
     return doc if isinstance(doc, dict) else {"modules": {}, "tools": {}}
 
 
+def _pythonpath() -> tuple[tuple[str, str], ...]:
+    """PYTHONPATH for the steps, which run in the self-test's directory: this tfaccel's
+    folder first, then each entry the caller gave (``PYTHONPATH=src``) made absolute."""
+    import tfaccel
+
+    entries = [str(Path(tfaccel.__file__).resolve().parent.parent)]
+    for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+        if entry and os.path.abspath(entry) not in entries:
+            entries.append(os.path.abspath(entry))
+    return (("PYTHONPATH", os.pathsep.join(entries)),)
+
+
 def _have(found: dict[str, Any], module: str) -> bool:
     return bool(found.get("modules", {}).get(module, {}).get("ok"))
 
@@ -77,6 +90,7 @@ def plan_offline_steps(
         root: the source tree whose ``tests/`` the gpu tests come from (None: none).
     """
     py = python or sys.executable
+    path = _pythonpath()
     tools = found.get("tools", {})
     real = None if gpu and not simulate else REAL_GPU
     numba = None
@@ -87,6 +101,7 @@ def plan_offline_steps(
     def step(
         name: str, args: tuple[str, ...], what: str, timeout: float, skip: str | None, **kwargs: Any
     ) -> Step:
+        env = path + tuple(kwargs.pop("env", ()))
         return Step(
             name,
             (py, "-m", STEPS_MODULE, *args),
@@ -94,6 +109,7 @@ def plan_offline_steps(
             timeout,
             skip=skip,
             keeps_result=True,
+            env=env,
             **kwargs,
         )
 
@@ -205,6 +221,7 @@ def plan_offline_steps(
             240,
             cwd=str(root) if root is not None else None,
             skip=tests_skip,
+            env=path,
             skipped_if=r"^(?P<reason>\d+ skipped(?:, \d+ (?:deselected|warnings?))* in .*)$",
         )
     )

@@ -262,8 +262,8 @@ def _load_generator() -> tuple[str, Callable[[], None], int | None]:
 
         cupy_step()
         return "cupy matmul 4096x4096", cupy_step, sms
-    except Exception:
-        pass
+    except Exception as exc:  # no CuPy, or it cannot run here: numba-cuda then
+        cupy_error = _one_line(f"{type(exc).__name__}: {exc}")
     import numpy as np
     from numba import cuda as numba_cuda
 
@@ -288,7 +288,7 @@ def _load_generator() -> tuple[str, Callable[[], None], int | None]:
         cuda.synchronize()
 
     numba_step()
-    return "numba-cuda arithmetic loop", numba_step, sms
+    return f"numba-cuda arithmetic loop (CuPy: {cupy_error})", numba_step, sms
 
 
 def load_step(seconds: float = _LOAD_S) -> dict[str, Any]:
@@ -532,7 +532,7 @@ def _performance() -> dict[str, Any]:
     out["device"] = str(device.name.decode() if isinstance(device.name, bytes) else device.name)
     out["multiprocessors"] = int(device.MULTIPROCESSOR_COUNT)
     sync = cuda.synchronize
-    n = 1 << 26  # 256 MiB per float32 operand
+    n = 1 << 28  # 1 GiB per float32 operand: the launch's own cost is lost in 3 GiB moved
     a = cuda.to_device(np.ones(n, np.float32))
     b = cuda.to_device(np.ones(n, np.float32))
     c = cuda.device_array(n, np.float32)
@@ -583,7 +583,7 @@ def sanitizer_step() -> dict[str, Any]:
         [tool, "--tool", "memcheck", *_kernels_child()],
         capture_output=True,
         text=True,
-        timeout=400,
+        timeout=270,  # under the step's 300 s: the summary then has this step's figures
     )
     text = done.stdout + done.stderr
     summary = re.search(r"ERROR SUMMARY: (\d+) errors?", text)
@@ -624,7 +624,7 @@ def ncu_step() -> dict[str, Any]:
         ],
         capture_output=True,
         text=True,
-        timeout=400,
+        timeout=210,  # under the step's 240 s
     )
     text = done.stdout + done.stderr
     if "ERR_NVGPUCTRPERM" in text:
@@ -635,6 +635,14 @@ def ncu_step() -> dict[str, Any]:
             "(ERR_NVGPUCTRPERM): run as root or set NVreg_RestrictProfilingToAdminUsers=0",
         }
     figures = _ncu_figures(done.stdout)
+    inner = _last_json(done.stdout)
+    if inner is not None and inner.get("status") == "failed":
+        return {
+            "step": "ncu",
+            "status": "failed",
+            "tool": tool,
+            "reason": f"the matmul failed under ncu: {inner.get('reason')}",
+        }
     checks = [
         _check(
             f"{metric} read",
