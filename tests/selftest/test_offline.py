@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -294,3 +296,55 @@ def test_an_attribute_error_of_other_code_is_not_blamed_on_numba(
 
     with pytest.raises(AttributeError, match="a kernel's own mistake"):
         kc._run(Broken(), _launch.Launch(grid=(1,), block=(1,)))
+
+
+# --- make gpu-check's choice -------------------------------------------------------------------
+
+MAKE = shutil.which("make")
+needs_make = pytest.mark.skipif(MAKE is None, reason="Requires: make")
+
+
+def _make(tmp_path: Path, *args: str, smi: bool) -> subprocess.CompletedProcess[str]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    if smi:  # nvidia-smi -L succeeds: a GPU, as far as make can tell
+        (bin_dir / "nvidia-smi").write_text("#!/bin/sh\nexit 0\n")
+        (bin_dir / "nvidia-smi").chmod(0o755)
+    path = os.pathsep.join([str(bin_dir), os.path.dirname(PY), "/usr/bin", "/bin"])
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS")}
+    env.update(PATH=path, PYTHONPATH="")
+    return subprocess.run(
+        [str(MAKE), "-s", "-C", str(ROOT), "gpu-check", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+
+
+@needs_make
+def test_make_gpu_check_without_a_gpu_exits_0_at_once_installing_nothing(tmp_path: Path) -> None:
+    started = time.monotonic()
+    done = _make(tmp_path, "VENV=" + str(tmp_path / "no-venv"), smi=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "skipped: no NVIDIA GPU here" in done.stdout
+    assert not (tmp_path / "no-venv").exists()
+    assert time.monotonic() - started < 10
+
+
+@needs_make
+def test_make_gpu_check_offline_says_why_and_runs_from_the_source_tree(tmp_path: Path) -> None:
+    done = _make(
+        tmp_path,
+        "GPU_CHECK_OFFLINE=1",
+        f"PYTHON={PY}",
+        "VENV=" + str(tmp_path / "no-venv"),
+        "GPU_CHECK_ARGS=--list --json --out " + str(tmp_path / "out"),
+        smi=True,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    first, rest = done.stdout.split("\n", 1)
+    assert first.startswith("make gpu-check: offline (GPU_CHECK_OFFLINE=1)")
+    doc = json.loads(rest[rest.index("{") :])
+    assert doc["kind"] == "gpu-offline"
+    assert not (tmp_path / "no-venv").exists()
