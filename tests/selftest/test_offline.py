@@ -348,3 +348,71 @@ def test_make_gpu_check_offline_says_why_and_runs_from_the_source_tree(tmp_path:
     doc = json.loads(rest[rest.index("{") :])
     assert doc["kind"] == "gpu-offline"
     assert not (tmp_path / "no-venv").exists()
+
+
+# --- the devices step against nvidia-smi ---------------------------------------------------------
+
+FAKE_SMI = """#!/bin/sh
+# nvidia-smi as the driver prints it: the query's CSV, or the header with the CUDA version
+case "$1" in
+  --query-gpu=*) echo "NVIDIA H100 80GB HBM3, {memory}, 580.159.04, 1410, 1215, 9.0" ;;
+  *) echo "| NVIDIA-SMI 580.159.04   Driver Version: 580.159.04   CUDA Version: 13.0 |" ;;
+esac
+"""
+
+
+@pytest.mark.parametrize("memory", [81920, 81000])
+def test_the_devices_step_checks_tfaccel_against_nvidia_smi(tmp_path: Path, memory: int) -> None:
+    shims = _shims(tmp_path, gpu=True)  # NVML: the fake H100, driver 580.159.04, CUDA 13.0
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.parent.mkdir()
+    smi.write_text(FAKE_SMI.format(memory=memory))
+    smi.chmod(0o755)
+    env = _env(shims, PATH=os.pathsep.join([str(smi.parent), os.path.dirname(PY), "/usr/bin"]))
+    done = subprocess.run(
+        [PY, "-m", offline.STEPS_MODULE, "devices", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    lines = done.stdout.strip().splitlines()
+    doc = json.loads(lines[0])
+    checks = {c["what"]: c for c in doc["checks"]}
+    assert {what: c["ok"] for what, c in checks.items()} == {
+        "number of GPUs": True,
+        "GPU 0 name": True,
+        "GPU 0 memory total (MiB)": memory == 81920,
+        "GPU 0 max SM clock (MHz)": True,
+        "GPU 0 max memory clock (MHz)": True,
+        "GPU 0 compute capability": True,
+        "driver version": True,
+        "CUDA version (nvidia-smi's header)": True,
+    }
+    if memory == 81920:
+        assert (done.returncode, doc["status"]) == (0, "passed"), done.stdout + done.stderr
+    else:
+        assert (done.returncode, doc["status"]) == (1, "failed")
+        assert lines[-1] == ("failed: GPU 0 memory total (MiB): expected 81000, received 81920")
+
+
+NCU_CSV = """==PROF== Connected to process 4242 (/opt/torch/.venv/bin/python3.12)
+==PROF== Profiling "matmul_tiled": 0%....50%....100% - 1 pass
+"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size",\
+"Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"
+"0","4242","python3.12","127.0.0.1","_ZN6cudapy8tfaccel12matmul_tiledE","1","7","(16, 16, 1)",\
+"(16, 32, 1)","0","9.0","Command line profiler metrics",\
+"dram__throughput.avg.pct_of_peak_sustained_elapsed","%","12.5"
+"0","4242","python3.12","127.0.0.1","_ZN6cudapy8tfaccel12matmul_tiledE","1","7","(16, 16, 1)",\
+"(16, 32, 1)","0","9.0","Command line profiler metrics",\
+"sm__throughput.avg.pct_of_peak_sustained_elapsed","%","1,234.5"
+"""
+
+
+def test_the_ncu_figures_are_read_from_its_csv() -> None:
+    figures = offline_steps._ncu_figures(NCU_CSV)
+    assert figures == {
+        "dram__throughput.avg.pct_of_peak_sustained_elapsed": 12.5,
+        "sm__throughput.avg.pct_of_peak_sustained_elapsed": 1234.5,
+        "kernel": "_ZN6cudapy8tfaccel12matmul_tiledE",
+    }

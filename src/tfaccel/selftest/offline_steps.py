@@ -174,11 +174,12 @@ def _nvidia_smi(*args: str, timeout_s: float = 30.0) -> str:
     return done.stdout
 
 
-def _number(text: str) -> float | None:
+def _number(text: str) -> float | int | None:
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         return None  # "[N/A]"
+    return int(value) if value.is_integer() else value
 
 
 def devices_step() -> dict[str, Any]:
