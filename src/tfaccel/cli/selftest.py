@@ -149,5 +149,9 @@ def _list(args: argparse.Namespace, out: Path, offline: bool) -> int:
         return 0
     from tfaccel.selftest.render import render_plan
 
-    sys.stdout.write(render_plan(steps, budget_s=args.budget, missing=missing) + "\n")
+    command = "tfaccel selftest --gpu"
+    if offline:
+        command += " --offline --simulate" if args.simulate else " --offline"
+    text = render_plan(steps, budget_s=args.budget, missing=missing, command=command)
+    sys.stdout.write(text + "\n")
     return 0

@@ -85,9 +85,15 @@ def render_result(result: SelftestResult) -> RenderableType:
     return Group(*parts)
 
 
-def render_plan(steps: Sequence[Step], *, budget_s: float, missing: str | None) -> str:
+def render_plan(
+    steps: Sequence[Step],
+    *,
+    budget_s: float,
+    missing: str | None,
+    command: str = "tfaccel selftest --gpu",
+) -> str:
     """The ``--list`` text: each step, its timeout and its command (or why it will not run)."""
-    lines = [f"tfaccel selftest --gpu: {len(steps)} steps within a budget of {budget_s:g} s"]
+    lines = [f"{command}: {len(steps)} steps within a budget of {budget_s:g} s"]
     if missing is not None:
         lines.append(f"(here it would be skipped: {missing})")
     for number, step in enumerate(steps, 1):
