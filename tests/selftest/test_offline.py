@@ -168,6 +168,8 @@ def test_the_rehearsal_runs_the_kernels_on_the_simulator_and_lists_what_needs_a_
 
 def test_a_step_json_result_is_kept_and_its_skip_recorded(tmp_path: Path) -> None:
     said = 'import json; print("noise"); print(json.dumps({"status": "skipped", "reason": "r"}))'
+    long = "x" * 500
+    failed = f"import json, sys; print(json.dumps({{'reason': {long!r}}})); sys.exit(1)"
     steps = [
         Step("kept", (PY, "-c", said), "keeps its result", 30, keeps_result=True),
         Step(
@@ -178,8 +180,10 @@ def test_a_step_json_result_is_kept_and_its_skip_recorded(tmp_path: Path) -> Non
             env=(("X_SET", "1"),),
         ),
     ]
+    steps.append(Step("failed", (PY, "-c", failed), "fails", 30, keeps_result=True))
     results, _ = run_steps(steps, budget_s=60, log_dir=tmp_path)
     assert (results[0].status, results[0].reason) == ("skipped", "r")
+    assert (results[2].status, results[2].reason) == ("failed", long)  # whole, not cut
     assert results[0].result == {"status": "skipped", "reason": "r"}
     assert results[1].status == "passed", results[1].output_tail
 

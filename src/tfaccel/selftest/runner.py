@@ -61,7 +61,8 @@ class Step:
         env: variables set in its environment (``(("NUMBA_ENABLE_CUDASIM", "1"),)``).
         keeps_result: the step prints one JSON object on a line of its own: the last such
             line of its output is kept in its result (``result``), and a ``skipped`` status in
-            it (with its ``reason``) records the step as skipped.
+            it (with its ``reason``) records the step as skipped, and the ``reason`` of a step
+            that failed is the step's reason.
     """
 
     name: str
@@ -258,6 +259,8 @@ def _run_one(
         if status == "passed" and kept_result is not None:
             if kept_result.get("status") == "skipped":
                 status, reason = "skipped", str(kept_result.get("reason") or "skipped")
+        elif status == "failed" and kept_result is not None and kept_result.get("reason"):
+            reason = str(kept_result["reason"])  # whole: the last line of the output is cut
     result = StepResult(step, status, seconds, code, reason, tail, kept, timeout_s, kept_result)
     return result, interrupted
 
