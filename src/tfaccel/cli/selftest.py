@@ -41,7 +41,9 @@ def add_parser(sub: Any) -> None:
             "the clone and report, each as its own process with its own timeout, within one "
             "budget; a failure is recorded and the next step runs. Writes summary.json, each "
             "step's log and the report into --out. Without an NVIDIA GPU it says why and exits "
-            "0, in about a second. Exit status 1 when a step failed or timed out."
+            "0, in about a second. Exit status 1 when a step failed or timed out. With "
+            "--offline: only what needs no TensorFlow, with the packages already installed "
+            "(summary.json and one steps.log); --simulate rehearses it without a GPU."
         ),
     )
     p.add_argument(
