@@ -3,6 +3,9 @@
 # works, [cpu] otherwise. Both are fast when everything is already installed.
 # `make gpu-check` runs what needs a GPU (tfaccel selftest --gpu: the gpu tests, every command,
 # each setup mode) in under ten minutes; without an NVIDIA GPU it says why and exits 0 at once.
+# Where nothing can be installed (GPU_CHECK_OFFLINE=1, or no .venv yet and pip cannot reach the
+# package index, or the install fails) it runs `make gpu-check-offline` instead: the checks that
+# need no TensorFlow, from this source tree with $(PYTHON) and the packages it already has.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -13,7 +16,7 @@ TEST_STAMP := $(VENV)/.installed-$(FLAVOUR)-dev
 REPORT_ARGS ?= --quick
 GPU_CHECK_ARGS ?=
 
-.PHONY: run test gpu-check install install-dev lint clean
+.PHONY: run test gpu-check gpu-check-offline install install-dev lint clean
 
 run: $(RUN_STAMP)
 	$(BIN)/tfaccel report $(REPORT_ARGS)
@@ -24,8 +27,35 @@ test: $(TEST_STAMP)
 	$(BIN)/lint-imports --no-cache --no-logo
 	$(BIN)/python -m pytest
 
-gpu-check: $(TEST_STAMP)
-	$(BIN)/tfaccel selftest --gpu $(GPU_CHECK_ARGS)
+gpu-check:
+	@if ! nvidia-smi -L >/dev/null 2>&1; then \
+	  echo "make gpu-check: skipped: no NVIDIA GPU here (nvidia-smi -L fails); nothing installed"; \
+	  exit 0; \
+	fi; \
+	why=""; \
+	if [ "$(GPU_CHECK_OFFLINE)" = 1 ]; then why="GPU_CHECK_OFFLINE=1"; \
+	elif [ ! -f $(TEST_STAMP) ]; then \
+	  probe=$$(mktemp -d); \
+	  $(PYTHON) -m pip download --no-deps --no-cache-dir -q --timeout 5 --retries 0 \
+	    -d "$$probe" pip >/dev/null 2>&1 || \
+	    why="pip cannot reach the package index, so TensorFlow cannot be installed"; \
+	  rm -rf "$$probe"; \
+	fi; \
+	if [ -n "$$why" ]; then \
+	  echo "make gpu-check: offline ($$why): only the checks that need no TensorFlow"; \
+	  $(MAKE) --no-print-directory gpu-check-offline; \
+	elif $(MAKE) --no-print-directory install-dev; then \
+	  echo "make gpu-check: the full self-test, with TensorFlow from $(VENV)"; \
+	  $(BIN)/tfaccel selftest --gpu $(GPU_CHECK_ARGS); \
+	else \
+	  echo "make gpu-check: offline (installing into $(VENV) failed): only the checks that need no TensorFlow"; \
+	  $(MAKE) --no-print-directory gpu-check-offline; \
+	fi
+
+# The GPU checks that need no TensorFlow and install nothing: this source tree, $(PYTHON) and
+# the packages it already has (tfaccel selftest --gpu --offline).
+gpu-check-offline:
+	PYTHONPATH=src $(PYTHON) -m tfaccel selftest --gpu --offline $(GPU_CHECK_ARGS)
 
 install: $(RUN_STAMP)
 install-dev: $(TEST_STAMP)

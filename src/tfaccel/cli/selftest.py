@@ -41,11 +41,28 @@ def add_parser(sub: Any) -> None:
             "the clone and report, each as its own process with its own timeout, within one "
             "budget; a failure is recorded and the next step runs. Writes summary.json, each "
             "step's log and the report into --out. Without an NVIDIA GPU it says why and exits "
-            "0, in about a second. Exit status 1 when a step failed or timed out."
+            "0, in about a second. Exit status 1 when a step failed or timed out. With "
+            "--offline: only what needs no TensorFlow, with the packages already installed "
+            "(summary.json and one steps.log); --simulate rehearses it without a GPU."
         ),
     )
     p.add_argument(
         "--gpu", action="store_true", help="run the GPU self-test (the one self-test there is)"
+    )
+    p.add_argument(
+        "--offline",
+        action="store_true",
+        help="only the checks that need no TensorFlow and install nothing: devices against "
+        "nvidia-smi, utilisation under load, doctor, the kernels (NumPy, copy bandwidth, "
+        "cuBLAS), compute-sanitizer, Nsight Compute, NVTX, the gpu tests of tests/kernels; "
+        "each runs where its modules and tools are found, else is skipped with the reason. "
+        "One log file: steps.log",
+    )
+    p.add_argument(
+        "--simulate",
+        action="store_true",
+        help="with --offline (implied): rehearse without a GPU, the kernels on numba-cuda's "
+        "CUDA simulator; summary.json lists the steps that need the real GPU",
     )
     p.add_argument(
         "--out",
@@ -82,10 +99,16 @@ def run(args: argparse.Namespace) -> int:
     from tfaccel import selftest
 
     out = selftest.check_out_dir(args.out if args.out is not None else selftest.default_out())
+    offline = args.offline or args.simulate
     if args.list:
-        return _list(args, out)
+        return _list(args, out, offline)
     with RichProgress("looking for an NVIDIA GPU") as progress:
-        result = selftest.run_gpu_selftest(out, budget_s=args.budget, progress=progress)
+        if offline:
+            result = selftest.run_offline_selftest(
+                out, budget_s=args.budget, progress=progress, simulate=args.simulate
+            )
+        else:
+            result = selftest.run_gpu_selftest(out, budget_s=args.budget, progress=progress)
     if args.json:
         print_json(result.to_dict())
         return EXIT_CODE[result.status]
@@ -96,17 +119,29 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_CODE[result.status]
 
 
-def _list(args: argparse.Namespace, out: Path) -> int:
+def _list(args: argparse.Namespace, out: Path, offline: bool) -> int:
     """``--list``: the steps as they would run here, and whether the self-test would skip."""
     from tfaccel import selftest
 
     missing, _ = selftest.probe_machine()
-    steps = selftest.plan_gpu_steps(out.resolve())
+    if offline:
+        from tfaccel.selftest.offline import discover, plan_offline_steps
+
+        steps = plan_offline_steps(
+            discover(),
+            gpu=missing is None,
+            simulate=args.simulate,
+            root=selftest.checkout_root(),
+        )
+        if args.simulate:
+            missing = None
+    else:
+        steps = selftest.plan_gpu_steps(out.resolve())
     if args.json:
         print_json(
             {
                 "command": "selftest",
-                "kind": "gpu",
+                "kind": ("gpu-simulated" if args.simulate else "gpu-offline") if offline else "gpu",
                 "would_skip": missing,
                 "budget_s": args.budget,
                 "out": str(out.resolve()),
@@ -116,5 +151,9 @@ def _list(args: argparse.Namespace, out: Path) -> int:
         return 0
     from tfaccel.selftest.render import render_plan
 
-    sys.stdout.write(render_plan(steps, budget_s=args.budget, missing=missing) + "\n")
+    command = "tfaccel selftest --gpu"
+    if offline:
+        command += " --offline --simulate" if args.simulate else " --offline"
+    text = render_plan(steps, budget_s=args.budget, missing=missing, command=command)
+    sys.stdout.write(text + "\n")
     return 0

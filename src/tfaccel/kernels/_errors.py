@@ -10,6 +10,7 @@ __all__ = [
     "KernelBackendError",
     "KernelCompilerError",
     "SimulatorWarning",
+    "incompatible_numba",
     "missing_numba",
     "no_gpu",
 ]
@@ -60,4 +61,31 @@ def no_gpu(reason: str) -> KernelBackendError:
         received=reason,
         fix=f"on a GPU machine, run `tfaccel doctor` to see what is missing; {SIMULATOR_HINT}; "
         'or pass fallback="numpy" to compute with the NumPy references',
+    )
+
+
+def _version(distribution: str) -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def incompatible_numba(exc: BaseException) -> KernelBackendError:
+    """The error raised when numba-cuda's own code fails while it compiles a kernel with an
+    AttributeError or ImportError: a numba-cuda that does not know this NumPy (numba-cuda
+    0.30.4 with NumPy 2.5: ``module 'numpy' has no attribute 'row_stack'``)."""
+    import numpy
+
+    numba_cuda = _version("numba-cuda")
+    return KernelBackendError(
+        f"numba-cuda {numba_cuda} fails inside its compiler with NumPy {numpy.__version__}, "
+        "so no kernel can be compiled",
+        expected="a numba-cuda release that supports the installed NumPy",
+        received=f"{type(exc).__name__}: {' '.join(str(exc).split())} "
+        f"(numba-cuda {numba_cuda}, numba {_version('numba')}, numpy {numpy.__version__})",
+        fix='pip install "numpy<2.5" in this environment, or a numba-cuda release that '
+        f"supports NumPy {numpy.__version__} (pip install -U numba-cuda)",
     )

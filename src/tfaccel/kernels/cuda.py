@@ -28,7 +28,12 @@ from numba import cuda as _numba_cuda
 
 from tfaccel.core.errors import UsageError
 from tfaccel.kernels import _checks, _launch
-from tfaccel.kernels._errors import KernelBackendError, SimulatorWarning, no_gpu
+from tfaccel.kernels._errors import (
+    KernelBackendError,
+    SimulatorWarning,
+    incompatible_numba,
+    no_gpu,
+)
 from tfaccel.kernels._launch import SIMULATOR_LIMITS, DeviceLimits
 
 try:
@@ -409,8 +414,23 @@ def _library_errors() -> tuple[type[BaseException], ...]:
     return tuple(found)
 
 
+def _raised_inside_numba(exc: BaseException) -> bool:
+    """Whether ``exc`` came out of numba or numba-cuda's own code (one frame of its traceback
+    lies in their packages; NumPy's module ``__getattr__`` may be the innermost), not out of
+    a kernel's Python (the simulator runs it: its innermost frame is tfaccel's)."""
+    files = []
+    tb = exc.__traceback__
+    while tb is not None:
+        files.append(tb.tb_frame.f_code.co_filename.replace("\\", "/"))
+        tb = tb.tb_next
+    if not files or "/tfaccel/" in files[-1]:
+        return False
+    return any("/numba/" in name or "/numba_cuda/" in name for name in files[1:])
+
+
 def _run(kernel: Any, launch: _launch.Launch, *args: Any) -> None:
-    """``kernel[grid, block](*args)``, turning a missing CUDA library into a clear error."""
+    """``kernel[grid, block](*args)``, turning a missing CUDA library, or a numba-cuda that
+    breaks on this NumPy while it compiles, into a clear error."""
     try:
         kernel[launch.grid, launch.block](*args)
     except _library_errors() as exc:
@@ -421,6 +441,10 @@ def _run(kernel: Any, launch: _launch.Launch, *args: Any) -> None:
             fix="pip install 'numba-cuda[cu12]' (CUDA 12, as TensorFlow's GPU wheels use), "
             "or 'numba-cuda[cu13]' with a CUDA 13 driver",
         ) from exc
+    except (AttributeError, ImportError) as exc:  # CudaSupportError is one: handled above
+        if not _raised_inside_numba(exc):
+            raise
+        raise incompatible_numba(exc) from exc
 
 
 def _scratch(n: int, dtype: np.dtype[Any]) -> Any:

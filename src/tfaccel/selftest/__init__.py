@@ -28,6 +28,8 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import datetime as _dt
 import time
 from collections.abc import Sequence
@@ -46,7 +48,12 @@ from tfaccel.selftest.gpu import (
     machine_facts,
     plan_gpu_steps,
 )
+from tfaccel.selftest.offline import REAL_GPU as _REAL_GPU
+from tfaccel.selftest.offline import discover, plan_offline_steps
 from tfaccel.selftest.runner import Step, StepProgress, StepResult, run_steps
+
+COMBINED_LOG = "steps.log"
+"""With ``one_log``: every step's whole output in one file, each after a header line."""
 
 __all__ = [
     "DEFAULT_BUDGET_S",
@@ -63,6 +70,7 @@ __all__ = [
     "plan_gpu_steps",
     "probe_machine",
     "run_gpu_selftest",
+    "run_offline_selftest",
     "run_steps",
     "write_summary",
 ]
@@ -89,6 +97,9 @@ class SelftestResult:
         budget_s: the total budget.
         started_at: when it started (UTC, ISO 8601).
         seconds: how long it took.
+        kind: ``gpu`` (the whole self-test) or ``gpu-offline`` (``--offline``: no TensorFlow,
+            nothing installed; ``gpu-simulated`` with ``--simulate``).
+        found: with ``--offline``, the modules importable here and the tools found.
     """
 
     status: RunStatus
@@ -99,6 +110,8 @@ class SelftestResult:
     budget_s: float = DEFAULT_BUDGET_S
     started_at: str = ""
     seconds: float = 0.0
+    kind: str = "gpu"
+    found: dict[str, Any] | None = None
 
     @property
     def failed(self) -> list[StepResult]:
@@ -120,13 +133,15 @@ class SelftestResult:
         found = {"summary": str(out / "summary.json")}
         if (out / "report.html").is_file():
             found["report"] = str(out / "report.html")
+        if (out / COMBINED_LOG).is_file():
+            found["log"] = str(out / COMBINED_LOG)
         return found
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: summary.json and the ``--json`` document."""
-        return {
+        doc: dict[str, Any] = {
             "command": "selftest",
-            "kind": "gpu",
+            "kind": self.kind,
             "status": self.status,
             "reason": self.reason,
             "started_at": self.started_at,
@@ -138,6 +153,12 @@ class SelftestResult:
             "counts": self.counts(),
             "steps": [s.to_dict() for s in self.steps],
         }
+        if self.found is not None:
+            doc["found"] = self.found
+            doc["needs_real_gpu"] = [
+                s.name for s in self.steps if s.status == "skipped" and s.reason == _REAL_GPU
+            ]
+        return doc
 
 
 # --- the directory ----------------------------------------------------------------------------
@@ -161,11 +182,37 @@ def check_out_dir(out: str | Path) -> Path:
     return check_writable_dir(out, **_OUT_DIR)
 
 
-def _make_out_dir(path: Path) -> Path:
-    """Create the directory and its ``logs/``, and check a file can be written there."""
+def _make_out_dir(path: Path, logs: bool = True) -> Path:
+    """Create the directory (and its ``logs/``), and check a file can be written there."""
     check_writable_dir(path, create=True, **_OUT_DIR)
-    check_writable_dir(path / "logs", create=True, **_OUT_DIR)
+    if logs:
+        check_writable_dir(path / "logs", create=True, **_OUT_DIR)
     return path
+
+
+def _combine_logs(results: list[StepResult], out_dir: Path, folder: Path) -> list[StepResult]:
+    """Every step's log into one file (:data:`COMBINED_LOG`), each after a header; the
+    per-step files and their folder removed; each result's ``log`` names its section."""
+    parts: list[str] = []
+    combined: list[StepResult] = []
+    for number, result in enumerate(results, 1):
+        header = f"===== {number:02d} {result.name}: {result.status}"
+        if result.reason:
+            header += f" ({result.reason})"
+        parts.append(f"{header} =====\n$ {result.step.command}\n")
+        if result.log is not None:
+            path = Path(result.log)
+            parts.append(path.read_text(encoding="utf-8", errors="replace"))
+            path.unlink()
+            parts.append("\n")
+            result = dataclasses.replace(
+                result, log=f"{out_dir / COMBINED_LOG}#{number:02d}-{result.name}"
+            )
+        combined.append(result)
+    write_atomic(out_dir / COMBINED_LOG, "".join(parts), argument_name=_OUT)
+    with contextlib.suppress(OSError):
+        folder.rmdir()
+    return combined
 
 
 _OUT_DIR: dict[str, Any] = {
@@ -198,11 +245,15 @@ def execute(
     machine: dict[str, Any] | None = None,
     budget_s: float = DEFAULT_BUDGET_S,
     progress: StepProgress | None = None,
+    one_log: bool = False,
+    kind: str = "gpu",
+    found: dict[str, Any] | None = None,
 ) -> SelftestResult:
     """Run ``steps`` into the directory ``out`` and write summary.json there.
 
     The directory (and ``logs/``) is created; summary.json is written even when Ctrl-C stops
-    the run (status ``interrupted``).
+    the run (status ``interrupted``). With ``one_log`` the steps' logs end up in one file,
+    :data:`COMBINED_LOG`, instead of ``logs/``: two files in all.
 
     Raises:
         UsageError: ``out`` cannot be created or written.
@@ -213,6 +264,8 @@ def execute(
     results, interrupted = run_steps(
         steps, budget_s=budget_s, log_dir=out_dir / "logs", cwd=out_dir, progress=progress
     )
+    if one_log:
+        results = _combine_logs(results, out_dir, out_dir / "logs")
     result = SelftestResult(
         status="passed",
         reason="interrupted (Ctrl-C)" if interrupted else None,
@@ -222,6 +275,8 @@ def execute(
         budget_s=budget_s,
         started_at=started_at,
         seconds=time.monotonic() - begin,
+        kind=kind,
+        found=found,
     )
     if interrupted:
         result.status = "interrupted"
@@ -275,3 +330,52 @@ def run_gpu_selftest(
         )
     steps = plan_gpu_steps(out_dir.resolve())
     return execute(steps, out_dir, machine=machine, budget_s=budget_s, progress=progress)
+
+
+def run_offline_selftest(
+    out: str | Path | None = None,
+    *,
+    budget_s: float = DEFAULT_BUDGET_S,
+    progress: StepProgress | None = None,
+    simulate: bool = False,
+) -> SelftestResult:
+    """The GPU self-test without TensorFlow and without installing anything (``--offline``).
+
+    Finds what this interpreter can import and which tools exist, runs every step that can
+    run (:func:`tfaccel.selftest.offline.plan_offline_steps`) and skips the rest with the
+    reason; writes summary.json and one log (:data:`COMBINED_LOG`) into ``out``. Skipped
+    (nothing written) without an NVIDIA GPU, unless ``simulate``: then the kernels run on the
+    CUDA simulator and summary.json's ``needs_real_gpu`` lists the steps left for a GPU.
+
+    Raises:
+        UsageError: ``out`` cannot be a directory to write in.
+    """
+    out_dir = check_out_dir(out if out is not None else default_out())
+    started_at = _now()
+    begin = time.monotonic()
+    missing, machine = probe_machine()
+    kind = "gpu-simulated" if simulate else "gpu-offline"
+    if missing is not None and not simulate:
+        return SelftestResult(
+            status="skipped",
+            reason=missing,
+            machine=machine,
+            budget_s=budget_s,
+            started_at=started_at,
+            seconds=time.monotonic() - begin,
+            kind=kind,
+        )
+    if progress is not None:
+        progress.status("looking for the modules and tools this machine has")
+    found = discover()
+    steps = plan_offline_steps(found, gpu=missing is None, simulate=simulate, root=checkout_root())
+    return execute(
+        steps,
+        out_dir,
+        machine=machine,
+        budget_s=budget_s,
+        progress=progress,
+        one_log=True,
+        kind=kind,
+        found=found,
+    )

@@ -30,10 +30,14 @@ def render_result(result: SelftestResult) -> RenderableType:
     from tfaccel.report.findings import Prose
     from tfaccel.report.text import whole_columns
 
+    command = {
+        "gpu-offline": "tfaccel selftest --gpu --offline",
+        "gpu-simulated": "tfaccel selftest --gpu --offline --simulate",
+    }.get(result.kind, "tfaccel selftest --gpu")
     if result.status == "skipped":
-        return Prose(f"tfaccel selftest --gpu: skipped: {result.reason}")
+        return Prose(f"{command}: skipped: {result.reason}")
     machine = result.machine
-    title = "tfaccel selftest --gpu"
+    title = command
     if machine.get("gpus"):
         title += " on " + ", ".join(g["name"] for g in machine["gpus"])
     versions = [
@@ -81,9 +85,15 @@ def render_result(result: SelftestResult) -> RenderableType:
     return Group(*parts)
 
 
-def render_plan(steps: Sequence[Step], *, budget_s: float, missing: str | None) -> str:
+def render_plan(
+    steps: Sequence[Step],
+    *,
+    budget_s: float,
+    missing: str | None,
+    command: str = "tfaccel selftest --gpu",
+) -> str:
     """The ``--list`` text: each step, its timeout and its command (or why it will not run)."""
-    lines = [f"tfaccel selftest --gpu: {len(steps)} steps within a budget of {budget_s:g} s"]
+    lines = [f"{command}: {len(steps)} steps within a budget of {budget_s:g} s"]
     if missing is not None:
         lines.append(f"(here it would be skipped: {missing})")
     for number, step in enumerate(steps, 1):

@@ -10,6 +10,7 @@ list is data (:class:`Step`), so any list runs the same way: the GPU self-test's
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shlex
@@ -57,6 +58,11 @@ class Step:
         unset_env: variables removed from its environment (``PREFIX_*`` names a prefix).
         exit_notes: what an exit status means, for the reason of a failure
             (``((1, "the doctor found a failure"),)``).
+        env: variables set in its environment (``(("NUMBA_ENABLE_CUDASIM", "1"),)``).
+        keeps_result: the step prints one JSON object on a line of its own: the last such
+            line of its output is kept in its result (``result``), and a ``skipped`` status in
+            it (with its ``reason``) records the step as skipped, and the ``reason`` of a step
+            that failed is the step's reason.
     """
 
     name: str
@@ -68,6 +74,8 @@ class Step:
     skipped_if: str | None = None
     unset_env: tuple[str, ...] = ()
     exit_notes: tuple[tuple[int, str], ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    keeps_result: bool = False
 
     @property
     def command(self) -> str:
@@ -103,6 +111,7 @@ class StepResult:
         output_tail: the end of its output (stdout and stderr, as interleaved).
         log: the file with its whole output, None when none was kept.
         timeout_s: the timeout it ran under, None when it did not run.
+        result: the JSON object the step printed (``keeps_result``), None when none.
     """
 
     step: Step
@@ -113,6 +122,7 @@ class StepResult:
     output_tail: str = ""
     log: str | None = None
     timeout_s: float | None = None
+    result: dict[str, Any] | None = None
 
     @property
     def name(self) -> str:
@@ -133,6 +143,7 @@ class StepResult:
             "reason": self.reason,
             "log": self.log,
             "output_tail": self.output_tail,
+            "result": self.result,
         }
 
 
@@ -209,6 +220,7 @@ def _run_one(
     """Run one step in a new process group; at its timeout, or on Ctrl-C, the whole group is
     killed. Returns the result and whether Ctrl-C stopped it."""
     env = _environment(step.unset_env)
+    env.update(step.env)
     workdir = step.cwd or (str(cwd) if cwd is not None else None)
     with _log_file(log) as (handle, kept):
         started = time.monotonic()
@@ -238,12 +250,19 @@ def _run_one(
             code = None
         seconds = time.monotonic() - started
         tail = _tail(handle)
+        kept_result = _json_result(handle) if step.keeps_result else None
     if interrupted:
         status: StepStatus = "failed"
         reason: str | None = "interrupted (Ctrl-C); killed"
     else:
         status, reason = _judge(step, code, timed_out, timeout_s, tail)
-    return StepResult(step, status, seconds, code, reason, tail, kept, timeout_s), interrupted
+        if status == "passed" and kept_result is not None:
+            if kept_result.get("status") == "skipped":
+                status, reason = "skipped", str(kept_result.get("reason") or "skipped")
+        elif status == "failed" and kept_result is not None and kept_result.get("reason"):
+            reason = str(kept_result["reason"])  # whole: the last line of the output is cut
+    result = StepResult(step, status, seconds, code, reason, tail, kept, timeout_s, kept_result)
+    return result, interrupted
 
 
 def _judge(
@@ -315,6 +334,23 @@ def _tail(handle: IO[bytes]) -> str:
     handle.seek(max(0, size - TAIL_CHARS * 2))
     text = handle.read().decode("utf-8", errors="replace")
     return text[-TAIL_CHARS:]
+
+
+def _json_result(handle: IO[bytes], limit: int = 4 << 20) -> dict[str, Any] | None:
+    """The last line of the output (its last ``limit`` bytes) that is one JSON object."""
+    size = handle.seek(0, os.SEEK_END)
+    handle.seek(max(0, size - limit))
+    text = handle.read().decode("utf-8", errors="replace")
+    for line in reversed(text.splitlines()):
+        line = line.strip()
+        if line.startswith("{") and line.endswith("}"):
+            try:
+                found = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(found, dict):
+                return found
+    return None
 
 
 def _last_line(text: str, limit: int = 300) -> str:
