@@ -117,6 +117,35 @@ def test_a_subclassed_model_on_a_dataset_is_planned_on_its_first_batch(
     assert any("no symbolic inputs" in n and "(20, 5)" in n for n in document["notes"])
 
 
+def test_a_sequential_without_input_and_sequences_of_any_length_are_planned_on_their_data(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = _script(
+        tmp_path,
+        """
+        import keras
+        import numpy as np
+
+        plain = keras.Sequential([keras.layers.Dense(4, activation="relu"), keras.layers.Dense(1)])
+        plain.compile(optimizer="adam", loss="mse")
+        plain.fit(np.ones((16, 3), "float32"), np.zeros((16, 1), "float32"), batch_size=4)
+
+        tokens = keras.Input((None,), dtype="int32")
+        hidden = keras.layers.GlobalAveragePooling1D()(keras.layers.Embedding(50, 8)(tokens))
+        text = keras.Model(tokens, keras.layers.Dense(2)(hidden), name="text")
+        text.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+        text.fit(np.ones((24, 12), "int32"), np.zeros((24,), "int32"), batch_size=6)
+        """,
+    )
+    plain = _plan_json(capsys, str(script))
+    assert (plain["batch_size"], plain["trainable_parameters"]) == (4, 3 * 4 + 4 + 4 + 1)
+    assert any("no symbolic inputs" in n and "(4, 3)" in n for n in plain["notes"])
+    text = _plan_json(capsys, "--fit", "2", str(script))
+    assert (text["model"], text["batch_size"]) == ("text", 6)
+    assert text["trainable_parameters"] == 50 * 8 + 8 * 2 + 2
+    assert any("not fully known" in n and "(6, 12)" in n for n in text["notes"])
+
+
 def test_dict_inputs_and_the_second_fit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     script = _script(
         tmp_path,

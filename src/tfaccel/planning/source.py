@@ -172,9 +172,10 @@ def defines_model_fn(path: str | os.PathLike[str]) -> bool:
 def workload_model(workload: Workload) -> tuple[Any, Any, list[str]]:
     """``(model, optimizer, notes)``: what :func:`tfaccel.plan` is given for ``workload``.
 
-    A model with symbolic inputs (Sequential on ``keras.Input``, functional) is planned as the
-    script built and compiled it. A model without them (subclassed, or a Sequential never
-    built) is called on ``keras.Input`` tensors shaped like the first training batch, inside a
+    A model with symbolic inputs of known shape (Sequential on ``keras.Input``, functional) is
+    planned as the script built and compiled it. A model without them (subclassed, a Sequential
+    never built) or with an open dimension (``keras.Input((None,))`` for sequences of any
+    length) is called on ``keras.Input`` tensors shaped like the first training batch, inside a
     functional model compiled with the script's optimizer and loss. A model the script did not
     compile (its own loop, :func:`tfaccel.workload.mark`) gets the loop's optimizer and loss.
 
@@ -190,7 +191,10 @@ def workload_model(workload: Workload) -> tuple[Any, Any, list[str]]:
         symbolic = bool(model.inputs) and bool(model.outputs)
     except (AttributeError, ValueError):
         symbolic = False
-    if not symbolic:
+    open_shape = symbolic and any(
+        d is None for tensor in model.inputs for d in tuple(tensor.shape)[1:]
+    )
+    if not symbolic or open_shape:
         batch = workload.first_batch()
         try:
             inputs = _inputs_like(batch, keras)
@@ -205,8 +209,9 @@ def workload_model(workload: Workload) -> tuple[Any, Any, list[str]]:
                 f"batch {_shapes(batch)}",
                 fix="start the model with keras.Input(shape=...) (Sequential or functional)",
             ) from exc
+        why = "an input shape not fully known" if open_shape else "no symbolic inputs"
         notes.append(
-            f"{type(workload.model).__name__} {workload.model.name!r} has no symbolic inputs: "
+            f"{type(workload.model).__name__} {workload.model.name!r} has {why}: "
             f"planned on inputs shaped like its first batch, {_shapes(batch)}"
         )
     optimizer = None
