@@ -22,7 +22,8 @@ from tfaccel.core.errors import TfaccelError
 from tfaccel.planning.api import PlanError, plan
 from tfaccel.planning.result import Plan
 from tfaccel.scripts import check_script, load_script, script_traceback
-from tfaccel.workload import Workload
+from tfaccel.workload import DEFAULT_TIMEOUT_S, Workload
+from tfaccel.workload.isolated import run_isolated
 
 __all__ = [
     "REFERENCE_EXAMPLES",
@@ -297,3 +298,54 @@ def plan_workload(
     )
     result.notes[0:0] = notes
     return result
+
+
+def plan_document(workload: Workload, **options: Any) -> dict[str, Any]:
+    """The ``tfaccel plan --json`` document of a workload: the plan, and the workload's summary
+    (``options`` as for :func:`plan_workload`)."""
+    result = plan_workload(workload, **options)
+    return {**result.to_dict(), "workload": workload.describe()}
+
+
+def plan_script(
+    script: str | os.PathLike[str],
+    args: Sequence[str] = (),
+    *,
+    fit: int = 1,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    batch_size: int | None = None,
+    precision: str | None = None,
+    optimizer: str | None = None,
+    devices: Sequence[str] | None = None,
+    examples: int | None = None,
+    prices: Mapping[str, float] | None = None,
+) -> dict[str, Any]:
+    """Plan an unchanged script from Python, leaving this process as it was: the script runs up
+    to its ``fit`` in a child process, which plans the workload there and returns the
+    ``tfaccel plan --json`` document.
+
+    Raises:
+        UsageError: the script is not a readable Python file; a bad option.
+        CaptureError: the script did not reach its ``fit`` (the reason, with its line).
+        PlanError: the model cannot be traced.
+
+    Example:
+        >>> plan_script("train.py", ["--epochs", "1"], devices=["a100-40gb"])  # doctest: +SKIP
+    """
+    options = {
+        "batch_size": batch_size,
+        "precision": precision,
+        "optimizer": optimizer,
+        "devices": list(devices) if devices is not None else None,
+        "examples": examples,
+        "prices": dict(prices) if prices is not None else None,
+    }
+    document: dict[str, Any] = run_isolated(
+        script,
+        args,
+        task="tfaccel.planning.source:plan_document",
+        options=options,
+        fit=fit,
+        timeout=timeout,
+    )
+    return document

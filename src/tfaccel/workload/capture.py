@@ -309,7 +309,7 @@ def _patched_fit(state: _Capture) -> Iterator[None]:
             bound = signature.bind(self, *args, **kwargs)
             quick = dict(bound.arguments)
             quick.pop("self", None)
-            quick.update(epochs=1, steps_per_epoch=1, verbose=0, callbacks=None)
+            quick.update(epochs=1, initial_epoch=0, steps_per_epoch=1, verbose=0, callbacks=None)
             if quick.get("validation_data") is not None or quick.get("validation_split"):
                 quick["validation_steps"] = 1
             return original(self, **quick)
