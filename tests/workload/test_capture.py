@@ -286,6 +286,12 @@ def test_a_gradient_tape_loop_is_told_the_line_to_add_and_mark_captures_it(
             "train.py:2",
         ),
         (
+            "import sys\n\nconfig = sys.stdin.buffer.read()\n",
+            "stdin",
+            "reads standard input before its model.fit, at train.py:3",
+            "train.py:3",
+        ),
+        (
             "import time\nwhile True:\n    time.sleep(0.05)\n",
             "timeout",
             "did not reach model.fit within 0.5 s",

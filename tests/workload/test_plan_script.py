@@ -28,6 +28,7 @@ parser.add_argument("--batch-size", type=int, default=16)
 parser.add_argument("--epochs", type=int, default=20)
 args = parser.parse_args()
 
+print("loading the data")  # under --json, on stderr
 x = np.random.rand(120, 10).astype("float32")
 y = np.random.randint(0, 4, size=120)
 model = keras.Sequential([keras.Input((10,)), keras.layers.Dense(8, activation="relu"),
@@ -60,7 +61,7 @@ def test_an_unchanged_script_is_planned_at_its_batch_with_its_optimizer(
     assert document["optimizer"] == "SGD" and document["examples_per_epoch"] == 120
     assert document["trainable_parameters"] == 10 * 8 + 8 + 8 * 4 + 4
     assert [d["key"] for d in document["devices"]] == ["a100-40gb"]
-    assert document["workload"]["origin"]["call"] == "train.py:17"
+    assert document["workload"]["origin"]["call"] == "train.py:18"
     assert document["workload"]["data"]["batch_source"] == "fit(batch_size=48)"
     assert any("captured before it trained" in n for n in document["notes"])
     assert not out.exists()

@@ -285,7 +285,9 @@ def plan_workload(
         notes.append(f"batch {batch}: {workload.batch_source}")
     if examples is None and workload.examples:
         examples = workload.examples
-        notes.append(f"{examples:,} examples per epoch: from the {workload.data_kind} data")
+        notes.append(
+            f"{examples:,} examples per epoch: from the training data ({workload.data_kind})"
+        )
     result = plan(
         model,
         batch_size=batch,

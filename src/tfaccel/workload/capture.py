@@ -36,7 +36,7 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
-from tfaccel.core.errors import TfaccelError, UsageError
+from tfaccel.core.errors import TfaccelError, UsageError, argument
 from tfaccel.scripts import check_script, script_traceback
 from tfaccel.workload.record import CompileArgs, Origin, Workload
 
@@ -170,7 +170,7 @@ def capture(
         raise UsageError(
             "Which fit call to capture is not a whole number of at least 1",
             expected="1 for the script's first model.fit, 2 for the second...",
-            received=f"fit={fit!r}",
+            received=argument("fit", fit),
             fix="pass fit=1 (or --fit 2 for a fine-tuning fit after a first one)",
         )
     path = check_script(script, command, expected="a Python file", directory=False)
@@ -354,6 +354,10 @@ class _NoStdin:
         raise _StdinRead("standard input read")
 
     def __iter__(self) -> Iterator[str]:
+        raise _StdinRead("standard input read")
+
+    @property
+    def buffer(self) -> Any:  # sys.stdin.buffer.read()
         raise _StdinRead("standard input read")
 
     def close(self) -> None:
