@@ -97,6 +97,9 @@ def test_a_subclassed_model_on_a_dataset_is_planned_on_its_first_batch(
             def call(self, x):
                 return self.out(self.hidden(x))
 
+            def train_step(self, data):
+                return super().train_step(data)
+
 
         if __name__ == "__main__":
             ds = tf.data.Dataset.from_tensor_slices(
@@ -116,6 +119,28 @@ def test_a_subclassed_model_on_a_dataset_is_planned_on_its_first_batch(
     assert document["trainable_parameters"] == 5 * 6 + 6 + 6 * 3 + 3
     assert document["examples_per_epoch"] == 40
     assert any("no symbolic inputs" in n and "(20, 5)" in n for n in document["notes"])
+    assert any("Net has its own train_step" in n for n in document["notes"])
+
+
+def test_a_model_built_under_a_distribution_strategy_is_refused_clearly(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = _script(
+        tmp_path,
+        """
+        import keras
+        import numpy as np
+        import tensorflow as tf
+
+        with tf.distribute.MirroredStrategy().scope():
+            model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+            model.compile(optimizer="adam", loss="mse")
+        model.fit(np.ones((8, 3), "float32"), np.zeros((8, 1), "float32"))
+        """,
+    )
+    assert main(["plan", str(script)]) == 2
+    err = capsys.readouterr().err
+    assert "was built under a MirroredStrategy: the plan traces the training step of one" in err
 
 
 def test_a_sequential_without_input_and_sequences_of_any_length_are_planned_on_their_data(

@@ -188,6 +188,16 @@ def workload_model(workload: Workload) -> tuple[Any, Any, list[str]]:
     model = workload.model
     compiled = workload.compile
     notes: list[str] = []
+    strategy = type(getattr(model, "distribute_strategy", None)).__name__
+    if strategy not in ("_DefaultDistributionStrategy", "NoneType"):
+        raise PlanError(
+            f"The model {model.name!r} was built under a {strategy}: the plan traces the "
+            "training step of one device",
+            expected="a model built outside tf.distribute strategies",
+            received=f"a model of {strategy} (distribute_strategy)",
+            fix="let the script build the model without its strategy (an option of its own, "
+            "or one device), and plan the per-device batch with --batch",
+        )
     try:
         symbolic = bool(model.inputs) and bool(model.outputs)
     except (AttributeError, ValueError):
@@ -215,6 +225,11 @@ def workload_model(workload: Workload) -> tuple[Any, Any, list[str]]:
             f"{type(workload.model).__name__} {workload.model.name!r} has {why}: "
             f"planned on inputs shaped like its first batch, {_shapes(batch)}"
         )
+        if getattr(type(workload.model), "train_step", None) is not keras.Model.train_step:
+            notes.append(
+                f"{type(workload.model).__name__} has its own train_step: the plan traces "
+                "Keras' standard one (forward, loss, gradients, one optimizer update)"
+            )
     optimizer = None
     if compiled.optimizer is not None and compiled.loss is not None:
         if model is not workload.model or not getattr(model, "compiled", False):

@@ -119,8 +119,7 @@ def run_isolated(
             raise
         if not result_file.exists():
             raise TfaccelError(
-                f"The capture process of {path.name} ended without a result (exit status "
-                f"{status})",
+                f"The capture process of {path.name} ended without a result (exit status {status})",
                 expected="the result of the capture, or the error that stopped it",
                 received=f"exit status {status}; its traceback, if any, is above",
                 fix="run the script on its own (python SCRIPT ARGS...) to see how it ends",
@@ -204,9 +203,7 @@ def _main(request_file: str, result_file: str) -> int:
             timeout=request["timeout"],
             command=request["command"],
         )
-        answer: dict[str, Any] = {
-            "result": _task(request["task"])(workload, **request["options"])
-        }
+        answer: dict[str, Any] = {"result": _task(request["task"])(workload, **request["options"])}
     except TfaccelError as exc:
         answer = {"error": _error_dict(exc)}
     Path(result_file).write_text(dumps(answer))
