@@ -214,6 +214,11 @@ def test_a_script_that_does_not_reach_fit_is_refused_with_the_reason(
     assert main(["plan", str(script)]) == 2
     err = capsys.readouterr().err
     assert "The script train.py raised ValueError before model.fit, at train.py:3: no data" in err
+    marker = tmp_path / "ran"
+    writes = _script(tmp_path, f"open({str(marker)!r}, 'w').close()\n", "writes.py")
+    assert main(["plan", "--device", "a100-41gb", str(writes)]) == 2
+    assert "Unknown device key" in capsys.readouterr().err
+    assert not marker.exists()  # refused before the script ran
     loop = _script(tmp_path, "import keras\nmodel = keras.Sequential()\n", "loop.py")
     assert main(["plan", "--json", str(loop)]) == 2
     captured = capsys.readouterr()

@@ -204,6 +204,12 @@ def _plan_script(args: argparse.Namespace, script: str, script_args: list[str]) 
     """Capture the script's workload at its fit, and plan it here, in this process."""
     prices = _prices(args.price)
     timeout = _timeout(args.timeout)
+    from tfaccel import inventory
+    from tfaccel.planning.targets import targets
+
+    machine = inventory.current()
+    devices = args.device or None
+    targets(args.precision or "float32", devices, inv=machine)  # a bad key, before the script runs
     quiet_tensorflow()
     from tfaccel.planning.source import plan_workload
     from tfaccel.workload import CaptureError, capture
@@ -227,9 +233,10 @@ def _plan_script(args: argparse.Namespace, script: str, script_args: list[str]) 
         batch_size=args.batch,
         precision=args.precision,
         optimizer=args.optimizer,
-        devices=args.device or None,
+        devices=devices,
         examples=args.examples,
         prices=prices,
+        inventory=machine,
     )
     if args.json:
         print_json({**result.to_dict(), "workload": workload.describe()})
