@@ -216,6 +216,24 @@ PY_BLOCKS = [
         'tfaccel.setup(precision="auto", jit="auto", model=model)',
         "keras",
         prelude="import tfaccel\n" + TUNE_SCRIPT_PRELUDE + "model = build_my_net()\n",
+    ),
+    Py(
+        "docs/plan.md",
+        'parser.add_argument("--batch-size", type=int, default=128)',
+        "keras",
+        wrap="def train_script():",
+        reason="a user's script, run for real by the tfaccel plan command below it (up to its "
+        "fit); here it is only compiled",
+    ),
+    Py(
+        "docs/plan.md",
+        "tfaccel.workload.mark(model, dataset, optimizer=optimizer, loss=loss_fn)",
+        "keras",
+        prelude="import tfaccel.workload\n"
+        + ARRAYS
+        + MODEL
+        + "dataset, optimizer, loss_fn = (x, y), model.optimizer, model.loss\n",
+        check="assert not model.optimizer.iterations.numpy()  # outside a capture: nothing",
     ),  # -- process "light": no TensorFlow; kernels on numba's CUDA simulator.
     Py(
         "docs/distribute.md",
@@ -378,6 +396,24 @@ def _plan_table(d: Path, runs: list[Ran]) -> None:
     assert "float32" in out, out
 
 
+def _planned_unchanged(d: Path, runs: list[Ran]) -> None:
+    """docs/plan.md's script was planned at its own batch and optimizer, and stopped at fit."""
+    out = runs[-1].stdout
+    assert "batch 512, float32, AdamW" in out and "6,000 examples per epoch" in out, out
+    assert "train.py:20 (model.fit #1)" in out, out
+    assert not (d / "model.keras").exists(), "the script ran past its fit"
+
+
+def _plan_script_files() -> tuple[tuple[str, str], ...]:
+    """docs/plan.md's own unchanged script, as train.py."""
+    (block,) = [
+        b
+        for b in all_blocks()
+        if b.path == "docs/plan.md" and 'parser.add_argument("--batch-size"' in b.text
+    ]
+    return (("train.py", block.text),)
+
+
 def _files(*names: str) -> Check:
     def check(d: Path, runs: list[Ran]) -> None:
         missing = [n for n in names if not (d / n).exists()]
@@ -426,6 +462,8 @@ def _tune_files() -> tuple[tuple[str, str], ...]:
 def _tune_script() -> Py:
     return next(p for p in PY_BLOCKS if p.path == "docs/tune.md" and "__main__" in p.marker)
 
+
+PLAN_SCRIPT = "tfaccel plan --device a100-40gb --device this-cpu train.py --batch-size 512"
 
 # A tune's cheap variant: fewer configurations, short samples, two final rounds. The search
 # ends when those are measured; the budget is only a ceiling (a tiny one is refused when the
@@ -510,6 +548,11 @@ CHEAP: dict[tuple[str, str], Cheap] = {
         "two-worker training",
         files=(("train.py", LAUNCH_TRAIN_PY),),
     ),
+    ("docs/plan.md", PLAN_SCRIPT): Cheap(
+        (PLAN_SCRIPT,),
+        "as documented, with the document's train.py; checked that it stopped at its fit",
+        check=_planned_unchanged,
+    ),
     ("docs/tune.md", "tfaccel tune train.py --budget 300"): Cheap(
         (TUNE_SCRIPT,),
         "shares the run of the --space/--db line below, which tunes the same script: fewer "
@@ -543,6 +586,7 @@ CHEAP: dict[tuple[str, str], Cheap] = {
 
 # Cheap entries whose commands read files made from the documents themselves.
 CHEAP_FILES: dict[tuple[str, str], Callable[[], tuple[tuple[str, str], ...]]] = {
+    ("docs/plan.md", PLAN_SCRIPT): _plan_script_files,
     ("docs/tune.md", "tfaccel tune train.py --budget 300"): _tune_files,
     (
         "docs/tune.md",

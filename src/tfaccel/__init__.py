@@ -61,6 +61,7 @@ PUBLIC_SUBMODULES = frozenset(
         "report",
         "runtime",
         "tuning",
+        "workload",
     }
 )
 # The layers under them: reachable as attributes, not the API.

@@ -338,12 +338,20 @@ def test_a_script_that_raises_while_loading_is_named_with_its_own_frames(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     script = tmp_path / "train.py"
-    script.write_text("import math\n\nx = math.log(0)\n")
+    # a script defining model_fn is loaded as a module
+    script.write_text("import math\n\ndef model_fn():\n    pass\n\nx = math.log(0)\n")
     assert main(["plan", str(script)]) == 2
     err = capsys.readouterr().err
     assert "The script train.py raised ValueError while loading: math domain error" in err
-    assert f'File "{script}", line 3, in <module>' in err
+    assert f'File "{script}", line 6, in <module>' in err
     assert "runpy" not in err.split("Fix:")[0]  # tfaccel's and runpy's frames are cut off
+    # any other script runs as written, up to its fit
+    script.write_text("import math\n\nx = math.log(0)\n")
+    assert main(["plan", str(script)]) == 2
+    err = capsys.readouterr().err
+    assert "The script train.py raised ValueError before model.fit, at train.py:3" in err
+    assert f'File "{script}", line 3, in <module>' in err
+    assert "runpy" not in err.split("Fix:")[0]
 
 
 def test_a_tfaccel_tune_hook_that_raises_is_named_with_its_own_frames(

@@ -46,7 +46,8 @@ EXIT_CODES = """exit codes:
   1    doctor found a failure (status 'fail'); bench/report: the digits convergence check failed;
        selftest: a step failed or timed out
   2    usage error: a bad argument or input (the message says what was wrong and the fix); for
-       plan: also a model that cannot be built or traced (a plan that fits nowhere is still 0)
+       plan: also a script that does not reach its model.fit, a model that cannot be built or
+       traced (a plan that fits nowhere is still 0)
   3    internal error in tfaccel (please report it with 'tfaccel doctor --save-snapshot FILE')
   130  interrupted (Ctrl-C); 'tfaccel tune' prints the best configuration found so far
   'tfaccel run' and 'tfaccel profile SCRIPT' return the script's own exit code; 'tfaccel launch'

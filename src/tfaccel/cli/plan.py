@@ -1,13 +1,20 @@
-"""``tfaccel plan SCRIPT | --model NAME``: will it fit, on which accelerator, how long."""
+"""``tfaccel plan SCRIPT [ARGS...] | --model NAME``: will it fit, on which accelerator, how long.
+
+SCRIPT is a training script as written: it runs, with ARGS, up to its ``model.fit`` (or its
+``tfaccel.workload.mark``), where its workload is captured and planned in this process; nothing
+trains. A script defining ``model_fn()`` is read as before (its words after SCRIPT are this
+command's own options).
+"""
 
 from __future__ import annotations
 
 import argparse
 import math
-from typing import Any
+from pathlib import Path
+from typing import Any, NoReturn
 
-from tfaccel.cli._args import integer
-from tfaccel.cli._output import print_json, quiet_tensorflow
+from tfaccel.cli._args import integer, number
+from tfaccel.cli._output import print_json, quiet_tensorflow, warn_options_after_script
 from tfaccel.core.errors import UsageError
 from tfaccel.planning.api import MAX_BATCH, PRECISIONS
 
@@ -22,6 +29,8 @@ FLAGS = {
     "examples": "--examples",
     "prices": "--price",
     "model": "SCRIPT",
+    "fit": "--fit",
+    "timeout": "--timeout",
 }
 
 
@@ -36,11 +45,23 @@ def add_parser(sub: Any) -> None:
             "spec database and on this machine, the largest batch that fits, the "
             "gradient_accumulation_steps that give the same update when it does not, and the "
             "step and epoch time from a roofline of counted FLOPs and bytes. Every figure is "
-            "a prediction. SCRIPT defines model_fn() returning a Keras model (compiled, to plan "
-            "with its optimizer); its training code must sit under if __name__ == '__main__':."
+            "a prediction. SCRIPT is your training script as written: it runs with ARGS up to "
+            "its model.fit (--fit N: the N-th), where the model, its optimizer, the data and "
+            "the batch are taken and the script stops (nothing trains, nothing after that "
+            "point runs). A SCRIPT defining model_fn() is planned from model_fn()."
         ),
     )
-    p.add_argument("script", nargs="?", metavar="SCRIPT", help="a script defining model_fn()")
+    p.set_defaults(handler=run)
+    _add_options(p)
+    p.add_argument(
+        "script_and_args",
+        nargs=argparse.REMAINDER,
+        metavar="SCRIPT [ARGS ...]",
+        help="the training script and its own arguments",
+    )
+
+
+def _add_options(p: Any) -> None:
     p.add_argument(
         "--model",
         metavar="NAME",
@@ -49,9 +70,24 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--batch",
         type=integer("--batch", example=256, maximum=MAX_BATCH),
-        default=32,
+        default=None,
         metavar="N",
-        help="the global batch size (default 32)",
+        help="the global batch size (default: the script's own; 32 for model_fn and --model)",
+    )
+    p.add_argument(
+        "--fit",
+        type=integer("--fit", example=2),
+        default=1,
+        metavar="N",
+        help="plan the script's N-th model.fit call, e.g. 2 for fine-tuning after a first fit "
+        "(default 1)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=number("--timeout", example=600),
+        default=None,
+        metavar="SECONDS",
+        help="the time the script may take to reach model.fit (default 300)",
     )
     p.add_argument(
         "--precision",
@@ -77,8 +113,8 @@ def add_parser(sub: Any) -> None:
         "--examples",
         type=integer("--examples", example=50000),
         metavar="N",
-        help="training examples per epoch, for the epoch time (default: the reference "
-        "model's data set; none for a SCRIPT)",
+        help="training examples per epoch, for the epoch time (default: the script's data "
+        "where its size is known, the reference model's data set; none for model_fn)",
     )
     p.add_argument(
         "--price",
@@ -88,36 +124,69 @@ def add_parser(sub: Any) -> None:
         help="price per hour of a device, repeatable (a100-40gb=1.10): adds the cost per epoch",
     )
     p.add_argument("--list-devices", action="store_true", help="list the device keys and exit")
-    p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
-    p.set_defaults(handler=run)
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON document on stdout (a script's own stdout goes to stderr)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     """Plan the script or model; print the plan (text or JSON)."""
     if args.list_devices:
         return _list_devices(args)
-    if bool(args.script) == bool(args.model):
+    words = list(args.script_and_args or [])
+    if words and words[0] == "--":
+        words = words[1:]
+    if bool(words and words[0]) == bool(args.model):
         raise UsageError(
             "Tell tfaccel plan what to plan: a SCRIPT or --model, not both",
             expected="tfaccel plan train.py, or tfaccel plan --model reference-cnn",
-            received=f"SCRIPT={args.script!r}, --model={args.model!r}",
+            received=f"SCRIPT={(words or [None])[0]!r}, --model={args.model!r}",
             fix="pass exactly one of them",
         )
-    prices = _prices(args.price)
     from tfaccel.planning import source
+    from tfaccel.scripts import check_script, split_command
 
     examples = args.examples
     if args.model:
         key, model_fn = source.reference_model_fn(args.model)
         examples = examples or source.REFERENCE_EXAMPLES.get(key)
-    else:
-        model_fn = source.script_model_fn(args.script)
+        return _plan(args, model_fn, examples)
+    script, script_args = split_command(
+        words, command="plan", example="train.py --epochs 1", check=False
+    )
+    check_script(script, "plan", expected="a Python file", directory=False)
+    if source.defines_model_fn(script):
+        if script_args:  # a model_fn script takes no arguments: these are plan's own
+            own = _OwnOptions(prog="tfaccel plan", add_help=False)
+            _add_options(own)
+            own.parse_args(script_args, namespace=args)
+        return _plan(args, source.script_model_fn(script), args.examples)
+    warn_options_after_script("plan", getattr(args, "own_options", ()), script, script_args)
+    return _plan_script(args, script, script_args)
+
+
+class _OwnOptions(argparse.ArgumentParser):
+    """plan's options, read from the words after a script defining model_fn()."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(
+            f"tfaccel plan: {message}",
+            expected="tfaccel plan [OPTIONS] SCRIPT",
+            received="words after a script defining model_fn(), which takes no arguments",
+            fix="put tfaccel plan's options before the script",
+        )
+
+
+def _plan(args: argparse.Namespace, model_fn: Any, examples: int | None) -> int:
+    prices = _prices(args.price)
     quiet_tensorflow()
     from tfaccel.planning.api import plan
 
     result = plan(
         model_fn,
-        batch_size=args.batch,
+        batch_size=args.batch or 32,
         precision=args.precision,
         optimizer=args.optimizer,
         devices=args.device or None,
@@ -129,6 +198,66 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(result)
     return 0
+
+
+def _plan_script(args: argparse.Namespace, script: str, script_args: list[str]) -> int:
+    """Capture the script's workload at its fit, and plan it here, in this process."""
+    prices = _prices(args.price)
+    timeout = _timeout(args.timeout)
+    from tfaccel import inventory
+    from tfaccel.planning.targets import targets
+
+    machine = inventory.current()
+    devices = args.device or None
+    targets(args.precision or "float32", devices, inv=machine)  # a bad key, before the script runs
+    quiet_tensorflow()
+    from tfaccel.planning.source import plan_workload
+    from tfaccel.workload import CaptureError, capture
+
+    try:
+        workload = capture(script, script_args, fit=args.fit, timeout=timeout, command="plan")
+    except CaptureError as exc:
+        if exc.reason == "no-fit" and not exc.fit_calls:
+            raise CaptureError(
+                f"The script {Path(script).name} defines no model_fn and ended without "
+                "calling model.fit",
+                reason=exc.reason,
+                expected="a script that trains with model.fit (planned where it calls it), "
+                "marks its own training loop, or defines model_fn()",
+                received="no model.fit call, no tfaccel.workload.mark, no model_fn",
+                fix=exc.fix,
+            ) from None
+        raise
+    result = plan_workload(
+        workload,
+        batch_size=args.batch,
+        precision=args.precision,
+        optimizer=args.optimizer,
+        devices=devices,
+        examples=args.examples,
+        prices=prices,
+        inventory=machine,
+    )
+    if args.json:
+        print_json({**result.to_dict(), "workload": workload.describe()})
+    else:
+        print(result)
+    return 0
+
+
+def _timeout(value: float | None) -> float:
+    from tfaccel.workload import DEFAULT_TIMEOUT_S
+
+    if value is None:
+        return DEFAULT_TIMEOUT_S
+    if not math.isfinite(value) or value <= 0:
+        raise UsageError(
+            "--timeout is not a positive number of seconds",
+            expected="the seconds the script may take to reach model.fit, more than 0",
+            received=f"--timeout {value:g}",
+            fix="e.g. --timeout 600",
+        )
+    return value
 
 
 def _prices(items: list[str]) -> dict[str, float]:

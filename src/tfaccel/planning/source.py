@@ -1,28 +1,39 @@
-"""Where the model of a plan comes from: a user's script defining ``model_fn()``, or a tfaccel
-reference model by name.
+"""Where the model of a plan comes from: a user's training script as written (its workload,
+captured at ``fit``), a script defining ``model_fn()``, or a tfaccel reference model by name.
 
-The script runs as a module named ``__tfaccel_plan__``, so its training code under
-``if __name__ == "__main__":`` does not run; ``model_fn`` (or ``tfaccel_tune()`` returning a dict
-with ``model_fn``, as for ``tfaccel tune``) is read from it.
+:func:`defines_model_fn` tells the two kinds of script apart without running either. A script
+defining ``model_fn`` (or ``tfaccel_tune()`` returning a dict with ``model_fn``, as for
+``tfaccel tune``) runs as a module named ``__tfaccel_plan__``, so its training code under
+``if __name__ == "__main__":`` does not run. Any other script is run unchanged up to its
+``fit`` (:func:`tfaccel.workload.capture`) and :func:`plan_workload` plans what it captured, in
+the same process.
 """
 
 from __future__ import annotations
 
+import ast
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from tfaccel import models
 from tfaccel.core.errors import TfaccelError
 from tfaccel.planning.api import PlanError, plan
+from tfaccel.planning.result import Plan
 from tfaccel.scripts import check_script, load_script, script_traceback
+from tfaccel.workload import DEFAULT_TIMEOUT_S, Workload
+from tfaccel.workload.isolated import run_isolated
 
 __all__ = [
     "REFERENCE_EXAMPLES",
+    "defines_model_fn",
     "model_fn_for",
+    "plan_workload",
     "reference_model_fn",
     "reference_plans",
     "script_model_fn",
+    "workload_model",
 ]
 
 SCRIPT_MODULE_NAME = "__tfaccel_plan__"
@@ -135,3 +146,223 @@ def reference_plans(batch_size: int, inventory: Any = None) -> list[dict[str, An
             }
         )
     return rows
+
+
+def defines_model_fn(path: str | os.PathLike[str]) -> bool:
+    """Whether the script defines ``model_fn`` or ``tfaccel_tune`` at module level (read, not
+    run: a script that does not parse is not one)."""
+    try:
+        tree = ast.parse(Path(path).read_bytes(), filename=os.fspath(path))
+    except (OSError, SyntaxError, ValueError):
+        return False
+    hooks = {"model_fn", "tfaccel_tune"}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in hooks:
+            return True
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id in hooks for t in node.targets
+        ):
+            return True
+        if isinstance(node, ast.ImportFrom) and any(
+            (a.asname or a.name) in hooks for a in node.names
+        ):
+            return True
+    return False
+
+
+def workload_model(workload: Workload) -> tuple[Any, Any, list[str]]:
+    """``(model, optimizer, notes)``: what :func:`tfaccel.plan` is given for ``workload``.
+
+    A model with symbolic inputs of known shape (Sequential on ``keras.Input``, functional) is
+    planned as the script built and compiled it. A model without them (subclassed, a Sequential
+    never built) or with an open dimension (``keras.Input((None,))`` for sequences of any
+    length) is called on ``keras.Input`` tensors shaped like the first training batch, inside a
+    functional model compiled with the script's optimizer and loss. A model the script did not
+    compile (its own loop, :func:`tfaccel.workload.mark`) gets the loop's optimizer and loss.
+
+    Raises:
+        PlanError: the model cannot be called on inputs shaped like its data.
+    """
+    import keras
+
+    model = workload.model
+    compiled = workload.compile
+    notes: list[str] = []
+    strategy = type(getattr(model, "distribute_strategy", None)).__name__
+    if strategy not in ("_DefaultDistributionStrategy", "NoneType"):
+        raise PlanError(
+            f"The model {model.name!r} was built under a {strategy}: the plan traces the "
+            "training step of one device",
+            expected="a model built outside tf.distribute strategies",
+            received=f"a model of {strategy} (distribute_strategy)",
+            fix="let the script build the model without its strategy (an option of its own, "
+            "or one device), and plan the per-device batch with --batch",
+        )
+    try:
+        symbolic = bool(model.inputs) and bool(model.outputs)
+    except (AttributeError, ValueError):
+        symbolic = False
+    open_shape = symbolic and any(
+        d is None for tensor in model.inputs for d in tuple(tensor.shape)[1:]
+    )
+    if not symbolic or open_shape:
+        batch = workload.first_batch()
+        try:
+            inputs = _inputs_like(batch, keras)
+            outputs = model(inputs)
+            model = keras.Model(inputs, outputs, name=model.name)
+        except Exception as exc:
+            raise PlanError(
+                f"The model {model.name!r} could not be called on inputs shaped like its "
+                f"training data ({type(exc).__name__}: {exc})",
+                expected="a model whose call() runs on keras.Input tensors of the data's shape",
+                received=f"{type(workload.model).__name__} {workload.model.name!r}, first "
+                f"batch {_shapes(batch)}",
+                fix="start the model with keras.Input(shape=...) (Sequential or functional)",
+            ) from exc
+        why = "an input shape not fully known" if open_shape else "no symbolic inputs"
+        notes.append(
+            f"{type(workload.model).__name__} {workload.model.name!r} has {why}: "
+            f"planned on inputs shaped like its first batch, {_shapes(batch)}"
+        )
+        if getattr(type(workload.model), "train_step", None) is not keras.Model.train_step:
+            notes.append(
+                f"{type(workload.model).__name__} has its own train_step: the plan traces "
+                "Keras' standard one (forward, loss, gradients, one optimizer update)"
+            )
+    optimizer = None
+    if compiled.optimizer is not None and compiled.loss is not None:
+        if model is not workload.model or not getattr(model, "compiled", False):
+            model.compile(optimizer=compiled.optimizer, loss=compiled.loss)
+    elif compiled.optimizer is not None:
+        optimizer = compiled.optimizer
+    return model, optimizer, notes
+
+
+def _inputs_like(batch: Any, keras: Any) -> Any:
+    def one(array: Any) -> Any:
+        dtype = getattr(array.dtype, "name", None) or str(array.dtype)
+        return keras.Input(shape=tuple(int(d) for d in array.shape[1:]), dtype=dtype)
+
+    if isinstance(batch, Mapping):
+        return {name: keras.Input(
+            shape=tuple(int(d) for d in value.shape[1:]),
+            dtype=getattr(value.dtype, "name", None) or str(value.dtype),
+            name=str(name),
+        ) for name, value in batch.items()}
+    if isinstance(batch, (list, tuple)):
+        return [one(a) for a in batch]
+    return one(batch)
+
+
+def _shapes(batch: Any) -> str:
+    if isinstance(batch, Mapping):
+        return "{" + ", ".join(f"{k}: {_shapes(v)}" for k, v in batch.items()) + "}"
+    if isinstance(batch, (list, tuple)):
+        return "[" + ", ".join(_shapes(v) for v in batch) + "]"
+    shape = getattr(batch, "shape", None)
+    return str(tuple(shape)) if shape is not None else type(batch).__name__
+
+
+def plan_workload(
+    workload: Workload,
+    *,
+    batch_size: int | None = None,
+    precision: str | None = None,
+    optimizer: Any = None,
+    devices: Sequence[str] | None = None,
+    examples: int | None = None,
+    prices: Mapping[str, float] | None = None,
+    inventory: Any = None,
+) -> Plan:
+    """Plan a captured workload: its model, at its batch (or ``batch_size``), with its own
+    optimizer (or ``optimizer``), and its examples per epoch where the data says (or
+    ``examples``). The notes say where each came from.
+
+    Raises:
+        UsageError, PlanError: as :func:`tfaccel.plan`.
+    """
+    model, own_optimizer, notes = workload_model(workload)
+    origin = workload.origin
+    where = origin.call or (Path(origin.script).name if origin.script else "the script")
+    how = f"model.fit #{origin.fit}" if origin.fit else "tfaccel.workload.mark"
+    notes.insert(0, f"the workload of {where} ({how}), captured before it trained")
+    batch = batch_size
+    if batch is None:
+        batch = workload.batch_size
+        if batch is None:
+            raise PlanError(
+                "The batch size of the training data could not be read",
+                expected="data whose first batch has a batch dimension",
+                received=f"{workload.data_kind} data",
+                fix="pass the batch size: tfaccel plan --batch N SCRIPT",
+            )
+        notes.append(f"batch {batch}: {workload.batch_source}")
+    if examples is None and workload.examples:
+        examples = workload.examples
+        notes.append(
+            f"{examples:,} examples per epoch: from the training data ({workload.data_kind})"
+        )
+    result = plan(
+        model,
+        batch_size=batch,
+        precision=precision,
+        optimizer=optimizer if optimizer is not None else own_optimizer,
+        devices=devices,
+        examples=examples,
+        prices=prices,
+        inventory=inventory,
+    )
+    result.notes[0:0] = notes
+    return result
+
+
+def plan_document(workload: Workload, **options: Any) -> dict[str, Any]:
+    """The ``tfaccel plan --json`` document of a workload: the plan, and the workload's summary
+    (``options`` as for :func:`plan_workload`)."""
+    result = plan_workload(workload, **options)
+    return {**result.to_dict(), "workload": workload.describe()}
+
+
+def plan_script(
+    script: str | os.PathLike[str],
+    args: Sequence[str] = (),
+    *,
+    fit: int = 1,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    batch_size: int | None = None,
+    precision: str | None = None,
+    optimizer: str | None = None,
+    devices: Sequence[str] | None = None,
+    examples: int | None = None,
+    prices: Mapping[str, float] | None = None,
+) -> dict[str, Any]:
+    """Plan an unchanged script from Python, leaving this process as it was: the script runs up
+    to its ``fit`` in a child process, which plans the workload there and returns the
+    ``tfaccel plan --json`` document.
+
+    Raises:
+        UsageError: the script is not a readable Python file; a bad option.
+        CaptureError: the script did not reach its ``fit`` (the reason, with its line).
+        PlanError: the model cannot be traced.
+
+    Example:
+        >>> plan_script("train.py", ["--epochs", "1"], devices=["a100-40gb"])  # doctest: +SKIP
+    """
+    options = {
+        "batch_size": batch_size,
+        "precision": precision,
+        "optimizer": optimizer,
+        "devices": list(devices) if devices is not None else None,
+        "examples": examples,
+        "prices": dict(prices) if prices is not None else None,
+    }
+    document: dict[str, Any] = run_isolated(
+        script,
+        args,
+        task="tfaccel.planning.source:plan_document",
+        options=options,
+        fit=fit,
+        timeout=timeout,
+    )
+    return document

@@ -271,7 +271,14 @@ def _trace(
     def step(x: Any, y: Any) -> Any:
         return model.train_step((x, y))
 
-    x_arg = x_specs[0] if len(x_specs) == 1 else x_specs
+    x_arg: Any = x_specs[0] if len(x_specs) == 1 else x_specs
+    if len(x_specs) > 1:  # the model's own structure (a dict of named inputs), where it has one
+        import keras
+
+        try:
+            x_arg = keras.tree.pack_sequence_as(model.input, x_specs)
+        except (AttributeError, ValueError, TypeError):
+            pass
     graph = tf.function(step).get_concrete_function(x_arg, y_spec).graph
     index: dict[str, int] = {}
     optimizer_scope = model.optimizer.name + "/"

@@ -1,0 +1,393 @@
+"""Capture the workload of an unchanged training script, at its ``fit`` call.
+
+:func:`capture` runs the script as ``python SCRIPT ARGS...`` would (as ``__main__``, with its
+``sys.argv``, its folder first on ``sys.path``) in this process, with ``keras.Model.fit``
+patched: at the N-th ``fit`` call the model, its compile arguments, the data and the fit
+arguments are recorded and the script is stopped there, by an exception of tfaccel's own (a
+``BaseException``, so the script's ``except Exception`` does not catch it). Nothing trains, and
+nothing the script would do after that point happens (no checkpoint, no CSV). Earlier ``fit``
+calls (``fit=2``: the fine-tuning after a first fit) run one step each, without the script's
+callbacks, so the model is built as the script leaves it.
+
+A script whose training is its own loop (``tf.GradientTape``) calls no ``fit``: one line,
+``tfaccel.workload.mark(model, dataset, optimizer=opt, loss=loss_fn)`` before the loop, marks
+the point (outside a capture, ``mark`` does nothing).
+
+Standard input reads stop the script with a message (nothing waits for a keyboard), and a time
+limit stops a script that does not reach ``fit`` in time (``SIGALRM``: main thread only).
+
+This runs the user's code in this process and leaves what the script set (Keras' global
+policy, TensorFlow's configuration, the model) behind: call it from a process that exists for
+the job (the command line, a child process), as ``tfaccel run`` and ``tfaccel profile`` do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import io
+import os
+import runpy
+import signal
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import Any
+
+from tfaccel.core.errors import TfaccelError, UsageError, argument
+from tfaccel.scripts import check_script, script_traceback
+from tfaccel.workload.record import CompileArgs, Origin, Workload
+
+__all__ = ["CaptureError", "capture", "mark"]
+
+DEFAULT_TIMEOUT_S = 300.0
+
+
+class CaptureError(TfaccelError):
+    """The script did not reach the ``fit`` call to capture.
+
+    Attributes:
+        reason: ``no-fit`` (ended without it), ``raised``, ``exited``, ``stdin``, ``timeout``.
+        where: the script's line it concerns (``train.py:12``), where known.
+        fit_calls: the ``fit`` calls the script made before it stopped.
+    """
+
+    def __init__(
+        self,
+        what: str,
+        *,
+        reason: str,
+        where: str | None = None,
+        fit_calls: int = 0,
+        **kw: Any,
+    ) -> None:
+        self.reason = reason
+        self.where = where
+        self.fit_calls = fit_calls
+        super().__init__(what, **kw)
+
+
+class _Stop(BaseException):
+    """Raised inside the script to stop it; caught by :func:`capture` only."""
+
+
+class _Captured(_Stop):
+    def __init__(self, workload: Workload) -> None:
+        super().__init__("workload captured")
+        self.workload = workload
+
+
+class _StdinRead(_Stop):
+    pass
+
+
+class _TimedOut(_Stop):
+    pass
+
+
+class _Capture:
+    """The state of the capture in progress."""
+
+    def __init__(self, script: str, args: Sequence[str], fit: int) -> None:
+        self.script = script
+        self.args = tuple(args)
+        self.fit = fit
+        self.fit_calls = 0
+
+    def where(self, frame: FrameType | None) -> str | None:
+        """``name:line`` of the first frame of the script at or above ``frame``."""
+        target = os.path.abspath(self.script)
+        while frame is not None:
+            if os.path.abspath(frame.f_code.co_filename) == target:
+                return f"{Path(self.script).name}:{_call_line(frame)}"
+            frame = frame.f_back
+        return None
+
+
+_active: _Capture | None = None
+
+
+def mark(
+    model: Any,
+    x: Any,
+    y: Any = None,
+    *,
+    batch_size: int | None = None,
+    epochs: int | None = None,
+    optimizer: Any = None,
+    loss: Any = None,
+) -> None:
+    """Mark the training of a script that calls no ``fit`` (its own ``tf.GradientTape`` loop):
+    the model, the data and (when the model is not compiled) the loop's optimizer and loss.
+
+    Outside a capture it does nothing, so the line stays in the script. Under
+    ``tfaccel plan train.py`` the workload is taken here and the script stops.
+
+    Example:
+        >>> tfaccel.workload.mark(model, ds, optimizer=opt, loss=loss_fn)  # doctest: +SKIP
+    """
+    state = _active
+    if state is None:
+        return
+    compiled = CompileArgs.of(model)
+    if optimizer is not None or loss is not None or compiled.optimizer is None:
+        compiled = CompileArgs(
+            optimizer=optimizer if optimizer is not None else compiled.optimizer,
+            loss=loss if loss is not None else compiled.loss,
+            metrics=compiled.metrics,
+        )
+    kwargs: dict[str, Any] = {"batch_size": batch_size, "epochs": epochs or 1}
+    origin = Origin(state.script, state.args, 0, state.where(sys._getframe(1)))
+    raise _Captured(Workload(model, compiled, x, y, kwargs, origin))
+
+
+def capture(
+    script: str | os.PathLike[str],
+    args: Sequence[str] = (),
+    *,
+    fit: int = 1,
+    timeout: float | None = DEFAULT_TIMEOUT_S,
+    command: str = "plan",
+) -> Workload:
+    """Run ``script`` with ``args`` as ``__main__`` up to its ``fit``-th ``fit`` call (or its
+    :func:`mark`), and return that workload; the script stops there.
+
+    Args:
+        script: the training script, unchanged.
+        args: its own arguments (``sys.argv[1:]`` as it sees them).
+        fit: which ``fit`` call (1: the first).
+        timeout: seconds the script may take to reach it (None: no limit).
+        command: the tfaccel command, for messages.
+
+    Raises:
+        UsageError: the script is not a readable Python file, or ``fit`` < 1.
+        CaptureError: the script ended, exited, raised, read standard input or ran out of
+            time before the ``fit`` call, each said with its line.
+    """
+    if isinstance(fit, bool) or not isinstance(fit, int) or fit < 1:
+        raise UsageError(
+            "Which fit call to capture is not a whole number of at least 1",
+            expected="1 for the script's first model.fit, 2 for the second...",
+            received=argument("fit", fit),
+            fix="pass fit=1 (or --fit 2 for a fine-tuning fit after a first one)",
+        )
+    path = check_script(script, command, expected="a Python file", directory=False)
+    global _active
+    if _active is not None:
+        raise UsageError(
+            "A capture is already running in this process",
+            expected="one capture at a time",
+            received=f"a capture of {_active.script}",
+            fix="capture one script after the other",
+        )
+    state = _Capture(str(path), args, fit)
+    name = path.name
+    _active = state
+    try:
+        with _patched_fit(state), _no_stdin(), _alarm(timeout), _as_main(path, args):
+            runpy.run_path(str(path), run_name="__main__")
+    except _Captured as done:
+        return done.workload
+    except _StdinRead as exc:
+        where = _script_line(exc, state)
+        raise CaptureError(
+            f"The script {name} reads standard input before its model.fit"
+            + (f", at {where}" if where else ""),
+            reason="stdin",
+            fit_calls=state.fit_calls,
+            where=where,
+            expected="a script that runs without a keyboard (standard input is closed here)",
+            received=f"a read of standard input (input(), sys.stdin) at {where or name}",
+            fix="give that value as an argument of the script (argparse, with a default) "
+            f"and pass it after the script: tfaccel {command} {name} --your-option VALUE",
+        ) from None
+    except _TimedOut as exc:
+        where = _script_line(exc, state)
+        raise CaptureError(
+            f"The script {name} did not reach model.fit within {timeout:g} s",
+            reason="timeout",
+            fit_calls=state.fit_calls,
+            where=where,
+            expected=f"model.fit call #{fit} within the time limit",
+            received=f"still running at {where or name} after {timeout:g} s"
+            + (f", after {state.fit_calls} fit call(s)" if state.fit_calls else ""),
+            fix="give it more time (--timeout SECONDS), or make the slow part (data "
+            "download, preprocessing) smaller with the script's own arguments",
+        ) from None
+    except SystemExit as exc:
+        where = _script_line(exc, state)
+        raise CaptureError(
+            f"The script {name} exited (sys.exit({exc.code!r})) before model.fit"
+            + (f", at {where}" if where else ""),
+            reason="exited",
+            fit_calls=state.fit_calls,
+            where=where,
+            expected=f"a script that reaches model.fit call #{fit}",
+            received=f"SystemExit({exc.code!r}) at {where or name}",
+            fix="pass the script the arguments it needs after its name "
+            f"(tfaccel {command} {name} ARGS...); run `python {name} ARGS...` to see why it exits",
+        ) from None
+    except Exception as exc:
+        where = _script_line(exc, state)
+        raise CaptureError(
+            f"The script {name} raised {type(exc).__name__} before model.fit"
+            + (f", at {where}" if where else "")
+            + f": {exc}",
+            reason="raised",
+            fit_calls=state.fit_calls,
+            where=where,
+            expected=f"a script that reaches model.fit call #{fit} without error",
+            received="this traceback, from your script:\n" + script_traceback(exc, path),
+            fix=f"fix the error; `python {name} ARGS...` reproduces it",
+        ) from exc
+    finally:
+        _active = None
+    calls = state.fit_calls
+    raise CaptureError(
+        f"The script {name} ended without "
+        + (f"a model.fit call #{fit} (it made {calls})" if calls else "calling model.fit"),
+        reason="no-fit",
+        fit_calls=calls,
+        expected="a script that trains with model.fit, or marks its own training loop",
+        received=f"{calls} model.fit call(s)",
+        fix=(
+            f"pass --fit {calls} (or fewer)"
+            if calls
+            else "if it trains with its own loop (tf.GradientTape), add one line before the "
+            "loop: `tfaccel.workload.mark(model, dataset, optimizer=optimizer, loss=loss_fn)` "
+            "(it does nothing outside tfaccel)"
+        ),
+    )
+
+
+def _call_line(frame: FrameType) -> int:
+    """The first line of the call ``frame`` is making (a call over several lines is named by
+    its first, where Python says; 3.10 gives the line it is on)."""
+    positions = getattr(inspect.getframeinfo(frame, context=0), "positions", None)
+    start = getattr(positions, "lineno", None)
+    return int(start) if start else frame.f_lineno
+
+
+def _script_line(exc: BaseException, state: _Capture) -> str | None:
+    """``name:line`` of the innermost frame of the script in ``exc``'s traceback."""
+    target = os.path.abspath(state.script)
+    tb: TracebackType | None = exc.__traceback__
+    found: str | None = None
+    while tb is not None:
+        if os.path.abspath(tb.tb_frame.f_code.co_filename) == target:
+            found = f"{Path(state.script).name}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return found
+
+
+@contextlib.contextmanager
+def _as_main(path: Path, args: Sequence[str]) -> Iterator[None]:
+    """``sys.argv`` and ``sys.path[0]`` as ``python SCRIPT ARGS...`` sets them."""
+    saved_argv, saved_path = sys.argv, sys.path[:]
+    sys.argv = [str(path), *args]
+    sys.path[0:1] = [str(path.resolve().parent)]
+    try:
+        yield
+    finally:
+        sys.argv = saved_argv
+        sys.path[:] = saved_path
+
+
+@contextlib.contextmanager
+def _patched_fit(state: _Capture) -> Iterator[None]:
+    import keras
+
+    original = keras.Model.fit
+    own = "fit" in keras.Model.__dict__
+    signature = inspect.signature(original)
+
+    def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
+        state.fit_calls += 1
+        if state.fit_calls < state.fit:  # an earlier fit: one step, to build what it builds
+            bound = signature.bind(self, *args, **kwargs)
+            quick = dict(bound.arguments)
+            quick.pop("self", None)
+            quick.update(epochs=1, initial_epoch=0, steps_per_epoch=1, verbose=0, callbacks=None)
+            if quick.get("validation_data") is not None or quick.get("validation_split"):
+                quick["validation_steps"] = 1
+            return original(self, **quick)
+        bound = signature.bind(self, *args, **kwargs)
+        given = {k: v for k, v in bound.arguments.items() if k != "self"}
+        x, y = given.pop("x", None), given.pop("y", None)
+        origin = Origin(state.script, state.args, state.fit, state.where(sys._getframe(1)))
+        raise _Captured(Workload(self, CompileArgs.of(self), x, y, given, origin))
+
+    keras.Model.fit = fit
+    try:
+        yield
+    finally:
+        if own:
+            keras.Model.fit = original
+        else:
+            del keras.Model.fit
+
+
+class _NoStdin:
+    """Standard input for the script: every read stops it (nothing waits for a keyboard)."""
+
+    encoding = "utf-8"
+    closed = False
+
+    def readable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        raise io.UnsupportedOperation("no standard input during a capture")
+
+    def read(self, size: int | None = -1) -> str:
+        raise _StdinRead("standard input read")
+
+    def readline(self, size: int | None = -1) -> str:
+        raise _StdinRead("standard input read")
+
+    def readlines(self, hint: int = -1) -> list[str]:
+        raise _StdinRead("standard input read")
+
+    def __iter__(self) -> Iterator[str]:
+        raise _StdinRead("standard input read")
+
+    @property
+    def buffer(self) -> Any:  # sys.stdin.buffer.read()
+        raise _StdinRead("standard input read")
+
+    def close(self) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def _no_stdin() -> Iterator[None]:
+    saved = sys.stdin
+    sys.stdin = _NoStdin()
+    try:
+        yield
+    finally:
+        sys.stdin = saved
+
+
+@contextlib.contextmanager
+def _alarm(timeout: float | None) -> Iterator[None]:
+    """Raise :class:`_TimedOut` in the script after ``timeout`` seconds (main thread only)."""
+    if not timeout or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum: int, frame: FrameType | None) -> None:
+        raise _TimedOut("time limit")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, float(timeout))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

@@ -1,0 +1,318 @@
+"""tfaccel.workload.capture on scripts written the way people write them: each is run unchanged,
+stopped at its fit, and nothing after that point happens.
+
+The captures share this test process (TensorFlow is imported once); every model is tiny.
+"""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+keras = pytest.importorskip("keras")
+
+from tfaccel import workload  # noqa: E402
+from tfaccel.core.errors import UsageError  # noqa: E402
+from tfaccel.workload import CaptureError, capture  # noqa: E402
+
+
+def _script(tmp_path: Path, body: str, name: str = "train.py") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(body))
+    return path
+
+
+ARRAYS = """
+import argparse
+
+import keras
+import numpy as np
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--batch-size", type=int, default=16)
+parser.add_argument("--epochs", type=int, default=50)
+parser.add_argument("--out", default="{out}")
+args = parser.parse_args()
+
+x = np.random.rand(200, 8).astype("float32")
+y = np.random.randint(0, 3, size=200)
+
+model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4, activation="relu"),
+                          keras.layers.Dense(3)], name="arrays_net")
+model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.05, momentum=0.9),
+              loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+              metrics=["accuracy"], steps_per_execution=4)
+model.fit(x, y, batch_size=args.batch_size, epochs=args.epochs, validation_split=0.25,
+          callbacks=[keras.callbacks.CSVLogger(args.out + ".csv")])
+model.save_weights(args.out + ".weights.h5")
+with open(args.out + ".done", "w") as f:
+    f.write("trained")
+"""
+
+
+def test_module_level_arrays_script_is_captured_at_fit_and_nothing_after_it_runs(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "run"
+    script = _script(tmp_path, ARRAYS.format(out=out))
+    argv = sys.argv[:]
+    start = time.perf_counter()
+    w = capture(script, ["--batch-size", "24", "--epochs", "3"])
+    took = time.perf_counter() - start
+    assert took < 20, took  # seconds, not the script's 50 epochs
+    assert sys.argv == argv
+    assert w.model.name == "arrays_net" and not w.model.optimizer.iterations.numpy()
+    assert type(w.compile.optimizer).__name__ == "SGD"
+    assert w.compile.optimizer_config["momentum"] == pytest.approx(0.9)
+    assert w.compile.steps_per_execution == 4 and w.compile.metrics == ["accuracy"]
+    assert w.data_kind == "arrays" and w.x.shape == (200, 8) and w.y.shape == (200,)
+    assert (w.batch_size, w.epochs, w.examples) == (24, 3, 150)
+    assert [type(c).__name__ for c in w.callbacks] == ["CSVLogger"]
+    assert w.origin.script == str(script) and w.origin.args == (
+        "--batch-size",
+        "24",
+        "--epochs",
+        "3",
+    )
+    assert w.origin.call == "train.py:21" and w.origin.fit == 1
+    described = w.describe()
+    assert described["compile"]["loss"] == "sparse_categorical_crossentropy"
+    assert described["data"]["batch_source"] == "fit(batch_size=24)"
+    # nothing the script writes at or after its fit was written
+    assert list(tmp_path.iterdir()) == [script]
+
+
+def test_a_main_guarded_tf_data_pipeline_and_keras_default_batch(tmp_path: Path) -> None:
+    script = _script(
+        tmp_path,
+        """
+        import keras
+        import numpy as np
+        import tensorflow as tf
+
+
+        def scale(x, y):
+            return tf.cast(x, tf.float32) / 255.0, y
+
+
+        def main():
+            x = np.random.randint(0, 255, size=(100, 6, 6, 1)).astype("uint8")
+            y = np.random.randint(0, 2, size=100)
+            ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(100).map(scale).batch(10)
+            ds = ds.prefetch(tf.data.AUTOTUNE)
+            inputs = keras.Input((6, 6, 1))
+            h = keras.layers.Conv2D(2, 3)(inputs)
+            outputs = keras.layers.Dense(2)(keras.layers.Flatten()(h))
+            model = keras.Model(inputs, outputs)
+            model.compile("adam", "sparse_categorical_crossentropy", jit_compile=False)
+            model.fit(ds, epochs=2, validation_data=ds)
+
+
+        if __name__ == "__main__":
+            main()
+        """,
+    )
+    w = capture(script)
+    assert w.data_kind == "dataset" and w.y is None
+    assert (w.batch_size, w.examples, w.epochs) == (10, 100, 2)
+    assert w.validation_data is w.x
+    assert w.compile.jit_compile is False and w.origin.call == "train.py:21"
+    assert tuple(w.first_batch().shape) == (10, 6, 6, 1)
+
+
+def test_a_subclassed_model_a_generator_and_the_default_batch_of_arrays(tmp_path: Path) -> None:
+    script = _script(
+        tmp_path,
+        """
+        import keras
+        import numpy as np
+
+
+        class Net(keras.Model):
+            def __init__(self):
+                super().__init__()
+                self.hidden = keras.layers.Dense(4)
+                self.out = keras.layers.Dense(1)
+
+            def call(self, x):
+                return self.out(self.hidden(x))
+
+
+        def batches():
+            while True:
+                yield np.ones((8, 5), "float32"), np.zeros((8, 1), "float32")
+
+
+        model = Net()
+        model.compile(optimizer="rmsprop", loss="mse")
+        model.fit(np.ones((40, 5), "float32"), np.zeros((40, 1), "float32"))
+        model.fit(batches(), steps_per_epoch=3)
+        """,
+    )
+    first = capture(script)
+    assert first.batch_size == 32 and "default" in first.batch_source
+    assert not first.model.built
+    second = capture(script, fit=2)
+    assert second.data_kind == "generator" and second.model.built
+    assert (second.batch_size, second.examples) == (8, 24)
+    x, _ = next(second.x)  # the batch read to learn the shape is yielded again
+    assert x.shape == (8, 5)
+
+
+def test_a_functional_model_with_dict_inputs(tmp_path: Path) -> None:
+    script = _script(
+        tmp_path,
+        """
+        import keras
+        import numpy as np
+
+        a = keras.Input((3,), name="a")
+        b = keras.Input((2,), name="b")
+        out = keras.layers.Dense(1)(keras.layers.Concatenate()([a, b]))
+        model = keras.Model({"a": a, "b": b}, out)
+        model.compile(optimizer="adam", loss="mse")
+        data = {"a": np.ones((20, 3), "float32"), "b": np.ones((20, 2), "float32")}
+        model.fit(data, np.zeros((20, 1), "float32"), batch_size=5)
+        """,
+    )
+    w = capture(script)
+    assert w.data_kind == "dict" and (w.batch_size, w.examples) == (5, 20)
+    assert {k: v.shape for k, v in w.first_batch().items()} == {"a": (5, 3), "b": (5, 2)}
+
+
+def test_fine_tuning_the_second_fit_after_a_first_one(tmp_path: Path) -> None:
+    out = tmp_path / "history.txt"
+    script = _script(
+        tmp_path,
+        f"""
+        import keras
+        import numpy as np
+
+        x, y = np.ones((64, 4), "float32"), np.zeros((64,), "int32")
+        base = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, name="base")])
+        model = keras.Sequential([base, keras.layers.Dense(2, name="head")])
+        base.trainable = False
+        model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+        history = model.fit(x, y, epochs=100, validation_split=0.5)
+        print(history.history["loss"], history.history["val_loss"])
+        base.trainable = True
+        model.compile(optimizer=keras.optimizers.Adam(1e-5), loss="sparse_categorical_crossentropy")
+        model.fit(x, y, epochs=100, batch_size=8)
+        with open({str(out)!r}, "w") as f:
+            f.write("done")
+        """,
+    )
+    start = time.perf_counter()
+    first = capture(script)
+    assert len(first.model.trainable_weights) == 2
+    w = capture(script, fit=2)
+    assert time.perf_counter() - start < 20  # the first fit ran one step, not 100 epochs
+    assert len(w.model.trainable_weights) == 4
+    assert w.compile.optimizer_config["learning_rate"] == pytest.approx(1e-5)
+    assert (w.origin.fit, w.batch_size, w.origin.call) == (2, 8, "train.py:14")
+    assert not out.exists()
+    with pytest.raises(CaptureError, match=r"ended without a model\.fit call #3") as info:
+        capture(script, fit=3)
+    assert info.value.reason == "no-fit" and "--fit 2" in str(info.value)
+    assert out.exists()  # a script run to its end does what it does
+
+
+def test_a_gradient_tape_loop_is_told_the_line_to_add_and_mark_captures_it(
+    tmp_path: Path,
+) -> None:
+    loop = """
+        import keras
+        import numpy as np
+        import tensorflow as tf
+        {import_line}
+
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+        optimizer = keras.optimizers.Adam(1e-3)
+        loss_fn = keras.losses.MeanSquaredError()
+        ds = tf.data.Dataset.from_tensor_slices((np.ones((12, 4), "float32"),
+                                                 np.ones((12, 2), "float32"))).batch(4)
+        {mark_line}
+        for x, y in ds:
+            with tf.GradientTape() as tape:
+                loss = loss_fn(y, model(x))
+            grads = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        """
+    plain = _script(tmp_path, loop.format(import_line="", mark_line=""), "loop.py")
+    with pytest.raises(CaptureError) as info:
+        capture(plain)
+    assert info.value.reason == "no-fit"
+    assert "tfaccel.workload.mark(model, dataset, optimizer=optimizer, loss=loss_fn)" in str(
+        info.value
+    )
+    marked = _script(
+        tmp_path,
+        loop.format(
+            import_line="import tfaccel.workload",
+            mark_line="tfaccel.workload.mark(model, ds, optimizer=optimizer, loss=loss_fn)",
+        ),
+        "marked.py",
+    )
+    w = capture(marked)
+    assert w.origin.fit == 0 and w.origin.call == "marked.py:12"
+    assert w.compile.optimizer is not None and w.compile.loss is not None
+    assert (w.data_kind, w.batch_size, w.examples) == ("dataset", 4, 12)
+    assert workload.mark(w.model, w.x) is None  # outside a capture: nothing happens
+
+
+@pytest.mark.parametrize(
+    ("body", "reason", "what", "line"),
+    [
+        (
+            "import keras\nconfig = {}\nrate = config['learning_rate']\n",
+            "raised",
+            "raised KeyError before model.fit, at train.py:3",
+            "train.py:3",
+        ),
+        (
+            "import sys\nif len(sys.argv) < 2:\n    sys.exit('usage: train.py DATA_DIR')\n",
+            "exited",
+            "exited (sys.exit('usage: train.py DATA_DIR')) before model.fit, at train.py:3",
+            "train.py:3",
+        ),
+        (
+            "import keras\nname = input('dataset? ')\n",
+            "stdin",
+            "reads standard input before its model.fit, at train.py:2",
+            "train.py:2",
+        ),
+        (
+            "import sys\n\nconfig = sys.stdin.buffer.read()\n",
+            "stdin",
+            "reads standard input before its model.fit, at train.py:3",
+            "train.py:3",
+        ),
+        (
+            "import time\nwhile True:\n    time.sleep(0.05)\n",
+            "timeout",
+            "did not reach model.fit within 0.5 s",
+            "train.py:3",
+        ),
+    ],
+)
+def test_a_script_that_does_not_reach_fit_is_told_why_with_its_line(
+    tmp_path: Path, body: str, reason: str, what: str, line: str
+) -> None:
+    script = _script(tmp_path, body)
+    stdin = sys.stdin
+    with pytest.raises(CaptureError) as info:
+        capture(script, timeout=0.5)
+    assert info.value.reason == reason and info.value.where == line
+    assert what in info.value.what
+    assert sys.stdin is stdin
+
+
+def test_bad_requests_are_refused_before_the_script_runs(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="does not exist"):
+        capture(tmp_path / "missing.py")
+    with pytest.raises(UsageError, match="at least 1"):
+        capture(_script(tmp_path, "raise SystemExit(3)\n"), fit=0)

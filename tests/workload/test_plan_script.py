@@ -1,0 +1,261 @@
+"""``tfaccel plan train.py ARGS...`` on unchanged scripts: the workload captured at fit, planned in
+the same process (the command line's own), with the script's batch and optimizer.
+
+All plans share this test process; the models are tiny and one device is planned.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("keras")
+
+from tfaccel.cli import main
+from tfaccel.workload import capture
+
+ARGPARSE_SCRIPT = """
+import argparse
+
+import keras
+import numpy as np
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--batch-size", type=int, default=16)
+parser.add_argument("--epochs", type=int, default=20)
+args = parser.parse_args()
+
+print("loading the data")  # under --json, on stderr
+x = np.random.rand(120, 10).astype("float32")
+y = np.random.randint(0, 4, size=120)
+model = keras.Sequential([keras.Input((10,)), keras.layers.Dense(8, activation="relu"),
+                          keras.layers.Dense(4, activation="softmax")], name="tiny_mlp")
+model.compile(optimizer=keras.optimizers.SGD(0.01), loss="sparse_categorical_crossentropy")
+model.fit(x, y, batch_size=args.batch_size, epochs=args.epochs)
+model.save("{out}")
+"""
+
+
+def _script(tmp_path: Path, body: str, name: str = "train.py") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(body))
+    return path
+
+
+def _plan_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
+    capsys.readouterr()
+    assert main(["plan", "--device", "a100-40gb", "--json", *argv]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_an_unchanged_script_is_planned_at_its_batch_with_its_optimizer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "model.keras"
+    script = _script(tmp_path, ARGPARSE_SCRIPT.format(out=out))
+    document = _plan_json(capsys, str(script), "--batch-size", "48")
+    assert (document["model"], document["batch_size"]) == ("tiny_mlp", 48)
+    assert document["optimizer"] == "SGD" and document["examples_per_epoch"] == 120
+    assert document["trainable_parameters"] == 10 * 8 + 8 + 8 * 4 + 4
+    assert [d["key"] for d in document["devices"]] == ["a100-40gb"]
+    assert document["workload"]["origin"]["call"] == "train.py:18"
+    assert document["workload"]["data"]["batch_source"] == "fit(batch_size=48)"
+    assert any("captured before it trained" in n for n in document["notes"])
+    assert not out.exists()
+
+    # --batch overrides the script's; the script's defaults apply without arguments
+    assert _plan_json(capsys, "--batch", "7", str(script))["batch_size"] == 7
+    assert _plan_json(capsys, str(script))["batch_size"] == 16
+    capsys.readouterr()
+    assert main(["plan", "--device", "a100-40gb", str(script)]) == 0
+    text = capsys.readouterr().out
+    assert "Plan for tiny_mlp: batch 16, float32, SGD" in text
+    assert "note: batch 16: fit(batch_size=16)" in text
+    assert not out.exists()
+
+
+def test_a_subclassed_model_on_a_dataset_is_planned_on_its_first_batch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = _script(
+        tmp_path,
+        """
+        import keras
+        import numpy as np
+        import tensorflow as tf
+
+
+        class Net(keras.Model):
+            def __init__(self):
+                super().__init__(name="subnet")
+                self.hidden = keras.layers.Dense(6, activation="relu")
+                self.out = keras.layers.Dense(3)
+
+            def call(self, x):
+                return self.out(self.hidden(x))
+
+            def train_step(self, data):
+                return super().train_step(data)
+
+
+        if __name__ == "__main__":
+            ds = tf.data.Dataset.from_tensor_slices(
+                (np.ones((40, 5), "float32"), np.zeros((40,), "int64"))
+            ).map(lambda x, y: (x * 2.0, y)).batch(20)
+            model = Net()
+            model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+            model.fit(ds, epochs=3)
+        """,
+    )
+    document = _plan_json(capsys, str(script))
+    assert (document["model"], document["batch_size"], document["optimizer"]) == (
+        "subnet",
+        20,
+        "Adam",
+    )
+    assert document["trainable_parameters"] == 5 * 6 + 6 + 6 * 3 + 3
+    assert document["examples_per_epoch"] == 40
+    assert any("no symbolic inputs" in n and "(20, 5)" in n for n in document["notes"])
+    assert any("Net has its own train_step" in n for n in document["notes"])
+
+
+def test_a_model_built_under_a_distribution_strategy_is_refused_clearly(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = _script(
+        tmp_path,
+        """
+        import keras
+        import numpy as np
+        import tensorflow as tf
+
+        with tf.distribute.MirroredStrategy().scope():
+            model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+            model.compile(optimizer="adam", loss="mse")
+        model.fit(np.ones((8, 3), "float32"), np.zeros((8, 1), "float32"))
+        """,
+    )
+    assert main(["plan", str(script)]) == 2
+    err = capsys.readouterr().err
+    assert "was built under a MirroredStrategy: the plan traces the training step of one" in err
+
+
+def test_a_sequential_without_input_and_sequences_of_any_length_are_planned_on_their_data(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = _script(
+        tmp_path,
+        """
+        import keras
+        import numpy as np
+
+        plain = keras.Sequential([keras.layers.Dense(4, activation="relu"), keras.layers.Dense(1)])
+        plain.compile(optimizer="adam", loss="mse")
+        plain.fit(np.ones((16, 3), "float32"), np.zeros((16, 1), "float32"), batch_size=4)
+
+        tokens = keras.Input((None,), dtype="int32")
+        hidden = keras.layers.GlobalAveragePooling1D()(keras.layers.Embedding(50, 8)(tokens))
+        text = keras.Model(tokens, keras.layers.Dense(2)(hidden), name="text")
+        text.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+        text.fit(np.ones((24, 12), "int32"), np.zeros((24,), "int32"), batch_size=6)
+        """,
+    )
+    plain = _plan_json(capsys, str(script))
+    assert (plain["batch_size"], plain["trainable_parameters"]) == (4, 3 * 4 + 4 + 4 + 1)
+    assert any("no symbolic inputs" in n and "(4, 3)" in n for n in plain["notes"])
+    text = _plan_json(capsys, "--fit", "2", str(script))
+    assert (text["model"], text["batch_size"]) == ("text", 6)
+    assert text["trainable_parameters"] == 50 * 8 + 8 * 2 + 2
+    assert any("not fully known" in n and "(6, 12)" in n for n in text["notes"])
+
+
+def test_dict_inputs_and_the_second_fit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    script = _script(
+        tmp_path,
+        """
+        import keras
+        import numpy as np
+
+        a = keras.Input((3,), name="a")
+        b = keras.Input((2,), name="b")
+        hidden = keras.layers.Dense(4, name="hidden")(keras.layers.Concatenate()([a, b]))
+        model = keras.Model({"a": a, "b": b}, keras.layers.Dense(1)(hidden), name="two_inputs")
+        data = {"a": np.ones((30, 3), "float32"), "b": np.ones((30, 2), "float32")}
+        target = np.zeros((30, 1), "float32")
+        model.get_layer("hidden").trainable = False
+        model.compile(optimizer="adam", loss="mse")
+        model.fit(data, target, batch_size=10, epochs=50)
+        model.get_layer("hidden").trainable = True
+        model.compile(optimizer="sgd", loss="mse")
+        model.fit(data, target, batch_size=6, epochs=50)
+        """,
+    )
+    first = _plan_json(capsys, str(script))
+    assert (first["batch_size"], first["optimizer"], first["trainable_parameters"]) == (
+        10,
+        "Adam",
+        5,
+    )
+    second = _plan_json(capsys, "--fit", "2", str(script))
+    assert (second["batch_size"], second["optimizer"], second["trainable_parameters"]) == (
+        6,
+        "SGD",
+        29,
+    )
+
+
+def test_a_script_that_does_not_reach_fit_is_refused_with_the_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = _script(tmp_path, "import keras\nprint('loading')\nraise ValueError('no data')\n")
+    assert main(["plan", str(script)]) == 2
+    err = capsys.readouterr().err
+    assert "The script train.py raised ValueError before model.fit, at train.py:3: no data" in err
+    marker = tmp_path / "ran"
+    writes = _script(tmp_path, f"open({str(marker)!r}, 'w').close()\n", "writes.py")
+    assert main(["plan", "--device", "a100-41gb", str(writes)]) == 2
+    assert "Unknown device key" in capsys.readouterr().err
+    assert not marker.exists()  # refused before the script ran
+    loop = _script(tmp_path, "import keras\nmodel = keras.Sequential()\n", "loop.py")
+    assert main(["plan", "--json", str(loop)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "tfaccel.workload.mark(model, dataset" in captured.err
+
+
+def test_options_after_a_model_fn_script_are_plans_own(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = _script(
+        tmp_path,
+        """
+        import keras
+
+
+        def model_fn():
+            model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+            model.compile(optimizer="adam", loss="mse")
+            return model
+
+
+        if __name__ == "__main__":
+            raise SystemExit("the training must not run")
+        """,
+    )
+    capsys.readouterr()
+    assert main(["plan", str(script), "--batch", "12", "--device", "a100-40gb", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["batch_size"] == 12 and "workload" not in document
+
+
+def test_capture_stays_in_seconds(tmp_path: Path) -> None:
+    """A script whose training would take minutes is captured in well under its time."""
+    import time
+
+    script = _script(tmp_path, ARGPARSE_SCRIPT.format(out=tmp_path / "m.keras"))
+    start = time.perf_counter()
+    capture(script, ["--epochs", "100000"])
+    assert time.perf_counter() - start < 10
