@@ -2,8 +2,10 @@
 
 Every row calls a public entry point with one bad argument and expects the error class and a
 fragment of its message. Around each call the test records the scratch directory (the working
-directory during the call), the environment and TensorFlow's configuration, and asserts that
-none of them changed: no file or directory created, no runtime setting applied. The rows share
+directory during the call, holding the temporary ``HOME`` and the results database's folder:
+kind, size, SHA-256 and modification time of every entry, tests/files_around.py), the
+environment and TensorFlow's configuration, and asserts that none of them changed: no file or
+directory created or touched, no runtime setting applied. The rows share
 this process's TensorFlow (imported once, for the configuration read-back); the arrays are tiny.
 """
 
@@ -18,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from files_around import assert_unchanged, snapshot
 from runtime_helpers import tf_state
 
 import tfaccel
@@ -1123,15 +1126,6 @@ class Scratch:
         return value
 
 
-def _tree(root: Path) -> dict[str, tuple[bool, int, int]]:
-    """Every path under ``root``: whether it is a directory, its size and its mtime."""
-    found = {}
-    for path in sorted(root.rglob("*")):
-        info = path.lstat()
-        found[str(path.relative_to(root))] = (path.is_dir(), info.st_size, info.st_mtime_ns)
-    return found
-
-
 def _untouched_outside(scratch: Scratch, arguments: Any) -> list[str]:
     """Paths given in a row that lie outside the scratch area (the read-only directory) and
     exist after the call: there should be none."""
@@ -1157,8 +1151,10 @@ def scratch(
 ) -> Iterator[Scratch]:
     (tmp_path / "a-file").write_text("not a directory\n")
     (tmp_path / "a-dir").mkdir()
+    (tmp_path / "home").mkdir()
     monkeypatch.chdir(tmp_path)  # relative paths a call might write land here
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))  # no results store is read
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # ~ and the default store land here
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))  # the results database folder
     yield Scratch(tmp_path, read_only_dir)
 
 
@@ -1176,7 +1172,7 @@ def test_bad_argument_is_a_clear_error_and_changes_nothing(
 ) -> None:
     args, kwargs = scratch.resolve(args), scratch.resolve(kwargs)
     state = tf_state()  # first: importing TensorFlow sets variables of its own
-    files, environ = _tree(scratch.root), dict(os.environ)
+    files, environ = snapshot([scratch.root]), dict(os.environ)
 
     with pytest.raises(TfaccelError) as caught:
         call(*args, **kwargs)
@@ -1186,7 +1182,7 @@ def test_bad_argument_is_a_clear_error_and_changes_nothing(
     assert fragment in message
     assert "Expected:" in message and "Received:" in message and "Fix:" in message
     assert len(message) < LONGEST_MESSAGE, f"{len(message)} characters: {message[:300]}"
-    assert _tree(scratch.root) == files, "a file or directory was created or changed"
+    assert_unchanged(files, [scratch.root])  # the working directory, HOME and the store's folder
     assert _untouched_outside(scratch, (args, kwargs)) == []
     assert dict(os.environ) == environ
     assert tf_state() == state, "TensorFlow's configuration changed"

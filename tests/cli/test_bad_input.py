@@ -1,10 +1,10 @@
 """Bad command-line input: one table, each row a clear error (exit 2) that changes nothing.
 
 Every row is an argv, the exit code 2 and a fragment of the message. The row runs in a scratch
-directory (the working directory, and ``$XDG_DATA_HOME`` for the default results database)
-prepared by its setup; the test records every file there (kind, size, content, modification
-time) before and after, and asserts that nothing was created, changed or removed, and that no
-traceback was printed. Rows run in-process through ``tfaccel.cli.main`` unless they need a real
+directory (also the working directory) prepared by its setup, with a temporary ``HOME`` and
+results database folder (``$XDG_DATA_HOME``); the test records every file and folder in all
+three (kind, size, SHA-256, modification time: tests/files_around.py) before and after, and
+asserts that nothing was created, changed or removed, and that no traceback was printed. Rows run in-process through ``tfaccel.cli.main`` unless they need a real
 standard input (``subprocess``).
 
 Where a command would go on to measure (bench, tune, profile), the measuring entry point is
@@ -18,11 +18,9 @@ read-only file system, a disk that fills up while a file is written).
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import os
 import sqlite3
-import stat
 import subprocess
 import sys
 import tempfile
@@ -33,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from files_around import assert_unchanged, snapshot
 
 from tfaccel.cli import main
 from tfaccel.core.errors import TfaccelError, UsageError, argument, argument_names
@@ -85,6 +84,20 @@ def _snapshot_with(**changes: Any) -> str:
 
 def _gpu_snapshot(**gpu: Any) -> str:
     return _snapshot_with(nvml={"available": True, "gpus": [{"index": 0, "name": "A100", **gpu}]})
+
+
+def _keras_used_before(setup: Setup) -> Setup:
+    """``setup``, in a HOME where Keras ran before: for a row whose bad input shows only once
+    TensorFlow runs the user's code (a model_fn that raises). Keras's first import anywhere
+    (the user's own script's too) writes ``~/.keras/keras.json`` and Matplotlib's font cache;
+    importing it here, before the files are recorded, makes the HOME of such a user."""
+
+    def make(work: Path) -> Callable[[], None] | None:
+        import keras  # noqa: F401  (HOME is the row's temporary one)
+
+        return setup(work)
+
+    return make
 
 
 def _foreign_db(work: Path) -> None:
@@ -559,7 +572,9 @@ ROWS: list[Row] = [
         "plan-model-fn-raises",
         ("plan", "train.py", "--batch", "8"),
         "model_fn raised ValueError: no model today",
-        setup=_file("train.py", "def model_fn():\n    raise ValueError('no model today')\n"),
+        setup=_keras_used_before(
+            _file("train.py", "def model_fn():\n    raise ValueError('no model today')\n")
+        ),
     ),
     # --- profile (checked before TensorFlow starts)
     *(
@@ -1166,27 +1181,6 @@ def tripwires(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tfaccel.models, "build", build_only_unknown_names)
 
 
-def manifest(root: Path) -> dict[str, tuple[Any, ...]]:
-    """Every entry under ``root``: kind, size, modification time and content hash of files.
-
-    FIFOs and other special files are recorded by kind only (never opened).
-    """
-    entries: dict[str, tuple[Any, ...]] = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            path = Path(dirpath) / name
-            info = path.lstat()
-            rel = str(path.relative_to(root))
-            if stat.S_ISREG(info.st_mode):
-                digest = hashlib.sha256(path.read_bytes()).hexdigest()
-                entries[rel] = ("file", info.st_size, info.st_mtime_ns, digest)
-            elif stat.S_ISDIR(info.st_mode):
-                entries[rel] = ("dir",)
-            else:
-                entries[rel] = (stat.S_IFMT(info.st_mode),)
-    return entries
-
-
 @dataclass
 class Outcome:
     code: int
@@ -1214,7 +1208,7 @@ def run_as_process(argv: list[str], work: Path, stdin: str) -> Outcome:
             capture_output=True,
             text=True,
             cwd=work,
-            env={**os.environ, "XDG_DATA_HOME": str(work / "xdg")},
+            env=dict(os.environ),  # the temporary HOME and results folder of the fixture
             timeout=120,
         )
     return Outcome(done.returncode, done.stdout, done.stderr)
@@ -1222,11 +1216,21 @@ def run_as_process(argv: list[str], work: Path, stdin: str) -> Outcome:
 
 @pytest.fixture
 def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The scratch directory, also the working directory; HOME and the results database's
+    folder (``$XDG_DATA_HOME``) are temporary folders beside it."""
     root = tmp_path / "work"
     root.mkdir()
+    (tmp_path / "home").mkdir()
     monkeypatch.chdir(root)
-    monkeypatch.setenv("XDG_DATA_HOME", str(root / "xdg"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     yield root
+
+
+def around(work: Path) -> list[Path]:
+    """The folders a row must leave as they were: the scratch (and working) directory, the
+    temporary HOME and the results database's folder."""
+    return [work, work.parent / "home", work.parent / "data"]
 
 
 def check_row(
@@ -1236,7 +1240,7 @@ def check_row(
     for module, name, value in row.patches:
         monkeypatch.setattr(f"{module}.{name}", value)
     argv = [arg.replace("{work}", str(work)) for arg in row.argv]
-    before = manifest(work)
+    before = snapshot(around(work))
     try:
         if row.stdin is not None:
             outcome = run_as_process(argv, work, row.stdin)
@@ -1251,7 +1255,7 @@ def check_row(
     assert row.fragment.replace("{work}", str(work)) in outcome.err, outcome.err
     if row.fix:
         assert "error:" in outcome.err and "Fix:" in outcome.err, outcome.err
-    assert manifest(work) == before, "the scratch directory changed"
+    assert_unchanged(before, around(work))
 
 
 @pytest.mark.parametrize("row", [pytest.param(row, id=row.id) for row in ROWS])

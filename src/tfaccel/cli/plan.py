@@ -112,6 +112,12 @@ def run(args: argparse.Namespace) -> int:
         examples = examples or source.REFERENCE_EXAMPLES.get(key)
     else:
         model_fn = source.script_model_fn(args.script)
+    from tfaccel import inventory
+    from tfaccel.planning.targets import targets
+
+    machine = inventory.current()  # probed once, without TensorFlow
+    if args.device:  # an unknown key is refused before TensorFlow starts
+        targets(args.precision or "float32", args.device, inv=machine)
     quiet_tensorflow()
     from tfaccel.planning.api import plan
 
@@ -123,6 +129,7 @@ def run(args: argparse.Namespace) -> int:
         devices=args.device or None,
         examples=examples,
         prices=prices,
+        inventory=machine,
     )
     if args.json:
         print_json(result.to_dict())

@@ -242,7 +242,7 @@ def tune_script(
     Example:
         >>> result = tfaccel.tuning.tune_script("train.py", budget_s=600)  # doctest: +SKIP
     """
-    _check_numbers(budget_s, **options)  # before the script runs: it may import TensorFlow
+    check_numbers(budget_s, **options)  # before the script runs: it may import TensorFlow
     hooks = load_script(path)
     merged = {**(hooks.space or {}), **(space or {})}
     if options.get("model_name"):
@@ -271,7 +271,7 @@ def tune_model(
     Example:
         >>> result = tfaccel.tuning.tune_model("reference_cnn", budget_s=300)  # doctest: +SKIP
     """
-    _check_numbers(budget_s, **options)  # before the synthetic data is made
+    check_numbers(budget_s, **options)  # before the synthetic data is made
     hooks = reference_hooks(name, smoke=smoke, examples=examples)
     options.pop("model_name", None)
     return _tune(hooks, budget_s, space, **options)
@@ -396,7 +396,7 @@ def _model_for_ranks(hooks: Hooks) -> Any:
     return build_model(hooks.model_fn, "float32", name=hooks.model_fn_name or None)
 
 
-def _check_numbers(
+def check_numbers(
     budget_s: float,
     *,
     sample_s: float = DEFAULT_SAMPLE_S,

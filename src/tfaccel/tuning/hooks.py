@@ -163,6 +163,19 @@ def _no_hooks(shown: str, namespace: Mapping[str, Any]) -> TuneError:
     )
 
 
+def check_reference_model(name: str) -> str:
+    """The key of a reference model in :data:`tfaccel.models.MODELS` (dashes may stand for
+    underscores), checked without importing TensorFlow.
+
+    Raises:
+        UsageError: unknown model name (the message lists the names).
+    """
+    key = name.replace("-", "_")
+    if key not in models.MODELS:
+        models.build(key)  # raises the UsageError listing the names
+    return key
+
+
 def reference_hooks(name: str, *, smoke: bool = False, examples: int | None = None) -> Hooks:
     """Hooks for a tfaccel reference model on synthetic data (``tfaccel tune --model``).
 
@@ -179,9 +192,7 @@ def reference_hooks(name: str, *, smoke: bool = False, examples: int | None = No
     """
     from tfaccel.bench.datasets import synthetic  # local: tfaccel.bench imports numpy
 
-    key = name.replace("-", "_")
-    if key not in models.MODELS:
-        models.build(key)  # raises the UsageError listing the names
+    key = check_reference_model(name)
     info = models.MODELS[key]
     count = examples or (SMOKE_EXAMPLES if smoke else DEFAULT_EXAMPLES)
     images = synthetic(count, info.input_shape, info.classes)
