@@ -174,8 +174,8 @@ def check_store_path(path: str | Path | None = None, *, read_only: bool = False)
 
     Raises:
         StoreError: the path is empty, too long, holds a NUL byte or loops; it is a directory
-            or not a regular file; a folder on its way is a file; or, ``read_only``, it does
-            not exist.
+            (or ends with a slash) or not a regular file; a folder on its way is a file; or,
+            ``read_only``, it does not exist.
     """
     target = Path(path).expanduser() if path is not None else default_path()
     check_path(
@@ -185,6 +185,15 @@ def check_store_path(path: str | Path | None = None, *, read_only: bool = False)
         f"to use {default_path()}",
         error=StoreError,
     )
+    given = os.fspath(path) if path is not None else ""
+    if isinstance(given, str) and given.endswith(os.sep) and not target.is_dir():
+        raise StoreError(  # Path drops the slash: "notes.txt/" would open notes.txt
+            f"The results database path {given!r} ends with a slash, so it names a directory",
+            expected="the path of a database file, without a trailing slash",
+            received=repr(given),
+            fix=f"pass --db {given.rstrip(os.sep) or 'results.sqlite'}, or a file inside a "
+            f"directory, e.g. --db {os.path.join(given, 'results.sqlite')}",
+        )
     if target.is_dir():
         raise StoreError(
             f"The results database path {str(target)!r} is a directory",

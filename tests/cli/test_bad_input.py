@@ -54,6 +54,7 @@ class Row:
         patches: ``(module, attribute, value)`` set for the row (shorter limits).
         stdin: a file given as standard input (the row then runs as a subprocess).
         fix: the message must say the fix ("Fix:"); False for argparse's own messages.
+        env: environment variables set for the row.
     """
 
     id: str
@@ -63,6 +64,7 @@ class Row:
     patches: tuple[tuple[str, str, Any], ...] = ()
     stdin: str | None = None
     fix: bool = True
+    env: tuple[tuple[str, str], ...] = ()
 
 
 # --- setups ------------------------------------------------------------------------------------
@@ -98,6 +100,16 @@ def _keras_used_before(setup: Setup) -> Setup:
         return setup(work)
 
     return make
+
+
+def _links_to_a_dir(work: Path) -> None:
+    """file.txt, dir, train.py and linkdir, a symbolic link to dir."""
+    _a_file_and_a_script(work)
+    os.symlink(work / "dir", work / "linkdir")
+
+
+def _nfc_named_log(work: Path) -> None:
+    (work / "caf\u00e9.log").write_text("OOM when allocating tensor\n")
 
 
 def _foreign_db(work: Path) -> None:
@@ -1077,6 +1089,186 @@ ROWS: list[Row] = [
         ("selftest", "--gpu", "--out", "{work}/" + LONG_NAME),
         "The self-test directory",
     ),
+    # --- a second audit: a trailing slash on a file (Path drops it, so "file.txt/" would
+    # replace or run file.txt), symbolic links to directories given as files, zero-byte and
+    # other programs' databases read for a comparison, look-alike Unicode and whitespace in
+    # names, negative zero and NaN where counts go, garbage in TFACCEL_* variables
+    *(
+        Row(
+            f"audit2-doctor-{flag[2:]}-trailing-slash-{label}",
+            ("doctor", flag, "{work}/" + name),
+            "the name ends with a slash, so it names a directory",
+            setup=_a_file_and_a_dir,
+        )
+        for flag in ("--save-snapshot", "--bundle")
+        for label, name in (("on-a-file", "file.txt/"), ("on-a-new-name", "new.json/"))
+    ),
+    *(
+        Row(
+            f"audit2-doctor-{flag[2:]}-symlink-to-a-directory",
+            ("doctor", flag, "{work}/linkdir"),
+            "it is a directory",
+            setup=_links_to_a_dir,
+        )
+        for flag in ("--save-snapshot", "--bundle")
+    ),
+    Row(
+        "audit2-run-json-config-trailing-slash-on-a-file",
+        ("run", "--json-config", "{work}/file.txt/", "{work}/train.py"),
+        "the name ends with a slash",
+        setup=_a_file_and_a_script,
+    ),
+    *(
+        Row(
+            f"audit2-{cmd[0]}-script-trailing-slash-on-a-file",
+            (*cmd, "{work}/train.py/"),
+            "ends with a slash, which names a directory, but it is a regular file",
+            setup=_a_file_and_a_script,
+        )
+        for cmd in (("run",), ("plan",), ("tune", "--no-progress"), ("launch", "-n", "2"))
+    ),
+    Row(
+        "audit2-run-script-symlink-to-a-directory",
+        ("run", "{work}/linkdir"),
+        "is a directory, without a __main__.py",
+        setup=_links_to_a_dir,
+    ),
+    Row(
+        "audit2-bench-db-symlink-to-a-directory",
+        ("bench", "--only", "matmul", "--db", "{work}/linkdir"),
+        "is a directory",
+        setup=_links_to_a_dir,
+    ),
+    Row(
+        "audit2-bench-db-trailing-slash-on-a-file",
+        ("bench", "--only", "matmul", "--db", "{work}/file.txt/"),
+        "ends with a slash, so it names a directory",
+        setup=_a_file_and_a_dir,
+    ),
+    Row(
+        "audit2-tune-db-trailing-slash-on-a-file",
+        ("tune", "--model", "mlp", "--smoke", "--no-progress", "--db", "{work}/file.txt/"),
+        "ends with a slash, so it names a directory",
+        setup=_a_file_and_a_dir,
+    ),
+    Row(
+        "audit2-bench-compare-db-a-zero-byte-file",
+        ("bench", "--only", "matmul", "--no-save", "--compare", "--db", "{work}/empty.sqlite"),
+        "not a tfaccel results database",
+        setup=_file("empty.sqlite", b""),
+    ),
+    Row(
+        "audit2-bench-compare-db-another-programs-sqlite",
+        ("bench", "--only", "matmul", "--no-save", "--compare", "--db", "{work}/other.sqlite"),
+        "not a tfaccel results database",
+        setup=_foreign_db,
+    ),
+    Row(
+        "audit2-report-out-trailing-slash-on-a-file",
+        ("report", "--smoke", "--no-save", "--out", "{work}/file.txt/"),
+        "(--out) is not a directory: it is a regular file",
+        setup=_a_file_and_a_dir,
+    ),
+    Row(
+        "audit2-doctor-log-name-in-another-unicode-form",
+        ("doctor", "--log", "{work}/cafe\u0301.log"),
+        "does not exist",
+        setup=_nfc_named_log,
+    ),
+    Row(
+        "audit2-doctor-log-name-with-a-trailing-space",
+        ("doctor", "--log", "{work}/caf\u00e9.log "),
+        "does not exist",
+        setup=_nfc_named_log,
+    ),
+    Row(
+        "audit2-plan-model-fullwidth-letters",
+        ("plan", "--model", "\uff4d\uff4c\uff50"),
+        "Unknown model",
+    ),
+    Row(
+        "audit2-tune-model-zero-width-space",
+        ("tune", "--model", "mlp\u200b", "--no-progress"),
+        "Unknown model",
+    ),
+    Row(
+        "audit2-bench-only-cyrillic-look-alike",
+        ("bench", "--no-save", "--only", "m\u0430tmul"),
+        "Unknown benchmark",
+    ),
+    *(
+        Row(f"audit2-{cmd[0]}-{flag[2:]}-{label}", (*cmd, flag, value), f"argument {flag}: {what}")
+        for cmd, flag, label, value, what in (
+            (
+                ("plan", "--model", "mlp"),
+                "--batch",
+                "minus-zero",
+                "-0",
+                "the number is out of range",
+            ),
+            (
+                ("tune", "--model", "mlp", "--no-progress"),
+                "--budget",
+                "minus-zero",
+                "-0",
+                "the number of seconds is out of range",
+            ),
+            (
+                ("doctor", "--deep"),
+                "--deep-timeout",
+                "minus-zero",
+                "-0.0",
+                "the number of seconds is out of range",
+            ),
+            (
+                ("profile", "--model", "mlp"),
+                "--steps",
+                "minus-zero",
+                "-0",
+                "the number is out of range",
+            ),
+            (
+                ("tune", "--model", "mlp", "--no-progress"),
+                "--rounds",
+                "nan",
+                "nan",
+                "not an integer",
+            ),
+        )
+    ),
+    *(
+        Row(
+            f"audit2-run-{flag[2:]}-{label}",
+            ("run", flag, value, "{work}/train.py"),
+            fragment,
+            setup=_a_file_and_a_script,
+        )
+        for flag, label, value, fragment in (
+            ("--threads", "nan", "nan", "--threads nan is not a valid thread count"),
+            ("--logical-devices", "minus-zero", "-0", "--logical-devices -0 is not"),
+            ("--seed", "nan", "nan", "--seed nan is not a valid seed"),
+        )
+    ),
+    *(
+        Row(
+            f"audit2-run-env-{variable}-{label}",
+            ("run", "{work}/train.py"),
+            f"The environment variable {variable}=",
+            setup=_a_file_and_a_script,
+            env=((variable, value),),
+        )
+        for variable, label, value in (
+            ("TFACCEL_MEMORY", "text", "lots"),
+            ("TFACCEL_MEMORY", "nan", "nan"),
+            ("TFACCEL_THREADS", "text", "abc"),
+            ("TFACCEL_THREADS", "arabic-indic-digit", "\u0663"),
+            ("TFACCEL_PRECISION", "float23", "float23"),
+            ("TFACCEL_JIT", "perhaps", "perhaps"),
+            ("TFACCEL_DETERMINISTIC", "maybe", "maybe"),
+            ("TFACCEL_SEED", "negative", "-1"),
+            ("TFACCEL_SEED", "beyond-32-bits", str(2**40)),
+        )
+    ),
     # --- selftest (checked before it looks for a GPU: the same answer on every machine)
     Row("selftest-without-gpu", ("selftest",), "Expected: --gpu"),
     Row(
@@ -1239,6 +1431,8 @@ def check_row(
     cleanup = row.setup(work) if row.setup is not None else None
     for module, name, value in row.patches:
         monkeypatch.setattr(f"{module}.{name}", value)
+    for variable, text in row.env:
+        monkeypatch.setenv(variable, text)
     argv = [arg.replace("{work}", str(work)) for arg in row.argv]
     before = snapshot(around(work))
     try:

@@ -168,7 +168,7 @@ def check_db(args: argparse.Namespace, *, compare: bool) -> None:
     if args.db is None and args.no_save and not default_path().exists():
         return  # nothing recorded yet to compare with: said after the run
     target = check_store_path(args.db, read_only=args.no_save)
-    if target.is_file() and target.stat().st_size > 0:
+    if target.is_file() and (args.no_save or target.stat().st_size > 0):  # 0 bytes: a new one
         store = open_read_only(target)
         if store is not None:
             store.close()

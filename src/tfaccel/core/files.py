@@ -278,6 +278,7 @@ def check_writable_file(path: str | os.PathLike[str], *, argument_name: str = "p
     Raises:
         UsageError: the file cannot be written there; the message names the path and why.
     """
+    _refuse_trailing_slash(path, argument_name)
     target = Path(path)
     directory = _check_target(target, argument_name)
     try:
@@ -288,7 +289,11 @@ def check_writable_file(path: str | os.PathLike[str], *, argument_name: str = "p
 
 
 def write_atomic(
-    path: Path, content: str | bytes, *, mode: int = 0o644, argument_name: str = "path"
+    path: str | os.PathLike[str],
+    content: str | bytes,
+    *,
+    mode: int = 0o644,
+    argument_name: str = "path",
 ) -> None:
     """Write ``content`` to ``path`` so that a reader sees the old file or the whole new one.
 
@@ -304,9 +309,12 @@ def write_atomic(
             when the CLI runs, through :func:`tfaccel.core.errors.argument`).
 
     Raises:
-        UsageError: ``path`` is a directory or a special file, its directory is missing, or
-            the file cannot be written (permissions, a read-only file system, a full disk).
+        UsageError: ``path`` is a directory (or ends with a slash) or a special file, its
+            directory is missing, or the file cannot be written (permissions, a read-only
+            file system, a full disk).
     """
+    _refuse_trailing_slash(path, argument_name)
+    path = Path(path)
     directory = _check_target(path, argument_name)
     data = content.encode("utf-8") if isinstance(content, str) else content
     tmp: str | None = None
@@ -327,6 +335,22 @@ def write_atomic(
                 os.unlink(tmp)
             except OSError:
                 pass
+
+
+def _refuse_trailing_slash(path: str | os.PathLike[str], argument_name: str) -> None:
+    """A file path written with a trailing slash names a directory. ``Path`` drops the slash,
+    so ``notes.txt/`` would replace the file ``notes.txt``: refused before that."""
+    text = os.fspath(path)
+    if isinstance(text, str) and text.rstrip(os.sep) and text.endswith(os.sep):
+        flag = argument(argument_name)
+        raise UsageError(
+            f"Cannot write {text!r} ({_given(flag)}): the name ends with a slash, so it names "
+            "a directory, not a file",
+            expected="the path of a file, without a trailing slash",
+            received=repr(text),
+            fix=f"pass {argument(argument_name, text.rstrip(os.sep))} to write that file, or "
+            f"{argument(argument_name, os.path.join(text, 'FILE'))} to write inside a directory",
+        )
 
 
 def _check_target(path: Path, argument_name: str) -> Path:

@@ -297,6 +297,13 @@ def _tune(
     if batched is not None and not is_bool(batched):
         raise _bad_option("batched", batched, "True, False or None (decided by rank)", True)
     batched = None if batched is None else bool(batched)
+    if runner is not None and not all(
+        callable(getattr(runner, method, None)) for method in ("prepare", "sample", "release")
+    ):
+        raise _bad_option(
+            "runner", runner, "None (TensorFlow), or an object with prepare, sample and release",
+            None,
+        )
     parsed = parse_space(space)
     data = classify(hooks.data)
     threads = _thread_values(parsed, hooks, data)
@@ -432,7 +439,7 @@ def _check_store(store: StoreTarget) -> None:
             fix=f"pass {argument('store', 'results.sqlite')}",
         )
 
-    ResultsStore(None if store is True else Path(store)).close()
+    ResultsStore(None if store is True else store).close()  # as given: Path drops a "/"
 
 
 def _settings(

@@ -30,6 +30,7 @@ Example:
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,12 +79,7 @@ def load_script(path: str | Path) -> Hooks:
         UsageError: the path is not a readable Python file (:func:`scripts.check_script`).
         TuneError: the script raised while loading, or defines neither hook form.
     """
-    script = scripts.check_script(
-        path,
-        "tune",
-        expected="a Python file defining model_fn() and data(), or tfaccel_tune()",
-        directory=False,
-    )
+    script = check_tune_script(path)
     namespace = scripts.load_script(script, SCRIPT_MODULE_NAME, TuneError)
     shown = script.name
     hook = namespace.get("tfaccel_tune")
@@ -160,6 +156,20 @@ def _no_hooks(shown: str, namespace: Mapping[str, Any]) -> TuneError:
         received="defined: " + (", ".join(found) or "none of them"),
         fix="add def model_fn(): ... and def data(): return x_train, y_train to the script; "
         "keep its training code under if __name__ == '__main__':",
+    )
+
+
+def check_tune_script(path: str | os.PathLike[str]) -> Path:
+    """The script ``tfaccel tune`` loads, checked without running it or starting TensorFlow.
+
+    Raises:
+        UsageError: the path is not a readable Python file (:func:`scripts.check_script`).
+    """
+    return scripts.check_script(
+        path,
+        "tune",
+        expected="a Python file defining model_fn() and data(), or tfaccel_tune()",
+        directory=False,
     )
 
 
