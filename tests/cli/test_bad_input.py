@@ -20,6 +20,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -1472,6 +1473,170 @@ def test_trace_directory_is_refused_before_training(
     row: Row, work: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     check_row(row, work, monkeypatch, capsys)
+
+
+# --- rows for a user the permission bits stop ----------------------------------------------
+# The tests run as root, for whom every file is readable and every folder writable. These rows
+# run the command in a subprocess as the unprivileged user nobody (setpriv, else runuser), in a
+# scratch folder nobody can read but not write, with a HOME nobody owns (so a stray write
+# there would succeed and show).
+
+NOBODY = 65534
+
+
+def _switch_user() -> list[str] | None:
+    """The command prefix that runs a program as nobody, None where none can (not root, or
+    neither setpriv nor runuser installed)."""
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return None
+    if shutil.which("setpriv"):
+        return ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+    if shutil.which("runuser"):
+        return ["runuser", "-u", "nobody", "--"]
+    return None
+
+
+def _unreadable(name: str, content: str | bytes = "x = 1\n") -> Setup:
+    def make(work: Path) -> None:
+        _file(name, content)(work)
+        (work / name).chmod(0o000)
+
+    return make
+
+
+def _read_only_folder(name: str) -> Setup:
+    def make(work: Path) -> None:
+        (work / name).mkdir(mode=0o755)  # root's: nobody may read it, not write in it
+
+    return make
+
+
+def _unreadable_tfaccel_db(work: Path) -> None:
+    from tfaccel.store import ResultsStore
+
+    ResultsStore(work / "r.sqlite").close()
+    (work / "r.sqlite").chmod(0o000)
+
+
+UNPRIVILEGED_ROWS = [
+    Row(
+        "nobody-run-unreadable-script",
+        ("run", "{work}/train.py"),
+        "cannot be read",
+        setup=_unreadable("train.py"),
+    ),
+    Row(
+        "nobody-plan-unreadable-script",
+        ("plan", "{work}/train.py"),
+        "cannot be read",
+        setup=_unreadable("train.py"),
+    ),
+    Row(
+        "nobody-doctor-unreadable-log",
+        ("doctor", "--log", "{work}/tf.log"),
+        "cannot be read",
+        setup=_unreadable("tf.log", "OOM when allocating tensor\n"),
+    ),
+    Row(
+        "nobody-doctor-unreadable-snapshot",
+        ("doctor", "--snapshot", "{work}/snap.json"),
+        "cannot be read",
+        setup=_unreadable("snap.json", _snapshot_with()),
+    ),
+    Row(
+        "nobody-report-out-read-only-folder",
+        ("report", "--smoke", "--no-save", "--out", "{work}/out"),
+        "(--out) is not writable",
+        setup=_read_only_folder("out"),
+    ),
+    Row(
+        "nobody-doctor-save-snapshot-read-only-folder",
+        ("doctor", "--save-snapshot", "{work}/out/snap.json"),
+        "does not accept the file",
+        setup=_read_only_folder("out"),
+    ),
+    Row(
+        "nobody-bench-db-in-a-read-only-folder",
+        ("bench", "--only", "matmul", "--db", "{work}/out/results.sqlite"),
+        "no file can be created",
+        setup=_read_only_folder("out"),
+    ),
+    Row(
+        "nobody-tune-db-in-a-read-only-folder",
+        ("tune", "--model", "mlp", "--smoke", "--no-progress", "--db", "{work}/out/r.sqlite"),
+        "no file can be created",
+        setup=_read_only_folder("out"),
+    ),
+    Row(
+        "nobody-bench-compare-unreadable-db",
+        ("bench", "--only", "matmul", "--no-save", "--compare", "--db", "{work}/r.sqlite"),
+        "cannot be opened",
+        setup=_unreadable_tfaccel_db,
+    ),
+]
+
+
+@pytest.fixture
+def nobody_work() -> Iterator[Path]:
+    """A scratch folder outside root's private /tmp/pytest-of-root, readable by nobody, with
+    a HOME nobody owns."""
+    root = Path(tempfile.mkdtemp(prefix="tfaccel-nobody-"))
+    try:
+        root.chmod(0o755)
+        work = root / "work"
+        work.mkdir(mode=0o755)
+        home = root / "home"
+        home.mkdir(mode=0o755)
+        if _switch_user() is not None:
+            os.chown(home, NOBODY, NOBODY)
+        yield work
+    finally:
+        for path in (root, *root.rglob("*")):
+            if not path.is_symlink():
+                path.chmod(0o700)
+        shutil.rmtree(root)
+
+
+@pytest.mark.parametrize("row", [pytest.param(row, id=row.id) for row in UNPRIVILEGED_ROWS])
+def test_bad_input_of_an_unprivileged_user_is_a_clear_error_that_changes_nothing(
+    row: Row, nobody_work: Path
+) -> None:
+    prefix = _switch_user()
+    if prefix is None:
+        pytest.skip(
+            "needs root and setpriv or runuser, to run the command as the user nobody "
+            f"(here: uid {os.geteuid()}, setpriv {shutil.which('setpriv')}, "
+            f"runuser {shutil.which('runuser')})"
+        )
+    work = nobody_work
+    assert row.setup is not None
+    row.setup(work)
+    argv = [arg.replace("{work}", str(work)) for arg in row.argv]
+    home = work.parent / "home"
+    source = Path(sys.modules["tfaccel"].__file__ or "").parents[1]
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "XDG_DATA_HOME": str(home / ".local" / "share"),
+        "PYTHONPATH": str(source),
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+    }
+    before = snapshot([work, home])
+    done = subprocess.run(
+        [*prefix, sys.executable, "-m", "tfaccel", *argv],
+        capture_output=True,
+        text=True,
+        cwd=work,
+        env=env,
+        timeout=120,
+    )
+    printed = done.stdout + done.stderr
+    assert done.returncode == 2, f"exit {done.returncode} for {argv}:\n{printed[-2000:]}"
+    assert "Traceback" not in printed, printed
+    assert row.fragment in done.stderr, done.stderr
+    for part in ("error:", "Expected:", "Received:", "Fix:"):
+        assert part in done.stderr, done.stderr
+    assert_unchanged(before, [work, home])
 
 
 def test_the_table_covers_every_command_that_takes_input() -> None:
