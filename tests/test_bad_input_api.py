@@ -2,8 +2,10 @@
 
 Every row calls a public entry point with one bad argument and expects the error class and a
 fragment of its message. Around each call the test records the scratch directory (the working
-directory during the call), the environment and TensorFlow's configuration, and asserts that
-none of them changed: no file or directory created, no runtime setting applied. The rows share
+directory during the call, holding the temporary ``HOME`` and the results database's folder:
+kind, size, SHA-256 and modification time of every entry, tests/files_around.py), the
+environment and TensorFlow's configuration, and asserts that none of them changed: no file or
+directory created or touched, no runtime setting applied. The rows share
 this process's TensorFlow (imported once, for the configuration read-back); the arrays are tiny.
 """
 
@@ -18,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from files_around import assert_unchanged, snapshot
 from runtime_helpers import tf_state
 
 import tfaccel
@@ -28,6 +31,7 @@ from tfaccel.distribute import ClusterConfigError
 from tfaccel.planning import PlanError
 from tfaccel.runtime import parse_setting
 from tfaccel.snapshot import Snapshot
+from tfaccel.store import StoreError
 from tfaccel.tuning import SpaceError, TuneError
 
 LONGEST_MESSAGE = 1500  # characters: a message never echoes a huge value in full
@@ -39,7 +43,8 @@ class At:
 
     ``where`` is one of: "file" (an existing file), "dir" (an existing, empty directory),
     "readonly" (a directory this process cannot write), "missing" (a directory that does not
-    exist); ``below`` is joined to it.
+    exist), "link" (a symbolic link to "dir"), "file/" (the file's path with a trailing
+    slash); ``below`` is joined to it.
     """
 
     where: str
@@ -119,6 +124,13 @@ def _sequential_without_input() -> Any:
     import keras
 
     return keras.Sequential([keras.layers.Dense(3)])
+
+
+def _keeper(objects: Any, **options: Any) -> Any:
+    """A Checkpointer in ./ckpt (not created: every row is refused first) for ``objects``."""
+    from tfaccel.distribute import Checkpointer
+
+    return Checkpointer("ckpt", objects, **options)
 
 
 def _checkpointer(directory: Any, **options: Any) -> Any:
@@ -1046,6 +1058,289 @@ ROWS: list[tuple[str, Callable[..., Any], tuple[Any, ...], dict[str, Any], type,
         UsageError,
         "holds a NUL byte",
     ),
+    # --- a second audit: the Checkpointer's objects and switches, environments that are not
+    # text, TF_CONFIG garbage, a trailing slash on a file, symbolic links to directories given
+    # as files, look-alike Unicode, negative zero and NaN where counts go
+    ("audit2-checkpointer-objects-list", _keeper, ([],), {}, UsageError, "objects=[] (list)"),
+    ("audit2-checkpointer-objects-none", _keeper, (None,), {}, UsageError, "objects=None"),
+    (
+        "audit2-checkpointer-object-not-trackable",
+        _keeper,
+        ({"model": 5},),
+        {},
+        UsageError,
+        "objects['model']=5 (int)",
+    ),
+    (
+        "audit2-checkpointer-object-a-path",
+        _keeper,
+        ({"model": "model.keras"},),
+        {},
+        UsageError,
+        "it is not a trackable object",
+    ),
+    (
+        "audit2-checkpointer-name-it-holds-itself",
+        _keeper,
+        ({"step": 5},),
+        {},
+        UsageError,
+        "the checkpoint holds that name itself",
+    ),
+    ("audit2-checkpointer-name-empty", _keeper, ({"": 5},), {}, UsageError, "the name ''"),
+    ("audit2-checkpointer-name-int", _keeper, ({1: 5},), {}, UsageError, "the key 1 (int)"),
+    (
+        "audit2-checkpointer-is-chief-text",
+        _keeper,
+        ({},),
+        {"is_chief": "no"},
+        UsageError,
+        "is_chief='no' (str)",
+    ),
+    ("audit2-checkpointer-is-chief-int", _keeper, ({},), {"is_chief": 1}, UsageError, "is_chief=1"),
+    (
+        "audit2-checkpointer-is-chief-none",
+        _keeper,
+        ({},),
+        {"is_chief": None},
+        UsageError,
+        "is_chief=None",
+    ),
+    ("audit2-checkpointer-task-int", _keeper, ({},), {"task": 3}, UsageError, "task=3 (int)"),
+    ("audit2-checkpointer-task-blank", _keeper, ({},), {"task": " "}, UsageError, "task=' '"),
+    (
+        "audit2-checkpointer-dir-trailing-slash-on-a-file",
+        _checkpointer,
+        (At("file/"),),
+        {},
+        UsageError,
+        "is a file, not a directory",
+    ),
+    (
+        "audit2-heartbeat-environ-text",
+        tfaccel.distribute.heartbeat,
+        (1,),
+        {"environ": "X=1"},
+        UsageError,
+        "invalid environ",
+    ),
+    (
+        "audit2-heartbeat-environ-value-int",
+        tfaccel.distribute.heartbeat,
+        (1,),
+        {"environ": {"TFACCEL_LAUNCH_RANK": 0}},
+        UsageError,
+        "every name and value must be text",
+    ),
+    ("audit2-heartbeat-step-nan", _heartbeat, (math.nan,), {}, UsageError, "heartbeat(nan)"),
+    (
+        "audit2-setup-environ-value-int",
+        tfaccel.setup,
+        (),
+        {"environ": {"TFACCEL_SEED": 5}},
+        UsageError,
+        "environ['TFACCEL_SEED']=5 (int)",
+    ),
+    (
+        "audit2-setup-environ-name-int",
+        tfaccel.setup,
+        (),
+        {"environ": {5: "x"}},
+        UsageError,
+        "every name and value must be text",
+    ),
+    *(
+        (
+            f"audit2-setup-env-{variable}-{label}",
+            tfaccel.setup,
+            (),
+            {"environ": {variable: value}},
+            UsageError,
+            f"The environment variable {variable}=",
+        )
+        for variable, label, value in (
+            ("TFACCEL_MEMORY", "text", "lots"),
+            ("TFACCEL_THREADS", "negative", "-3"),
+            ("TFACCEL_JIT", "perhaps", "perhaps"),
+            ("TFACCEL_PRECISION", "fp7", "fp7"),
+            ("TFACCEL_DETERMINISTIC", "maybe", "maybe"),
+            ("TFACCEL_SEED", "fullwidth-digit", "\uff17"),
+        )
+    ),
+    (
+        "audit2-strategy-environ-value-int",
+        tfaccel.distribute.strategy,
+        (),
+        {"environ": {"TF_CONFIG": 5}},
+        UsageError,
+        "every name and value must be text",
+    ),
+    *(
+        (
+            f"audit2-strategy-tf-config-{label}",
+            tfaccel.distribute.strategy,
+            (),
+            {"environ": {"TF_CONFIG": text}},
+            ClusterConfigError,
+            fragment,
+        )
+        for label, text, fragment in (
+            ("a-list", "[]", "TF_CONFIG is a JSON list, not an object"),
+            ("null", "null", "not an object"),
+            ("cut-short", "{", "TF_CONFIG is not valid JSON"),
+            ("100k-nested-brackets", "[" * 100_000, "nests its arrays and objects too deeply"),
+        )
+    ),
+    (
+        "audit2-tf-config-no-workers",
+        tfaccel.distribute.parse_tf_config,
+        ('{"cluster": {"worker": []}, "task": {"type": "worker", "index": 0}}',),
+        {},
+        ClusterConfigError,
+        "is not a non-empty list of addresses",
+    ),
+    (
+        "audit2-tf-config-index-minus-zero",
+        tfaccel.distribute.parse_tf_config,
+        ('{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": -0.0}}',),
+        {},
+        ClusterConfigError,
+        "task index -0.0 is not an integer",
+    ),
+    (
+        "audit2-tf-config-type-blank",
+        tfaccel.distribute.parse_tf_config,
+        ('{"cluster": {"worker": ["a:1"]}, "task": {"type": " ", "index": 0}}',),
+        {},
+        ClusterConfigError,
+        "task type ' ' is not a job",
+    ),
+    ("audit2-tune-runner-int", _tune, (), {"runner": 5}, TuneError, "runner=5"),
+    (
+        "audit2-tune-store-trailing-slash-on-a-file",
+        _tune,
+        (),
+        {"store": At("file/"), "model_fn": Made(lambda: _sequential_without_input)},
+        StoreError,
+        "ends with a slash, so it names a directory",
+    ),
+    (
+        "audit2-tune-store-symlink-to-a-directory",
+        _tune,
+        (),
+        {"store": At("link"), "model_fn": Made(lambda: _sequential_without_input)},
+        StoreError,
+        "is a directory",
+    ),
+    (
+        "audit2-pipeline-cache-trailing-slash-on-a-file",
+        _pipeline,
+        (),
+        {"cache": At("file/")},
+        UsageError,
+        "ends with a slash, so it names a directory",
+    ),
+    (
+        "audit2-pipeline-cache-trailing-slash-new-name",
+        _pipeline,
+        (),
+        {"cache": "new-cache/"},
+        UsageError,
+        "ends with a slash",
+    ),
+    (
+        "audit2-pipeline-cache-symlink-to-a-directory",
+        _pipeline,
+        (),
+        {"cache": At("link")},
+        UsageError,
+        "is a directory",
+    ),
+    (
+        "audit2-pipeline-batch-minus-zero",
+        _pipeline,
+        (),
+        {"batch_size": -0.0},
+        UsageError,
+        "batch_size=-0.0",
+    ),
+    (
+        "audit2-timer-tensorboard-trailing-slash-on-a-file",
+        _timer,
+        (),
+        {"tensorboard_dir": At("file/")},
+        UsageError,
+        "is a file, not a directory",
+    ),
+    (
+        "audit2-train-batch-nan",
+        _train,
+        (),
+        {"global_batch_size": math.nan},
+        UsageError,
+        "global_batch_size=nan",
+    ),
+    ("audit2-train-epochs-minus-zero", _train, (), {"epochs": -0.0}, UsageError, "epochs=-0.0"),
+    ("audit2-launch-workers-nan", _launch, (), {"workers": math.nan}, UsageError, "-n nan"),
+    ("audit2-launch-workers-minus-zero", _launch, (), {"workers": -0.0}, UsageError, "-n -0.0"),
+    (
+        "audit2-scaling-batch-inf",
+        tfaccel.distribute.scaling,
+        (),
+        {"per_replica_batch": math.inf},
+        UsageError,
+        "per_replica_batch=inf",
+    ),
+    (
+        "audit2-plan-examples-inf",
+        tfaccel.plan,
+        (_no_model,),
+        {"examples": math.inf},
+        UsageError,
+        "examples",
+    ),
+    (
+        "audit2-plan-device-blank",
+        tfaccel.plan,
+        (_no_model,),
+        {"devices": [" "]},
+        UsageError,
+        "Unknown device key",
+    ),
+    (
+        "audit2-device-zero-width-space",
+        tfaccel.on_device,
+        ("\u200bcpu:0",),
+        {},
+        UsageError,
+        "is not a device name",
+    ),
+    (
+        "audit2-device-fullwidth-letters",
+        tfaccel.on_device,
+        ("\uff43\uff50\uff55:0",),
+        {},
+        UsageError,
+        "is not a device name",
+    ),
+    ("audit2-setup-seed-nan", tfaccel.setup, (), {"seed": math.nan}, UsageError, "seed=nan"),
+    (
+        "audit2-setup-logical-minus-zero",
+        tfaccel.setup,
+        (),
+        {"logical_devices": -0.0},
+        UsageError,
+        "logical_devices=-0.0",
+    ),
+    (
+        "audit2-setup-devices-fullwidth-digit",
+        tfaccel.setup,
+        (),
+        {"devices": "\uff10"},
+        UsageError,
+        "not a valid GPU selection",
+    ),
+    ("audit2-doctor-log-empty-bytes", tfaccel.doctor, (), {"log": b""}, LogInputError, "is empty"),
     # --- the profilers and the placement audit -------------------------------------------------
     ("timer-warmup", _timer, (), {"warmup_steps": -1}, UsageError, "warmup_steps=-1"),
     ("timer-trace-steps", _timer, (), {"trace_steps": 0}, UsageError, "trace_steps=0"),
@@ -1112,7 +1407,11 @@ class Scratch:
                 "dir": self.root / "a-dir",
                 "readonly": self.read_only,
                 "missing": self.root / "no-such-dir",
+                "link": self.root / "a-link",
+                "file/": self.root / "a-file",
             }[value.where]
+            if value.where == "file/":
+                return str(base) + os.sep
             return str(base / value.below) if value.below else str(base)
         if isinstance(value, Made):
             return value.make()
@@ -1121,15 +1420,6 @@ class Scratch:
         if isinstance(value, dict):
             return {k: self.resolve(v) for k, v in value.items()}
         return value
-
-
-def _tree(root: Path) -> dict[str, tuple[bool, int, int]]:
-    """Every path under ``root``: whether it is a directory, its size and its mtime."""
-    found = {}
-    for path in sorted(root.rglob("*")):
-        info = path.lstat()
-        found[str(path.relative_to(root))] = (path.is_dir(), info.st_size, info.st_mtime_ns)
-    return found
 
 
 def _untouched_outside(scratch: Scratch, arguments: Any) -> list[str]:
@@ -1157,8 +1447,11 @@ def scratch(
 ) -> Iterator[Scratch]:
     (tmp_path / "a-file").write_text("not a directory\n")
     (tmp_path / "a-dir").mkdir()
+    (tmp_path / "a-link").symlink_to(tmp_path / "a-dir")
+    (tmp_path / "home").mkdir()
     monkeypatch.chdir(tmp_path)  # relative paths a call might write land here
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))  # no results store is read
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # ~ and the default store land here
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))  # the results database folder
     yield Scratch(tmp_path, read_only_dir)
 
 
@@ -1176,7 +1469,7 @@ def test_bad_argument_is_a_clear_error_and_changes_nothing(
 ) -> None:
     args, kwargs = scratch.resolve(args), scratch.resolve(kwargs)
     state = tf_state()  # first: importing TensorFlow sets variables of its own
-    files, environ = _tree(scratch.root), dict(os.environ)
+    files, environ = snapshot([scratch.root]), dict(os.environ)
 
     with pytest.raises(TfaccelError) as caught:
         call(*args, **kwargs)
@@ -1186,7 +1479,7 @@ def test_bad_argument_is_a_clear_error_and_changes_nothing(
     assert fragment in message
     assert "Expected:" in message and "Received:" in message and "Fix:" in message
     assert len(message) < LONGEST_MESSAGE, f"{len(message)} characters: {message[:300]}"
-    assert _tree(scratch.root) == files, "a file or directory was created or changed"
+    assert_unchanged(files, [scratch.root])  # the working directory, HOME and the store's folder
     assert _untouched_outside(scratch, (args, kwargs)) == []
     assert dict(os.environ) == environ
     assert tf_state() == state, "TensorFlow's configuration changed"

@@ -40,7 +40,8 @@ def check_script(
 
     Raises:
         UsageError: the path is empty, too long, loops (:func:`tfaccel.core.files.check_path`),
-            does not exist, is a directory without ``__main__.py``, a named pipe, a device or a
+            does not exist, ends with a slash but is no directory, is a directory without
+            ``__main__.py``, a named pipe, a device or a
             socket, or cannot be read (``command`` names the subcommand).
     """
     script = os.fspath(script)
@@ -69,6 +70,12 @@ def check_script(
             "is a directory" + (", without a __main__.py" if directory else ""),
             f"{script!r}, a directory",
             f"name the Python file inside it, e.g. tfaccel {command} {path / 'train.py'}",
+        )
+    if script.endswith(os.sep):  # Path drops the slash: "train.py/" would run train.py
+        raise refuse(
+            "ends with a slash, which names a directory, but it is " + file_kind(info.st_mode),
+            f"{script!r}",
+            f"drop the slash: tfaccel {command} {shlex.quote(script.rstrip(os.sep))}",
         )
     if not stat.S_ISREG(info.st_mode):
         kind = file_kind(info.st_mode)

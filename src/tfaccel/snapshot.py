@@ -516,4 +516,4 @@ def save_snapshot(
         UsageError: the file cannot be written there (the message names the path, the
             argument ``argument_name`` as the caller spells it, and why).
     """
-    write_atomic(Path(path), snap.to_json() + "\n", argument_name=argument_name)
+    write_atomic(path, snap.to_json() + "\n", argument_name=argument_name)

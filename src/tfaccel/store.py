@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from tfaccel.core.errors import TfaccelError
-from tfaccel.core.files import check_path, file_kind, nearest_existing
+from tfaccel.core.files import check_path, file_kind, nearest_existing, os_reason, try_writing_in
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -174,8 +174,8 @@ def check_store_path(path: str | Path | None = None, *, read_only: bool = False)
 
     Raises:
         StoreError: the path is empty, too long, holds a NUL byte or loops; it is a directory
-            or not a regular file; a folder on its way is a file; or, ``read_only``, it does
-            not exist.
+            (or ends with a slash) or not a regular file; a folder on its way is a file; or,
+            ``read_only``, it does not exist.
     """
     target = Path(path).expanduser() if path is not None else default_path()
     check_path(
@@ -185,6 +185,15 @@ def check_store_path(path: str | Path | None = None, *, read_only: bool = False)
         f"to use {default_path()}",
         error=StoreError,
     )
+    given = os.fspath(path) if path is not None else ""
+    if isinstance(given, str) and given.endswith(os.sep) and not target.is_dir():
+        raise StoreError(  # Path drops the slash: "notes.txt/" would open notes.txt
+            f"The results database path {given!r} ends with a slash, so it names a directory",
+            expected="the path of a database file, without a trailing slash",
+            received=repr(given),
+            fix=f"pass --db {given.rstrip(os.sep) or 'results.sqlite'}, or a file inside a "
+            f"directory, e.g. --db {os.path.join(given, 'results.sqlite')}",
+        )
     if target.is_dir():
         raise StoreError(
             f"The results database path {str(target)!r} is a directory",
@@ -220,7 +229,29 @@ def check_store_path(path: str | Path | None = None, *, read_only: bool = False)
             fix="pass --db with the database earlier runs recorded to (leave --db out for "
             f"{default_path()}), or leave --no-save out to record this run there",
         )
+    if not read_only and not os.path.lexists(target):
+        _check_creatable(target)
     return target
+
+
+def _check_creatable(target: Path) -> None:
+    """Refuse a database that does not exist and cannot be created: no file can be made in
+    the nearest existing folder on its way (/proc, a read-only file system, permissions)."""
+    found = None
+    try:
+        found = nearest_existing(target.parent)
+        if found is not None:
+            try_writing_in(found[0])
+    except (OSError, ValueError) as exc:
+        folder = str(found[0]) if found is not None else str(target.parent)
+        raise StoreError(
+            f"The results database {str(target)!r} cannot be opened: no file can be created "
+            f"in {folder!r}",
+            expected="a path in a folder this user can write to (missing folders are created)",
+            received=os_reason(exc),
+            fix=f"pass --db with a path in a writable folder, e.g. --db results.sqlite, or "
+            f"leave --db out to use {default_path()}",
+        ) from None
 
 
 def _file_on_the_way(path: Path) -> Path | None:

@@ -1,10 +1,10 @@
 """Bad command-line input: one table, each row a clear error (exit 2) that changes nothing.
 
 Every row is an argv, the exit code 2 and a fragment of the message. The row runs in a scratch
-directory (the working directory, and ``$XDG_DATA_HOME`` for the default results database)
-prepared by its setup; the test records every file there (kind, size, content, modification
-time) before and after, and asserts that nothing was created, changed or removed, and that no
-traceback was printed. Rows run in-process through ``tfaccel.cli.main`` unless they need a real
+directory (also the working directory) prepared by its setup, with a temporary ``HOME`` and
+results database folder (``$XDG_DATA_HOME``); the test records every file and folder in all
+three (kind, size, SHA-256, modification time: tests/files_around.py) before and after, and
+asserts that nothing was created, changed or removed, and that no traceback was printed. Rows run in-process through ``tfaccel.cli.main`` unless they need a real
 standard input (``subprocess``).
 
 Where a command would go on to measure (bench, tune, profile), the measuring entry point is
@@ -18,11 +18,10 @@ read-only file system, a disk that fills up while a file is written).
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import os
+import shutil
 import sqlite3
-import stat
 import subprocess
 import sys
 import tempfile
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from files_around import assert_unchanged, snapshot
 
 from tfaccel.cli import main
 from tfaccel.core.errors import TfaccelError, UsageError, argument, argument_names
@@ -55,6 +55,7 @@ class Row:
         patches: ``(module, attribute, value)`` set for the row (shorter limits).
         stdin: a file given as standard input (the row then runs as a subprocess).
         fix: the message must say the fix ("Fix:"); False for argparse's own messages.
+        env: environment variables set for the row.
     """
 
     id: str
@@ -64,6 +65,7 @@ class Row:
     patches: tuple[tuple[str, str, Any], ...] = ()
     stdin: str | None = None
     fix: bool = True
+    env: tuple[tuple[str, str], ...] = ()
 
 
 # --- setups ------------------------------------------------------------------------------------
@@ -85,6 +87,30 @@ def _snapshot_with(**changes: Any) -> str:
 
 def _gpu_snapshot(**gpu: Any) -> str:
     return _snapshot_with(nvml={"available": True, "gpus": [{"index": 0, "name": "A100", **gpu}]})
+
+
+def _keras_used_before(setup: Setup) -> Setup:
+    """``setup``, in a HOME where Keras ran before: for a row whose bad input shows only once
+    TensorFlow runs the user's code (a model_fn that raises). Keras's first import anywhere
+    (the user's own script's too) writes ``~/.keras/keras.json`` and Matplotlib's font cache;
+    importing it here, before the files are recorded, makes the HOME of such a user."""
+
+    def make(work: Path) -> Callable[[], None] | None:
+        import keras  # noqa: F401  (HOME is the row's temporary one)
+
+        return setup(work)
+
+    return make
+
+
+def _links_to_a_dir(work: Path) -> None:
+    """file.txt, dir, train.py and linkdir, a symbolic link to dir."""
+    _a_file_and_a_script(work)
+    os.symlink(work / "dir", work / "linkdir")
+
+
+def _nfc_named_log(work: Path) -> None:
+    (work / "caf\u00e9.log").write_text("OOM when allocating tensor\n")
 
 
 def _foreign_db(work: Path) -> None:
@@ -559,7 +585,9 @@ ROWS: list[Row] = [
         "plan-model-fn-raises",
         ("plan", "train.py", "--batch", "8"),
         "model_fn raised ValueError: no model today",
-        setup=_file("train.py", "def model_fn():\n    raise ValueError('no model today')\n"),
+        setup=_keras_used_before(
+            _file("train.py", "def model_fn():\n    raise ValueError('no model today')\n")
+        ),
     ),
     # --- profile (checked before TensorFlow starts)
     *(
@@ -1062,6 +1090,186 @@ ROWS: list[Row] = [
         ("selftest", "--gpu", "--out", "{work}/" + LONG_NAME),
         "The self-test directory",
     ),
+    # --- a second audit: a trailing slash on a file (Path drops it, so "file.txt/" would
+    # replace or run file.txt), symbolic links to directories given as files, zero-byte and
+    # other programs' databases read for a comparison, look-alike Unicode and whitespace in
+    # names, negative zero and NaN where counts go, garbage in TFACCEL_* variables
+    *(
+        Row(
+            f"audit2-doctor-{flag[2:]}-trailing-slash-{label}",
+            ("doctor", flag, "{work}/" + name),
+            "the name ends with a slash, so it names a directory",
+            setup=_a_file_and_a_dir,
+        )
+        for flag in ("--save-snapshot", "--bundle")
+        for label, name in (("on-a-file", "file.txt/"), ("on-a-new-name", "new.json/"))
+    ),
+    *(
+        Row(
+            f"audit2-doctor-{flag[2:]}-symlink-to-a-directory",
+            ("doctor", flag, "{work}/linkdir"),
+            "it is a directory",
+            setup=_links_to_a_dir,
+        )
+        for flag in ("--save-snapshot", "--bundle")
+    ),
+    Row(
+        "audit2-run-json-config-trailing-slash-on-a-file",
+        ("run", "--json-config", "{work}/file.txt/", "{work}/train.py"),
+        "the name ends with a slash",
+        setup=_a_file_and_a_script,
+    ),
+    *(
+        Row(
+            f"audit2-{cmd[0]}-script-trailing-slash-on-a-file",
+            (*cmd, "{work}/train.py/"),
+            "ends with a slash, which names a directory, but it is a regular file",
+            setup=_a_file_and_a_script,
+        )
+        for cmd in (("run",), ("plan",), ("tune", "--no-progress"), ("launch", "-n", "2"))
+    ),
+    Row(
+        "audit2-run-script-symlink-to-a-directory",
+        ("run", "{work}/linkdir"),
+        "is a directory, without a __main__.py",
+        setup=_links_to_a_dir,
+    ),
+    Row(
+        "audit2-bench-db-symlink-to-a-directory",
+        ("bench", "--only", "matmul", "--db", "{work}/linkdir"),
+        "is a directory",
+        setup=_links_to_a_dir,
+    ),
+    Row(
+        "audit2-bench-db-trailing-slash-on-a-file",
+        ("bench", "--only", "matmul", "--db", "{work}/file.txt/"),
+        "ends with a slash, so it names a directory",
+        setup=_a_file_and_a_dir,
+    ),
+    Row(
+        "audit2-tune-db-trailing-slash-on-a-file",
+        ("tune", "--model", "mlp", "--smoke", "--no-progress", "--db", "{work}/file.txt/"),
+        "ends with a slash, so it names a directory",
+        setup=_a_file_and_a_dir,
+    ),
+    Row(
+        "audit2-bench-compare-db-a-zero-byte-file",
+        ("bench", "--only", "matmul", "--no-save", "--compare", "--db", "{work}/empty.sqlite"),
+        "not a tfaccel results database",
+        setup=_file("empty.sqlite", b""),
+    ),
+    Row(
+        "audit2-bench-compare-db-another-programs-sqlite",
+        ("bench", "--only", "matmul", "--no-save", "--compare", "--db", "{work}/other.sqlite"),
+        "not a tfaccel results database",
+        setup=_foreign_db,
+    ),
+    Row(
+        "audit2-report-out-trailing-slash-on-a-file",
+        ("report", "--smoke", "--no-save", "--out", "{work}/file.txt/"),
+        "(--out) is not a directory: it is a regular file",
+        setup=_a_file_and_a_dir,
+    ),
+    Row(
+        "audit2-doctor-log-name-in-another-unicode-form",
+        ("doctor", "--log", "{work}/cafe\u0301.log"),
+        "does not exist",
+        setup=_nfc_named_log,
+    ),
+    Row(
+        "audit2-doctor-log-name-with-a-trailing-space",
+        ("doctor", "--log", "{work}/caf\u00e9.log "),
+        "does not exist",
+        setup=_nfc_named_log,
+    ),
+    Row(
+        "audit2-plan-model-fullwidth-letters",
+        ("plan", "--model", "\uff4d\uff4c\uff50"),
+        "Unknown model",
+    ),
+    Row(
+        "audit2-tune-model-zero-width-space",
+        ("tune", "--model", "mlp\u200b", "--no-progress"),
+        "Unknown model",
+    ),
+    Row(
+        "audit2-bench-only-cyrillic-look-alike",
+        ("bench", "--no-save", "--only", "m\u0430tmul"),
+        "Unknown benchmark",
+    ),
+    *(
+        Row(f"audit2-{cmd[0]}-{flag[2:]}-{label}", (*cmd, flag, value), f"argument {flag}: {what}")
+        for cmd, flag, label, value, what in (
+            (
+                ("plan", "--model", "mlp"),
+                "--batch",
+                "minus-zero",
+                "-0",
+                "the number is out of range",
+            ),
+            (
+                ("tune", "--model", "mlp", "--no-progress"),
+                "--budget",
+                "minus-zero",
+                "-0",
+                "the number of seconds is out of range",
+            ),
+            (
+                ("doctor", "--deep"),
+                "--deep-timeout",
+                "minus-zero",
+                "-0.0",
+                "the number of seconds is out of range",
+            ),
+            (
+                ("profile", "--model", "mlp"),
+                "--steps",
+                "minus-zero",
+                "-0",
+                "the number is out of range",
+            ),
+            (
+                ("tune", "--model", "mlp", "--no-progress"),
+                "--rounds",
+                "nan",
+                "nan",
+                "not an integer",
+            ),
+        )
+    ),
+    *(
+        Row(
+            f"audit2-run-{flag[2:]}-{label}",
+            ("run", flag, value, "{work}/train.py"),
+            fragment,
+            setup=_a_file_and_a_script,
+        )
+        for flag, label, value, fragment in (
+            ("--threads", "nan", "nan", "--threads nan is not a valid thread count"),
+            ("--logical-devices", "minus-zero", "-0", "--logical-devices -0 is not"),
+            ("--seed", "nan", "nan", "--seed nan is not a valid seed"),
+        )
+    ),
+    *(
+        Row(
+            f"audit2-run-env-{variable}-{label}",
+            ("run", "{work}/train.py"),
+            f"The environment variable {variable}=",
+            setup=_a_file_and_a_script,
+            env=((variable, value),),
+        )
+        for variable, label, value in (
+            ("TFACCEL_MEMORY", "text", "lots"),
+            ("TFACCEL_MEMORY", "nan", "nan"),
+            ("TFACCEL_THREADS", "text", "abc"),
+            ("TFACCEL_THREADS", "arabic-indic-digit", "\u0663"),
+            ("TFACCEL_PRECISION", "float23", "float23"),
+            ("TFACCEL_JIT", "perhaps", "perhaps"),
+            ("TFACCEL_DETERMINISTIC", "maybe", "maybe"),
+            ("TFACCEL_SEED", "negative", "-1"),
+            ("TFACCEL_SEED", "beyond-32-bits", str(2**40)),
+        )
+    ),
     # --- selftest (checked before it looks for a GPU: the same answer on every machine)
     Row("selftest-without-gpu", ("selftest",), "Expected: --gpu"),
     Row(
@@ -1166,27 +1374,6 @@ def tripwires(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tfaccel.models, "build", build_only_unknown_names)
 
 
-def manifest(root: Path) -> dict[str, tuple[Any, ...]]:
-    """Every entry under ``root``: kind, size, modification time and content hash of files.
-
-    FIFOs and other special files are recorded by kind only (never opened).
-    """
-    entries: dict[str, tuple[Any, ...]] = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            path = Path(dirpath) / name
-            info = path.lstat()
-            rel = str(path.relative_to(root))
-            if stat.S_ISREG(info.st_mode):
-                digest = hashlib.sha256(path.read_bytes()).hexdigest()
-                entries[rel] = ("file", info.st_size, info.st_mtime_ns, digest)
-            elif stat.S_ISDIR(info.st_mode):
-                entries[rel] = ("dir",)
-            else:
-                entries[rel] = (stat.S_IFMT(info.st_mode),)
-    return entries
-
-
 @dataclass
 class Outcome:
     code: int
@@ -1214,7 +1401,7 @@ def run_as_process(argv: list[str], work: Path, stdin: str) -> Outcome:
             capture_output=True,
             text=True,
             cwd=work,
-            env={**os.environ, "XDG_DATA_HOME": str(work / "xdg")},
+            env=dict(os.environ),  # the temporary HOME and results folder of the fixture
             timeout=120,
         )
     return Outcome(done.returncode, done.stdout, done.stderr)
@@ -1222,11 +1409,21 @@ def run_as_process(argv: list[str], work: Path, stdin: str) -> Outcome:
 
 @pytest.fixture
 def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The scratch directory, also the working directory; HOME and the results database's
+    folder (``$XDG_DATA_HOME``) are temporary folders beside it."""
     root = tmp_path / "work"
     root.mkdir()
+    (tmp_path / "home").mkdir()
     monkeypatch.chdir(root)
-    monkeypatch.setenv("XDG_DATA_HOME", str(root / "xdg"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     yield root
+
+
+def around(work: Path) -> list[Path]:
+    """The folders a row must leave as they were: the scratch (and working) directory, the
+    temporary HOME and the results database's folder."""
+    return [work, work.parent / "home", work.parent / "data"]
 
 
 def check_row(
@@ -1235,8 +1432,10 @@ def check_row(
     cleanup = row.setup(work) if row.setup is not None else None
     for module, name, value in row.patches:
         monkeypatch.setattr(f"{module}.{name}", value)
+    for variable, text in row.env:
+        monkeypatch.setenv(variable, text)
     argv = [arg.replace("{work}", str(work)) for arg in row.argv]
-    before = manifest(work)
+    before = snapshot(around(work))
     try:
         if row.stdin is not None:
             outcome = run_as_process(argv, work, row.stdin)
@@ -1251,7 +1450,7 @@ def check_row(
     assert row.fragment.replace("{work}", str(work)) in outcome.err, outcome.err
     if row.fix:
         assert "error:" in outcome.err and "Fix:" in outcome.err, outcome.err
-    assert manifest(work) == before, "the scratch directory changed"
+    assert_unchanged(before, around(work))
 
 
 @pytest.mark.parametrize("row", [pytest.param(row, id=row.id) for row in ROWS])
@@ -1274,6 +1473,170 @@ def test_trace_directory_is_refused_before_training(
     row: Row, work: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     check_row(row, work, monkeypatch, capsys)
+
+
+# --- rows for a user the permission bits stop ----------------------------------------------
+# The tests run as root, for whom every file is readable and every folder writable. These rows
+# run the command in a subprocess as the unprivileged user nobody (setpriv, else runuser), in a
+# scratch folder nobody can read but not write, with a HOME nobody owns (so a stray write
+# there would succeed and show).
+
+NOBODY = 65534
+
+
+def _switch_user() -> list[str] | None:
+    """The command prefix that runs a program as nobody, None where none can (not root, or
+    neither setpriv nor runuser installed)."""
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return None
+    if shutil.which("setpriv"):
+        return ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+    if shutil.which("runuser"):
+        return ["runuser", "-u", "nobody", "--"]
+    return None
+
+
+def _unreadable(name: str, content: str | bytes = "x = 1\n") -> Setup:
+    def make(work: Path) -> None:
+        _file(name, content)(work)
+        (work / name).chmod(0o000)
+
+    return make
+
+
+def _read_only_folder(name: str) -> Setup:
+    def make(work: Path) -> None:
+        (work / name).mkdir(mode=0o755)  # root's: nobody may read it, not write in it
+
+    return make
+
+
+def _unreadable_tfaccel_db(work: Path) -> None:
+    from tfaccel.store import ResultsStore
+
+    ResultsStore(work / "r.sqlite").close()
+    (work / "r.sqlite").chmod(0o000)
+
+
+UNPRIVILEGED_ROWS = [
+    Row(
+        "nobody-run-unreadable-script",
+        ("run", "{work}/train.py"),
+        "cannot be read",
+        setup=_unreadable("train.py"),
+    ),
+    Row(
+        "nobody-plan-unreadable-script",
+        ("plan", "{work}/train.py"),
+        "cannot be read",
+        setup=_unreadable("train.py"),
+    ),
+    Row(
+        "nobody-doctor-unreadable-log",
+        ("doctor", "--log", "{work}/tf.log"),
+        "cannot be read",
+        setup=_unreadable("tf.log", "OOM when allocating tensor\n"),
+    ),
+    Row(
+        "nobody-doctor-unreadable-snapshot",
+        ("doctor", "--snapshot", "{work}/snap.json"),
+        "cannot be read",
+        setup=_unreadable("snap.json", _snapshot_with()),
+    ),
+    Row(
+        "nobody-report-out-read-only-folder",
+        ("report", "--smoke", "--no-save", "--out", "{work}/out"),
+        "(--out) is not writable",
+        setup=_read_only_folder("out"),
+    ),
+    Row(
+        "nobody-doctor-save-snapshot-read-only-folder",
+        ("doctor", "--save-snapshot", "{work}/out/snap.json"),
+        "does not accept the file",
+        setup=_read_only_folder("out"),
+    ),
+    Row(
+        "nobody-bench-db-in-a-read-only-folder",
+        ("bench", "--only", "matmul", "--db", "{work}/out/results.sqlite"),
+        "no file can be created",
+        setup=_read_only_folder("out"),
+    ),
+    Row(
+        "nobody-tune-db-in-a-read-only-folder",
+        ("tune", "--model", "mlp", "--smoke", "--no-progress", "--db", "{work}/out/r.sqlite"),
+        "no file can be created",
+        setup=_read_only_folder("out"),
+    ),
+    Row(
+        "nobody-bench-compare-unreadable-db",
+        ("bench", "--only", "matmul", "--no-save", "--compare", "--db", "{work}/r.sqlite"),
+        "cannot be opened",
+        setup=_unreadable_tfaccel_db,
+    ),
+]
+
+
+@pytest.fixture
+def nobody_work() -> Iterator[Path]:
+    """A scratch folder outside root's private /tmp/pytest-of-root, readable by nobody, with
+    a HOME nobody owns."""
+    root = Path(tempfile.mkdtemp(prefix="tfaccel-nobody-"))
+    try:
+        root.chmod(0o755)
+        work = root / "work"
+        work.mkdir(mode=0o755)
+        home = root / "home"
+        home.mkdir(mode=0o755)
+        if _switch_user() is not None:
+            os.chown(home, NOBODY, NOBODY)
+        yield work
+    finally:
+        for path in (root, *root.rglob("*")):
+            if not path.is_symlink():
+                path.chmod(0o700)
+        shutil.rmtree(root)
+
+
+@pytest.mark.parametrize("row", [pytest.param(row, id=row.id) for row in UNPRIVILEGED_ROWS])
+def test_bad_input_of_an_unprivileged_user_is_a_clear_error_that_changes_nothing(
+    row: Row, nobody_work: Path
+) -> None:
+    prefix = _switch_user()
+    if prefix is None:
+        pytest.skip(
+            "needs root and setpriv or runuser, to run the command as the user nobody "
+            f"(here: uid {os.geteuid()}, setpriv {shutil.which('setpriv')}, "
+            f"runuser {shutil.which('runuser')})"
+        )
+    work = nobody_work
+    assert row.setup is not None
+    row.setup(work)
+    argv = [arg.replace("{work}", str(work)) for arg in row.argv]
+    home = work.parent / "home"
+    source = Path(sys.modules["tfaccel"].__file__ or "").parents[1]
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "XDG_DATA_HOME": str(home / ".local" / "share"),
+        "PYTHONPATH": str(source),
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+    }
+    before = snapshot([work, home])
+    done = subprocess.run(
+        [*prefix, sys.executable, "-m", "tfaccel", *argv],
+        capture_output=True,
+        text=True,
+        cwd=work,
+        env=env,
+        timeout=120,
+    )
+    printed = done.stdout + done.stderr
+    assert done.returncode == 2, f"exit {done.returncode} for {argv}:\n{printed[-2000:]}"
+    assert "Traceback" not in printed, printed
+    assert row.fragment in done.stderr, done.stderr
+    for part in ("error:", "Expected:", "Received:", "Fix:"):
+        assert part in done.stderr, done.stderr
+    assert_unchanged(before, [work, home])
 
 
 def test_the_table_covers_every_command_that_takes_input() -> None:

@@ -577,3 +577,56 @@ def test_the_plan_counts_memory_as_this_machines_device_does() -> None:
     with_gpu = [{**cpu_only[0], "this_machine": [device("cpu", 3 * 2**30), device("gpu", 2**30)]}]
     table = plan_table(with_gpu)
     assert table.header[2] == "memory (GPU allocator)" and table.rows[0][2] == "1.00 GiB"
+
+
+def test_the_terminal_opens_with_what_to_change_and_the_lines_that_apply_it(
+    tmp_path: Path,
+) -> None:
+    """``tfaccel report``'s screen (render_report, as the CLI prints it) from a ReportResult
+    built the way make_report builds one: the findings and each model's apply-lines."""
+    from rich.console import Console
+
+    from tfaccel import inventory
+    from tfaccel.bench import BenchResult
+    from tfaccel.diagnosis import diagnose
+    from tfaccel.report import ReportResult
+    from tfaccel.report.changes import model_line
+    from tfaccel.report.text import render_report
+    from tfaccel.snapshot import Snapshot
+
+    snap = Snapshot()
+    inv = inventory.build(snap)
+    doctor = diagnose(snap)
+    measured = BenchResult.from_run(_run())
+    document = build_document(
+        measured.run,
+        devices=inv.to_dict(),
+        doctor={
+            "findings": [
+                {"status": "warn", "id": "x", "title": "Too few threads", "fix": "export OMP=8"},
+                {"status": "ok", "id": "y", "title": "All good", "fix": ""},
+            ]
+        },
+        summary=measured.summary,
+    )
+    files = write_report(tmp_path / "out", document, {})
+    result = ReportResult(measured, inv, doctor, document, files)
+
+    console = Console(record=True, width=100)
+    console.print(render_report(result))
+    text = console.export_text()
+
+    changes = document["changes"]
+    assert changes["findings"] == ["warn x: Too few threads (fix: export OMP=8)"]
+    (model,) = changes["models"]
+    assert model["apply"] and model["beyond_noise"] is True
+    section = text.split("what to change", 1)[1].split("tfaccel devices", 1)[0]
+    assert text.index("what to change") < text.index("tfaccel devices")
+    assert "- warn x: Too few threads (fix: export OMP=8)" in section
+    assert "All good" not in section  # only what needs a change
+    flat = " ".join(section.split())  # the lines wrap at the console's width
+    assert " ".join(model_line(model, quote="`").split()) in flat
+    for line in model["apply"]:
+        assert line in flat, line
+    assert "x2.07 over the Keras default, beyond the noise" in flat
+    assert str(files.html) in text  # the files written, after the sections

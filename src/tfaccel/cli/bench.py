@@ -157,16 +157,21 @@ def options_from(args: argparse.Namespace) -> BenchOptions:
 
 def check_db(args: argparse.Namespace, *, compare: bool) -> None:
     """Refuse a ``--db`` the run would open but cannot (too long, a directory, a symbolic link
-    loop, under a file; missing when only read), before probing the machine or starting
-    TensorFlow. ``compare``: the run reads the database even when it records nothing."""
-    from tfaccel.store import check_store_path
+    loop, under a file; missing when only read; a SQLite file of another program, a corrupt
+    or newer database), before probing the machine or starting TensorFlow. An existing file is
+    opened read only to tell (SQLite's ``mode=ro``: nothing written, not even a journal).
+    ``compare``: the run reads the database even when it records nothing."""
+    from tfaccel.store import check_store_path, default_path, open_read_only
 
-    if args.db is None:
+    if args.no_save and not compare:
         return
-    if not args.no_save:
-        check_store_path(args.db)
-    elif compare:
-        check_store_path(args.db, read_only=True)
+    if args.db is None and args.no_save and not default_path().exists():
+        return  # nothing recorded yet to compare with: said after the run
+    target = check_store_path(args.db, read_only=args.no_save)
+    if target.is_file() and (args.no_save or target.stat().st_size > 0):  # 0 bytes: a new one
+        store = open_read_only(target)
+        if store is not None:
+            store.close()
 
 
 def run(args: argparse.Namespace) -> int:

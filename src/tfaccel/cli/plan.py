@@ -181,6 +181,12 @@ class _OwnOptions(argparse.ArgumentParser):
 
 def _plan(args: argparse.Namespace, model_fn: Any, examples: int | None) -> int:
     prices = _prices(args.price)
+    from tfaccel import inventory
+    from tfaccel.planning.targets import targets
+
+    machine = inventory.current()  # probed once, without TensorFlow
+    if args.device:  # an unknown key is refused before TensorFlow starts
+        targets(args.precision or "float32", args.device, inv=machine)
     quiet_tensorflow()
     from tfaccel.planning.api import plan
 
@@ -192,6 +198,7 @@ def _plan(args: argparse.Namespace, model_fn: Any, examples: int | None) -> int:
         devices=args.device or None,
         examples=examples,
         prices=prices,
+        inventory=machine,
     )
     if args.json:
         print_json(result.to_dict())

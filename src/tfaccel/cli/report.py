@@ -50,9 +50,11 @@ def run(args: argparse.Namespace) -> int:
     """Measure, write the report files and print the summary (or the JSON document); exit 1
     if the convergence check failed."""
     from tfaccel import probe, report
+    from tfaccel.report.files import check_writable
 
     check_db(args, compare=False)  # a report compares only what it records
     options = options_from(args)
+    check_writable(args.out, create=False)  # before the machine is probed or TensorFlow starts
     with RichProgress("probing the machine") as progress:
         snap = probe.snapshot()  # before quiet_tensorflow(), so the doctor sees the user's env
         progress.status("starting TensorFlow")

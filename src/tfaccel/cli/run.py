@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     warn_options_after_script("run", getattr(args, "own_options", ()), script, script_args)
     settings = _settings(args)
     if args.json_config:  # checked before anything is set up or run
-        check_writable_file(Path(args.json_config), argument_name="json_config")
+        check_writable_file(args.json_config, argument_name="json_config")
     config = runtime.setup(**settings)
     if not (args.quiet or args.json):
         print(config, file=sys.stderr)

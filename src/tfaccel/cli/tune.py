@@ -114,8 +114,10 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Tune the script or model; print the result (text or JSON); 130 when interrupted."""
-    from tfaccel.tuning.api import tune_model, tune_script
-    from tfaccel.tuning.space import parse_space_text
+    from tfaccel.cli.bench import check_db
+    from tfaccel.tuning.api import DEFAULT_BUDGET_S, check_numbers, tune_model, tune_script
+    from tfaccel.tuning.hooks import check_reference_model, check_tune_script
+    from tfaccel.tuning.space import parse_space, parse_space_text
 
     if bool(args.script) == bool(args.model):
         raise UsageError(
@@ -142,6 +144,13 @@ def run(args: argparse.Namespace) -> int:
     }
     if args.budget is not None:
         options["budget_s"] = args.budget
+    check_numbers(**{"budget_s": DEFAULT_BUDGET_S, **options})  # before TensorFlow starts
+    check_db(args, compare=False)
+    parse_space(options["space"])  # the values too, before TensorFlow starts
+    if args.model:
+        check_reference_model(args.model)
+    else:
+        check_tune_script(args.script)
     quiet_tensorflow()  # TensorFlow's start-up notices and retracing warnings, unless --verbose
     if args.model:
         result = tune_model(args.model, smoke=args.smoke, **options)

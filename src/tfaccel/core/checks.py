@@ -26,6 +26,7 @@ __all__ = [
     "MAX_COUNT",
     "check_callable",
     "check_dir_argument",
+    "check_environ",
     "check_file_argument",
     "check_flag",
     "check_int",
@@ -199,6 +200,28 @@ def check_mapping(
     raise _argument_error(where, name, value, expected, fix)
 
 
+def check_environ(name: str, value: object, *, where: str) -> Mapping[str, str] | None:
+    """An environment to read variables from: None, or a mapping of text to text
+    (``os.environ``, a dict of str to str).
+
+    Raises:
+        UsageError: anything else, or a name or value that is not text (``{"SEED": 5}``).
+    """
+    expected = "a mapping of variable names to values, both text (os.environ, a dict), or None"
+    mapping = check_mapping(name, value, where=where, expected=expected)
+    if mapping is None:
+        return None
+    for key, item in mapping.items():
+        if not isinstance(key, str) or not isinstance(item, str):
+            raise UsageError(
+                f"{where} got an invalid {name}: every name and value must be text",
+                expected=expected,
+                received=f"{name}[{shown(key)}]={shown_typed(item)}",
+                fix=f"pass the value as text, e.g. {name}={{{shown(key)}: {shown(str(item))}}}",
+            )
+    return mapping
+
+
 def check_text(name: str, value: object, *, where: str, expected: str, fix: str) -> str:
     """Text that is not empty or blank.
 
@@ -280,8 +303,8 @@ def check_file_argument(name: str, value: object, *, where: str) -> str:
     is created. Remote paths are left to TensorFlow.
 
     Raises:
-        UsageError: the path is a directory, or its directory is missing, a file, or not
-            writable.
+        UsageError: the path is a directory (or ends with a slash), or its directory is
+            missing, a file, or not writable.
     """
     path = _path(name, value, where=where, what="a file")
     if remote_path(path):
@@ -294,6 +317,14 @@ def check_file_argument(name: str, value: object, *, where: str) -> str:
             path,
             "is a directory",
             "a file name (inside that directory, e.g. " + repr(os.path.join(path, "cache")) + ")",
+        )
+    if path.endswith(os.sep):  # abspath drops the slash: "a-file/" would pass as "a-file"
+        raise _path_error(
+            where,
+            name,
+            path,
+            "ends with a slash, so it names a directory",
+            "a file name without a trailing slash (e.g. " + repr(path.rstrip(os.sep)) + ")",
         )
     directory = os.path.dirname(absolute)
     if not os.path.exists(directory):

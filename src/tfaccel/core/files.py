@@ -2,9 +2,10 @@
 
 - :func:`check_writable_dir`: a directory that is, or can become, a place to write files in.
   The rule, for every caller: the nearest existing folder of the path must be a directory, and
-  a new file must be creatable there, tried with a temporary file removed at once (this finds a
+  a new file must be creatable there, tried with an unnamed temporary file (this finds a
   read-only file system, /proc and /sys, and permissions, also for root, where ``os.access``
-  says yes to everything). Nothing is left behind unless ``create`` asks for the directory.
+  says yes to everything). Nothing is left behind, not even a new modification time of the
+  folder, unless ``create`` asks for the directory.
 - :func:`check_writable_file`: the same, before any work, for a file :func:`write_atomic` will
   write.
 - :func:`nearest_existing` and :func:`try_writing_in`: the two steps of that rule, for checks
@@ -227,7 +228,12 @@ def nearest_existing(path: Path) -> tuple[Path, os.stat_result] | None:
 def try_writing_in(
     directory: str | os.PathLike[str], *, prefix: str = ".tfaccel-write-test."
 ) -> None:
-    """The test of "can a file be created here?": create a temporary file and remove it at once.
+    """The test of "can a file be created here?": create a file in ``directory`` and drop it.
+
+    The file is an unnamed one (``O_TMPFILE``) where the file system makes them: it never
+    appears in the folder, so the folder's modification time stays as it was (a check that
+    changes nothing). Elsewhere (/proc, /sys, file systems without ``O_TMPFILE``) a named
+    temporary file is created and removed at once.
 
     Unlike ``os.access`` this finds a read-only file system, /proc and /sys, and permissions
     also for root.
@@ -235,9 +241,23 @@ def try_writing_in(
     Raises:
         OSError, ValueError: the file could not be created (the reason is in the error).
     """
+    unnamed = getattr(os, "O_TMPFILE", 0)
+    if unnamed:
+        try:
+            fd = os.open(directory, unnamed | os.O_WRONLY, 0o600)
+        except OSError as exc:
+            if exc.errno not in _NO_TMPFILE:
+                raise
+        else:
+            os.close(fd)
+            return
     fd, probe = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=directory)
     os.close(fd)
     os.unlink(probe)
+
+
+# What open(O_TMPFILE) says where the file system has no unnamed files (EISDIR: older kernels).
+_NO_TMPFILE = frozenset({errno.EOPNOTSUPP, errno.ENOTSUP, errno.EISDIR, errno.EINVAL})
 
 
 def check_writable_file(path: str | os.PathLike[str], *, argument_name: str = "path") -> Path:
@@ -258,6 +278,7 @@ def check_writable_file(path: str | os.PathLike[str], *, argument_name: str = "p
     Raises:
         UsageError: the file cannot be written there; the message names the path and why.
     """
+    _refuse_trailing_slash(path, argument_name)
     target = Path(path)
     directory = _check_target(target, argument_name)
     try:
@@ -268,7 +289,11 @@ def check_writable_file(path: str | os.PathLike[str], *, argument_name: str = "p
 
 
 def write_atomic(
-    path: Path, content: str | bytes, *, mode: int = 0o644, argument_name: str = "path"
+    path: str | os.PathLike[str],
+    content: str | bytes,
+    *,
+    mode: int = 0o644,
+    argument_name: str = "path",
 ) -> None:
     """Write ``content`` to ``path`` so that a reader sees the old file or the whole new one.
 
@@ -284,9 +309,12 @@ def write_atomic(
             when the CLI runs, through :func:`tfaccel.core.errors.argument`).
 
     Raises:
-        UsageError: ``path`` is a directory or a special file, its directory is missing, or
-            the file cannot be written (permissions, a read-only file system, a full disk).
+        UsageError: ``path`` is a directory (or ends with a slash) or a special file, its
+            directory is missing, or the file cannot be written (permissions, a read-only
+            file system, a full disk).
     """
+    _refuse_trailing_slash(path, argument_name)
+    path = Path(path)
     directory = _check_target(path, argument_name)
     data = content.encode("utf-8") if isinstance(content, str) else content
     tmp: str | None = None
@@ -307,6 +335,22 @@ def write_atomic(
                 os.unlink(tmp)
             except OSError:
                 pass
+
+
+def _refuse_trailing_slash(path: str | os.PathLike[str], argument_name: str) -> None:
+    """A file path written with a trailing slash names a directory. ``Path`` drops the slash,
+    so ``notes.txt/`` would replace the file ``notes.txt``: refused before that."""
+    text = os.fspath(path)
+    if isinstance(text, str) and text.rstrip(os.sep) and text.endswith(os.sep):
+        flag = argument(argument_name)
+        raise UsageError(
+            f"Cannot write {text!r} ({_given(flag)}): the name ends with a slash, so it names "
+            "a directory, not a file",
+            expected="the path of a file, without a trailing slash",
+            received=repr(text),
+            fix=f"pass {argument(argument_name, text.rstrip(os.sep))} to write that file, or "
+            f"{argument(argument_name, os.path.join(text, 'FILE'))} to write inside a directory",
+        )
 
 
 def _check_target(path: Path, argument_name: str) -> Path:

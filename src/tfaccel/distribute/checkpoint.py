@@ -25,7 +25,13 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from tfaccel.core.checks import check_dir_argument, check_int
+from tfaccel.core.checks import (
+    check_dir_argument,
+    check_flag,
+    check_int,
+    check_mapping,
+    shown_typed,
+)
 from tfaccel.core.errors import UsageError
 
 __all__ = ["CheckpointError", "Checkpointer"]
@@ -47,7 +53,9 @@ class Checkpointer:
 
     Raises:
         UsageError: ``directory`` cannot be written (a file, a read-only directory, a missing
-            directory whose parent cannot be written), or ``max_to_keep`` is not a positive
+            directory whose parent cannot be written), ``objects`` is not a dict of names to
+            trackable objects (or uses a name the checkpoint holds itself), ``is_chief`` is
+            not True or False, ``task`` is not text, or ``max_to_keep`` is not a positive
             integer; checked before anything is made.
     """
 
@@ -62,9 +70,27 @@ class Checkpointer:
     ) -> None:
         where = "tfaccel.distribute.Checkpointer"
         self.directory = check_dir_argument("directory", directory, where=where)
+        check_mapping(
+            "objects",
+            objects,
+            where=where,
+            expected="a dict of names to trackable objects, e.g. {'model': model, "
+            "'optimizer': optimizer}",
+            allow_none=False,
+        )
+        _check_names(objects, where)
+        is_chief = bool(check_flag("is_chief", is_chief, where=where))
+        if task is not None and not (isinstance(task, str) and task.strip()):
+            raise UsageError(
+                f"{where} got an invalid task",
+                expected="this process's task as text ('worker:1'), or None",
+                received=f"task={shown_typed(task)}",
+                fix="pass task=choice.task (tfaccel.distribute.strategy()), or leave it out",
+            )
         check_int("max_to_keep", max_to_keep, where=where)
         import tensorflow as tf
 
+        _check_trackable(objects, where, tf.__internal__.tracking.Trackable)
         self.is_chief = is_chief
         self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
         self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
@@ -157,3 +183,34 @@ def _first_line(message: str, limit: int = 240) -> str:
     line = lines[0] if lines else ""
     line = line.split(" Target variable:")[0].replace("Received: ", "received ").rstrip(".")
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+# The names the checkpoint holds of its own, beside the caller's objects.
+_OWN_NAMES = ("step", "epoch", "global_batch_size", "steps_per_epoch")
+
+
+def _check_names(objects: Mapping[Any, Any], where: str) -> None:
+    for name in objects:
+        if isinstance(name, str) and name.strip() and name not in _OWN_NAMES:
+            continue
+        own = isinstance(name, str) and name in _OWN_NAMES
+        raise UsageError(
+            f"{where} cannot save an object under the name {name!r}"
+            + (": the checkpoint holds that name itself" if own else ""),
+            expected="names that are non-empty text, other than " + ", ".join(_OWN_NAMES),
+            received=f"objects has the key {shown_typed(name)}",
+            fix="name the objects e.g. {'model': model, 'optimizer': optimizer}",
+        )
+
+
+def _check_trackable(objects: Mapping[str, Any], where: str, trackable: type) -> None:
+    for name, value in objects.items():
+        if not isinstance(value, trackable):
+            raise UsageError(
+                f"{where} cannot save objects[{name!r}]: it is not a trackable object",
+                expected="a Keras model or layer, an optimizer, a tf.Variable, a tf.Module or "
+                "another tf.train.Checkpoint-able object",
+                received=f"objects[{name!r}]={shown_typed(value)}",
+                fix=f"pass the model or optimizer itself as objects[{name!r}] (not its "
+                "weights, a number or a path)",
+            )

@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tfaccel.core.checks import check_mapping, shown_typed
+from tfaccel.core.checks import check_environ, shown_typed
 from tfaccel.core.errors import TfaccelError, UsageError
 from tfaccel.distribute.cluster import (
     ClusterConfig,
@@ -282,12 +282,7 @@ def strategy(*, environ: Mapping[str, str] | None = None) -> StrategyChoice:
         >>> with choice.strategy.scope():
         ...     model = build_model()
     """
-    check_mapping(
-        "environ",
-        environ,
-        where="tfaccel.distribute.strategy",
-        expected="a mapping of variable names to values (os.environ, a dict), or None",
-    )
+    check_environ("environ", environ, where="tfaccel.distribute.strategy")
     env = os.environ if environ is None else environ
     timeout_s = collective_timeout(env)
     cluster = parse_tf_config(env.get("TF_CONFIG"))  # bad TF_CONFIG: fail before importing TF

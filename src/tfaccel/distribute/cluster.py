@@ -150,6 +150,8 @@ def parse_tf_config(text: str | None) -> ClusterConfig | None:
             f"TF_CONFIG is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})",
             text,
         ) from None
+    except RecursionError:  # "[[[[..." nested beyond Python's stack
+        raise _error("TF_CONFIG nests its arrays and objects too deeply to be read", text) from None
     if not isinstance(document, dict):
         raise _error(f"TF_CONFIG is a JSON {type(document).__name__}, not an object", text)
     cluster = _cluster(document, text)

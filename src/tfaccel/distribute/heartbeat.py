@@ -22,7 +22,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from tfaccel.core.checks import check_flag, is_int
+from tfaccel.core.checks import check_environ, check_flag, is_int
 from tfaccel.core.errors import UsageError
 
 __all__ = ["HEARTBEAT_DIR_ENV", "Beat", "heartbeat", "read_heartbeats"]
@@ -59,7 +59,8 @@ def heartbeat(step: int, *, done: bool = False, environ: Mapping[str, str] | Non
             (default ``os.environ``); without them this does nothing.
 
     Raises:
-        UsageError: ``step`` is not an integer >= 0.
+        UsageError: ``step`` is not an integer >= 0, ``done`` not True or False, or
+            ``environ`` not a mapping of text to text.
 
     Example:
         >>> heartbeat(12)
@@ -72,6 +73,7 @@ def heartbeat(step: int, *, done: bool = False, environ: Mapping[str, str] | Non
             fix="call heartbeat(step) with the step number as an int",
         )
     check_flag("done", done, where="tfaccel.distribute.heartbeat()")
+    check_environ("environ", environ, where="tfaccel.distribute.heartbeat()")
     env = os.environ if environ is None else environ
     directory, rank = env.get(HEARTBEAT_DIR_ENV), env.get(RANK_ENV)
     if not directory or rank is None:

@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping
 
@@ -143,6 +144,10 @@ def import_seconds(
 ) -> tuple[float, str]:
     """How long ``import tensorflow`` takes here, in a fresh interpreter.
 
+    It measures for an error message, so it leaves the user's files as they were: what the
+    import writes of its own (Keras's ``~/.keras/keras.json``, Matplotlib's font cache in
+    ``~/.cache`` and ``~/.config``) goes to a temporary folder, removed afterwards.
+
     Args:
         limit_s: stop waiting after this many seconds.
         python: the interpreter to use (default: this one).
@@ -151,22 +156,31 @@ def import_seconds(
         (seconds, outcome): outcome ``ok``, ``failed`` (it raised or crashed) or ``timed out``
         (seconds is then ``limit_s``).
     """
-    start = time.monotonic()
-    with subprocess.Popen(
-        [python or sys.executable, "-c", "import tensorflow"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        stdin=subprocess.DEVNULL,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
-        start_new_session=True,
-    ) as proc:
-        try:
-            code = proc.wait(timeout=limit_s)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            proc.wait()
-            return limit_s, "timed out"
-    return time.monotonic() - start, "ok" if code == 0 else "failed"
+    with tempfile.TemporaryDirectory(prefix="tfaccel-import-") as scratch:
+        env = {
+            **os.environ,
+            "TF_CPP_MIN_LOG_LEVEL": "3",
+            "KERAS_HOME": os.path.join(scratch, "keras"),
+            "MPLCONFIGDIR": os.path.join(scratch, "matplotlib"),
+            "XDG_CACHE_HOME": os.path.join(scratch, "cache"),
+            "XDG_CONFIG_HOME": os.path.join(scratch, "config"),
+        }
+        start = time.monotonic()
+        with subprocess.Popen(
+            [python or sys.executable, "-c", "import tensorflow"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        ) as proc:
+            try:
+                code = proc.wait(timeout=limit_s)
+            except subprocess.TimeoutExpired:
+                _kill_group(proc)
+                proc.wait()
+                return limit_s, "timed out"
+        return time.monotonic() - start, "ok" if code == 0 else "failed"
 
 
 def timeout_too_short(

@@ -31,7 +31,6 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tfaccel.core.files import write_atomic
@@ -180,7 +179,7 @@ def write_bundle(
     if identity is None:
         identity = probe_identity.collect()
     bundle = build_bundle(snapshot, report, identity, log=log)
-    write_atomic(Path(path), bundle.text, argument_name=argument_name)
+    write_atomic(path, bundle.text, argument_name=argument_name)
     return bundle
 
 

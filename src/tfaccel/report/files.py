@@ -62,26 +62,28 @@ class ReportFiles:
         return files
 
 
-def check_writable(directory: str | Path) -> Path:
-    """Create ``directory`` if needed and check a file can be written there, and that none of
-    the files a report writes there is a user's (:func:`check_owned`).
+def check_writable(directory: str | Path, *, create: bool = True) -> Path:
+    """Create ``directory`` if needed (unless ``create`` is False: then only checked, for a
+    command to refuse it before any work) and check a file can be written there, and that
+    none of the files a report writes there is a user's (:func:`check_owned`).
 
     Raises:
         UsageError: it cannot be created or written, or it holds files tfaccel did not write
             where the report goes (the message names the path and the files).
     """
-    root = _report_dir(directory)
-    check_owned(root)
+    root = _report_dir(directory, create=create)
+    if root.is_dir():
+        check_owned(root)
     return root
 
 
-def _report_dir(directory: str | Path) -> Path:
+def _report_dir(directory: str | Path, *, create: bool = True) -> Path:
     return check_writable_dir(
         directory,
         what="the report directory",
         argument_name=_OUT,
         example="./tfaccel-report",
-        create=True,
+        create=create,
     )
 
 

@@ -33,7 +33,7 @@ from typing import Any
 
 from tfaccel import inventory
 from tfaccel.architecture import fingerprint as model_fingerprint
-from tfaccel.core.checks import check_mapping
+from tfaccel.core.checks import check_environ
 from tfaccel.core.errors import RuntimeSetupError as RuntimeSetupError  # raised by setup()
 from tfaccel.inventory import GpuFacts, Inventory
 from tfaccel.probe import system
@@ -144,12 +144,7 @@ def setup(
         >>> print(config)
     """
     check_model(model)
-    check_mapping(
-        "environ",
-        environ,
-        where="tfaccel.setup()",
-        expected="a mapping of variable names to values (os.environ, a dict), or None",
-    )
+    check_environ("environ", environ, where="tfaccel.setup()")
     arguments = {
         "devices": devices,
         "memory": memory,

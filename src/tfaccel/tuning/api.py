@@ -242,7 +242,7 @@ def tune_script(
     Example:
         >>> result = tfaccel.tuning.tune_script("train.py", budget_s=600)  # doctest: +SKIP
     """
-    _check_numbers(budget_s, **options)  # before the script runs: it may import TensorFlow
+    check_numbers(budget_s, **options)  # before the script runs: it may import TensorFlow
     hooks = load_script(path)
     merged = {**(hooks.space or {}), **(space or {})}
     if options.get("model_name"):
@@ -271,7 +271,7 @@ def tune_model(
     Example:
         >>> result = tfaccel.tuning.tune_model("reference_cnn", budget_s=300)  # doctest: +SKIP
     """
-    _check_numbers(budget_s, **options)  # before the synthetic data is made
+    check_numbers(budget_s, **options)  # before the synthetic data is made
     hooks = reference_hooks(name, smoke=smoke, examples=examples)
     options.pop("model_name", None)
     return _tune(hooks, budget_s, space, **options)
@@ -297,6 +297,13 @@ def _tune(
     if batched is not None and not is_bool(batched):
         raise _bad_option("batched", batched, "True, False or None (decided by rank)", True)
     batched = None if batched is None else bool(batched)
+    if runner is not None and not all(
+        callable(getattr(runner, method, None)) for method in ("prepare", "sample", "release")
+    ):
+        raise _bad_option(
+            "runner", runner, "None (TensorFlow), or an object with prepare, sample and release",
+            None,
+        )
     parsed = parse_space(space)
     data = classify(hooks.data)
     threads = _thread_values(parsed, hooks, data)
@@ -396,7 +403,7 @@ def _model_for_ranks(hooks: Hooks) -> Any:
     return build_model(hooks.model_fn, "float32", name=hooks.model_fn_name or None)
 
 
-def _check_numbers(
+def check_numbers(
     budget_s: float,
     *,
     sample_s: float = DEFAULT_SAMPLE_S,
@@ -432,7 +439,7 @@ def _check_store(store: StoreTarget) -> None:
             fix=f"pass {argument('store', 'results.sqlite')}",
         )
 
-    ResultsStore(None if store is True else Path(store)).close()
+    ResultsStore(None if store is True else store).close()  # as given: Path drops a "/"
 
 
 def _settings(

@@ -30,6 +30,7 @@ Example:
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,12 +79,7 @@ def load_script(path: str | Path) -> Hooks:
         UsageError: the path is not a readable Python file (:func:`scripts.check_script`).
         TuneError: the script raised while loading, or defines neither hook form.
     """
-    script = scripts.check_script(
-        path,
-        "tune",
-        expected="a Python file defining model_fn() and data(), or tfaccel_tune()",
-        directory=False,
-    )
+    script = check_tune_script(path)
     namespace = scripts.load_script(script, SCRIPT_MODULE_NAME, TuneError)
     shown = script.name
     hook = namespace.get("tfaccel_tune")
@@ -163,6 +159,33 @@ def _no_hooks(shown: str, namespace: Mapping[str, Any]) -> TuneError:
     )
 
 
+def check_tune_script(path: str | os.PathLike[str]) -> Path:
+    """The script ``tfaccel tune`` loads, checked without running it or starting TensorFlow.
+
+    Raises:
+        UsageError: the path is not a readable Python file (:func:`scripts.check_script`).
+    """
+    return scripts.check_script(
+        path,
+        "tune",
+        expected="a Python file defining model_fn() and data(), or tfaccel_tune()",
+        directory=False,
+    )
+
+
+def check_reference_model(name: str) -> str:
+    """The key of a reference model in :data:`tfaccel.models.MODELS` (dashes may stand for
+    underscores), checked without importing TensorFlow.
+
+    Raises:
+        UsageError: unknown model name (the message lists the names).
+    """
+    key = name.replace("-", "_")
+    if key not in models.MODELS:
+        models.build(key)  # raises the UsageError listing the names
+    return key
+
+
 def reference_hooks(name: str, *, smoke: bool = False, examples: int | None = None) -> Hooks:
     """Hooks for a tfaccel reference model on synthetic data (``tfaccel tune --model``).
 
@@ -179,9 +202,7 @@ def reference_hooks(name: str, *, smoke: bool = False, examples: int | None = No
     """
     from tfaccel.bench.datasets import synthetic  # local: tfaccel.bench imports numpy
 
-    key = name.replace("-", "_")
-    if key not in models.MODELS:
-        models.build(key)  # raises the UsageError listing the names
+    key = check_reference_model(name)
     info = models.MODELS[key]
     count = examples or (SMOKE_EXAMPLES if smoke else DEFAULT_EXAMPLES)
     images = synthetic(count, info.input_shape, info.classes)
