@@ -161,6 +161,53 @@ CAUSES: dict[str, Cause] = {
         "tensor is created or a library that creates one is imported; or "
         "export TF_FORCE_GPU_ALLOW_GROWTH=true",
     ),
+    "memory_growth_inconsistent": Cause(
+        "Memory growth was set on some GPUs and not on others (TensorFlow needs it alike on "
+        "every visible GPU)",
+        "for gpu in tf.config.list_physical_devices('GPU'): "
+        "tf.config.experimental.set_memory_growth(gpu, True) ; or hide the other GPUs first: "
+        "export CUDA_VISIBLE_DEVICES=0 ; or export TF_FORCE_GPU_ALLOW_GROWTH=true instead",
+    ),
+    "gpu_memory_in_use": Cause(
+        "CUDA could not start on the GPU for lack of memory: another process holds it",
+        "nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv "
+        "(then stop those processes, or export CUDA_VISIBLE_DEVICES=<a free GPU's index>)",
+    ),
+    "cudnn_init_failed": Cause(
+        "cuDNN failed to initialise (could not create its handle)",
+        "let TensorFlow's GPU memory grow so cuDNN can allocate its workspace: "
+        "export TF_FORCE_GPU_ALLOW_GROWTH=true (or tf.config.experimental.set_memory_growth(gpu, "
+        "True) for every GPU, first thing); `nvidia-smi` shows other processes holding the GPU; "
+        "if it persists, the cuDNN loaded does not fit the CUDA and driver: "
+        "pip install 'tensorflow[and-cuda]'",
+    ),
+    "protobuf_incompatible": Cause(
+        "The protobuf package is newer than the generated *_pb2.py code that imports it",
+        "pip install 'protobuf==3.20.*' (code generated before protoc 3.19 needs protobuf < 4), "
+        "or upgrade the package whose *_pb2.py the traceback names; slow workaround: "
+        "export PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python",
+    ),
+    "keras_versions_mixed": Cause(
+        "Two Kerases are mixed: objects of one (keras, tf.keras, Keras 3, tf_keras) were "
+        "given to the other",
+        "import every layer, optimizer and model from one Keras: all from tensorflow.keras "
+        "(or all from keras); a package built on Keras 2 under TensorFlow >= 2.16: "
+        "pip install tf-keras && export TF_USE_LEGACY_KERAS=1 ; an add-on built on standalone "
+        "Keras (keras-radam, keras-gradient-accumulation): export TF_KERAS=1",
+    ),
+    "legacy_optimizer_needed": Cause(
+        "The new Keras optimizer (TensorFlow >= 2.11) does not take this argument or use",
+        "give the new optimizer what it takes (learning_rate, not lr; a schedule, not decay: "
+        "tf.keras.optimizers.schedules.InverseTimeDecay(lr, decay_steps=1, decay_rate=decay)), "
+        "or use the legacy one: tf.keras.optimizers.legacy.Adam (TensorFlow 2.11 to 2.15; "
+        "from 2.16: pip install tf-keras && export TF_USE_LEGACY_KERAS=1)",
+    ),
+    "input_ran_out": Cause(
+        "The input ran out of data before steps_per_epoch * epochs batches: training stopped early",
+        "drop steps_per_epoch (each epoch then runs to the end of the data), or set it to "
+        "len(x_train) // batch_size; a tf.data.Dataset meant to loop: dataset.repeat() before "
+        "model.fit",
+    ),
 }
 
 
@@ -347,6 +394,19 @@ PATTERNS: tuple[Pattern, ...] = (
         detail=_extract(r"(?P<e>libcuda\.so\.1: (?:cannot open|file too short)[^;]*)", "{e}"),
     ),
     _p(
+        "gpu_memory_in_use",
+        "failed call to cuInit",
+        regex=r"CUDA_ERROR_OUT_OF_MEMORY",
+        detail=_extract(r"failed call to cuInit: (?P<e>.{1,160})", "cuInit: {e}"),
+    ),
+    _p(
+        "gpu_memory_in_use",
+        "CUDA_ERROR_OUT_OF_MEMORY",
+        regex=r"(?i)(?:create|retain|initiali[sz]e) (?:a )?(?:CUDA )?context|cuCtxCreate|"
+        r"cuDevicePrimaryCtxRetain",
+        detail=_extract(r"(?P<e>\S*[Cc]ontext\S*.{0,120})", "{e}"),
+    ),
+    _p(
         "no_driver_or_hidden",
         "failed call to cuInit",
         regex=r"CUDA_ERROR_NO_DEVICE|no CUDA-capable device",
@@ -396,6 +456,13 @@ PATTERNS: tuple[Pattern, ...] = (
     _p("missing_cuda_libs", "Skipping registering GPU devices"),
     _p("missing_cuda_libs", "DNN library is not found"),
     _p("cudnn_mismatch", "Loaded runtime CuDNN library", detail=_cudnn_versions),
+    _p(
+        "cudnn_init_failed",
+        "cudnn handle",
+        regex=r"(?i)(?:create|destroy) cudnn handle(?!: CUDNN_STATUS_ALLOC_FAILED)",
+        detail=_extract(r"(?i)create cudnn handle: (?P<e>CUDNN_STATUS_\w+)", "cuDNN: {e}"),
+    ),
+    _p("cudnn_init_failed", "This is probably because cuDNN failed to initialize"),
     _p("cudnn_mismatch", "DNN library initialization failed"),
     _p(
         "cc_too_low",
@@ -487,6 +554,45 @@ PATTERNS: tuple[Pattern, ...] = (
     ),
     _p("oom", "CUDNN_STATUS_ALLOC_FAILED"),
     _p("oom", "ResourceExhaustedError"),
+    _p("memory_growth_inconsistent", "Memory growth cannot differ between GPU devices"),
+    _p(
+        "protobuf_incompatible",
+        "be created directly",
+        regex=r"Descriptors cannot (?:not )?be created directly",
+    ),
+    _p(
+        "keras_versions_mixed",
+        "Could not interpret optimizer identifier",
+        detail=_extract(r"identifier:?'?,? <(?P<o>[\w.]+) object", "the optimizer given: {o}"),
+    ),
+    _p(
+        "keras_versions_mixed",
+        "The added layer must be an instance of class Layer",
+        detail=_extract(r"Found: <(?P<o>[\w.]+) object", "the layer given: {o}"),
+    ),
+    _p(
+        "legacy_optimizer_needed",
+        "is deprecated in Keras optimizer",
+        status="warn",
+        detail=_extract(r"`?(?P<a>\w+)`? is deprecated in Keras optimizer", "{a}= is deprecated"),
+    ),
+    _p(
+        "legacy_optimizer_needed",
+        "legacy optimizer",
+        regex=r"(?i)use (?:the )?legacy optimizer",
+        detail=_extract(
+            r"(?P<a>\w+) is deprecated in the new Keras optimizer",
+            "{a}= is not an argument of the new optimizer",
+        ),
+    ),
+    _p(
+        "input_ran_out",
+        "Your input ran out of data",
+        status="warn",
+        detail=_extract(
+            r"in this case, (?P<n>[\d.]+) batches", "steps_per_epoch * epochs = {n} batches"
+        ),
+    ),
     _p(
         "config_after_init",
         "devices cannot be modified after being initialized",
