@@ -447,6 +447,32 @@ def test_the_cause_each_public_issue_established(scenario: tuple[str, str, str])
             "fail",
             "decay= is not an argument of the new optimizer",
         ),
+        (
+            "f_x86emu_tf62860_m1max_illegal4.log",
+            "x86_emulation",
+            "fail",
+            "macOS: line 2: Python 3.11.7 (main, Dec  4 2023, 18:10:11) [Clang 15.0.0 "
+            "(clang-1500.1.0.2.5)] on darwin",
+        ),
+        ("f_cupti_tf39143_nightly_docker.log", "cupti_privileges", "warn", None),
+        (
+            "f_xla_op_tf126007_stringformat_cpu.log",
+            "xla_unsupported_op",
+            "fail",
+            "StringFormat has no XLA_CPU_JIT kernel (jit_compile)",
+        ),
+        (
+            "f_nccl_tf28372_winserver_4x1080ti.log",
+            "nccl_unavailable",
+            "fail",
+            "NCCL all-reduce over 4 GPUs",
+        ),
+        (
+            "f_plugin_dml331_tfdml_dll_tf211.log",
+            "pluggable_device",
+            "fail",
+            "tfdml_plugin.dll (a PluggableDevice plugin) did not load",
+        ),
     ],
 )
 def test_the_causes_added_in_2026_11_on_their_real_logs(

@@ -202,6 +202,47 @@ CAUSES: dict[str, Cause] = {
         "or use the legacy one: tf.keras.optimizers.legacy.Adam (TensorFlow 2.11 to 2.15; "
         "from 2.16: pip install tf-keras && export TF_USE_LEGACY_KERAS=1)",
     ),
+    "x86_emulation": Cause(
+        "An x86_64 TensorFlow ran on Apple silicon under Rosetta, which has no AVX "
+        "(Illegal instruction)",
+        "install an arm64 Python: `python -c 'import platform; print(platform.machine())'` must "
+        "print arm64 (Miniforge for arm64, or python.org's universal2 build; untick 'Open using "
+        "Rosetta' for the terminal), then in a new environment: pip install tensorflow "
+        "(>= 2.13; before: tensorflow-macos) and pip install tensorflow-metal for the GPU",
+    ),
+    "cupti_privileges": Cause(
+        "The profiler may not read the GPU's counters (CUPTI needs admin rights): the profile "
+        "has no GPU activity",
+        "run the profiled job as root, or allow every user on the host: "
+        "echo 'options nvidia NVreg_RestrictProfilingToAdminUsers=0' | sudo tee "
+        "/etc/modprobe.d/nvidia-profiling.conf && sudo update-initramfs -u && sudo reboot; "
+        "in Docker: docker run --cap-add SYS_ADMIN ...; to train without profiling: "
+        "tf.keras.callbacks.TensorBoard(profile_batch=0)",
+    ),
+    "xla_unsupported_op": Cause(
+        "XLA (jit_compile) has no kernel for an op in the compiled function",
+        "compile that function without XLA: model.compile(..., jit_compile=False), or "
+        "@tf.function without jit_compile=True; or move the op named (tf.print, tf.py_function, "
+        "string ops, shapes that depend on values such as tf.where) out of the compiled "
+        "function; TF_XLA_FLAGS=--tf_xla_auto_jit=2 compiles only the parts XLA supports",
+    ),
+    "nccl_unavailable": Cause(
+        "MirroredStrategy's all-reduce uses NCCL, which this TensorFlow build (Windows) lacks",
+        "strategy = tf.distribute.MirroredStrategy("
+        "cross_device_ops=tf.distribute.HierarchicalCopyAllReduce()) "
+        "(or tf.distribute.ReductionToOneDevice()); or run in WSL2 or Linux, whose TensorFlow "
+        "has NCCL",
+    ),
+    "pluggable_device": Cause(
+        "A PluggableDevice plugin (tensorflow-directml-plugin, tensorflow-metal) did not load or "
+        "found no GPU",
+        "a plugin runs only with the TensorFlow release it was built for: "
+        "tensorflow-directml-plugin: pip install tensorflow-cpu==2.10.0 "
+        "tensorflow-directml-plugin; tensorflow-metal: pip install the tensorflow-metal release "
+        "that https://developer.apple.com/metal/tensorflow-plugin/ lists for your TensorFlow; "
+        "DirectML finds no adapter on a GPU without full Direct3D 12 (Intel before Gen 9): "
+        "update the GPU driver, or train on the CPU",
+    ),
     "input_ran_out": Cause(
         "The input ran out of data before steps_per_epoch * epochs batches: training stopped early",
         "drop steps_per_epoch (each epoch then runs to the end of the data), or set it to "
@@ -584,6 +625,43 @@ PATTERNS: tuple[Pattern, ...] = (
             r"(?P<a>\w+) is deprecated in the new Keras optimizer",
             "{a}= is not an argument of the new optimizer",
         ),
+    ),
+    _p(
+        "xla_unsupported_op",
+        "Detected unsupported operations when trying to compile graph",
+        detail=_extract(
+            r"on (?P<d>XLA_\w+?_JIT): (?P<o>\w+)", "{o} has no {d} kernel (jit_compile)"
+        ),
+    ),
+    _p(
+        "xla_unsupported_op",
+        "OpKernel for XLA_",
+        regex=r"No registered '\w+' OpKernel for XLA_\w+_JIT devices",
+        detail=_extract(
+            r"No registered '(?P<o>\w+)' OpKernel for (?P<d>XLA_\w+_JIT)",
+            "{o} has no {d} kernel (jit_compile)",
+        ),
+    ),
+    _p(
+        "nccl_unavailable",
+        "NcclAllReduce",
+        regex=r"No OpKernel was registered to support Op 'Nccl\w+'",
+        detail=_extract(r"num_devices=(?P<n>\d+)", "NCCL all-reduce over {n} GPUs"),
+    ),
+    _p("cupti_privileges", "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES", status="warn"),
+    _p(
+        "pluggable_device",
+        "tensorflow-plugins",
+        regex=r"tensorflow-plugins[\\/][^\s,)]+.*not found",
+        detail=_extract(
+            r"tensorflow-plugins[\\/](?P<p>[^\s,)\\/]+)",
+            "{p} (a PluggableDevice plugin) did not load",
+        ),
+    ),
+    _p(
+        "pluggable_device",
+        "found 0 compatible adapters",
+        detail=_extract(r"(?P<e>DirectML device enumeration: found 0 compatible adapters)", "{e}"),
     ),
     _p(
         "input_ran_out",
