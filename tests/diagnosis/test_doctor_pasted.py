@@ -550,3 +550,49 @@ def test_the_fresh_split_is_reported_apart(capsys: pytest.CaptureFixture[str]) -
         == data["logs"]
     )
     assert data["clean_with_unrecognised_lines"] == []
+
+
+def test_a_wrapped_message_names_the_more_specific_cause_its_lines_alone_do_not() -> None:
+    text = (
+        "for CUDA device ordinal 0: Internal: failed call to cuDevicePrimaryCtxRetain: \n"
+        "CUDA_ERROR_OUT_OF_MEMORY; total memory reported: 18446744073709551615\n"
+    )
+    report = match_log(text)
+    assert [(c.id, c.status) for c in report.causes] == [("gpu_memory_in_use", "fail")]
+    assert report.causes[0].numbers["line_numbers"] == [1]
+    assert named("CUDA_ERROR_OUT_OF_MEMORY; total memory reported: 1\n") == [("oom", "fail")]
+
+
+@pytest.mark.parametrize(
+    ("text", "cause"),
+    [
+        (
+            "- OS Platform (e.g.MacOS Bigsur 11.0 M1 Chip):\nillegal hardware instruction  python3",
+            "x86_emulation",
+        ),
+        (
+            "Op type not registered 'NcclAllReduce' in binary running on Windows10.",
+            "nccl_unavailable",
+        ),
+        ("tfdml_plugin.dll not found", "pluggable_device"),
+        ("Insufficient privilege to run libcupti (you need root permission).", "cupti_privileges"),
+        (
+            "**decay** is deprecated in the new Keras optimizer as tf.keras.optimizers.legacy.SGD",
+            "legacy_optimizer_needed",
+        ),
+    ],
+)
+def test_other_wordings_of_the_new_causes(text: str, cause: str) -> None:
+    assert [c.id for c in match_log(text).causes] == [cause]
+
+
+def test_tensorrt_plugin_lines_stay_benign() -> None:
+    text = (
+        "W dso_loader.cc:64] Could not load dynamic library 'libnvinfer_plugin.so.7'; dlerror: "
+        "libnvinfer_plugin.so.7: cannot open shared object file: No such file or directory; "
+        "not found\n"
+    )
+    report = match_log(text)
+    assert report.causes == [] and [b.label for b in report.benign] == [
+        "TensorRT not found (only TF-TRT needs it)"
+    ]

@@ -201,6 +201,11 @@ class _Hits:
         bisect.insort(kept, (start, _shown(line)))
         del kept[MAX_LINES_SHOWN:]
 
+    def remove(self, start: int) -> None:
+        """Give a line back (a wrapped message that names a more specific cause claims it)."""
+        self.count -= 1
+        self.first_lines = [(s, text) for s, text in self.first_lines if s != start]
+
 
 def _shown(line: str) -> str:
     line = line.strip()
@@ -278,11 +283,27 @@ def _scan_wrapped(
     """Match one message wrapped over several lines, as joined at a space and mid-word.
 
     Where a line of it already named a cause, the joined message only adds the details that
-    line alone did not hold (a name cut off by the wrap).
+    line alone did not hold (a name cut off by the wrap), unless the joined message matches a
+    more specific pattern (one listed earlier) of another cause: then that cause claims the
+    message's lines (``CUDA_ERROR_OUT_OF_MEMORY`` alone is ``oom``; wrapped after
+    ``failed call to cuDevicePrimaryCtxRetain:`` it is ``gpu_memory_in_use``).
     """
     claimed_here = [claimed_by[s] for s in starts if s in claimed_by]
     if claimed_here:
         pattern = claimed_here[0]
+        better = _earlier_match(variants, _pattern_rank()[id(pattern)])
+        if better is not None and better.cause != pattern.cause:
+            for s in starts:
+                old = claimed_by.pop(s, None)
+                if old is not None:
+                    hits_of_old = cause_hits[old.cause]
+                    hits_of_old.remove(s)
+                    if hits_of_old.count <= 0:
+                        del cause_hits[old.cause]
+                claimed[s] = better.cause
+                claimed_by[s] = better
+            _record(cause_hits.setdefault(better.cause, _Hits()), better, starts[0], variants[0])
+            return
         hits = cause_hits[pattern.cause]
         if pattern.detail and len(hits.details) < MAX_DETAILS:
             for variant in variants:
@@ -308,6 +329,23 @@ def _scan_wrapped(
                     if value and len(hits.details) < MAX_DETAILS:
                         hits.details.setdefault(value, None)
                 return
+
+
+@functools.cache
+def _pattern_rank() -> dict[int, int]:
+    """Each pattern's place in :data:`PATTERNS` (earlier is more specific), by identity."""
+    return {id(p): i for i, p in enumerate(PATTERNS)}
+
+
+def _earlier_match(variants: tuple[str, str], before: int) -> Pattern | None:
+    """The first of the patterns listed before ``before`` that the joined message matches."""
+    for pattern in PATTERNS[:before]:
+        for variant in variants:
+            if pattern.anchor in variant and (
+                pattern.regex is None or pattern.regex.search(variant)
+            ):
+                return pattern
+    return None
 
 
 def _benign_label(variants: tuple[str, str]) -> str | None:

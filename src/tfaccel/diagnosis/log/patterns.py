@@ -445,7 +445,12 @@ PATTERNS: tuple[Pattern, ...] = (
         "CUDA_ERROR_OUT_OF_MEMORY",
         regex=r"(?i)(?:create|retain|initiali[sz]e) (?:a )?(?:CUDA )?context|cuCtxCreate|"
         r"cuDevicePrimaryCtxRetain",
-        detail=_extract(r"(?P<e>\S*[Cc]ontext\S*.{0,120})", "{e}"),
+        detail=_extract(
+            r"(?P<f>cuDevicePrimaryCtxRetain|cuCtxCreate|(?i:create|retain|initiali[sz]e) "
+            r"(?:a )?(?:CUDA )?context)\W",
+            "CUDA_ERROR_OUT_OF_MEMORY in {f}: CUDA's own context did not fit, before any "
+            "tensor was allocated",
+        ),
     ),
     _p(
         "no_driver_or_hidden",
@@ -645,10 +650,11 @@ PATTERNS: tuple[Pattern, ...] = (
     _p(
         "nccl_unavailable",
         "NcclAllReduce",
-        regex=r"No OpKernel was registered to support Op 'Nccl\w+'",
+        regex=r"(?:No OpKernel was registered to support Op|Op type not registered) 'Nccl\w+'",
         detail=_extract(r"num_devices=(?P<n>\d+)", "NCCL all-reduce over {n} GPUs"),
     ),
     _p("cupti_privileges", "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES", status="warn"),
+    _p("cupti_privileges", "Insufficient privilege to run libcupti", status="warn"),
     _p(
         "pluggable_device",
         "tensorflow-plugins",
@@ -660,8 +666,24 @@ PATTERNS: tuple[Pattern, ...] = (
     ),
     _p(
         "pluggable_device",
+        "_plugin.",
+        regex=r"(?<!nvinfer)_plugin\.(?:dll|so|dylib)\b.*\bnot found",
+        detail=_extract(
+            r"(?P<p>\w+_plugin\.(?:dll|so|dylib))", "{p} (a PluggableDevice plugin) did not load"
+        ),
+    ),
+    _p(
+        "pluggable_device",
         "found 0 compatible adapters",
         detail=_extract(r"(?P<e>DirectML device enumeration: found 0 compatible adapters)", "{e}"),
+    ),
+    _p(
+        "legacy_optimizer_needed",
+        "deprecated in the new Keras optimizer",
+        detail=_extract(
+            r"(?P<a>\w+)\W* is deprecated in the new Keras optimizer",
+            "{a}= is not an argument of the new optimizer",
+        ),
     ),
     _p(
         "input_ran_out",
