@@ -25,23 +25,34 @@ __all__ = ["MAX_QUOTED", "UnrecognisedLine", "unrecognised_lines"]
 MAX_QUOTED = 5  # error lines quoted in the report
 MAX_CHARS = 200  # each trimmed to this many characters
 
-# One regex over the whole text (re.MULTILINE): each alternative is one kind of error line.
+# What an error line looks like, matched at the start of a line: each alternative is one kind.
 _ERROR_RE = re.compile(
-    r"""^[ \t]*(?:
+    r"""[ \t]*(?:
         (?:\d{4}-\d\d-\d\d[ T][\d:.,]+:?[ \t]+)?              # 2024-01-01 12:00:00.123:
         [EF](?:\d{4}[ \t]+\d\d:\d\d:[\d.]+[ \t]+\d+[ \t]+|[ \t]+)   # E0000 00:00:1.0 7 / E
         \S+:\d+\][ \t]*\S                                   # file.cc:42] message
       | (?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Failure):[ \t]*\S   # ValueError: ...
       | (?:ERROR|FATAL|CRITICAL)(?::[\w.]*:|:)[ \t]*\S          # ERROR:tensorflow: / ERROR:
-      | .*\bCheck[ ]failed:                                # CHECK failures
     )""",
-    re.MULTILINE | re.VERBOSE,
+    re.VERBOSE,
+)
+_CHECK_FAILED = "Check failed:"
+# Text that every error line holds, found with str.find (fast, in C) before a line is read:
+# absl/glog lines start with E or F, or carry ": E " after a timestamp.
+_MARKERS = (
+    "\nE",
+    "\nF",
+    ": E ",
+    ": F ",
+    "Error:",
+    "Exception:",
+    "Failure:",
+    "ERROR:",
+    "FATAL",
+    "CRITICAL:",
+    _CHECK_FAILED,
 )
 _TRACEBACK = "Traceback (most recent call last):"
-# The part of an absl/glog line that repeats: its message, without time, thread and file.
-_MESSAGE_RE = re.compile(
-    r"^\s*(?:\d{4}-\d\d-\d\d[ T][\d:.,]+:?\s+)?[EF]\S*\s+(?:\S+\s+\d+\s+)?\S+\]"
-)
 
 
 @dataclass
@@ -64,9 +75,11 @@ def unrecognised_lines(text: str, claimed: set[int]) -> list[UnrecognisedLine]:
         a traceback whose last line is not an error line gives that last line.
     """
     starts: dict[int, None] = {}
-    for match in _ERROR_RE.finditer(text):
-        start = text.rfind("\n", 0, match.start() + 1) + 1
-        starts.setdefault(start, None)
+    for start in _candidates(text):
+        end = text.find("\n", start)
+        line = text[start : end if end != -1 else len(text)]
+        if _ERROR_RE.match(line) or _CHECK_FAILED in line:
+            starts.setdefault(start, None)
     for start in _traceback_ends(text):
         starts.setdefault(start, None)
     found: list[UnrecognisedLine] = []
@@ -77,13 +90,24 @@ def unrecognised_lines(text: str, claimed: set[int]) -> list[UnrecognisedLine]:
             continue
         end = text.find("\n", start)
         raw = text[start : end if end != -1 else len(text)].strip()
-        key = _MESSAGE_RE.sub("", raw).strip()
+        key = _message(raw)
         if not key or key in seen:
             continue
         seen.add(key)
         line += text.count("\n", previous, start)
         previous = start
         found.append(UnrecognisedLine(line, _trimmed(raw)))
+    return found
+
+
+def _candidates(text: str) -> set[int]:
+    """The start of every line that holds one of :data:`_MARKERS` (the first line too)."""
+    found = {0}
+    for marker in _MARKERS:
+        pos = text.find(marker)
+        while pos != -1:
+            found.add(text.rfind("\n", 0, pos + 1 if marker[0] == "\n" else pos) + 1)
+            pos = text.find(marker, pos + 1)
     return found
 
 
@@ -103,6 +127,13 @@ def _traceback_ends(text: str) -> list[int]:
                 break
         pos = text.find(_TRACEBACK, pos + len(_TRACEBACK))
     return ends
+
+
+def _message(line: str) -> str:
+    """The part of a line that repeats: an absl/glog line's message, without its time, thread
+    and source file (``E0000 00:00:1.0 7 x.cc:9] msg`` -> ``msg``)."""
+    head, sep, rest = line.partition("] ")
+    return rest.strip() if sep and len(head) < 160 and ":" in head else line
 
 
 def _trimmed(line: str) -> str:
