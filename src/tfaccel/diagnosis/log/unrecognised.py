@@ -77,8 +77,8 @@ def unrecognised_lines(text: str, claimed: set[int]) -> list[UnrecognisedLine]:
     starts: dict[int, None] = {}
     for start in _candidates(text):
         end = text.find("\n", start)
-        line = text[start : end if end != -1 else len(text)]
-        if _ERROR_RE.match(line) or _CHECK_FAILED in line:
+        candidate = text[start : end if end != -1 else len(text)]
+        if _ERROR_RE.match(candidate) or _CHECK_FAILED in candidate:
             starts.setdefault(start, None)
     for start in _traceback_ends(text):
         starts.setdefault(start, None)
