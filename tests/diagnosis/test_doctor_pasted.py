@@ -406,3 +406,193 @@ def test_the_cause_each_public_issue_established(scenario: tuple[str, str, str])
     assert cause in found, [c.id for c in report.causes]
     assert found[cause].status == status
     assert found[cause].numbers["strength"] == ("inferred" if status == "warn" else "message")
+
+
+# --------------------------------------------------------------------------- causes of 2026-11
+
+
+@pytest.mark.parametrize(
+    ("file", "cause", "status", "detail"),
+    [
+        ("f_protobuf_dso60_tf114.log", "protobuf_incompatible", "fail", None),
+        ("f_protobuf_nsfw154_tfhub_import.log", "protobuf_incompatible", "fail", None),
+        (
+            "f_keras_mixed_segmodels413_windows.log",
+            "keras_versions_mixed",
+            "fail",
+            "the optimizer given: tensorflow.python.keras.optimizers.Adam",
+        ),
+        (
+            "f_keras_mixed_radam30_tf20rc0.log",
+            "keras_versions_mixed",
+            "fail",
+            "the optimizer given: keras_radam.optimizers.RAdam",
+        ),
+        (
+            "f_input_ran_out_deepcell519.log",
+            "input_ran_out",
+            "warn",
+            "steps_per_epoch * epochs = 9810.0 batches",
+        ),
+        ("f_memgrowth_yolov3tf2_225_two_2080ti.log", "memory_growth_inconsistent", "fail", None),
+        (
+            "f_cudnn_init_urlnet7_tf113.log",
+            "cudnn_init_failed",
+            "fail",
+            "cuDNN: CUDNN_STATUS_INTERNAL_ERROR",
+        ),
+        (
+            "f_legacy_opt_keras3r_1352_tf211.log",
+            "legacy_optimizer_needed",
+            "fail",
+            "decay= is not an argument of the new optimizer",
+        ),
+        (
+            "f_x86emu_tf62860_m1max_illegal4.log",
+            "x86_emulation",
+            "fail",
+            "macOS: line 2: Python 3.11.7 (main, Dec  4 2023, 18:10:11) [Clang 15.0.0 "
+            "(clang-1500.1.0.2.5)] on darwin",
+        ),
+        ("f_cupti_tf39143_nightly_docker.log", "cupti_privileges", "warn", None),
+        (
+            "f_xla_op_tf126007_stringformat_cpu.log",
+            "xla_unsupported_op",
+            "fail",
+            "StringFormat has no XLA_CPU_JIT kernel (jit_compile)",
+        ),
+        (
+            "f_nccl_tf28372_winserver_4x1080ti.log",
+            "nccl_unavailable",
+            "fail",
+            "NCCL all-reduce over 4 GPUs",
+        ),
+        (
+            "f_plugin_dml331_tfdml_dll_tf211.log",
+            "pluggable_device",
+            "fail",
+            "tfdml_plugin.dll (a PluggableDevice plugin) did not load",
+        ),
+    ],
+)
+def test_the_causes_added_in_2026_11_on_their_real_logs(
+    file: str, cause: str, status: str, detail: str | None
+) -> None:
+    report = match_log(read_log_file(str(CORPUS / file)))
+    assert [(c.id, c.status) for c in report.causes] == [(cause, status)]
+    found = report.causes[0]
+    assert found.fix == CAUSES[cause].fix and found.title == CAUSES[cause].title
+    if detail is not None:
+        assert detail in found.evidence
+    assert any(e.startswith("line ") for e in found.evidence)
+
+
+def test_a_cudnn_handle_that_failed_is_told_from_cudnn_out_of_memory() -> None:
+    assert named(
+        "E cuda_dnn.cc:334] Could not create cudnn handle: CUDNN_STATUS_INTERNAL_ERROR"
+    ) == [("cudnn_init_failed", "fail")]
+    assert named("E cuda_dnn.cc:334] Could not create cudnn handle: CUDNN_STATUS_ALLOC_FAILED") == [
+        ("oom", "fail")
+    ]
+    assert named(
+        "UnknownError: Failed to get convolution algorithm. This is probably because cuDNN "
+        "failed to initialize, so try looking to see if a warning log message was printed above."
+    ) == [("cudnn_init_failed", "fail")]
+
+
+def test_out_of_memory_at_context_creation_is_another_process_not_the_batch() -> None:
+    at_start = (
+        "W platform_util.cc:240] unable to create StreamExecutor for CUDA:0: failed initializing "
+        "StreamExecutor for CUDA device ordinal 0: Internal: failed call to "
+        "cuDevicePrimaryCtxRetain: CUDA_ERROR_OUT_OF_MEMORY: out of memory; total memory "
+        "reported: 11523260416"
+    )
+    assert named(at_start) == [("gpu_memory_in_use", "fail")]
+    assert named("E cuda_driver.cc:152] failed call to cuInit: CUDA_ERROR_OUT_OF_MEMORY") == [
+        ("gpu_memory_in_use", "fail")
+    ]
+    during_training = (
+        "E cuda_driver.cc:1002] failed to allocate 190.31M (199557120 bytes) from device: "
+        "CUDA_ERROR_OUT_OF_MEMORY"
+    )
+    assert named(during_training) == [("oom", "fail")]
+    assert named("failed call to cuInit: CUDA_ERROR_NO_DEVICE") == [("no_driver_or_hidden", "fail")]
+
+
+def test_the_lr_warning_of_the_new_optimizer_is_only_a_warn() -> None:
+    text = (
+        "WARNING:absl:`lr` is deprecated in Keras optimizer, please use `learning_rate` or use "
+        "the legacy optimizer, e.g.,tf.keras.optimizers.legacy.SGD."
+    )
+    report = match_log(text)
+    assert [(c.id, c.status) for c in report.causes] == [("legacy_optimizer_needed", "warn")]
+    assert "lr= is deprecated" in report.causes[0].evidence
+
+
+def test_a_layer_of_the_other_keras_is_named_as_mixed_kerases() -> None:
+    text = (
+        "TypeError: The added layer must be an instance of class Layer. Found: "
+        "<keras.layers.core.Dense object at 0x7f3c2c1f2e10>"
+    )
+    report = match_log(text)
+    assert [c.id for c in report.causes] == ["keras_versions_mixed"]
+    assert "the layer given: keras.layers.core.Dense" in report.causes[0].evidence
+
+
+def test_the_fresh_split_is_reported_apart(capsys: pytest.CaptureFixture[str]) -> None:
+    assert doctor_corpus.main(["--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    splits = data["per_split"]
+    assert {"earlier", "fresh (all)"} <= set(splits)
+    assert any(s.startswith("dev-") for s in splits) and any(s.startswith("fresh-") for s in splits)
+    assert (
+        sum(n.get("right", 0) + n.get("wrong", 0) for s, n in splits.items() if s != "fresh (all)")
+        == data["logs"]
+    )
+    assert data["clean_with_unrecognised_lines"] == []
+
+
+def test_a_wrapped_message_names_the_more_specific_cause_its_lines_alone_do_not() -> None:
+    text = (
+        "for CUDA device ordinal 0: Internal: failed call to cuDevicePrimaryCtxRetain: \n"
+        "CUDA_ERROR_OUT_OF_MEMORY; total memory reported: 18446744073709551615\n"
+    )
+    report = match_log(text)
+    assert [(c.id, c.status) for c in report.causes] == [("gpu_memory_in_use", "fail")]
+    assert report.causes[0].numbers["line_numbers"] == [1]
+    assert named("CUDA_ERROR_OUT_OF_MEMORY; total memory reported: 1\n") == [("oom", "fail")]
+
+
+@pytest.mark.parametrize(
+    ("text", "cause"),
+    [
+        (
+            "- OS Platform (e.g.MacOS Bigsur 11.0 M1 Chip):\nillegal hardware instruction  python3",
+            "x86_emulation",
+        ),
+        (
+            "Op type not registered 'NcclAllReduce' in binary running on Windows10.",
+            "nccl_unavailable",
+        ),
+        ("tfdml_plugin.dll not found", "pluggable_device"),
+        ("Insufficient privilege to run libcupti (you need root permission).", "cupti_privileges"),
+        (
+            "**decay** is deprecated in the new Keras optimizer as tf.keras.optimizers.legacy.SGD",
+            "legacy_optimizer_needed",
+        ),
+    ],
+)
+def test_other_wordings_of_the_new_causes(text: str, cause: str) -> None:
+    assert [c.id for c in match_log(text).causes] == [cause]
+
+
+def test_tensorrt_plugin_lines_stay_benign() -> None:
+    text = (
+        "W dso_loader.cc:64] Could not load dynamic library 'libnvinfer_plugin.so.7'; dlerror: "
+        "libnvinfer_plugin.so.7: cannot open shared object file: No such file or directory; "
+        "not found\n"
+    )
+    report = match_log(text)
+    assert report.causes == [] and [b.label for b in report.benign] == [
+        "TensorRT not found (only TF-TRT needs it)"
+    ]

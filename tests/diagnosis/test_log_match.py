@@ -279,6 +279,71 @@ def test_nothing_matched_says_so() -> None:
     assert data["matched"] is False and data["causes"] == [] and data["line_count"] == 2
 
 
+UNREAD_LOG = """\
+2024-03-01 10:00:00.000000: I tensorflow/core/platform/cpu_feature_guard.cc:182] This TensorFlow binary is optimized to use available CPU instructions
+2024-03-01 10:00:01.000000: E tensorflow/core/kernels/x.cc:77] INTERNAL: a message nobody catalogued
+E0000 00:00:1727000000.123456   12345 y.cc:9] INTERNAL: a message nobody catalogued
+E0000 00:00:1727000000.123456   12345 y.cc:9] INTERNAL: a message nobody catalogued
+F0000 00:00:1727000001.000000   12345 z.cc:3] Check failed: ptr != nullptr
+Traceback (most recent call last):
+  File "train.py", line 3, in <module>
+    model.fit(x)
+KeyboardInterrupt
+ERROR:tensorflow:something went wrong
+W0000 00:00:1727000000.123456   12345 gpu_device.cc:2344] Cannot dlopen some GPU libraries.
+this line mentions an Error: in prose and is not one
+"""
+
+
+def test_error_lines_no_cause_claims_are_quoted_once_per_message() -> None:
+    report = match_log(UNREAD_LOG, source="run.log")
+    assert cause_ids(report) == ["missing_cuda_libs"]
+    assert [(u.line, u.text[:40]) for u in report.unrecognised] == [
+        (2, "2024-03-01 10:00:01.000000: E tensorflow"),
+        (5, "F0000 00:00:1727000001.000000 12345 z.cc"),
+        (9, "KeyboardInterrupt"),
+        (10, "ERROR:tensorflow:something went wrong"),
+    ]
+    assert report.unrecognised_count == 4
+    assert report.summary.endswith("; 4 error line(s) not recognised")
+    data = report.to_dict()
+    assert data["unrecognised"][0] == {"line": 2, "text": report.unrecognised[0].text}
+    assert data["next_step"].startswith("tfaccel doctor --log run.log --bundle ")
+
+
+def test_unrecognised_lines_are_trimmed_and_capped() -> None:
+    text = "".join(
+        f"E0000 00:00:1.0 1 op.cc:{i}] INTERNAL: failure {i} {'x' * 400}\n" for i in range(9)
+    )
+    report = match_log(text)
+    assert report.unrecognised_count == 9 and len(report.unrecognised) == 5
+    assert all(len(u.text) == 200 and u.text.endswith("...") for u in report.unrecognised)
+    assert (
+        report.summary == "no known cause matched, but 9 error line(s) not recognised; 9 lines read"
+    )
+
+
+def test_benign_and_claimed_error_lines_are_not_unrecognised() -> None:
+    text = (
+        f"{ABSL}cuda_dnn.cc:8310] Unable to register cuDNN factory: Attempting to register\n"
+        "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating "
+        "tensor with shape[8,1024]\n"
+    )
+    report = match_log(text)
+    assert report.unrecognised == [] and report.unrecognised_count == 0
+    assert report.to_dict()["next_step"] is None
+
+
+def test_clean_logs_of_the_corpus_hold_no_unrecognised_error() -> None:
+    corpus = Path(__file__).parents[1] / "data" / "doctor-corpus"
+    for index in sorted(corpus.glob("index-*.jsonl")):
+        for line in index.read_text().splitlines():
+            entry = json.loads(line)
+            if entry["cause"] in ("", None, "clean"):
+                report = match_log(read_log_file(str(corpus / entry["file"])))
+                assert report.unrecognised == [], entry["file"]
+
+
 def test_several_causes_in_file_order_with_line_numbers_and_capped_lines() -> None:
     oom = "OOM when allocating tensor with shape[32,1024,1024]"
     lines = ["start", "Could not load dynamic library 'libcudnn.so.8'; dlerror: not found"]

@@ -212,6 +212,25 @@ def test_a_log_without_a_cause_says_so() -> None:
     assert "<p>no known cause matched (2 lines read)</p>" in findings_html(report)
 
 
+def test_error_lines_not_recognised_are_quoted_with_the_next_step() -> None:
+    text = "E0000 00:00:1.0 7 op.cc:9] INTERNAL: <b>never seen</b>\nKeyError: 'x'\n"
+    report = DoctorReport(log=match_log(text, source="my run.log"))
+    out = plain(findings_terminal(report))
+    assert "no known cause matched (2 lines read), but the log holds error lines" in out
+    assert "not recognised: 2 error line(s) match no known cause:" in out
+    assert "line 1: E0000 00:00:1.0 7 op.cc:9] INTERNAL: <b>never seen</b>" in out
+    assert "line 2: KeyError: 'x'" in out
+    assert "next: tfaccel doctor --log 'my run.log' --bundle tfaccel-bundle.md" in out
+    assert "no known failure, but error lines not recognised" in out
+    assert "no failures (" not in out
+    markdown = findings_markdown(report)
+    assert "not recognised: 2 error line(s)" in markdown and "<b>never" not in markdown
+    page = findings_html(report)
+    assert "&lt;b&gt;never seen&lt;/b&gt;" in page and "--bundle tfaccel-bundle.md" in page
+    doc = json.loads(json.dumps(report.to_dict()))
+    assert plain(findings_terminal(doc)) == out
+
+
 def test_text_lines_keep_a_long_fix_command_whole() -> None:
     command = "nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader"
     f = Finding("gpu_memory_in_use", "warn", "other processes hold GPU memory", fix=command)

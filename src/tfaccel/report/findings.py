@@ -30,7 +30,7 @@ from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderR
 from rich.text import Text
 
 from tfaccel.core.findings import Finding, counts
-from tfaccel.core.markup import html_text, md_cell
+from tfaccel.core.markup import html_text, md_cell, md_line
 
 __all__ = [
     "STATUS_STYLE",
@@ -69,11 +69,33 @@ class _Parts:
         """The verdict (``failures found``) and the count of each status."""
         number = counts([*self.findings, *self.causes])
         verdict = "failures found" if number["fail"] else "no failures"
+        if not number["fail"] and (self.log or {}).get("unrecognised_count"):
+            verdict = "no known failure, but error lines not recognised (see above)"
         return verdict, ", ".join(f"{number[s]} {s}" for s in _SUMMARY_ORDER)
 
     def no_cause(self) -> str:
         lines = (self.log or {}).get("line_count", "?")
+        if (self.log or {}).get("unrecognised_count"):
+            return (
+                f"no known cause matched ({lines} lines read), but the log holds error lines "
+                "that tfaccel does not recognise"
+            )
         return f"no known cause matched ({lines} lines read)"
+
+    def unrecognised(self) -> list[str]:
+        """The error lines no known cause claimed: a heading, the quoted lines, the next step."""
+        log = self.log or {}
+        count = log.get("unrecognised_count") or 0
+        if not count:
+            return []
+        quoted = log.get("unrecognised") or []
+        other = " other" if self.causes else ""
+        out = [f"not recognised: {count}{other} error line(s) match no known cause:"]
+        out += [f"line {u.get('line')}: {u.get('text')}" for u in quoted]
+        if count > len(quoted):
+            out.append(f"... and {count - len(quoted)} more")
+        out.append(f"next: {log.get('next_step') or ''}".rstrip())
+        return out
 
     def benign(self) -> str | None:
         benign = (self.log or {}).get("benign") or []
@@ -253,6 +275,12 @@ class _LogPart:
             yield _FindingRows(list(parts.causes), self.verbose, indent=2)
         else:
             yield from _wrapped(parts.no_cause(), width, "  ", "  ")
+        unread = parts.unrecognised()
+        if unread:
+            yield from _wrapped(unread[0], width, "  ", "  ", style="yellow")
+            for line in unread[1:-1]:
+                yield from _wrapped(line, width, "    ", "      ")
+            yield from _wrapped(unread[-1], width, "  ", "  ")
         benign = parts.benign()
         if benign:
             yield from _wrapped(benign, width, "  ", "  ")
@@ -284,6 +312,11 @@ def findings_markdown(subject: Findings) -> str:
         notes = [f"- {md_cell(str(note))}" for note in log.get("notes") or []]
         out += [*notes, ""] if notes else []
         out += _md_table(list(parts.causes)) if parts.causes else [md_cell(parts.no_cause()), ""]
+        unread = parts.unrecognised()
+        if unread:
+            out += [md_cell(unread[0]), ""]
+            out += [f"- {md_line(line)}" for line in unread[1:-1]]
+            out += ["", md_cell(unread[-1]), ""]
         benign = parts.benign()
         out += [md_cell(benign), ""] if benign else []
     if parts.report:
@@ -331,6 +364,11 @@ def findings_html(subject: Findings) -> str:
             if parts.causes
             else f"<p>{html_text(parts.no_cause(), breaks=True)}</p>"
         )
+        unread = parts.unrecognised()
+        if unread:
+            items = "".join(f"<li><code>{html_text(line)}</code></li>" for line in unread[1:-1])
+            out.append(f"<p>{html_text(unread[0])}</p><ul>{items}</ul>")
+            out.append(f"<p>{html_text(unread[-1])}</p>")
         benign = parts.benign()
         if benign:
             out.append(f"<p>{html_text(benign, breaks=True)}</p>")

@@ -72,8 +72,9 @@ _PLATFORMS: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "macos",
         re.compile(
-            r"on darwin\b|macOS\b|Darwin\b|tensorflow[-_](?:macos|metal)\b|"
-            r"-apple-darwin|Apple M\d\b|macosx_\d+_\d+_(?:arm64|x86_64|universal2)"
+            r"on darwin\b|\b[Mm]ac ?OS\b|Darwin\b|tensorflow[-_](?:macos|metal)\b|"
+            r"-apple-darwin|Apple M\d\b|\bM[1-4] (?:[Cc]hip|Pro|Max|Ultra)\b|"
+            r"macosx_\d+_\d+_(?:arm64|x86_64|universal2)"
         ),
     ),
     (

@@ -143,7 +143,9 @@ def _shadowing(facts: LogFacts, found: dict[str, Finding]) -> tuple[list[str], l
 
 
 def _specific(cause: Finding, facts: LogFacts) -> Finding:
-    """A message made specific by the platform: libcuda missing on WSL2 is WSL's libcuda."""
+    """A message made specific by the platform: libcuda missing on WSL2 is WSL's libcuda; an
+    illegal instruction on macOS is an x86_64 TensorFlow under Rosetta (every Intel Mac since
+    2011 has AVX; Rosetta translates none)."""
     platform = facts.platform
     if (
         cause.id == "no_driver_or_hidden"
@@ -157,5 +159,13 @@ def _specific(cause: Finding, facts: LogFacts) -> Finding:
             title=CAUSES["wsl_libcuda"].title,
             fix=CAUSES["wsl_libcuda"].fix,
             evidence=[f"WSL2: {platform.evidence}", *cause.evidence],
+        )
+    if cause.id == "cpu_no_avx" and platform is not None and platform.value == "macos":
+        return dataclasses.replace(
+            cause,
+            id="x86_emulation",
+            title=CAUSES["x86_emulation"].title,
+            fix=CAUSES["x86_emulation"].fix,
+            evidence=[f"macOS: {platform.evidence}", *cause.evidence],
         )
     return cause

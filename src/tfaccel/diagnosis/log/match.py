@@ -22,6 +22,7 @@ import bisect
 import dataclasses
 import functools
 import re
+import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,14 +34,20 @@ from tfaccel.diagnosis.log.infer import infer
 from tfaccel.diagnosis.log.patterns import BENIGN, CAUSES, PATTERNS, UNNAMED_LIBRARY_FIX, Pattern
 from tfaccel.diagnosis.log.read import LogText, count_lines, window_text
 from tfaccel.diagnosis.log.shape import strip_quotes, wrapped_groups
+from tfaccel.diagnosis.log.unrecognised import MAX_QUOTED, UnrecognisedLine, unrecognised_lines
 
-__all__ = ["BenignMatch", "LogReport", "match_log"]
+__all__ = ["BUNDLE_HINT", "BenignMatch", "LogReport", "UnrecognisedLine", "match_log"]
 
 MAX_LINES_SHOWN = 5
 MAX_LINE_CHARS = 300
 MAX_DETAILS = 8
 DETAIL_LINES = 100  # details are read from the first lines of a cause only
 JOIN_LIMIT_CHARS = 1024 * 1024  # wrapped lines are joined in texts up to this size (pastes)
+# What to do with error lines the matcher did not recognise.
+BUNDLE_HINT = (
+    "tfaccel doctor --log {log} --bundle tfaccel-bundle.md (on the machine that wrote the log) "
+    "writes one redacted file with the log, versions and findings: attach it to a bug report"
+)
 
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
 
@@ -65,6 +72,10 @@ class LogReport:
         bytes_scanned: bytes of input that were scanned.
         notes: remarks on the input (which part of a big file was scanned, its encoding).
         source: where the text came from (a path, ``<stdin>``), when known.
+        unrecognised: error lines (``E``/``F`` lines, exceptions, ``Check failed``) that no
+            cause and no benign label claimed, once per message, the first
+            :data:`~tfaccel.diagnosis.log.unrecognised.MAX_QUOTED` of them.
+        unrecognised_count: how many such distinct error lines the log holds.
     """
 
     causes: list[Finding] = field(default_factory=list)
@@ -73,6 +84,8 @@ class LogReport:
     bytes_scanned: int = 0
     notes: list[str] = field(default_factory=list)
     source: str | None = None
+    unrecognised: list[UnrecognisedLine] = field(default_factory=list)
+    unrecognised_count: int = 0
 
     @property
     def matched(self) -> bool:
@@ -81,11 +94,27 @@ class LogReport:
 
     @property
     def summary(self) -> str:
-        """One line: which causes matched, or that none did."""
+        """One line: which causes matched, or that none did; and the error lines not read."""
+        unread = (
+            f"{self.unrecognised_count} error line(s) not recognised"
+            if self.unrecognised_count
+            else ""
+        )
         if not self.causes:
+            if unread:
+                return f"no known cause matched, but {unread}; {self.line_count} lines read"
             return f"no known cause matched; {self.line_count} lines read"
         ids = ", ".join(cause.id for cause in self.causes)
-        return f"{len(self.causes)} known cause(s) in {self.line_count} lines: {ids}"
+        named = f"{len(self.causes)} known cause(s) in {self.line_count} lines: {ids}"
+        return f"{named}; {unread}" if unread else named
+
+    @property
+    def next_step(self) -> str | None:
+        """What to do about error lines not recognised (None when there are none)."""
+        if not self.unrecognised_count:
+            return None
+        given = self.source if self.source and self.source != "<stdin>" else "LOG"
+        return BUNDLE_HINT.format(log=shlex.quote(given) if given != "LOG" else given)
 
     def findings(self, source: str = "log") -> list[Finding]:
         """The causes tagged with ``source`` (``deep`` for the log of ``doctor --deep``)."""
@@ -101,6 +130,9 @@ class LogReport:
             "line_count": self.line_count,
             "bytes_scanned": self.bytes_scanned,
             "notes": list(self.notes),
+            "unrecognised": [u.to_dict() for u in self.unrecognised],
+            "unrecognised_count": self.unrecognised_count,
+            "next_step": self.next_step,
         }
 
 
@@ -127,9 +159,19 @@ def match_log(text: str | LogText, source: str | None = None) -> LogReport:
         body, notes = window_text(text)
         scanned = len(body.encode("utf-8", errors="replace"))
     body = strip_quotes(_clean(body))
-    causes, benign = _scan(body)
+    causes, benign, claimed = _scan(body)
     causes = infer(causes, read_facts(body))
-    return LogReport(causes, benign, count_lines(body), scanned, notes, source)
+    unread = unrecognised_lines(body, claimed)
+    return LogReport(
+        causes,
+        benign,
+        count_lines(body),
+        scanned,
+        notes,
+        source,
+        unread[:MAX_QUOTED],
+        len(unread),
+    )
 
 
 def _clean(text: str) -> str:
@@ -159,6 +201,11 @@ class _Hits:
         bisect.insort(kept, (start, _shown(line)))
         del kept[MAX_LINES_SHOWN:]
 
+    def remove(self, start: int) -> None:
+        """Give a line back (a wrapped message that names a more specific cause claims it)."""
+        self.count -= 1
+        self.first_lines = [(s, text) for s, text in self.first_lines if s != start]
+
 
 def _shown(line: str) -> str:
     line = line.strip()
@@ -176,7 +223,7 @@ def _lines_with(text: str, anchor: str) -> Iterator[tuple[int, str]]:
         pos = text.find(anchor, end)
 
 
-def _scan(text: str) -> tuple[list[Finding], list[BenignMatch]]:
+def _scan(text: str) -> tuple[list[Finding], list[BenignMatch], set[int]]:
     claimed: dict[int, str] = {}  # line start -> cause id or benign label
     claimed_by: dict[int, Pattern] = {}  # line start -> the pattern that claimed it for a cause
     cause_hits: dict[str, _Hits] = {}
@@ -205,7 +252,8 @@ def _scan(text: str) -> tuple[list[Finding], list[BenignMatch]]:
             if joined_label is not None:
                 claimed.update(dict.fromkeys(group.starts, joined_label))
                 benign_hits.setdefault(joined_label, _Hits()).add(group.starts[0], group.joined)
-    return _build_results(text, cause_hits, benign_hits)
+    causes, benign = _build_results(text, cause_hits, benign_hits)
+    return causes, benign, set(claimed)
 
 
 @functools.cache
@@ -235,11 +283,27 @@ def _scan_wrapped(
     """Match one message wrapped over several lines, as joined at a space and mid-word.
 
     Where a line of it already named a cause, the joined message only adds the details that
-    line alone did not hold (a name cut off by the wrap).
+    line alone did not hold (a name cut off by the wrap), unless the joined message matches a
+    more specific pattern (one listed earlier) of another cause: then that cause claims the
+    message's lines (``CUDA_ERROR_OUT_OF_MEMORY`` alone is ``oom``; wrapped after
+    ``failed call to cuDevicePrimaryCtxRetain:`` it is ``gpu_memory_in_use``).
     """
     claimed_here = [claimed_by[s] for s in starts if s in claimed_by]
     if claimed_here:
         pattern = claimed_here[0]
+        better = _earlier_match(variants, _pattern_rank()[id(pattern)])
+        if better is not None and better.cause != pattern.cause:
+            for s in starts:
+                old = claimed_by.pop(s, None)
+                if old is not None:
+                    hits_of_old = cause_hits[old.cause]
+                    hits_of_old.remove(s)
+                    if hits_of_old.count <= 0:
+                        del cause_hits[old.cause]
+                claimed[s] = better.cause
+                claimed_by[s] = better
+            _record(cause_hits.setdefault(better.cause, _Hits()), better, starts[0], variants[0])
+            return
         hits = cause_hits[pattern.cause]
         if pattern.detail and len(hits.details) < MAX_DETAILS:
             for variant in variants:
@@ -265,6 +329,23 @@ def _scan_wrapped(
                     if value and len(hits.details) < MAX_DETAILS:
                         hits.details.setdefault(value, None)
                 return
+
+
+@functools.cache
+def _pattern_rank() -> dict[int, int]:
+    """Each pattern's place in :data:`PATTERNS` (earlier is more specific), by identity."""
+    return {id(p): i for i, p in enumerate(PATTERNS)}
+
+
+def _earlier_match(variants: tuple[str, str], before: int) -> Pattern | None:
+    """The first of the patterns listed before ``before`` that the joined message matches."""
+    for pattern in PATTERNS[:before]:
+        for variant in variants:
+            if pattern.anchor in variant and (
+                pattern.regex is None or pattern.regex.search(variant)
+            ):
+                return pattern
+    return None
 
 
 def _benign_label(variants: tuple[str, str]) -> str | None:

@@ -161,6 +161,94 @@ CAUSES: dict[str, Cause] = {
         "tensor is created or a library that creates one is imported; or "
         "export TF_FORCE_GPU_ALLOW_GROWTH=true",
     ),
+    "memory_growth_inconsistent": Cause(
+        "Memory growth was set on some GPUs and not on others (TensorFlow needs it alike on "
+        "every visible GPU)",
+        "for gpu in tf.config.list_physical_devices('GPU'): "
+        "tf.config.experimental.set_memory_growth(gpu, True) ; or hide the other GPUs first: "
+        "export CUDA_VISIBLE_DEVICES=0 ; or export TF_FORCE_GPU_ALLOW_GROWTH=true instead",
+    ),
+    "gpu_memory_in_use": Cause(
+        "CUDA could not start on the GPU for lack of memory: another process holds it",
+        "nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv "
+        "(then stop those processes, or export CUDA_VISIBLE_DEVICES=<a free GPU's index>)",
+    ),
+    "cudnn_init_failed": Cause(
+        "cuDNN failed to initialise (could not create its handle)",
+        "let TensorFlow's GPU memory grow so cuDNN can allocate its workspace: "
+        "export TF_FORCE_GPU_ALLOW_GROWTH=true (or tf.config.experimental.set_memory_growth(gpu, "
+        "True) for every GPU, first thing); `nvidia-smi` shows other processes holding the GPU; "
+        "if it persists, the cuDNN loaded does not fit the CUDA and driver: "
+        "pip install 'tensorflow[and-cuda]'",
+    ),
+    "protobuf_incompatible": Cause(
+        "The protobuf package is newer than the generated *_pb2.py code that imports it",
+        "pip install 'protobuf==3.20.*' (code generated before protoc 3.19 needs protobuf < 4), "
+        "or upgrade the package whose *_pb2.py the traceback names; slow workaround: "
+        "export PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python",
+    ),
+    "keras_versions_mixed": Cause(
+        "Two Kerases are mixed: objects of one (keras, tf.keras, Keras 3, tf_keras) were "
+        "given to the other",
+        "import every layer, optimizer and model from one Keras: all from tensorflow.keras "
+        "(or all from keras); a package built on Keras 2 under TensorFlow >= 2.16: "
+        "pip install tf-keras && export TF_USE_LEGACY_KERAS=1 ; an add-on built on standalone "
+        "Keras (keras-radam, keras-gradient-accumulation): export TF_KERAS=1",
+    ),
+    "legacy_optimizer_needed": Cause(
+        "The new Keras optimizer (TensorFlow >= 2.11) does not take this argument or use",
+        "give the new optimizer what it takes (learning_rate, not lr; a schedule, not decay: "
+        "tf.keras.optimizers.schedules.InverseTimeDecay(lr, decay_steps=1, decay_rate=decay)), "
+        "or use the legacy one: tf.keras.optimizers.legacy.Adam (TensorFlow 2.11 to 2.15; "
+        "from 2.16: pip install tf-keras && export TF_USE_LEGACY_KERAS=1)",
+    ),
+    "x86_emulation": Cause(
+        "An x86_64 TensorFlow ran on Apple silicon under Rosetta, which has no AVX "
+        "(Illegal instruction)",
+        "install an arm64 Python: `python -c 'import platform; print(platform.machine())'` must "
+        "print arm64 (Miniforge for arm64, or python.org's universal2 build; untick 'Open using "
+        "Rosetta' for the terminal), then in a new environment: pip install tensorflow "
+        "(>= 2.13; before: tensorflow-macos) and pip install tensorflow-metal for the GPU",
+    ),
+    "cupti_privileges": Cause(
+        "The profiler may not read the GPU's counters (CUPTI needs admin rights): the profile "
+        "has no GPU activity",
+        "run the profiled job as root, or allow every user on the host: "
+        "echo 'options nvidia NVreg_RestrictProfilingToAdminUsers=0' | sudo tee "
+        "/etc/modprobe.d/nvidia-profiling.conf && sudo update-initramfs -u && sudo reboot; "
+        "in Docker: docker run --cap-add SYS_ADMIN ...; to train without profiling: "
+        "tf.keras.callbacks.TensorBoard(profile_batch=0)",
+    ),
+    "xla_unsupported_op": Cause(
+        "XLA (jit_compile) has no kernel for an op in the compiled function",
+        "compile that function without XLA: model.compile(..., jit_compile=False), or "
+        "@tf.function without jit_compile=True; or move the op named (tf.print, tf.py_function, "
+        "string ops, shapes that depend on values such as tf.where) out of the compiled "
+        "function; TF_XLA_FLAGS=--tf_xla_auto_jit=2 compiles only the parts XLA supports",
+    ),
+    "nccl_unavailable": Cause(
+        "MirroredStrategy's all-reduce uses NCCL, which this TensorFlow build (Windows) lacks",
+        "strategy = tf.distribute.MirroredStrategy("
+        "cross_device_ops=tf.distribute.HierarchicalCopyAllReduce()) "
+        "(or tf.distribute.ReductionToOneDevice()); or run in WSL2 or Linux, whose TensorFlow "
+        "has NCCL",
+    ),
+    "pluggable_device": Cause(
+        "A PluggableDevice plugin (tensorflow-directml-plugin, tensorflow-metal) did not load or "
+        "found no GPU",
+        "a plugin runs only with the TensorFlow release it was built for: "
+        "tensorflow-directml-plugin: pip install tensorflow-cpu==2.10.0 "
+        "tensorflow-directml-plugin; tensorflow-metal: pip install the tensorflow-metal release "
+        "that https://developer.apple.com/metal/tensorflow-plugin/ lists for your TensorFlow; "
+        "DirectML finds no adapter on a GPU without full Direct3D 12 (Intel before Gen 9): "
+        "update the GPU driver, or train on the CPU",
+    ),
+    "input_ran_out": Cause(
+        "The input ran out of data before steps_per_epoch * epochs batches: training stopped early",
+        "drop steps_per_epoch (each epoch then runs to the end of the data), or set it to "
+        "len(x_train) // batch_size; a tf.data.Dataset meant to loop: dataset.repeat() before "
+        "model.fit",
+    ),
 }
 
 
@@ -347,6 +435,24 @@ PATTERNS: tuple[Pattern, ...] = (
         detail=_extract(r"(?P<e>libcuda\.so\.1: (?:cannot open|file too short)[^;]*)", "{e}"),
     ),
     _p(
+        "gpu_memory_in_use",
+        "failed call to cuInit",
+        regex=r"CUDA_ERROR_OUT_OF_MEMORY",
+        detail=_extract(r"failed call to cuInit: (?P<e>.{1,160})", "cuInit: {e}"),
+    ),
+    _p(
+        "gpu_memory_in_use",
+        "CUDA_ERROR_OUT_OF_MEMORY",
+        regex=r"(?i)(?:create|retain|initiali[sz]e) (?:a )?(?:CUDA )?context|cuCtxCreate|"
+        r"cuDevicePrimaryCtxRetain",
+        detail=_extract(
+            r"(?P<f>cuDevicePrimaryCtxRetain|cuCtxCreate|(?i:create|retain|initiali[sz]e) "
+            r"(?:a )?(?:CUDA )?context)\W",
+            "CUDA_ERROR_OUT_OF_MEMORY in {f}: CUDA's own context did not fit, before any "
+            "tensor was allocated",
+        ),
+    ),
+    _p(
         "no_driver_or_hidden",
         "failed call to cuInit",
         regex=r"CUDA_ERROR_NO_DEVICE|no CUDA-capable device",
@@ -396,6 +502,13 @@ PATTERNS: tuple[Pattern, ...] = (
     _p("missing_cuda_libs", "Skipping registering GPU devices"),
     _p("missing_cuda_libs", "DNN library is not found"),
     _p("cudnn_mismatch", "Loaded runtime CuDNN library", detail=_cudnn_versions),
+    _p(
+        "cudnn_init_failed",
+        "cudnn handle",
+        regex=r"(?i)(?:create|destroy) cudnn handle(?!: CUDNN_STATUS_ALLOC_FAILED)",
+        detail=_extract(r"(?i)create cudnn handle: (?P<e>CUDNN_STATUS_\w+)", "cuDNN: {e}"),
+    ),
+    _p("cudnn_init_failed", "This is probably because cuDNN failed to initialize"),
     _p("cudnn_mismatch", "DNN library initialization failed"),
     _p(
         "cc_too_low",
@@ -487,6 +600,99 @@ PATTERNS: tuple[Pattern, ...] = (
     ),
     _p("oom", "CUDNN_STATUS_ALLOC_FAILED"),
     _p("oom", "ResourceExhaustedError"),
+    _p("memory_growth_inconsistent", "Memory growth cannot differ between GPU devices"),
+    _p(
+        "protobuf_incompatible",
+        "be created directly",
+        regex=r"Descriptors cannot (?:not )?be created directly",
+    ),
+    _p(
+        "keras_versions_mixed",
+        "Could not interpret optimizer identifier",
+        detail=_extract(r"identifier:?'?,? <(?P<o>[\w.]+) object", "the optimizer given: {o}"),
+    ),
+    _p(
+        "keras_versions_mixed",
+        "The added layer must be an instance of class Layer",
+        detail=_extract(r"Found: <(?P<o>[\w.]+) object", "the layer given: {o}"),
+    ),
+    _p(
+        "legacy_optimizer_needed",
+        "is deprecated in Keras optimizer",
+        status="warn",
+        detail=_extract(r"`?(?P<a>\w+)`? is deprecated in Keras optimizer", "{a}= is deprecated"),
+    ),
+    _p(
+        "legacy_optimizer_needed",
+        "legacy optimizer",
+        regex=r"(?i)use (?:the )?legacy optimizer",
+        detail=_extract(
+            r"(?P<a>\w+) is deprecated in the new Keras optimizer",
+            "{a}= is not an argument of the new optimizer",
+        ),
+    ),
+    _p(
+        "xla_unsupported_op",
+        "Detected unsupported operations when trying to compile graph",
+        detail=_extract(
+            r"on (?P<d>XLA_\w+?_JIT): (?P<o>\w+)", "{o} has no {d} kernel (jit_compile)"
+        ),
+    ),
+    _p(
+        "xla_unsupported_op",
+        "OpKernel for XLA_",
+        regex=r"No registered '\w+' OpKernel for XLA_\w+_JIT devices",
+        detail=_extract(
+            r"No registered '(?P<o>\w+)' OpKernel for (?P<d>XLA_\w+_JIT)",
+            "{o} has no {d} kernel (jit_compile)",
+        ),
+    ),
+    _p(
+        "nccl_unavailable",
+        "NcclAllReduce",
+        regex=r"(?:No OpKernel was registered to support Op|Op type not registered) 'Nccl\w+'",
+        detail=_extract(r"num_devices=(?P<n>\d+)", "NCCL all-reduce over {n} GPUs"),
+    ),
+    _p("cupti_privileges", "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES", status="warn"),
+    _p("cupti_privileges", "Insufficient privilege to run libcupti", status="warn"),
+    _p(
+        "pluggable_device",
+        "tensorflow-plugins",
+        regex=r"tensorflow-plugins[\\/][^\s,)]+.*not found",
+        detail=_extract(
+            r"tensorflow-plugins[\\/](?P<p>[^\s,)\\/]+)",
+            "{p} (a PluggableDevice plugin) did not load",
+        ),
+    ),
+    _p(
+        "pluggable_device",
+        "_plugin.",
+        regex=r"(?<!nvinfer)_plugin\.(?:dll|so|dylib)\b.*\bnot found",
+        detail=_extract(
+            r"(?P<p>\w+_plugin\.(?:dll|so|dylib))", "{p} (a PluggableDevice plugin) did not load"
+        ),
+    ),
+    _p(
+        "pluggable_device",
+        "found 0 compatible adapters",
+        detail=_extract(r"(?P<e>DirectML device enumeration: found 0 compatible adapters)", "{e}"),
+    ),
+    _p(
+        "legacy_optimizer_needed",
+        "deprecated in the new Keras optimizer",
+        detail=_extract(
+            r"(?P<a>\w+)\W* is deprecated in the new Keras optimizer",
+            "{a}= is not an argument of the new optimizer",
+        ),
+    ),
+    _p(
+        "input_ran_out",
+        "Your input ran out of data",
+        status="warn",
+        detail=_extract(
+            r"in this case, (?P<n>[\d.]+) batches", "steps_per_epoch * epochs = {n} batches"
+        ),
+    ),
     _p(
         "config_after_init",
         "devices cannot be modified after being initialized",
