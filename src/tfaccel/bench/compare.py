@@ -25,10 +25,12 @@ or at two speeds 1.8x apart (30% of runs slow), before the IQR condition removes
 k = 3 and 2.5 times the spread it was 6 to 11%. With fewer than ``MIN_HISTORY`` (5) runs of
 one code no change is called: the row reads ``not compared``, "not enough history to call a
 change (k earlier runs)". Measured on a shared 2-core machine
-(``benchmarks/bench_compare_noise.py``, 16 back-to-back ``bench --smoke`` runs of unchanged
-code, each row compared with the run before it): when 3 earlier runs were enough, 5 of the 22
-rows compared with 3 or 4 earlier runs were called a change; with 5 or more, none of 121.
-A fixed default band would not do: those runs moved rows of the same code by up to 8x.
+(``benchmarks/bench_compare_noise.py``: back-to-back runs of unchanged code, each row compared
+with the run before it): of 16 ``bench --smoke`` runs, when 3 earlier runs were enough, 5 of
+the 22 rows compared with 3 or 4 earlier runs were called a change; with 5 or more, none of
+121; of 14 ``bench --quick`` runs, none of 99. A fixed default band would not do: those runs
+moved rows of the same code by 2.4x to 8x (smoke) and 2.5x to 14x (quick), so wide that a
+copy of the last run made 3x slower was not called on any row either.
 """
 
 from __future__ import annotations
