@@ -104,12 +104,10 @@ def test_second_run_compares_with_the_first(
     comparison = json.loads(out)["comparison"]
     assert comparison["before_run_id"] == 2
     assert {r["benchmark"] for r in comparison["rows"]} == {"matmul", "vector_add"}
-    # two or three earlier runs: too few to measure the noise between runs unless three
-    assert all(
-        r["status"] in ("better", "worse", "same")
-        or "not enough history to call a change" in r["verdict"]
-        for r in comparison["rows"]
-    )
+    # two earlier runs, fewer than the five needed to measure the noise between runs: no
+    # change is called, whatever the figures did
+    assert all(r["status"] == "not compared" for r in comparison["rows"])
+    assert any("not enough history to call a change" in r["verdict"] for r in comparison["rows"])
 
 
 @pytest.fixture

@@ -16,13 +16,21 @@ included). Group them by code: the tfaccel version and the model's architecture 
 so a change of code is never counted as noise. The spread is the largest
 ``|log(median_i / median_j)|`` over pairs of runs of the same code, i.e. the range of the log
 medians within a group. With ``k`` runs the range underestimates the spread of the next run
-against the last one, so the band is ``SAFETY`` (2.5) times the spread, never below
-``MIN_BAND`` (5%): for log-normal medians, a new run of the same code then falls outside the
-band about 6% of the time with k = 3 and under 1% with k >= 5 (simulated), before the IQR
-condition removes more. With fewer than ``MIN_HISTORY`` (3) runs of one code the spread is not
-measured and no change is called: the row reads ``not compared``, "not enough history to call
-a change (k earlier runs)". A fixed default band would not do: three back-to-back
-``bench --smoke`` runs on a busy 2-core machine moved rows of the same code by up to 10x.
+against the last one, the more so the smaller ``k``, so the band is :func:`safety_factor`
+``(k)`` times the spread: 2.5 up to 6 runs, then ``1 + 10 / k`` down to 1.5 at 20 runs, never
+below ``MIN_BAND`` (5%). Simulated (40,000 series each), a new run of the same code then
+falls outside the band at most 3% of the time with k = 5, 2% with k = 6 and under 1% from
+k = 8 on, whether the log medians are normal, heavy-tailed (Student t, 3 degrees of freedom)
+or at two speeds 1.8x apart (30% of runs slow), before the IQR condition removes more; with
+k = 3 and 2.5 times the spread it was 6 to 11%. With fewer than ``MIN_HISTORY`` (5) runs of
+one code no change is called: the row reads ``not compared``, "not enough history to call a
+change (k earlier runs)". Measured on a shared 2-core machine
+(``benchmarks/bench_compare_noise.py``: back-to-back runs of unchanged code, each row compared
+with the run before it): of 16 ``bench --smoke`` runs, when 3 earlier runs were enough, 5 of
+the 22 rows compared with 3 or 4 earlier runs were called a change; with 5 or more, none of
+121; of 14 ``bench --quick`` runs, none of 99. A fixed default band would not do: those runs
+moved rows of the same code by 2.4x to 8x (smoke) and 2.5x to 14x (quick), so wide that a
+copy of the last run made 3x slower was not called on any row either.
 """
 
 from __future__ import annotations
@@ -41,21 +49,26 @@ __all__ = [
     "MIN_HISTORY",
     "MIN_SAMPLES",
     "SAFETY",
+    "SAFETY_FLOOR",
     "NoiseBand",
     "between_run_noise",
     "compare_runs",
     "judge_change",
     "row_histories",
+    "safety_factor",
 ]
 
 MIN_SAMPLES = 3
 """Fewer samples in either run: the within-run noise is unknown, nothing is called."""
-MIN_HISTORY = 3
+MIN_HISTORY = 5
 """Earlier runs of one code needed to measure the between-run spread of a row."""
 MIN_BAND = 0.05
 """The narrowest between-run band, however stable the history looks."""
 SAFETY = 2.5
-"""The band is this many times the spread measured over the history."""
+"""The band is this many times the spread measured over up to 6 runs of history."""
+SAFETY_FLOOR = 1.5
+"""... and at least this many times the spread however long the history
+(:func:`safety_factor`)."""
 
 RowKey = tuple[str, str, str]
 
@@ -88,6 +101,17 @@ class NoiseBand:
         )
 
 
+def safety_factor(runs: int) -> float:
+    """How many times the spread measured over ``runs`` earlier runs the band is.
+
+    :data:`SAFETY` (2.5) up to 6 runs, then ``1 + 10 / runs``, never below :data:`SAFETY_FLOOR`
+    (1.5, from 20 runs): the range of more runs is a fuller measure of the spread, so it needs
+    less margin; simulated, the chance that a new run of the same code falls outside the band
+    stays at or under about 1% from 6 runs on (see the module docstring).
+    """
+    return min(SAFETY, max(SAFETY_FLOOR, 1 + 10 / runs)) if runs > 0 else SAFETY
+
+
 def between_run_noise(history: Iterable[tuple[Hashable, float]]) -> NoiseBand:
     """The between-run band of one row from its earlier medians.
 
@@ -106,7 +130,7 @@ def between_run_noise(history: Iterable[tuple[Hashable, float]]) -> NoiseBand:
     runs = max((len(logs) for logs in groups.values()), default=0)
     spread = max((max(logs) - min(logs) for logs in groups.values()), default=0.0)
     measured = runs >= MIN_HISTORY
-    log_band = max(math.log1p(MIN_BAND), SAFETY * spread)
+    log_band = max(math.log1p(MIN_BAND), safety_factor(runs) * spread)
     return NoiseBand(runs=runs, spread=spread, band=math.expm1(log_band), measured=measured)
 
 
