@@ -91,7 +91,7 @@ def model_fn_for(model: str) -> Callable[[], Any]:
 
 def reference_model_fn(name: str) -> tuple[str, Callable[[], Any]]:
     """``(key, model_fn)`` of a reference model (dashes may stand for underscores), compiled
-    as ``tfaccel bench`` compiles it (RMSprop, sparse categorical cross-entropy).
+    as ``tfaccel bench`` compiles it (:func:`tfaccel.models.compile_reference`).
 
     Raises:
         UsageError: unknown model name.
@@ -103,11 +103,9 @@ def reference_model_fn(name: str) -> tuple[str, Callable[[], Any]]:
     def model_fn() -> Any:
         import keras
 
-        model = models.build(key, dtype=keras.mixed_precision.global_policy().name)
-        model.compile(
-            optimizer=keras.optimizers.RMSprop(learning_rate=1e-4),
-            loss="sparse_categorical_crossentropy",
-        )
+        precision = keras.mixed_precision.global_policy().name
+        model = models.build(key, dtype=precision)
+        models.compile_reference(model, precision)
         return model
 
     return key, model_fn

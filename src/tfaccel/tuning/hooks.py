@@ -166,8 +166,8 @@ def _no_hooks(shown: str, namespace: Mapping[str, Any]) -> TuneError:
 def reference_hooks(name: str, *, smoke: bool = False, examples: int | None = None) -> Hooks:
     """Hooks for a tfaccel reference model on synthetic data (``tfaccel tune --model``).
 
-    The model is compiled as ``tfaccel bench`` compiles it (RMSprop, learning rate 1e-4,
-    sparse categorical cross-entropy).
+    The model is compiled as ``tfaccel bench`` compiles it
+    (:func:`tfaccel.models.compile_reference`).
 
     Args:
         name: a name of :data:`tfaccel.models.MODELS` (dashes may stand for underscores).
@@ -189,11 +189,9 @@ def reference_hooks(name: str, *, smoke: bool = False, examples: int | None = No
     def model_fn() -> Any:
         import keras
 
-        model = models.build(key, tiny=smoke, dtype=keras.mixed_precision.global_policy().name)
-        model.compile(
-            optimizer=keras.optimizers.RMSprop(learning_rate=1e-4),
-            loss="sparse_categorical_crossentropy",
-        )
+        precision = keras.mixed_precision.global_policy().name
+        model = models.build(key, tiny=smoke, dtype=precision)
+        models.compile_reference(model, precision)
         return model
 
     return Hooks(
