@@ -206,6 +206,15 @@ def reference_hooks(name: str, *, smoke: bool = False, examples: int | None = No
 
 def hooks_from_recipe(recipe: Mapping[str, Any]) -> Hooks:
     """Rebuild :class:`Hooks` from their ``recipe`` (in another process)."""
+    if recipe.get("workload"):  # a script as written: captured again at its fit
+        from tfaccel.tuning.script import capture_script
+
+        return capture_script(
+            recipe["script"],
+            recipe.get("args", ()),
+            fit=int(recipe.get("fit", 1)),
+            timeout=recipe.get("timeout"),
+        ).hooks
     if "script" in recipe:
         return load_script(recipe["script"])
     return reference_hooks(

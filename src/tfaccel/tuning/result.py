@@ -63,6 +63,14 @@ class TuneResult:
             (:func:`tfaccel.architecture.fingerprint`), stored with the winner so that
             ``setup(..., model=model)`` applies it only to a model of that architecture; None
             when the search never built the model (the result then applies to no model).
+        baseline: a script tuned as written: its own configuration (None otherwise).
+        baseline_verdict: the script's own configuration against the search's winner, timed
+            together: ``kept`` (the answer is the script's own), ``ratio``, ``noise``,
+            ``rounds``, ``says``.
+        not_run: what the script does at its ``fit`` that the trials did not run (its
+            callbacks, validation...).
+        workload: the script's workload, summarised (:meth:`tfaccel.workload.Workload.describe`),
+            with how each precision's models were built (``models``).
 
     Example:
         >>> result = tfaccel.tune(model_fn, (x, y), budget_s=120)      # doctest: +SKIP
@@ -85,6 +93,10 @@ class TuneResult:
     run_id: int | None = None
     db_path: str | None = None
     model_fingerprint: str | None = None
+    baseline: Config | None = None
+    baseline_verdict: dict[str, Any] | None = None
+    not_run: list[str] = field(default_factory=list)
+    workload: dict[str, Any] | None = None
 
     # -- the best ---------------------------------------------------------------------------
 
@@ -263,6 +275,11 @@ class TuneResult:
             "notes": self.notes,
             "run_id": self.run_id,
             "db_path": self.db_path,
+            "baseline": self.baseline.to_dict() if self.baseline is not None else None,
+            "baseline_label": self.baseline.label() if self.baseline is not None else None,
+            "baseline_verdict": self.baseline_verdict,
+            "not_run": list(self.not_run),
+            "workload": self.workload,
         }
 
     def table(self) -> list[tuple[str, str, str, str, str, str]]:
@@ -317,14 +334,34 @@ class TuneResult:
                     f"rung {speedup.rung})"
                 )
             lines += [best, f"why: {self.reason}"]
+            if self.baseline is not None:
+                lines.append(f"yours: {self.baseline.label()}" + self._baseline_text())
             lines += [f"{s['says']}" for s in self.settings_searched().values()]
         lines += ["", *_render_table(self.table())]
         if self.best is not None:
             lines += ["", "reproduce:", *("  " + line for line in self.code().splitlines())]
         lines += [f"note: {note}" for note in self.notes]
+        if self.baseline is not None:
+            lines.append(
+                "not run in the trials: "
+                + (", ".join(self.not_run) if self.not_run else "nothing the script asked")
+                + " (the script stopped at its fit; nothing it does there or after ran)"
+            )
         if self.run_id is not None:
             lines.append(f"stored as run {self.run_id} in {self.db_path}")
         return "\n".join(lines)
+
+
+    def _baseline_text(self) -> str:
+        verdict = self.baseline_verdict or {}
+        trial = next((t for t in self.trials if t.config == self.baseline), None)
+        rate = trial.summary if trial is not None else None
+        text = f"  {rate.median:.0f} images/s" if rate is not None else ""
+        if verdict.get("kept"):
+            return text + " (the answer: keep yours)"
+        if verdict.get("ratio") is None:
+            return text + " (not timed against the winner)"
+        return text + " (timed against the winner, interleaved)"
 
 
 def _says(name: str, key: str, searched: list[Any], timed: list[Any], trials: list[Trial]) -> str:
