@@ -12,7 +12,7 @@ from typing import Any
 from tfaccel.core.timing import Summary, summarize
 from tfaccel.tuning.batch import BatchSearch
 from tfaccel.tuning.search import Trial
-from tfaccel.tuning.space import KNOB_DEFAULTS, Config, Space, simplicity
+from tfaccel.tuning.space import KNOB_DEFAULTS, OWN_FEED, Config, Space, simplicity
 
 __all__ = ["CLAIMED", "CODE_NAMES", "Speedup", "TuneResult"]
 
@@ -113,12 +113,14 @@ class TuneResult:
 
     @property
     def speedup(self) -> Speedup | None:
-        """The winner against the simplest configuration timed in a rung with it."""
+        """The winner against a script's own configuration (:attr:`baseline`), else the
+        simplest configuration timed in a rung with it."""
         winner = self.best_trial
         if winner is None:
             return None
         timed = [t for t in self.trials if t.rung_samples and t.config != self.best]
-        for trial in sorted(timed, key=lambda t: simplicity(t.config)):
+        # a script's own configuration first (timed with the winner), then the simplest
+        for trial in sorted(timed, key=lambda t: (t.config != self.baseline, simplicity(t.config))):
             common = set(trial.rung_samples) & set(winner.rung_samples)
             if common:
                 rung = max(common)
@@ -224,7 +226,9 @@ class TuneResult:
         ...)`` and the feed (``tfaccel.data.pipeline`` then ``fit``, or ``fit`` on the
         arrays), for :meth:`code` and the report's "What to change"."""
         pipeline = self.pipeline_kwargs()
-        if pipeline is not None:
+        if self.best is not None and self.best.feed == OWN_FEED:
+            feed = ["model.fit(dataset)  # your dataset, as your script builds it"]
+        elif pipeline is not None:
             feed = [
                 f"dataset = tfaccel.data.pipeline((x, y), {kwargs_text(pipeline)})",
                 "model.fit(dataset)",
@@ -350,7 +354,6 @@ class TuneResult:
         if self.run_id is not None:
             lines.append(f"stored as run {self.run_id} in {self.db_path}")
         return "\n".join(lines)
-
 
     def _baseline_text(self) -> str:
         verdict = self.baseline_verdict or {}

@@ -17,7 +17,8 @@ script up to its ``fit`` (:func:`tfaccel.workload.capture`) and tunes what it ca
   when the clone is checked to be the same model (architecture fingerprint, every layer's
   dtype policy); otherwise it is captured again too;
 * **the baseline**: the script's own configuration (its batch, precision, XLA setting and
-  steps per execution, its feed), timed interleaved with the search's winner at the end;
+  steps per execution; its arrays through ``fit``, or its dataset exactly as it builds it,
+  repeated: the ``as-given`` feed), timed interleaved with the search's winner at the end;
   when the winner is not faster beyond the noise, the answer is the script's own ("keep
   yours").
 
@@ -39,7 +40,7 @@ from tfaccel.inventory.precision import PRECISIONS
 from tfaccel.tuning._errors import TuneError
 from tfaccel.tuning.hooks import Hooks
 from tfaccel.tuning.search import Decision, Runner, SearchOutcome, SearchSettings, Trial
-from tfaccel.tuning.space import Config, Space
+from tfaccel.tuning.space import OWN_FEED, Config, Space
 from tfaccel.workload import DEFAULT_TIMEOUT_S, Workload, capture
 
 __all__ = [
@@ -120,7 +121,8 @@ def workload_hooks(workload: Workload, *, timeout: float = DEFAULT_TIMEOUT_S) ->
         data: Any = (workload.x, workload.y)
         feed, batched = "numpy", None
     elif kind in ("dataset", "pydataset"):
-        data, feed, batched = workload.x, "pipeline", (True if kind == "dataset" else None)
+        data, batched = workload.x, (True if kind == "dataset" else None)
+        feed = OWN_FEED if kind == "dataset" else "pipeline"  # a PyDataset is read as it is
     else:
         raise TuneError(
             f"The script {name} gives fit its data as a {kind}, which the trials cannot read again",
