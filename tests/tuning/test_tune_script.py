@@ -15,13 +15,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from tune_helpers import FakeClock, FakeRunner, is_fake_oom
 
 from tfaccel.core.timing import summarize
 from tfaccel.tuning.script import against_baseline
 from tfaccel.tuning.search import Decision, SearchOutcome, SearchSettings, Trial
 from tfaccel.tuning.space import OWN_FEED, Config
-
-from tune_helpers import FakeClock, FakeRunner, is_fake_oom
 
 NUMPY_SCRIPT = """
 import argparse
