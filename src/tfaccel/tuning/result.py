@@ -332,7 +332,7 @@ class TuneResult:
         else:
             best = f"best: {self.best.label()}  {summary.median:.0f} images/s"
             speedup = self.speedup
-            if speedup is not None:
+            if speedup is not None and not (self.baseline_verdict or {}).get("kept"):
                 best += (
                     f", x{speedup.ratio:.2f} over {speedup.baseline.label()} (timed together in "
                     f"rung {speedup.rung})"
