@@ -53,6 +53,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+tf.config.threading.set_inter_op_parallelism_threads(2)  # refused once TensorFlow has started
+
 
 class Net(keras.Model):
     def __init__(self):

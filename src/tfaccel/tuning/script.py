@@ -28,9 +28,11 @@ TensorBoard, CSV logs, BackupAndRestore), validation, class and sample weights.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -101,8 +103,56 @@ def capture_script(
         TuneError: data in a form the trials cannot read again (a generator object).
     """
     limit = DEFAULT_TIMEOUT_S if timeout is None else timeout
-    workload = capture(path, args, fit=fit, timeout=limit, command="tune")
+    with settled_runtime():
+        workload = capture(path, args, fit=fit, timeout=limit, command="tune")
     return workload_hooks(workload, timeout=limit)
+
+
+_RUNTIME_SETTERS = (
+    ("config.experimental", "set_memory_growth"),
+    ("config", "set_visible_devices"),
+    ("config.experimental", "set_visible_devices"),
+    ("config", "set_logical_device_configuration"),
+    ("config.experimental", "set_virtual_device_configuration"),
+    ("config.threading", "set_intra_op_parallelism_threads"),
+    ("config.threading", "set_inter_op_parallelism_threads"),
+)
+
+
+@contextlib.contextmanager
+def settled_runtime() -> Iterator[None]:
+    """While a script runs again in a process whose TensorFlow runtime has started, its
+    runtime settings (``set_memory_growth``, visible devices, thread pools) that TensorFlow
+    refuses once started (``RuntimeError``) are skipped: the first run applied them, or the
+    process has its own."""
+    import tensorflow as tf
+
+    saved: list[tuple[Any, str, Any]] = []
+
+    def tolerant(original: Any) -> Any:
+        @functools.wraps(original)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return original(*args, **kwargs)
+            except RuntimeError:  # "cannot be modified after being initialized"
+                return None
+
+        return call
+
+    for path, name in _RUNTIME_SETTERS:
+        owner: Any = tf
+        for part in path.split("."):
+            owner = getattr(owner, part, None)
+        original = getattr(owner, name, None)
+        if owner is None or original is None:
+            continue
+        saved.append((owner, name, original))
+        setattr(owner, name, tolerant(original))
+    try:
+        yield
+    finally:
+        for owner, name, original in saved:
+            setattr(owner, name, original)
 
 
 def workload_hooks(workload: Workload, *, timeout: float = DEFAULT_TIMEOUT_S) -> ScriptWorkload:
@@ -239,13 +289,14 @@ class _Models:
                 received="a workload without origin.script",
                 fix="tune the script: tfaccel tune train.py",
             )
-        again = capture(
-            origin.script,
-            origin.args,
-            fit=max(1, origin.fit),
-            timeout=self.timeout,
-            command="tune",
-        )
+        with settled_runtime():
+            again = capture(
+                origin.script,
+                origin.args,
+                fit=max(1, origin.fit),
+                timeout=self.timeout,
+                command="tune",
+            )
         model = again.model
         if not getattr(model, "compiled", False) and again.compile.optimizer is not None:
             model.compile(optimizer=again.compile.optimizer, loss=again.compile.loss)
