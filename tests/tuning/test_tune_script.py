@@ -237,3 +237,14 @@ def test_a_winner_that_is_yours_needs_no_second_timing() -> None:
     assert verdict["kept"] is True
     assert runner.total_samples == 0
     assert "keep yours" in outcome.decision.reason  # type: ignore[union-attr]
+
+
+def test_data_a_trial_cannot_read_again_is_refused_with_the_fix() -> None:
+    from tfaccel.tuning import TuneError
+    from tfaccel.tuning.script import workload_hooks
+    from tfaccel.workload import CompileArgs, Origin, Workload
+
+    examples = iter([(1, 2)])
+    workload = Workload(object(), CompileArgs(), examples, origin=Origin("train.py"))
+    with pytest.raises(TuneError, match=r"as a generator.*Dataset\.from_generator"):
+        workload_hooks(workload)

@@ -214,6 +214,11 @@ def workload_hooks(workload: Workload, *, timeout: float = DEFAULT_TIMEOUT_S) ->
         for key, text in _FIT_NOT_USED.items()
         if given.get(key) is not None and given.get(key) not in (0, 0.0)
     ]
+    if origin.fit == 0:
+        not_run.append(
+            "the script's own training loop (marked): the trials time Keras' fit with its "
+            "optimizer and loss"
+        )
     out = ScriptWorkload(
         hooks=hooks,
         batch_size=int(batch),
