@@ -271,6 +271,8 @@ def tune_script(
         from tfaccel.tuning.script import capture_script
         from tfaccel.workload import CaptureError
 
+        parse_space(space)  # a bad space or database is refused before the script runs
+        _check_store(options.get("store", True))
         try:
             found = capture_script(script, [str(a) for a in args], fit=fit, timeout=timeout)
         except CaptureError as exc:
