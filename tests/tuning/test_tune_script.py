@@ -248,3 +248,20 @@ def test_data_a_trial_cannot_read_again_is_refused_with_the_fix() -> None:
     workload = Workload(object(), CompileArgs(), examples, origin=Origin("train.py"))
     with pytest.raises(TuneError, match=r"as a generator.*Dataset\.from_generator"):
         workload_hooks(workload)
+
+
+def test_a_model_built_under_a_strategy_is_refused_with_the_reason() -> None:
+    tf = pytest.importorskip("tensorflow")
+    import keras
+    import numpy as np
+
+    from tfaccel.tuning import TuneError
+    from tfaccel.tuning.script import workload_hooks
+    from tfaccel.workload import CompileArgs, Origin, Workload
+
+    with tf.distribute.OneDeviceStrategy("/cpu:0").scope():
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    x, y = np.zeros((8, 4), "float32"), np.zeros(8)
+    workload = Workload(model, CompileArgs(), x, y, origin=Origin("train.py"))
+    with pytest.raises(TuneError, match="built under a OneDeviceStrategy"):
+        workload_hooks(workload)

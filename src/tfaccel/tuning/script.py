@@ -159,6 +159,16 @@ def workload_hooks(workload: Workload, *, timeout: float = DEFAULT_TIMEOUT_S) ->
     """The hooks and the baseline of a captured workload (see the module's notes)."""
     model = workload.model
     name = Path(workload.origin.script).name if workload.origin.script else "the script"
+    strategy = type(getattr(model, "distribute_strategy", None)).__name__
+    if strategy not in ("_DefaultDistributionStrategy", "NoneType"):
+        raise TuneError(
+            f"The model of {name} was built under a {strategy}: tune times the training of "
+            "one device",
+            expected="a model built outside tf.distribute strategies",
+            received=f"a model of {strategy} (distribute_strategy)",
+            fix="let the script build the model without its strategy (an option of its own, "
+            "or one device) and tune that; tfaccel launch runs it on several",
+        )
     kind = workload.data_kind
     if kind in ("arrays", "dict"):
         if workload.y is None:
