@@ -226,6 +226,14 @@ PY_BLOCKS = [
         "fit); here it is only compiled",
     ),
     Py(
+        "docs/tune.md",
+        'parser.add_argument("--batch-size", type=int, default=32)',
+        "keras",
+        wrap="def train_script():",
+        reason="a user's script, run for real by the tfaccel tune command below it (up to its "
+        "fit, once per precision); here it is only compiled",
+    ),
+    Py(
         "docs/plan.md",
         "tfaccel.workload.mark(model, dataset, optimizer=optimizer, loss=loss_fn)",
         "keras",
@@ -414,6 +422,25 @@ def _plan_script_files() -> tuple[tuple[str, str], ...]:
     return (("train.py", block.text),)
 
 
+def _tuned_unchanged(d: Path, runs: list[Ran]) -> None:
+    """docs/tune.md's own script was tuned against its own configuration, and stopped at fit."""
+    result = json.loads(runs[-1].stdout)
+    assert result["baseline"]["batch_size"] == 32 and result["baseline"]["feed"] == "as-given"
+    assert result["baseline_verdict"]["says"], result["baseline_verdict"]
+    assert result["not_run"] == ["callback ModelCheckpoint"], result["not_run"]
+    assert not (d / "best.keras").exists(), "the script's checkpoint callback ran"
+
+
+def _tune_own_script_files() -> tuple[tuple[str, str], ...]:
+    """docs/tune.md's script as written, as train.py."""
+    (block,) = [
+        b
+        for b in all_blocks()
+        if b.path == "docs/tune.md" and 'parser.add_argument("--batch-size"' in b.text
+    ]
+    return (("train.py", block.text),)
+
+
 def _files(*names: str) -> Check:
     def check(d: Path, runs: list[Ran]) -> None:
         missing = [n for n in names if not (d / n).exists()]
@@ -464,6 +491,7 @@ def _tune_script() -> Py:
 
 
 PLAN_SCRIPT = "tfaccel plan --device a100-40gb --device this-cpu train.py --batch-size 512"
+TUNE_OWN_SCRIPT = "tfaccel tune --budget 60 train.py --batch-size 32"
 
 # A tune's cheap variant: fewer configurations, short samples, two final rounds. The search
 # ends when those are measured; the budget is only a ceiling (a tiny one is refused when the
@@ -567,6 +595,16 @@ CHEAP: dict[tuple[str, str], Cheap] = {
         "numpy feed) and short samples",
         check=_files("results.sqlite"),
     ),
+    ("docs/tune.md", TUNE_OWN_SCRIPT): Cheap(
+        (
+            "tfaccel tune --budget 30 --sample-seconds 0.2 --rounds 3 --space batch_size=32,128 "
+            "--space precision=float32 --space jit=off --space steps_per_execution=1 --no-save "
+            "--json train.py --batch-size 32",
+        ),
+        "the document's script as written: two batch sizes in float32 and short samples, "
+        "checked against its own configuration, with its checkpoint not written",
+        check=_tuned_unchanged,
+    ),
     ("docs/tune.md", "tfaccel tune --model reference-cnn --budget 150 --json"): Cheap(
         (TUNE_MODEL,),
         "--smoke (the tiny model on 512 examples), two configurations and short samples; "
@@ -587,6 +625,7 @@ CHEAP: dict[tuple[str, str], Cheap] = {
 # Cheap entries whose commands read files made from the documents themselves.
 CHEAP_FILES: dict[tuple[str, str], Callable[[], tuple[tuple[str, str], ...]]] = {
     ("docs/plan.md", PLAN_SCRIPT): _plan_script_files,
+    ("docs/tune.md", TUNE_OWN_SCRIPT): _tune_own_script_files,
     ("docs/tune.md", "tfaccel tune train.py --budget 300"): _tune_files,
     (
         "docs/tune.md",

@@ -22,7 +22,22 @@ from tfaccel.core.errors import UsageError
 if TYPE_CHECKING:
     import keras
 
-__all__ = ["MODELS", "ModelInfo", "build", "mlp", "reference_cnn", "resnet20"]
+__all__ = [
+    "MODELS",
+    "REFERENCE_LEARNING_RATE",
+    "REFERENCE_LOSS",
+    "ModelInfo",
+    "build",
+    "compile_reference",
+    "mlp",
+    "reference_cnn",
+    "resnet20",
+]
+
+REFERENCE_LEARNING_RATE = 1e-4
+"""The learning rate of RMSprop, the reference models' optimizer (the Keras CIFAR-10 example's)."""
+REFERENCE_LOSS = "sparse_categorical_crossentropy"
+"""The reference models' loss: integer class labels."""
 
 
 def reference_cnn(
@@ -231,3 +246,23 @@ def build(name: str, *, tiny: bool = False, dtype: str = "float32") -> keras.Mod
     kwargs = dict(info.tiny) if tiny else {}
     model: keras.Model = info.builder(dtype=dtype, **kwargs)
     return model
+
+
+def compile_reference(model: Any, precision: str | None = None, **compile_kwargs: Any) -> None:
+    """Compile a reference model the way every tfaccel command does: RMSprop at
+    :data:`REFERENCE_LEARNING_RATE` and :data:`REFERENCE_LOSS`; under ``mixed_float16`` the
+    optimizer is wrapped in ``keras.optimizers.LossScaleOptimizer`` (dynamic loss scaling).
+
+    Args:
+        model: the model, built by :func:`build`.
+        precision: the Keras dtype policy it was built in (default: the model's own policy).
+        compile_kwargs: more ``model.compile`` arguments (``jit_compile``...).
+    """
+    import keras
+
+    if precision is None:
+        precision = str(getattr(getattr(model, "dtype_policy", None), "name", "float32"))
+    optimizer: Any = keras.optimizers.RMSprop(learning_rate=REFERENCE_LEARNING_RATE)
+    if precision == "mixed_float16":
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    model.compile(optimizer=optimizer, loss=REFERENCE_LOSS, **compile_kwargs)

@@ -4,11 +4,13 @@
 after their own options; :func:`split_command` separates and checks them, and
 :func:`run_script` runs the script as ``__main__`` with ``sys.argv = [SCRIPT, *ARGS]``.
 ``tfaccel tune`` and ``tfaccel plan`` read functions from a script without running its
-training: :func:`load_script` runs it under another module name and returns its namespace.
+training: :func:`load_script` runs it under another module name and returns its namespace;
+:func:`defines_hooks` tells such a script from one written as it trains (read, not run).
 """
 
 from __future__ import annotations
 
+import ast
 import os
 import runpy
 import shlex
@@ -22,7 +24,41 @@ from typing import Any
 from tfaccel.core.errors import TfaccelError, UsageError
 from tfaccel.core.files import check_path, file_kind, os_reason
 
-__all__ = ["check_script", "load_script", "run_script", "script_traceback", "split_command"]
+__all__ = [
+    "HOOK_NAMES",
+    "check_script",
+    "defines_hooks",
+    "load_script",
+    "run_script",
+    "script_traceback",
+    "split_command",
+]
+
+HOOK_NAMES = ("model_fn", "tfaccel_tune")
+"""The module-level names that make a script one tfaccel reads functions from (``model_fn()``,
+``tfaccel_tune()``) rather than one it runs up to its ``fit``."""
+
+
+def defines_hooks(path: str | os.PathLike[str], names: tuple[str, ...] = HOOK_NAMES) -> bool:
+    """Whether the script defines one of ``names`` at module level (a function, an assignment
+    or an import; read, not run: a script that does not parse defines none)."""
+    try:
+        tree = ast.parse(Path(path).read_bytes(), filename=os.fspath(path))
+    except (OSError, SyntaxError, ValueError):
+        return False
+    wanted = set(names)
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in wanted:
+            return True
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id in wanted for t in node.targets
+        ):
+            return True
+        if isinstance(node, ast.ImportFrom) and any(
+            (a.asname or a.name) in wanted for a in node.names
+        ):
+            return True
+    return False
 
 
 def check_script(

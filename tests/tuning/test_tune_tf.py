@@ -328,13 +328,17 @@ def test_cli_errors_exit_2_with_the_message(
 ) -> None:
     assert main(["tune", "--no-progress"]) == 2
     assert "SCRIPT or --model" in capsys.readouterr().err
-    empty = _write_script(tmp_path, "x = 1\n")
+    empty = _write_script(tmp_path, "x = 1\n")  # a script as written, run up to its fit
     assert main(["tune", str(empty), "--no-progress"]) == 2
-    assert "does not say what to tune" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "does not say what to tune" in err and "ended without calling model.fit" in err
     raising = _write_script(tmp_path, "import numpy\nraise RuntimeError('no GPU found here')\n")
     assert main(["tune", str(raising), "--no-progress"]) == 2
     err = capsys.readouterr().err
-    assert "RuntimeError while loading: no GPU found here" in err and "train.py" in err
+    assert "raised RuntimeError before model.fit, at train.py:2: no GPU found here" in err
+    hook = _write_script(tmp_path, "def model_fn():\n    pass\n\ndata = 1\n")
+    assert main(["tune", str(hook), "--no-progress"]) == 2  # a model_fn script: read as before
+    assert "The training data is not a pair (x, y)" in capsys.readouterr().err
     assert main(["tune", "--model", "resnet99", "--no-progress"]) == 2
     assert "Unknown model 'resnet99'" in capsys.readouterr().err
     assert main(["tune", "--model", "mlp", "--space", "jit", "--no-progress"]) == 2

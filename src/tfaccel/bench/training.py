@@ -114,16 +114,7 @@ def _strategy(target: BenchTarget) -> Any:
 
 
 def _compile(model: Any, config: TrainConfig) -> None:
-    import keras
-
-    optimizer: Any = keras.optimizers.RMSprop(learning_rate=1e-4)
-    if config.precision == "mixed_float16":
-        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
-    model.compile(
-        optimizer=optimizer,
-        loss="sparse_categorical_crossentropy",
-        jit_compile=config.jit,
-    )
+    models.compile_reference(model, config.precision, jit_compile=config.jit)
 
 
 class TrainingSampler:

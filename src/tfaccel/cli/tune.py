@@ -1,12 +1,22 @@
-"""``tfaccel tune SCRIPT | --model NAME``: find the fastest configuration, store it for setup()."""
+"""``tfaccel tune SCRIPT [ARGS...] | --model NAME``: find the fastest configuration, store it
+for setup().
+
+SCRIPT is a training script as written: it runs with ARGS up to its ``model.fit``, where its
+model, compile arguments and data are taken (nothing trains); the trials vary what wraps them,
+and the script's own configuration is timed against the winner. A script defining
+``model_fn()`` (or ``tfaccel_tune()``) is read as before, and its words after SCRIPT are this
+command's own options.
+"""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import math
+import os
+from typing import Any, NoReturn
 
-from tfaccel.cli._args import fraction, integer, seconds
-from tfaccel.cli._output import print_json, quiet_tensorflow
+from tfaccel.cli._args import fraction, integer, number, seconds
+from tfaccel.cli._output import print_json, quiet_tensorflow, warn_options_after_script
 from tfaccel.core.errors import UsageError
 
 __all__ = ["EXIT_INTERRUPTED", "FLAGS", "add_parser", "run"]
@@ -26,6 +36,8 @@ FLAGS = {
     "name": "--model",
     "path": "SCRIPT",
     "smoke": "--smoke",
+    "fit": "--fit",
+    "timeout": "--timeout",
 }
 WEEK_S = 7 * 24 * 3600.0
 
@@ -40,13 +52,27 @@ def add_parser(sub: Any) -> None:
             "counts, within a time budget. Candidates are timed interleaved; losers are dropped "
             "early; a configuration wins only when it is faster beyond the noise, else the "
             "simpler one does. The winner is stored in the results database, where "
-            "tfaccel.setup(precision='auto', jit='auto') finds it. SCRIPT defines model_fn() "
-            "(returning a compiled Keras model) and data (or data()) returning (x, y), or "
-            "tfaccel_tune() returning dict(model_fn=..., data=...); its training code must sit "
-            "under if __name__ == '__main__':. Ctrl-C stops and prints the best so far."
+            "tfaccel.setup(precision='auto', jit='auto') finds it. SCRIPT is your training "
+            "script as written: it runs with ARGS up to its model.fit (--fit N: the N-th), "
+            "where its model, compile arguments and data are taken and it stops (nothing "
+            "trains, its callbacks never run); each precision's model is the script's, built "
+            "again under that precision; your own batch, precision and compile are timed "
+            "against the winner, and kept unless it is faster beyond the noise. A SCRIPT "
+            "defining model_fn() and data (or tfaccel_tune()) is read as before. Ctrl-C stops "
+            "and prints the best so far."
         ),
     )
-    p.add_argument("script", nargs="?", metavar="SCRIPT", help="the training script to tune")
+    _add_options(p)
+    p.add_argument(
+        "script_and_args",
+        nargs=argparse.REMAINDER,
+        metavar="SCRIPT [ARGS ...]",
+        help="the training script and its own arguments",
+    )
+    p.set_defaults(handler=run)
+
+
+def _add_options(p: Any) -> None:
     p.add_argument(
         "--model",
         metavar="NAME",
@@ -109,16 +135,46 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--no-save", action="store_true", help="do not store the result")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
-    p.set_defaults(handler=run)
+    p.add_argument(
+        "--fit",
+        type=integer("--fit", example=2),
+        default=1,
+        metavar="N",
+        help="tune the script's N-th model.fit call, e.g. 2 for fine-tuning after a first fit "
+        "(default 1)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=number("--timeout", example=600),
+        default=None,
+        metavar="SECONDS",
+        help="the time the script may take to reach model.fit, each time it runs (default 300)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     """Tune the script or model; print the result (text or JSON); 130 when interrupted."""
     from tfaccel.cli.bench import check_db
+    from tfaccel.scripts import defines_hooks, split_command
     from tfaccel.tuning.api import DEFAULT_BUDGET_S, check_numbers, tune_model, tune_script
     from tfaccel.tuning.hooks import check_reference_model, check_tune_script
     from tfaccel.tuning.space import parse_space, parse_space_text
 
+    words = list(args.script_and_args or [])
+    if words and words[0] == "--":
+        words = words[1:]
+    args.script = words[0] if words else None
+    script_args: list[str] = []
+    if words and words[0]:
+        args.script, script_args = split_command(words, command="tune", check=False)
+        if script_args and (not os.path.isfile(args.script) or defines_hooks(args.script)):
+            # a script defining model_fn takes no arguments: these are tune's own options
+            _OwnOptions(prog="tfaccel tune", add_help=False).parse(script_args, args)
+            script_args = []
+        elif script_args:
+            warn_options_after_script(
+                "tune", getattr(args, "own_options", ()), args.script, script_args
+            )
     if bool(args.script) == bool(args.model):
         raise UsageError(
             "Tell tfaccel tune what to tune: a SCRIPT or --model, not both",
@@ -155,9 +211,44 @@ def run(args: argparse.Namespace) -> int:
     if args.model:
         result = tune_model(args.model, smoke=args.smoke, **options)
     else:
-        result = tune_script(args.script, **options)
+        result = tune_script(
+            args.script,
+            args=script_args,
+            fit=args.fit,
+            timeout=_timeout(args.timeout),
+            **options,
+        )
     if args.json:
         print_json(result.to_dict())
     else:
         print(result)
     return EXIT_INTERRUPTED if result.interrupted else 0
+
+
+class _OwnOptions(argparse.ArgumentParser):
+    """tune's options, read from the words after a script defining model_fn()."""
+
+    def parse(self, words: list[str], namespace: argparse.Namespace) -> None:
+        _add_options(self)
+        self.parse_args(words, namespace=namespace)
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(
+            f"tfaccel tune: {message}",
+            expected="tfaccel tune [OPTIONS] SCRIPT",
+            received="words after a script defining model_fn(), which takes no arguments",
+            fix="put tfaccel tune's options before the script",
+        )
+
+
+def _timeout(value: float | None) -> float | None:
+    if value is None:
+        return None
+    if not math.isfinite(value) or value <= 0:
+        raise UsageError(
+            "--timeout is not a positive number of seconds",
+            expected="the seconds the script may take to reach model.fit, more than 0",
+            received=f"--timeout {value:g}",
+            fix="e.g. --timeout 600",
+        )
+    return value

@@ -11,7 +11,6 @@ the same process.
 
 from __future__ import annotations
 
-import ast
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -21,7 +20,7 @@ from tfaccel import models
 from tfaccel.core.errors import TfaccelError
 from tfaccel.planning.api import PlanError, plan
 from tfaccel.planning.result import Plan
-from tfaccel.scripts import check_script, load_script, script_traceback
+from tfaccel.scripts import check_script, defines_hooks, load_script, script_traceback
 from tfaccel.workload import DEFAULT_TIMEOUT_S, Workload
 from tfaccel.workload.isolated import run_isolated
 
@@ -91,7 +90,7 @@ def model_fn_for(model: str) -> Callable[[], Any]:
 
 def reference_model_fn(name: str) -> tuple[str, Callable[[], Any]]:
     """``(key, model_fn)`` of a reference model (dashes may stand for underscores), compiled
-    as ``tfaccel bench`` compiles it (RMSprop, sparse categorical cross-entropy).
+    as ``tfaccel bench`` compiles it (:func:`tfaccel.models.compile_reference`).
 
     Raises:
         UsageError: unknown model name.
@@ -103,11 +102,9 @@ def reference_model_fn(name: str) -> tuple[str, Callable[[], Any]]:
     def model_fn() -> Any:
         import keras
 
-        model = models.build(key, dtype=keras.mixed_precision.global_policy().name)
-        model.compile(
-            optimizer=keras.optimizers.RMSprop(learning_rate=1e-4),
-            loss="sparse_categorical_crossentropy",
-        )
+        precision = keras.mixed_precision.global_policy().name
+        model = models.build(key, dtype=precision)
+        models.compile_reference(model, precision)
         return model
 
     return key, model_fn
@@ -150,24 +147,8 @@ def reference_plans(batch_size: int, inventory: Any = None) -> list[dict[str, An
 
 def defines_model_fn(path: str | os.PathLike[str]) -> bool:
     """Whether the script defines ``model_fn`` or ``tfaccel_tune`` at module level (read, not
-    run: a script that does not parse is not one)."""
-    try:
-        tree = ast.parse(Path(path).read_bytes(), filename=os.fspath(path))
-    except (OSError, SyntaxError, ValueError):
-        return False
-    hooks = {"model_fn", "tfaccel_tune"}
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in hooks:
-            return True
-        if isinstance(node, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id in hooks for t in node.targets
-        ):
-            return True
-        if isinstance(node, ast.ImportFrom) and any(
-            (a.asname or a.name) in hooks for a in node.names
-        ):
-            return True
-    return False
+    run: :func:`tfaccel.scripts.defines_hooks`)."""
+    return defines_hooks(path)
 
 
 def workload_model(workload: Workload) -> tuple[Any, Any, list[str]]:

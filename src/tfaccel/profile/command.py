@@ -269,12 +269,7 @@ def build_model(name: str, *, precision: str = "float32", tiny: bool = False) ->
 
 
 def _compile(model: Any, precision: str) -> None:
-    import keras
-
-    optimizer: Any = keras.optimizers.RMSprop(learning_rate=1e-4)
-    if precision == "mixed_float16":
-        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
-    model.compile(optimizer=optimizer, loss="sparse_categorical_crossentropy")
+    models.compile_reference(model, precision)
 
 
 def _dataset(

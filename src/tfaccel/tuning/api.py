@@ -13,7 +13,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from tfaccel.core.errors import UsageError, argument, shown
 from tfaccel.inventory import Inventory
 from tfaccel.planning.advice import memory_advice
 from tfaccel.planning.targets import training_device
+from tfaccel.scripts import check_script, defines_hooks
 from tfaccel.store import ResultsStore, StoreError
 from tfaccel.tuning._errors import BudgetError, SpaceError, TuneError
 from tfaccel.tuning.batch import DEFAULT_BATCH_CAP, is_oom_error
@@ -37,6 +38,7 @@ from tfaccel.tuning.data import TuneData, classify, fit_space, resolve
 from tfaccel.tuning.hooks import Hooks, load_script, reference_hooks
 from tfaccel.tuning.record import record
 from tfaccel.tuning.result import TuneResult
+from tfaccel.tuning.script import ScriptWorkload, against_baseline, baseline_config
 from tfaccel.tuning.search import (
     Runner,
     SearchEvent,
@@ -225,24 +227,77 @@ def tune_script(
     path: str | Path,
     budget_s: float = DEFAULT_BUDGET_S,
     space: Mapping[str, Any] | None = None,
+    *,
+    args: Sequence[str] = (),
+    fit: int = 1,
+    timeout: float | None = None,
     **options: Any,
 ) -> TuneResult:
-    """:func:`tune` with the model and data a script defines (``tfaccel tune SCRIPT``).
+    """:func:`tune` on a training script (``tfaccel tune SCRIPT [ARGS...]``).
 
-    The script defines ``model_fn()`` and ``data`` (or ``data()``), or ``tfaccel_tune()``
+    A script as written (no ``model_fn``): it runs with ``args`` up to its ``fit``-th
+    ``model.fit``, in this process, where its model, compile arguments and data are captured
+    and the script stops (nothing trains, its callbacks never run); the trials vary batch size,
+    precision, XLA, steps per execution and the feed around the script's own data, and the
+    script's own configuration is timed against the winner at the end (see
+    :mod:`tfaccel.tuning.script`). Run it from a process that exists for the job (the command
+    line does): the script leaves what it sets behind.
+
+    A script defining ``model_fn()`` and ``data`` (or ``data()``), or ``tfaccel_tune()``
     returning ``dict(model_fn=..., data=(x, y), space=..., model_name=..., pipeline_kwargs=...)``
-    (see :mod:`tfaccel.tuning.hooks`). ``space`` here overrides the script's keys. Thread counts
-    in the space are measured in fresh processes.
+    (see :mod:`tfaccel.tuning.hooks`), is read as before; ``space`` here overrides the
+    script's keys. Thread counts in the space are measured in fresh processes.
 
     Args:
         path: the script.
         budget_s / space / options: as for :func:`tune` (``model_name``, ``batch_cap``,
             ``margin``, ``is_oom``, ``store``, ``sample_s``, ``final_rounds``, ``progress``).
+        args: the script's own arguments (a script as written).
+        fit: which ``model.fit`` call to tune (2: a fine-tuning fit after a first one).
+        timeout: seconds the script may take to reach that ``fit`` (default 300).
 
     Example:
         >>> result = tfaccel.tuning.tune_script("train.py", budget_s=600)  # doctest: +SKIP
     """
     check_numbers(budget_s, **options)  # before the script runs: it may import TensorFlow
+    script = check_script(
+        path,
+        "tune",
+        expected="a Python file defining model_fn() and data(), or tfaccel_tune(), or your "
+        "training script as written",
+        directory=False,
+    )
+    if not defines_hooks(script):
+        from tfaccel.tuning.script import capture_script
+        from tfaccel.workload import CaptureError
+
+        parse_space(space)  # a bad space or database is refused before the script runs
+        _check_store(options.get("store", True))
+        try:
+            found = capture_script(script, [str(a) for a in args], fit=fit, timeout=timeout)
+        except CaptureError as exc:
+            if exc.reason == "no-fit" and not exc.fit_calls:
+                raise CaptureError(
+                    f"The script {script.name} does not say what to tune: it defines no "
+                    "model_fn and ended without calling model.fit",
+                    reason=exc.reason,
+                    expected="a training script that calls model.fit (tuned where it calls "
+                    "it), or one defining model_fn() and data(), or tfaccel_tune()",
+                    received="no model.fit call, no tfaccel.workload.mark, no model_fn",
+                    fix=exc.fix,
+                ) from None
+            raise
+        if options.get("model_name"):
+            found.hooks.model_name = options.pop("model_name")
+        options.pop("model_name", None)
+        return _tune(found.hooks, budget_s, space, script=found, **options)
+    if args:
+        raise UsageError(
+            f"The script {script.name} defines model_fn or tfaccel_tune(), which take no arguments",
+            expected="arguments for a script that tune runs as written (without model_fn)",
+            received=f"args={list(args)!r}",
+            fix="drop the arguments, or give the values inside model_fn()/data()",
+        )
     hooks = load_script(path)
     merged = {**(hooks.space or {}), **(space or {})}
     if options.get("model_name"):
@@ -291,8 +346,10 @@ def _tune(
     progress: bool = True,
     runner: Runner | None = None,
     batched: bool | None = None,
+    script: ScriptWorkload | None = None,
 ) -> TuneResult:
-    """Check everything, search in this process, search threads in workers, store."""
+    """Check everything, search in this process, search threads in workers, store; for a
+    script as written, time its own configuration against the winner."""
     settings = _settings(budget_s, sample_s, final_rounds, batch_cap, margin)
     if batched is not None and not is_bool(batched):
         raise _bad_option("batched", batched, "True, False or None (decided by rank)", True)
@@ -304,6 +361,8 @@ def _tune(
             "runner", runner, "None (TensorFlow), or an object with prepare, sample and release",
             None,
         )
+    if script is not None and batched is None:
+        batched = script.batched
     parsed = parse_space(space)
     data = classify(hooks.data)
     threads = _thread_values(parsed, hooks, data)
@@ -329,6 +388,13 @@ def _tune(
     if tf_runner is not None and resolved.batch_size == "auto":
         planned, plan_note = _planned_batch(hooks, str(resolved.precision[0]), hardware())
         settings = dataclasses.replace(settings, batch_planned=planned)
+    baseline = baseline_config(script, resolved) if script is not None else None
+    full = settings
+    if baseline is not None:  # time kept for the baseline against the winner
+        reserve = settings.final_rounds * 2 * settings.sample_s + 4 * settings.sample_s
+        settings = dataclasses.replace(
+            settings, budget_s=max(settings.min_budget_s, settings.budget_s - reserve)
+        )
     began = time.monotonic()
     with _policy_kept(), _progress_bar(progress) as on_event:
         outcome = search(
@@ -339,15 +405,23 @@ def _tune(
             is_oom=is_oom,
             on_event=on_event,
         )
-    device = str(getattr(runner, "device", "cpu"))
-    name = hooks.model_name or getattr(runner, "model_name", None) or "model"
+        device = str(getattr(runner, "device", "cpu"))
+        name = hooks.model_name or getattr(runner, "model_name", None) or "model"
+        verdict = None
+        if baseline is not None and outcome.decision is not None and not outcome.interrupted:
+            verdict = against_baseline(outcome, runner, baseline, full, is_oom=is_oom)
     if tf_runner is not None:
         tf_runner.close()
     outcome.notes[:0] = [*data.notes, *data_notes]
     if plan_note:
         outcome.notes.insert(0, plan_note)
-    result = _result(outcome, name, device, resolved, settings.budget_s)
+    result = _result(outcome, name, device, resolved, full.budget_s)
     result.model_fingerprint = getattr(runner, "model_fingerprint", None)
+    if script is not None:
+        result.baseline = baseline
+        result.baseline_verdict = verdict
+        result.not_run = list(script.not_run)
+        result.workload = {**script.described, "models": dict(script.models)}
     if threads and result.best is not None and not result.interrupted:
         _thread_search(result, hooks, threads, settings, began)
     result.elapsed_s = time.monotonic() - began

@@ -168,7 +168,8 @@ def check_tune_script(path: str | os.PathLike[str]) -> Path:
     return scripts.check_script(
         path,
         "tune",
-        expected="a Python file defining model_fn() and data(), or tfaccel_tune()",
+        expected="a Python file defining model_fn() and data(), or tfaccel_tune(), or your "
+        "training script as written",
         directory=False,
     )
 
@@ -189,8 +190,8 @@ def check_reference_model(name: str) -> str:
 def reference_hooks(name: str, *, smoke: bool = False, examples: int | None = None) -> Hooks:
     """Hooks for a tfaccel reference model on synthetic data (``tfaccel tune --model``).
 
-    The model is compiled as ``tfaccel bench`` compiles it (RMSprop, learning rate 1e-4,
-    sparse categorical cross-entropy).
+    The model is compiled as ``tfaccel bench`` compiles it
+    (:func:`tfaccel.models.compile_reference`).
 
     Args:
         name: a name of :data:`tfaccel.models.MODELS` (dashes may stand for underscores).
@@ -210,11 +211,9 @@ def reference_hooks(name: str, *, smoke: bool = False, examples: int | None = No
     def model_fn() -> Any:
         import keras
 
-        model = models.build(key, tiny=smoke, dtype=keras.mixed_precision.global_policy().name)
-        model.compile(
-            optimizer=keras.optimizers.RMSprop(learning_rate=1e-4),
-            loss="sparse_categorical_crossentropy",
-        )
+        precision = keras.mixed_precision.global_policy().name
+        model = models.build(key, tiny=smoke, dtype=precision)
+        models.compile_reference(model, precision)
         return model
 
     return Hooks(
@@ -229,6 +228,15 @@ def reference_hooks(name: str, *, smoke: bool = False, examples: int | None = No
 
 def hooks_from_recipe(recipe: Mapping[str, Any]) -> Hooks:
     """Rebuild :class:`Hooks` from their ``recipe`` (in another process)."""
+    if recipe.get("workload"):  # a script as written: captured again at its fit
+        from tfaccel.tuning.script import capture_script
+
+        return capture_script(
+            recipe["script"],
+            recipe.get("args", ()),
+            fit=int(recipe.get("fit", 1)),
+            timeout=recipe.get("timeout"),
+        ).hooks
     if "script" in recipe:
         return load_script(recipe["script"])
     return reference_hooks(

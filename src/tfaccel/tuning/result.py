@@ -12,7 +12,7 @@ from typing import Any
 from tfaccel.core.timing import Summary, summarize
 from tfaccel.tuning.batch import BatchSearch
 from tfaccel.tuning.search import Trial
-from tfaccel.tuning.space import KNOB_DEFAULTS, Config, Space, simplicity
+from tfaccel.tuning.space import KNOB_DEFAULTS, OWN_FEED, Config, Space, simplicity
 
 __all__ = ["CLAIMED", "CODE_NAMES", "Speedup", "TuneResult"]
 
@@ -63,6 +63,14 @@ class TuneResult:
             (:func:`tfaccel.architecture.fingerprint`), stored with the winner so that
             ``setup(..., model=model)`` applies it only to a model of that architecture; None
             when the search never built the model (the result then applies to no model).
+        baseline: a script tuned as written: its own configuration (None otherwise).
+        baseline_verdict: the script's own configuration against the search's winner, timed
+            together: ``kept`` (the answer is the script's own), ``ratio``, ``noise``,
+            ``rounds``, ``says``.
+        not_run: what the script does at its ``fit`` that the trials did not run (its
+            callbacks, validation...).
+        workload: the script's workload, summarised (:meth:`tfaccel.workload.Workload.describe`),
+            with how each precision's models were built (``models``).
 
     Example:
         >>> result = tfaccel.tune(model_fn, (x, y), budget_s=120)      # doctest: +SKIP
@@ -85,6 +93,10 @@ class TuneResult:
     run_id: int | None = None
     db_path: str | None = None
     model_fingerprint: str | None = None
+    baseline: Config | None = None
+    baseline_verdict: dict[str, Any] | None = None
+    not_run: list[str] = field(default_factory=list)
+    workload: dict[str, Any] | None = None
 
     # -- the best ---------------------------------------------------------------------------
 
@@ -101,12 +113,14 @@ class TuneResult:
 
     @property
     def speedup(self) -> Speedup | None:
-        """The winner against the simplest configuration timed in a rung with it."""
+        """The winner against a script's own configuration (:attr:`baseline`), else the
+        simplest configuration timed in a rung with it."""
         winner = self.best_trial
         if winner is None:
             return None
         timed = [t for t in self.trials if t.rung_samples and t.config != self.best]
-        for trial in sorted(timed, key=lambda t: simplicity(t.config)):
+        # a script's own configuration first (timed with the winner), then the simplest
+        for trial in sorted(timed, key=lambda t: (t.config != self.baseline, simplicity(t.config))):
             common = set(trial.rung_samples) & set(winner.rung_samples)
             if common:
                 rung = max(common)
@@ -212,7 +226,9 @@ class TuneResult:
         ...)`` and the feed (``tfaccel.data.pipeline`` then ``fit``, or ``fit`` on the
         arrays), for :meth:`code` and the report's "What to change"."""
         pipeline = self.pipeline_kwargs()
-        if pipeline is not None:
+        if self.best is not None and self.best.feed == OWN_FEED:
+            feed = ["model.fit(dataset)  # your dataset, as your script builds it"]
+        elif pipeline is not None:
             feed = [
                 f"dataset = tfaccel.data.pipeline((x, y), {kwargs_text(pipeline)})",
                 "model.fit(dataset)",
@@ -263,6 +279,11 @@ class TuneResult:
             "notes": self.notes,
             "run_id": self.run_id,
             "db_path": self.db_path,
+            "baseline": self.baseline.to_dict() if self.baseline is not None else None,
+            "baseline_label": self.baseline.label() if self.baseline is not None else None,
+            "baseline_verdict": self.baseline_verdict,
+            "not_run": list(self.not_run),
+            "workload": self.workload,
         }
 
     def table(self) -> list[tuple[str, str, str, str, str, str]]:
@@ -311,20 +332,39 @@ class TuneResult:
         else:
             best = f"best: {self.best.label()}  {summary.median:.0f} images/s"
             speedup = self.speedup
-            if speedup is not None:
+            if speedup is not None and not (self.baseline_verdict or {}).get("kept"):
                 best += (
                     f", x{speedup.ratio:.2f} over {speedup.baseline.label()} (timed together in "
                     f"rung {speedup.rung})"
                 )
             lines += [best, f"why: {self.reason}"]
+            if self.baseline is not None:
+                lines.append(f"yours: {self.baseline.label()}" + self._baseline_text())
             lines += [f"{s['says']}" for s in self.settings_searched().values()]
         lines += ["", *_render_table(self.table())]
         if self.best is not None:
             lines += ["", "reproduce:", *("  " + line for line in self.code().splitlines())]
         lines += [f"note: {note}" for note in self.notes]
+        if self.baseline is not None:
+            lines.append(
+                "not run in the trials: "
+                + (", ".join(self.not_run) if self.not_run else "nothing the script asked")
+                + " (the script stopped at its fit; nothing it does there or after ran)"
+            )
         if self.run_id is not None:
             lines.append(f"stored as run {self.run_id} in {self.db_path}")
         return "\n".join(lines)
+
+    def _baseline_text(self) -> str:
+        verdict = self.baseline_verdict or {}
+        trial = next((t for t in self.trials if t.config == self.baseline), None)
+        rate = trial.summary if trial is not None else None
+        text = f"  {rate.median:.0f} images/s" if rate is not None else ""
+        if verdict.get("kept"):
+            return text + " (the answer: keep yours)"
+        if verdict.get("ratio") is None:
+            return text + " (not timed against the winner)"
+        return text + " (timed against the winner, interleaved)"
 
 
 def _says(name: str, key: str, searched: list[Any], timed: list[Any], trials: list[Trial]) -> str:

@@ -30,6 +30,7 @@ __all__ = [
     "FEEDS",
     "KNOBS",
     "KNOB_DEFAULTS",
+    "OWN_FEED",
     "PRECISIONS",
     "SPACE_KEYS",
     "Config",
@@ -41,6 +42,11 @@ __all__ = [
 
 FEEDS = ("numpy", "pipeline")
 """``numpy``: ``model.fit(x, y, batch_size=...)``; ``pipeline``: ``tfaccel.data.pipeline``."""
+
+OWN_FEED = "as-given"
+"""The feed of a script's own configuration when its data is a ``tf.data.Dataset``: the
+dataset exactly as the script builds it (its batches, its prefetch), repeated. Not a value a
+space can search: only the script's baseline has it."""
 
 KNOBS = ("cache", "prefetch", "num_parallel_calls")
 """The ``tfaccel.data.pipeline`` arguments the search can vary (pipeline feed only)."""

@@ -29,7 +29,7 @@ from tfaccel.tuning._errors import (
     user_traceback,
 )
 from tfaccel.tuning.data import TuneData, check_arrays
-from tfaccel.tuning.space import Config
+from tfaccel.tuning.space import OWN_FEED, Config
 
 if TYPE_CHECKING:
     from tfaccel.inventory import Inventory
@@ -352,8 +352,8 @@ class TfRunner:
         self.realised[config] = found
         check_applied(config, found)
         model.steps_per_execution = config.steps_per_execution
-        feed = "tf.data" if config.feed == "pipeline" else "numpy"
-        dataset = self.dataset(config) if config.feed == "pipeline" else None
+        feed = "numpy" if config.feed == "numpy" else "tf.data"
+        dataset = None if config.feed == "numpy" else self.dataset(config)
         sampler = TrainingSampler(
             model,
             TrainConfig(feed, config.batch_size, config.precision, config.jit),
@@ -390,6 +390,8 @@ class TfRunner:
         """
         if self.data.kind == "pydataset":
             return self.data.dataset
+        if config.feed == OWN_FEED:  # a script's own dataset, exactly as it builds it
+            return self.data.source.repeat()
         pipeline = self.pipeline_fn or resolve_pipeline()
         fixed = {"drop_remainder": True, "repeat": True}
         if self.data.arrays:

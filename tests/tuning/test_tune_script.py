@@ -1,0 +1,267 @@
+"""``tfaccel tune train.py ARGS...`` on scripts as people write them: module-level code,
+argparse, NumPy arrays or a ``tf.data`` pipeline with ``.map``, a subclassed model with its own
+``train_step``, a checkpoint callback. The workload is captured at ``fit``; each precision's
+model is the script's, built again; the script's own configuration is timed against the winner.
+
+The tunes share this test process (the command line's ``main``), with tiny models, fixed
+batch sizes and budgets of a few seconds; the decision between the script's own configuration
+and a winner is tested on injected timings.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+from tune_helpers import FakeClock, FakeRunner, is_fake_oom
+
+from tfaccel.core.timing import summarize
+from tfaccel.tuning.script import against_baseline
+from tfaccel.tuning.search import Decision, SearchOutcome, SearchSettings, Trial
+from tfaccel.tuning.space import OWN_FEED, Config
+
+NUMPY_SCRIPT = """
+import argparse
+
+import keras
+import numpy as np
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--batch-size", type=int, default=16)
+parser.add_argument("--epochs", type=int, default=20)
+parser.add_argument("--checkpoint", default="{out}/best.weights.h5")
+args = parser.parse_args()
+
+print("loading the data")  # under --json, on stderr
+rng = np.random.default_rng(0)
+x = rng.random((512, 10)).astype("float32")
+y = rng.integers(0, 4, size=512)
+model = keras.Sequential([keras.Input((10,)), keras.layers.Dense(8, activation="relu"),
+                          keras.layers.Dense(4, activation="softmax")], name="tiny_mlp")
+model.compile(optimizer=keras.optimizers.SGD(0.01), loss="sparse_categorical_crossentropy",
+              metrics=["accuracy"], steps_per_execution=2)
+checkpoint = keras.callbacks.ModelCheckpoint(args.checkpoint, save_weights_only=True)
+model.fit(x, y, batch_size=args.batch_size, epochs=args.epochs, validation_split=0.1,
+          callbacks=[checkpoint])
+model.save("{out}/final.keras")
+"""
+
+SUBCLASSED_SCRIPT = """
+import keras
+import numpy as np
+import tensorflow as tf
+
+tf.config.threading.set_inter_op_parallelism_threads(2)  # refused once TensorFlow has started
+
+
+class Net(keras.Model):
+    def __init__(self):
+        super().__init__(name="subnet")
+        self.hidden = keras.layers.Dense(8, activation="relu")
+        self.out = keras.layers.Dense(4)
+
+    def call(self, x):
+        return self.out(self.hidden(x))
+
+    def train_step(self, data):
+        x, y = data
+        with tf.GradientTape() as tape:
+            loss = self.compute_loss(x=x, y=y, y_pred=self(x, training=True))
+        grads = tape.gradient(loss, self.trainable_variables)
+        self.optimizer.apply_gradients(zip(grads, self.trainable_variables))
+        return {{"loss": loss}}
+
+
+def scale(x, y):
+    return tf.cast(x, tf.float32) / 255.0, y
+
+
+rng = np.random.default_rng(0)
+x = rng.integers(0, 255, size=(512, 10)).astype("uint8")
+y = rng.integers(0, 4, size=512)
+ds = tf.data.Dataset.from_tensor_slices((x, y)).map(scale).shuffle(128).batch(32)
+model = Net()
+model.compile(optimizer="adam",
+              loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+model.fit(ds, epochs=3, callbacks=[keras.callbacks.CSVLogger("{out}/log.csv")])
+"""
+
+QUICK = ("--no-progress", "--no-save", "--json", "--sample-seconds", "0.1", "--rounds", "3")
+
+
+def _script(tmp_path: Path, text: str) -> Path:
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(text.format(out=tmp_path)))
+    return script
+
+
+def _tune(capsys: pytest.CaptureFixture[str], *words: str) -> dict:
+    from tfaccel.cli import main
+
+    status = main(["tune", *QUICK, *words])
+    out = capsys.readouterr()
+    assert status == 0, out.err[-3000:]
+    document: dict = json.loads(out.out)  # one document: the script's prints went to stderr
+    return document
+
+
+def test_numpy_script_with_argparse_and_a_checkpoint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("keras")
+    script = _script(tmp_path, NUMPY_SCRIPT)
+    result = _tune(
+        capsys,
+        "--budget", "6",
+        "--space", "batch_size=24,96",
+        "--space", "precision=float32",
+        "--space", "jit=off",
+        "--space", "steps_per_execution=1,2",
+        str(script), "--batch-size", "24",
+    )  # fmt: skip
+    # the baseline is the script's own: its --batch-size, its precision, its compile
+    assert result["baseline"]["batch_size"] == 24
+    assert result["baseline"]["precision"] == "float32"
+    assert result["baseline"]["steps_per_execution"] == 2
+    assert result["baseline"]["feed"] == "numpy"
+    verdict = result["baseline_verdict"]
+    assert verdict["says"]
+    if verdict["kept"]:
+        assert result["best"] == result["baseline"]
+    assert any(t["note"] == "your own configuration" for t in result["trials"])
+    # what the trials did not run is said, and did not happen
+    assert "callback ModelCheckpoint" in result["not_run"]
+    assert "validation (validation_split)" in result["not_run"]
+    assert not (tmp_path / "best.weights.h5").exists()
+    assert not (tmp_path / "final.keras").exists()
+    # a Sequential model in its own precision is cloned, with the script's compile
+    assert result["workload"]["models"]["float32"].startswith("cloned")
+    assert result["workload"]["origin"]["args"] == ["--batch-size", "24"]
+    assert result["model_name"] == "tiny_mlp"
+    assert result["elapsed_s"] <= 6 * 1.5
+
+
+def test_subclassed_model_on_a_mapped_dataset_is_built_again_per_precision(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("tensorflow")
+    script = _script(tmp_path, SUBCLASSED_SCRIPT)
+    result = _tune(
+        capsys,
+        "--budget", "8",
+        "--space", "batch_size=32,64",
+        "--space", "precision=float32,mixed_bfloat16",
+        "--space", "jit=off",
+        "--space", "steps_per_execution=1",
+        str(script),
+    )  # fmt: skip
+    models = result["workload"]["models"]
+    assert set(models) == {"float32", "mixed_bfloat16"}, models
+    assert all(how.startswith("the script captured again") for how in models.values())
+    timed = {t["config"]["precision"] for t in result["trials"] if t["rung_samples"]}
+    assert timed == {"float32", "mixed_bfloat16"}, result["trials"]
+    assert not [t for t in result["trials"] if t["status"] in ("error", "not applied")]
+    # its dataset, exactly as it builds it (its .map, its batches), is the baseline's feed
+    assert result["baseline"]["feed"] == OWN_FEED
+    assert result["baseline"]["batch_size"] == 32
+    assert result["not_run"] == ["callback CSVLogger"]
+    assert not (tmp_path / "log.csv").exists()
+
+
+def test_a_model_fn_script_keeps_its_options_after_the_script(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tfaccel.cli import main
+
+    script = tmp_path / "hooks.py"
+    script.write_text("def model_fn():\n    pass\n\ndata = None\n")
+    status = main(["tune", str(script), "--smoke", "--no-progress"])
+    assert status != 0
+    assert "--smoke applies to --model only" in capsys.readouterr().err
+
+
+# -- the script's own configuration against the winner, on injected timings -------------------
+
+
+def _outcome(winner: Config, baseline: Config | None) -> SearchOutcome:
+    trials = [Trial(winner, status="ok", rung_samples={0: [100.0, 101.0, 99.0]}, order=0)]
+    if baseline is not None:
+        trials.append(Trial(baseline, status="dropped", rung_samples={0: [50.0]}, order=1))
+    return SearchOutcome(
+        trials=trials,
+        decision=Decision(winner, winner, "fastest"),
+        final_rung=0,
+        final_rounds=3,
+        batch_search=None,
+        interrupted=False,
+        elapsed_s=1.0,
+        notes=[],
+    )
+
+
+@pytest.mark.parametrize(
+    ("winner_speed", "kept"),
+    [(1000.0, True), (1010.0, True), (2000.0, False)],
+    ids=["same-speed", "inside-the-noise", "twice-as-fast"],
+)
+def test_the_winner_replaces_yours_only_beyond_the_noise(winner_speed: float, kept: bool) -> None:
+    yours = Config(32, feed="numpy")
+    winner = Config(256, feed="numpy")
+    speeds = {yours: 1000.0, winner: winner_speed}
+    runner = FakeRunner(FakeClock(), lambda c: speeds[c])
+    runner.prepare(winner)
+    outcome = _outcome(winner, None)
+    verdict = against_baseline(
+        outcome, runner, yours, SearchSettings(budget_s=100, final_rounds=5), is_oom=is_fake_oom
+    )
+    assert verdict["kept"] is kept
+    assert outcome.decision is not None
+    assert outcome.decision.winner == (yours if kept else winner)
+    assert outcome.decision.reason.startswith("keep yours") is kept
+    mine = next(t for t in outcome.trials if t.config == yours)
+    theirs = next(t for t in outcome.trials if t.config == winner)
+    assert mine.rung_samples[1] and theirs.rung_samples[1]  # timed together, one rung more
+    assert len(mine.rung_samples[1]) == 5
+    assert summarize(theirs.rung_samples[1]).median == pytest.approx(winner_speed, rel=0.05)
+
+
+def test_a_winner_that_is_yours_needs_no_second_timing() -> None:
+    yours = Config(32, feed="numpy")
+    runner = FakeRunner(FakeClock(), lambda c: 1000.0)
+    outcome = _outcome(yours, None)
+    verdict = against_baseline(
+        outcome, runner, yours, SearchSettings(budget_s=100), is_oom=is_fake_oom
+    )
+    assert verdict["kept"] is True
+    assert runner.total_samples == 0
+    assert "keep yours" in outcome.decision.reason  # type: ignore[union-attr]
+
+
+def test_data_a_trial_cannot_read_again_is_refused_with_the_fix() -> None:
+    from tfaccel.tuning import TuneError
+    from tfaccel.tuning.script import workload_hooks
+    from tfaccel.workload import CompileArgs, Origin, Workload
+
+    examples = iter([(1, 2)])
+    workload = Workload(object(), CompileArgs(), examples, origin=Origin("train.py"))
+    with pytest.raises(TuneError, match=r"as a generator.*Dataset\.from_generator"):
+        workload_hooks(workload)
+
+
+def test_a_model_built_under_a_strategy_is_refused_with_the_reason() -> None:
+    tf = pytest.importorskip("tensorflow")
+    import keras
+    import numpy as np
+
+    from tfaccel.tuning import TuneError
+    from tfaccel.tuning.script import workload_hooks
+    from tfaccel.workload import CompileArgs, Origin, Workload
+
+    with tf.distribute.OneDeviceStrategy("/cpu:0").scope():
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    x, y = np.zeros((8, 4), "float32"), np.zeros(8)
+    workload = Workload(model, CompileArgs(), x, y, origin=Origin("train.py"))
+    with pytest.raises(TuneError, match="built under a OneDeviceStrategy"):
+        workload_hooks(workload)
