@@ -243,6 +243,11 @@ CAUSES: dict[str, Cause] = {
         "DirectML finds no adapter on a GPU without full Direct3D 12 (Intel before Gen 9): "
         "update the GPU driver, or train on the CPU",
     ),
+    "tensorboard_missing": Cause(
+        "TensorBoard is not installed: the TensorBoard callback and tf.summary.scalar/image/"
+        "histogram fail (TensorFlow >= 2.21 no longer installs it)",
+        "pip install tensorboard (in the environment that runs the training)",
+    ),
     "input_ran_out": Cause(
         "The input ran out of data before steps_per_epoch * epochs batches: training stopped early",
         "drop steps_per_epoch (each epoch then runs to the end of the data), or set it to "
@@ -684,6 +689,33 @@ PATTERNS: tuple[Pattern, ...] = (
             r"(?P<a>\w+)\W* is deprecated in the new Keras optimizer",
             "{a}= is not an argument of the new optimizer",
         ),
+    ),
+    _p(
+        "tensorboard_missing",
+        "TensorBoard is not installed, missing implementation for",
+        detail=_extract(r"missing implementation for (?P<a>[\w.]+)", "{a} needs tensorboard"),
+    ),
+    _p("tensorboard_missing", "TBNotInstalledError"),
+    _p(
+        "tensorboard_missing",
+        "No module named 'tensorboard",
+        regex=r"No module named '?tensorboard(?:'|\.|$)",
+        detail=_extract(r"No module named '(?P<m>tensorboard[\w.]*)'", "import of {m} failed"),
+    ),
+    _p(
+        "tensorboard_missing",
+        "summary' has no attribute '",
+        regex=r"summary' has no attribute '(?:scalar|image|histogram|text|audio)'",
+        detail=_extract(
+            r"(?P<m>[\w.]*summary)' has no attribute '(?P<a>\w+)'",
+            "{m}.{a} is missing (it comes from tensorboard)",
+        ),
+    ),
+    _p(
+        "tensorboard_missing",
+        "due to missing TensorBoard installation",
+        status="warn",
+        detail=_extract(r"Limited (?P<a>[\w.]+) API", "limited {a} API"),
     ),
     _p(
         "input_ran_out",
