@@ -622,6 +622,24 @@ PATTERNS: tuple[Pattern, ...] = (
         detail=_extract(r"Found: <(?P<o>[\w.]+) object", "the layer given: {o}"),
     ),
     _p(
+        "keras_versions_mixed",
+        "can be added to a Sequential model",
+        regex=r"Only instances of `keras\.Layer` can be added to a Sequential model",
+        detail=_extract(r"Received: <(?P<o>[\w.]+) object", "the layer given: {o}"),
+    ),
+    _p(
+        "legacy_optimizer_needed",
+        "Argument `decay` is no longer supported",
+        status="warn",
+        detail=lambda line: "decay= is ignored by the Keras 3 optimizer",
+    ),
+    _p(
+        "legacy_optimizer_needed",
+        "Argument(s) not recognized",
+        regex=r"Argument\(s\) not recognized: \{'(?:lr|decay)'",
+        detail=_extract(r"\{'(?P<a>lr|decay)'", "{a}= is not an argument of the Keras 3 optimizer"),
+    ),
+    _p(
         "legacy_optimizer_needed",
         "is deprecated in Keras optimizer",
         status="warn",
@@ -646,9 +664,9 @@ PATTERNS: tuple[Pattern, ...] = (
     _p(
         "xla_unsupported_op",
         "OpKernel for XLA_",
-        regex=r"No registered '\w+' OpKernel for XLA_\w+_JIT devices",
+        regex=r"No registered '\w+' OpKernel for XLA_\w+ devices",
         detail=_extract(
-            r"No registered '(?P<o>\w+)' OpKernel for (?P<d>XLA_\w+_JIT)",
+            r"No registered '(?P<o>\w+)' OpKernel for (?P<d>XLA_\w+) devices",
             "{o} has no {d} kernel (jit_compile)",
         ),
     ),
