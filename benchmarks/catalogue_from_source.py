@@ -112,7 +112,8 @@ def format_of(call: str, python: bool) -> str:
     pieces: list[str] = []
     last = 0
     printf = False
-    literals = list(pattern.finditer(body))
+    # literals inside a nested call (absl::StrFormat("%d.%d", ...) in a LOG chain) are values
+    literals = [m for m in pattern.finditer(body) if _depth_at(body, m.start(), python) == 0]
     for n, match in enumerate(literals):
         gap = body[last : match.start()]
         if pieces and python and re.search(r"%|\.format\(", gap):
@@ -144,6 +145,28 @@ def format_of(call: str, python: bool) -> str:
     return "".join(pieces)
 
 
+def _depth_at(body: str, position: int, python: bool) -> int:
+    """How many parentheses are open at ``position`` of ``body`` (string literals skipped)."""
+    depth = 0
+    quote = ""
+    i = 0
+    while i < position:
+        ch = body[i]
+        if quote:
+            if ch == "\\":
+                i += 1
+            elif ch == quote:
+                quote = ""
+        elif ch == '"' or (python and ch == "'"):
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        i += 1
+    return depth
+
+
 def _is_value(gap: str, python: bool = False) -> bool:
     """Whether the code between two literals inserts a value (not just ``<<``, ``,``, ``+``).
 
@@ -162,12 +185,13 @@ def find_in_source(text: str, find: str, python: bool) -> list[str]:
     formats: list[str] = []
     for match in re.finditer(re.escape(find), text):
         starts = [m for m in _START.finditer(text, max(0, match.start() - 1500), match.start())]
-        if not starts:
+        # the innermost call or statement that reaches past the literal (a LOG chain holds an
+        # absl::StrFormat(...) of its own)
+        spans = [(m.start(), _span(text, m.start(), python)) for m in reversed(starts)]
+        spans = [(start, call) for start, call in spans if start + len(call) > match.end()]
+        if not spans:
             continue
-        start = starts[-1].start()
-        call = _span(text, start, python)
-        if match.start() >= start + len(call):
-            continue
+        _start, call = spans[0]
         fmt = format_of(call, python)
         if find in fmt and fmt not in formats:
             formats.append(fmt)

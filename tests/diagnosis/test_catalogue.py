@@ -90,6 +90,11 @@ CC = """\
                               "'; dlerror: ", status.message());
   return absl::InternalError(absl::StrFormat("kernel version %s does not match DSO version %s",
                                              a, b));
+  LOG_FIRST_N(WARNING, 1)
+      << "The NVIDIA driver's CUDA version is "
+      << absl::StrFormat("%d.%d", driver_version / 1000, (driver_version % 1000) / 10)
+      << " which is older than the PTX compiler version " << asm_compiler_version
+      << ". Because the driver is older than the PTX compiler version.";
 """
 PY = """\
 _TENSORBOARD_NOT_INSTALLED_ERROR = (
@@ -115,6 +120,9 @@ _TENSORBOARD_NOT_INSTALLED_ERROR = (
          "compute capability {}. The minimum required Cuda capability is {}."),
         (False, "Could not load dynamic library", "Could not load dynamic library '{}'; dlerror: {}"),
         (False, "does not match DSO", "kernel version %s does not match DSO version %s"),
+        (False, "older than the PTX", "The NVIDIA driver's CUDA version is {} which is older "
+         "than the PTX compiler version {}. Because the driver is older than the PTX compiler "
+         "version."),
         (True, "TensorBoard is not installed", "TensorBoard is not installed, missing implementation for"),
         (True, "Could not interpret optimizer", "Could not interpret optimizer identifier: {}"),
         (True, "Your input ran out", "Your input ran out of data; interrupting training. "

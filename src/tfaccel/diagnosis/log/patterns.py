@@ -513,6 +513,12 @@ PATTERNS: tuple[Pattern, ...] = (
         regex=r"(?i)(?:create|destroy) cudnn handle(?!: CUDNN_STATUS_ALLOC_FAILED)",
         detail=_extract(r"(?i)create cudnn handle: (?P<e>CUDNN_STATUS_\w+)", "cuDNN: {e}"),
     ),
+    _p(
+        "cudnn_init_failed",
+        "cudnn library could not create a handle",
+        regex=r"could not create a handle(?!: CUDNN_STATUS_ALLOC_FAILED)",
+        detail=_extract(r"create a handle: (?P<e>CUDNN_STATUS_\w+)", "cuDNN: {e}"),
+    ),
     _p("cudnn_init_failed", "This is probably because cuDNN failed to initialize"),
     _p("cudnn_mismatch", "DNN library initialization failed"),
     _p(
