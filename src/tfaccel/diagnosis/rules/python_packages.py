@@ -5,7 +5,8 @@ TensorFlow requires, or newer than the generated code of a TensorFlow <= 2.8 can
 ``keras_versions_mixed`` (a Keras that ``tf.keras`` cannot use, or ``TF_USE_LEGACY_KERAS`` set
 without ``tf-keras`` or beside Keras 3) and ``tensorboard_missing`` (no ``tensorboard`` package:
 the TensorBoard callback and ``tf.summary.scalar``/``image``/``histogram`` fail; TensorFlow >= 2.21
-no longer installs it).
+no longer installs it, so there it is an ``info``: nothing fails until they are used; a ``fail``
+where the installed TensorFlow requires it).
 
 The requirements are TensorFlow's own: the ``Requires-Dist`` lines of its distribution's METADATA
 (``Snapshot.tensorflow.requires``), e.g. ``protobuf<8.0.0,>=6.31.1`` and ``keras>=3.12.0`` for
@@ -283,7 +284,7 @@ def tensorboard_missing(s: Snapshot) -> Finding:
         evidence.append(
             f"{tf_label(s)} does not require tensorboard (TensorFlow >= 2.21 no longer installs it)"
         )
-        status = "warn"
+        status = "info"  # nothing is wrong until the TensorBoard callback or tf.summary is used
     evidence.append(
         "the Keras TensorBoard callback and tf.summary.scalar/image/histogram raise "
         "TBNotInstalledError ('TensorBoard is not installed, missing implementation for ...')"

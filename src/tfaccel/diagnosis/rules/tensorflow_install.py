@@ -205,6 +205,12 @@ def cpu_no_avx(s: Snapshot) -> Finding:
     """Official x86_64 wheels are built with AVX; without it ``import tensorflow`` dies."""
     if cpu_arch(s) != "x86_64":
         return skip("cpu_no_avx", f"not an x86_64 CPU ({s.platform.machine or 'unknown'})")
+    if s.platform.emulator:
+        return skip(
+            "cpu_no_avx",
+            f"the CPU flags read are the host's, not the emulated CPU's ({s.platform.emulator}; "
+            "see x86_emulation)",
+        )
     flags = {f.strip().lower() for f in s.cpu.flags}
     if not flags:
         return skip("cpu_no_avx", "the CPU flags were not read")
@@ -258,8 +264,8 @@ def x86_emulation(s: Snapshot) -> Finding:
     return make_finding(
         "x86_emulation",
         "warn",
-        f"This {s.platform.machine or 'x86_64'} Python runs under {emulator} emulation on an "
-        "Arm CPU",
+        f"This {s.platform.machine or 'x86_64'} Python runs translated on an Arm CPU "
+        "(QEMU user mode, or Rosetta for Linux)",
         evidence,
         QEMU_FIX,
     )
