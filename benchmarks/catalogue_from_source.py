@@ -47,7 +47,8 @@ _START = re.compile(
     r"(?:\bLOG\(\w+\)|\bVLOG\(\d+\)|\bLOG_FIRST_N\(\w+, *\d+\)|\bLOG_EVERY_N\(\w+, *\d+\)"
     r"|\bLOG_IF\([^;]*?\)|\babsl::StrCat\(|\babsl::StrFormat\(|\bStrCat\(|\bstrings::Printf\("
     r"|\babsl::\w+Error\(|\b(?:tsl::|tensorflow::)?errors::\w+\(|\braise \w+\("
-    r"|\blogging\.\w+\(|\bwarnings\.warn\(|^[ \t]*_?[A-Z][A-Z0-9_]* *= *\(?)",
+    r"|\blogging\.\w+\(|\bwarnings\.warn\(|^[ \t]*_?[A-Z][A-Z0-9_]* *= *\(?"
+    r"|\b(?:const )?(?:auto|std::string|string) \w+ *=)",
     re.MULTILINE,
 )
 _C_STRING = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
