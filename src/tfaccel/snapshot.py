@@ -69,6 +69,11 @@ class PlatformInfo:
     libc_version: str = ""  # "2.39"
     install_dir: str | None = None  # where pip installs for this Python (site-packages)
     install_dir_free_bytes: int | None = None  # free space on its file system
+    # x86_64 code translated on another CPU: "rosetta" (macOS sysctl.proc_translated = 1) or
+    # "qemu-user" (an x86_64 Python whose /proc/cpuinfo describes an Arm CPU); None: native
+    emulator: str | None = None
+    emulator_evidence: str | None = None  # what showed it
+    is_admin: bool | None = None  # the process runs as root (effective uid 0); None: unknown
 
 
 @dataclass
@@ -188,6 +193,9 @@ class DriverInfo:
     cuda_driver_api_version: str | None = None  # cuDriverGetVersion, "12.4"
     nvidia_smi_path: str | None = None
     wsl_lib_dir_present: bool = False  # /usr/lib/wsl/lib exists (WSL2 GPU driver location)
+    # /proc/driver/nvidia/params ``RmProfilingAdminOnly`` (module option
+    # NVreg_RestrictProfilingToAdminUsers): GPU performance counters for root only; None: unread
+    profiling_admin_only: bool | None = None
 
 
 @dataclass
@@ -214,6 +222,8 @@ class TfBuild:
     cudnn_version: str | None = None  # "9"
     cuda_compute_capabilities: list[str] = field(default_factory=list)  # ["sm_60", "compute_90"]
     build_info: dict[str, str] = field(default_factory=dict)  # every key, values as text
+    # the distribution's Requires-Dist lines (its METADATA), as written: "protobuf<8,>=6.31.1"
+    requires: list[str] = field(default_factory=list)
     error: str | None = None
 
 

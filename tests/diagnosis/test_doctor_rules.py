@@ -39,6 +39,8 @@ SECTION_1_IDS = {
 EXTRA_IDS = {
     "tensorflow_missing", "conflicting_tf_distributions", "gpu_too_few_cores", "cpu_no_avx",
     "gpu_memory_in_use", "env_settings", "tf_import", "tf_gpus_registered",
+    "x86_emulation", "protobuf_incompatible", "keras_versions_mixed", "tensorboard_missing",
+    "cupti_privileges",
 }  # fmt: skip
 
 
@@ -828,3 +830,204 @@ def test_deep_log_cuda_build_on_machine_without_gpu_is_expected() -> None:
     deep_findings = [f for f in report.findings if f.source == "deep"]
     assert [(f.id, f.status) for f in deep_findings] == [("no_driver_or_hidden", "skip")]
     assert report.exit_code == 0
+
+
+# --------------------------------------------------------------------------- Python packages
+
+TF_221_REQUIRES = [
+    "absl-py>=1.0.0",
+    "protobuf<8.0.0,>=6.31.1",
+    "keras>=3.12.0",
+    'nvidia-cudnn-cu12<10.0,>=9.3.0.75; extra == "and-cuda"',
+]
+TF_215_REQUIRES = [
+    "protobuf!=4.21.0,!=4.21.1,!=4.21.2,!=4.21.3,!=4.21.4,!=4.21.5,<5.0.0dev,>=3.20.3",
+    "keras<2.16,>=2.15.0",
+    "tensorboard<2.16,>=2.15",
+]
+
+
+def with_packages(
+    s: Snapshot, requires: list[str], *dists: tuple[str, str], env: dict[str, str] | None = None
+) -> Snapshot:
+    s.tensorflow.requires = list(requires)
+    s.distributions = [
+        Distribution(s.tensorflow.distribution or "tensorflow", s.tensorflow.version or "")
+    ]
+    s.distributions += [Distribution(n, v) for n, v in dists]
+    s.env.update(env or {})
+    return s
+
+
+def test_requirement_and_satisfies_read_pep_440_specifiers() -> None:
+    from tfaccel.diagnosis.rules.python_packages import requirement, satisfies
+
+    assert requirement(TF_221_REQUIRES, "protobuf") == "<8.0.0,>=6.31.1"
+    assert requirement(TF_221_REQUIRES, "nvidia-cudnn-cu12") is None  # an extra's
+    assert requirement(["protobuf (>=3.9.2)"], "protobuf") == ">=3.9.2"
+    assert requirement(TF_221_REQUIRES, "tensorboard") is None
+    assert satisfies("7.36.2", "<8.0.0,>=6.31.1") is True
+    assert satisfies("5.29.3", "<8.0.0,>=6.31.1") is False
+    assert satisfies("4.21.1", TF_215_REQUIRES[0].removeprefix("protobuf")) is False
+    assert satisfies("3.20.3", "==3.20.*") is True
+    assert satisfies("2.15.1", "~=2.15.0") is True and satisfies("2.16.0", "~=2.15.0") is False
+    assert satisfies("x", ">=1") is None
+
+
+def test_protobuf_incompatible_outside_tensorflows_range() -> None:
+    s = with_packages(gpu_machine(), TF_221_REQUIRES, ("protobuf", "5.29.3"), ("keras", "3.12.0"))
+    f = find(s, "protobuf_incompatible")
+    assert f.status == "fail"
+    assert "protobuf<8.0.0,>=6.31.1" in " ".join(f.evidence)
+    assert f.fix == "pip install 'protobuf<8.0.0,>=6.31.1'"
+
+
+def test_protobuf_incompatible_dso_60_tf_1_14_with_protobuf_4() -> None:
+    # deep-symbolic-optimization#60: TF 1.14 under protobuf 4 ('Descriptors cannot be created
+    # directly'); TF 1.14's METADATA asked only protobuf>=3.6.1
+    s = with_packages(this_machine(), ["protobuf>=3.6.1"], ("protobuf", "4.21.1"))
+    s.tensorflow.version = "1.14.0"
+    f = find(s, "protobuf_incompatible")
+    assert f.status == "fail" and f.fix == "pip install 'protobuf==3.20.*'"
+
+
+def test_protobuf_incompatible_ok_in_range_and_skipped_without_metadata() -> None:
+    s = with_packages(gpu_machine(), TF_221_REQUIRES, ("protobuf", "7.36.2"), ("keras", "3.12.0"))
+    assert find(s, "protobuf_incompatible").status == "ok"
+    assert find(gpu_machine(), "protobuf_incompatible").status == "skip"
+
+
+def test_keras_versions_mixed_keras_2_under_tf_2_21() -> None:
+    s = with_packages(gpu_machine(), TF_221_REQUIRES, ("protobuf", "7.36.2"), ("keras", "2.15.0"))
+    f = find(s, "keras_versions_mixed")
+    assert f.status == "fail" and f.fix == "pip install 'keras>=3.12.0'"
+
+
+def test_keras_versions_mixed_keras_3_under_tf_2_15_without_metadata() -> None:
+    s = gpu_machine(tf_version="2.15.0")
+    s.distributions.append(Distribution("keras", "3.3.3"))
+    f = find(s, "keras_versions_mixed")
+    assert f.status == "fail" and f.fix == "pip install 'keras~=2.15.0'"
+
+
+def test_keras_versions_mixed_legacy_keras_without_tf_keras() -> None:
+    s = with_packages(
+        gpu_machine(), TF_221_REQUIRES, ("protobuf", "7.36.2"), ("keras", "3.12.0"),
+        env={"TF_USE_LEGACY_KERAS": "1"},
+    )  # fmt: skip
+    f = find(s, "keras_versions_mixed")
+    assert f.status == "fail"
+    assert f.fix is not None and f.fix.startswith("pip install 'tf-keras~=2.21.0'")
+
+
+def test_keras_versions_mixed_legacy_keras_beside_keras_3_warns() -> None:
+    s = with_packages(
+        gpu_machine(), TF_221_REQUIRES, ("protobuf", "7.36.2"), ("keras", "3.12.0"),
+        ("tf-keras", "2.21.0"), env={"TF_USE_LEGACY_KERAS": "true"},
+    )  # fmt: skip
+    f = find(s, "keras_versions_mixed")
+    assert f.status == "warn" and "Two Kerases" in f.title
+    s.distributions = [d for d in s.distributions if d.name != "tf-keras"]
+    s.distributions.append(Distribution("tf-keras", "2.17.0"))
+    f = find(s, "keras_versions_mixed")
+    assert f.status == "warn" and f.fix == "pip install 'tf-keras~=2.21.0'"
+
+
+def test_keras_versions_mixed_ok_cases() -> None:
+    s = with_packages(
+        gpu_machine(), TF_221_REQUIRES, ("protobuf", "7.36.2"), ("keras", "3.12.0"),
+        ("tf-keras", "2.21.0"),
+    )  # fmt: skip
+    assert find(s, "keras_versions_mixed").status == "ok"
+    s.env["TF_USE_LEGACY_KERAS"] = "1"
+    s.distributions = [d for d in s.distributions if d.name != "keras"]
+    assert find(s, "keras_versions_mixed").status == "ok"  # tf_keras alone
+    old = gpu_machine(tf_version="2.15.0")
+    old.distributions.append(Distribution("keras", "2.15.0"))
+    old.env["TF_USE_LEGACY_KERAS"] = "1"
+    assert find(old, "keras_versions_mixed").status == "ok"
+
+
+def test_tensorboard_missing_under_tf_2_21_is_an_info_with_pip_install() -> None:
+    # keras-team/keras#22376, stared/livelossplot#152: TF 2.21 no longer installs tensorboard
+    s = with_packages(this_machine(), TF_221_REQUIRES, ("protobuf", "7.36.2"), ("keras", "3.12.0"))
+    f = find(s, "tensorboard_missing")
+    assert f.status == "info" and f.fix == "pip install tensorboard"
+    assert "TBNotInstalledError" in " ".join(f.evidence)
+    assert diagnose(s).exit_code == 0
+
+
+def test_tensorboard_missing_fails_when_tensorflow_requires_it() -> None:
+    s = with_packages(gpu_machine(tf_version="2.15.0"), TF_215_REQUIRES, ("protobuf", "4.25.3"))
+    f = find(s, "tensorboard_missing")
+    assert f.status == "fail" and f.fix == "pip install 'tensorboard<2.16,>=2.15'"
+
+
+def test_tensorboard_missing_ok_when_installed_and_skipped_without_metadata() -> None:
+    s = with_packages(
+        gpu_machine(), TF_221_REQUIRES, ("protobuf", "7.36.2"), ("keras", "3.12.0"),
+        ("tensorboard", "2.20.0"),
+    )  # fmt: skip
+    assert find(s, "tensorboard_missing").status == "ok"
+    assert find(gpu_machine(), "tensorboard_missing").status == "skip"
+
+
+# --------------------------------------------------------------------------- emulation, CUPTI
+
+
+def test_x86_emulation_rosetta_tensorflow_58339() -> None:
+    # tensorflow#58339: x86 tensorflow-macos in a Rosetta-translated Python on an M1 -> SIGILL
+    s = this_machine()
+    s.platform = PlatformInfo(
+        system="Darwin", machine="x86_64", emulator="rosetta",
+        emulator_evidence="sysctl.proc_translated = 1",
+    )  # fmt: skip
+    f = find(s, "x86_emulation")
+    assert f.status == "fail" and "arm64" in (f.fix or "")
+    assert "sysctl.proc_translated = 1" in f.evidence
+
+
+def test_x86_emulation_qemu_user_warns_and_native_is_ok() -> None:
+    s = this_machine()
+    s.platform.emulator = "qemu-user"
+    s.platform.emulator_evidence = "an x86_64 Python, while /proc/cpuinfo describes an Arm CPU"
+    s.cpu.flags = ["fp", "asimd", "sve"]  # the host's, read through /proc/cpuinfo
+    f = find(s, "x86_emulation")
+    assert f.status == "warn" and "--platform linux/arm64" in (f.fix or "")
+    assert find(s, "cpu_no_avx").status == "skip"
+    assert find(this_machine(), "x86_emulation").status == "ok"
+
+
+def test_cupti_privileges_warns_when_counters_are_for_root_only() -> None:
+    s = gpu_machine()
+    s.driver.profiling_admin_only = True
+    s.platform.is_admin = False
+    f = find(s, "cupti_privileges")
+    assert f.status == "warn"
+    assert "NVreg_RestrictProfilingToAdminUsers=0" in (f.fix or "")
+    s.platform.is_admin = True
+    assert find(s, "cupti_privileges").status == "ok"
+
+
+def test_cupti_privileges_ok_unrestricted_and_skipped_unread_or_without_gpu() -> None:
+    s = gpu_machine()
+    assert find(s, "cupti_privileges").status == "skip"  # not read
+    s.driver.profiling_admin_only = False
+    assert find(s, "cupti_privileges").status == "ok"
+    assert find(this_machine(), "cupti_privileges").status == "skip"
+
+
+@pytest.mark.parametrize(
+    ("issue", "name", "cc"),
+    [
+        ("tensorflow#89272", "NVIDIA GeForce RTX 5080", "12.0"),
+        ("tensorflow#97387", "NVIDIA GeForce RTX 5070 Ti", "12.0"),
+        ("tensorflow#99592", "NVIDIA GeForce RTX 5090", "12.0"),
+        ("DGX Spark", "NVIDIA GB10", "12.1"),
+        ("B200", "NVIDIA B200", "10.0"),
+    ],
+)
+def test_cc_too_new_blackwell_on_pip_wheels(issue: str, name: str, cc: str) -> None:
+    f = find(gpu_machine([gpu(name=name, cc=cc)]), "cc_too_new")
+    assert f.status == "fail", issue
+    assert "does not JIT for Blackwell" in " ".join(f.evidence)

@@ -525,3 +525,43 @@ def test_read_log_file_stdin_that_cannot_be_read(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BufferedReader(Closed())))
     with pytest.raises(LogInputError, match="Standard input cannot be read"):
         read_log_file("-")
+
+
+@pytest.mark.parametrize(
+    ("line", "status", "detail"),
+    [
+        (  # tensorflow/python/summary/tb_summary.py (TF >= 2.16), stared/livelossplot#152
+            "tensorflow.python.summary.tb_summary.TBNotInstalledError: TensorBoard is not "
+            "installed, missing implementation for tf.summary.scalar",
+            "fail",
+            "tf.summary.scalar needs tensorboard",
+        ),
+        (  # keras callbacks importing it
+            "ModuleNotFoundError: No module named 'tensorboard'",
+            "fail",
+            "import of tensorboard failed",
+        ),
+        (  # tensorflow#50673
+            "AttributeError: module 'tensorflow._api.v2.summary' has no attribute 'scalar'",
+            "fail",
+            "tensorflow._api.v2.summary.scalar is missing (it comes from tensorboard)",
+        ),
+        (  # tensorflow/tensorboard#2352
+            "W0617 10:17:07.384346 139892139185984 __init__.py:343] Limited tf.summary API due "
+            "to missing TensorBoard installation.",
+            "warn",
+            "limited tf.summary API",
+        ),
+    ],
+)
+def test_tensorboard_missing_from_tensorflow_and_keras_messages(
+    line: str, status: str, detail: str
+) -> None:
+    report = match_log(line)
+    assert cause_ids(report, status) == ["tensorboard_missing"]
+    assert details(report.causes[0]) == [detail]
+    assert CAUSES["tensorboard_missing"].fix.startswith("pip install tensorboard")
+
+
+def test_tensorboardx_missing_is_not_tensorboard_missing() -> None:
+    assert cause_ids(match_log("ModuleNotFoundError: No module named 'tensorboardX'")) == []

@@ -386,3 +386,43 @@ def test_cuda_runtimes_knows_a_runtime_found_through_a_linked_ld_library_path(
     assert via_path[0].found_via == "LD_LIBRARY_PATH" and via_path[0].path == str(mapped)
     via_cache = libs.cuda_runtimes(loader, ld_library_path="/usr/local/nvidia/lib64")
     assert via_cache[0].found_via == "system"
+
+
+# --- emulation, the driver's profiling setting, TensorFlow's requirements -------------------
+
+
+def test_detect_emulation_rosetta_qemu_user_and_native() -> None:
+    name, evidence = system.detect_emulation("Darwin", "x86_64", None, 1)
+    assert name == "rosetta" and "sysctl.proc_translated = 1" in (evidence or "")
+    assert system.detect_emulation("Darwin", "arm64", None, 0) == (None, None)
+    arm_cpuinfo = "processor\t: 0\nBogoMIPS\t: 50.00\nCPU implementer\t: 0x41\nCPU part\t: 0xd0c\n"
+    name, evidence = system.detect_emulation("Linux", "x86_64", arm_cpuinfo, None)
+    assert name == "qemu-user" and "Arm CPU" in (evidence or "")
+    assert system.detect_emulation("Linux", "aarch64", arm_cpuinfo, None) == (None, None)
+    x86_cpuinfo = "processor\t: 0\nvendor_id\t: GenuineIntel\nflags\t: fpu sse avx\n"
+    assert system.detect_emulation("Linux", "x86_64", x86_cpuinfo, None) == (None, None)
+
+
+def test_collect_platform_records_emulation_and_admin() -> None:
+    info = system.collect_platform()
+    assert info.emulator in (None, "rosetta", "qemu-user")
+    assert info.is_admin in (True, False, None)
+
+
+def test_nvidia_params_profiling_restriction(tmp_path: Path) -> None:
+    assert system.parse_nvidia_params("ResmanDebugLevel: 4294967295\nRmProfilingAdminOnly: 1\n")
+    assert system.parse_nvidia_params("RmProfilingAdminOnly: 0\n") is False
+    assert system.parse_nvidia_params("ResmanDebugLevel: 1\n") is None
+    assert system.nvidia_profiling_admin_only(str(tmp_path)) is None  # no driver
+    params = tmp_path / "proc/driver/nvidia/params"
+    params.parent.mkdir(parents=True)
+    params.write_text("EnableMSI: 1\nRmProfilingAdminOnly: 1\n")
+    assert system.nvidia_profiling_admin_only(str(tmp_path)) is True
+
+
+def test_tensorflow_requires_are_read_from_its_metadata_without_import() -> None:
+    build = packages.collect_tensorflow(packages.collect_distributions())
+    if not build.installed or not build.distribution:
+        pytest.skip("no TensorFlow distribution installed here")
+    assert any(r.startswith("protobuf") for r in build.requires)
+    assert packages.distribution_requires("no-such-distribution-xyz") == []

@@ -72,6 +72,7 @@ def snapshot(
         tpu=tpu.collect(pci_devices, distributions),
         env=env,
     )
+    snap.driver.profiling_admin_only = system.nvidia_profiling_admin_only()
     if libraries and tf_build.is_cuda_build:
         snap.cuda_libs = _load_cuda_libs(
             tf_build.cuda_version, tf_build.cudnn_version, tools.nvidia_wheel_lib_dirs

@@ -25,6 +25,7 @@ __all__ = [
     "collect_distributions",
     "collect_tensorflow",
     "collect_tools",
+    "distribution_requires",
     "nvidia_wheel_lib_dirs",
 ]
 
@@ -56,6 +57,9 @@ _RELEVANT_PREFIXES = (
     "tensorrt",
     "numba",
     "ml-dtypes",
+    "protobuf",
+    "tensorboard",
+    "tb-nightly",
 )
 
 
@@ -86,6 +90,7 @@ def collect_tensorflow(distributions: Iterable[Distribution]) -> TfBuild:
     tf_dists = [d for d in distributions if d.name in TF_DISTRIBUTIONS]
     if tf_dists:
         build.distribution, build.version = tf_dists[0].name, tf_dists[0].version
+        build.requires = distribution_requires(build.distribution)
     path = location / "python" / "platform" / "build_info.py"
     try:
         text = path.read_text(encoding="utf-8")
@@ -99,6 +104,14 @@ def collect_tensorflow(distributions: Iterable[Distribution]) -> TfBuild:
         return build
     _apply_build_info(build, info)
     return build
+
+
+def distribution_requires(name: str) -> list[str]:
+    """The Requires-Dist lines of an installed distribution's METADATA (no import); [] if unread."""
+    try:
+        return list(metadata.distribution(name).requires or [])
+    except (metadata.PackageNotFoundError, OSError, ValueError):
+        return []
 
 
 def build_info_from_text(text: str) -> dict[str, Any]:

@@ -12,7 +12,14 @@ from pathlib import Path
 
 from tfaccel.snapshot import PlatformInfo
 
-__all__ = ["ENV_VARS", "collect_env", "collect_platform"]
+__all__ = [
+    "ENV_VARS",
+    "collect_env",
+    "collect_platform",
+    "detect_emulation",
+    "nvidia_profiling_admin_only",
+    "parse_nvidia_params",
+]
 
 # Only these are recorded: a snapshot is meant to be attached to bug reports.
 ENV_VARS = (
@@ -55,10 +62,15 @@ def collect_platform() -> PlatformInfo:
     release = platform.release()
     libc, libc_version = _libc()
     install_dir, free = _install_space()
+    machine = platform.machine()
+    emulator, emulator_evidence = detect_emulation(
+        platform.system(), machine, _read_text("/proc/cpuinfo"), _proc_translated()
+    )
+    geteuid = getattr(os, "geteuid", None)
     return PlatformInfo(
         system=platform.system(),
         release=release,
-        machine=platform.machine(),
+        machine=machine,
         python_version=platform.python_version(),
         python_executable=sys.executable,
         is_wsl="microsoft" in release.lower() or "WSL_DISTRO_NAME" in os.environ,
@@ -68,7 +80,84 @@ def collect_platform() -> PlatformInfo:
         libc_version=libc_version,
         install_dir=install_dir,
         install_dir_free_bytes=free,
+        emulator=emulator,
+        emulator_evidence=emulator_evidence,
+        is_admin=geteuid() == 0 if geteuid is not None else None,
     )
+
+
+def detect_emulation(
+    system: str, machine: str, cpuinfo: str | None, proc_translated: int | None
+) -> tuple[str | None, str | None]:
+    """Whether this Python's x86_64 code runs translated on another CPU, and what showed it.
+
+    Args:
+        system: ``platform.system()``.
+        machine: ``platform.machine()``: what the Python binary was built for.
+        cpuinfo: the text of ``/proc/cpuinfo`` (Linux), or None.
+        proc_translated: macOS ``sysctl.proc_translated`` (1 under Rosetta 2), or None.
+
+    Returns:
+        ``("rosetta", evidence)``, ``("qemu-user", evidence)`` or ``(None, None)``.
+    """
+    arch = machine.strip().lower()
+    if system == "Darwin" and proc_translated == 1:
+        return (
+            "rosetta",
+            f"sysctl.proc_translated = 1 (this {arch or 'x86_64'} Python runs under Rosetta 2)",
+        )
+    if system == "Linux" and arch in ("x86_64", "amd64", "i686", "i386") and cpuinfo:
+        # qemu-user passes the host's /proc/cpuinfo through: an Arm CPU's keys under x86 code
+        for line in cpuinfo.splitlines():
+            key = line.partition(":")[0].strip().lower()
+            if key in ("cpu implementer", "cpu architecture"):
+                return "qemu-user", (
+                    f"an {arch} Python, while /proc/cpuinfo describes an Arm CPU "
+                    f"({line.strip()[:60]})"
+                )
+    return None, None
+
+
+def _proc_translated() -> int | None:
+    """macOS ``sysctl.proc_translated``: 1 under Rosetta 2, 0 native; None elsewhere."""
+    if sys.platform != "darwin":
+        return None
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+        value = ctypes.c_int(0)
+        size = ctypes.c_size_t(ctypes.sizeof(value))
+        rc = libc.sysctlbyname(
+            b"sysctl.proc_translated", ctypes.byref(value), ctypes.byref(size), None, 0
+        )
+    except (OSError, AttributeError):
+        return None
+    return int(value.value) if rc == 0 else None
+
+
+def parse_nvidia_params(text: str) -> bool | None:
+    """``RmProfilingAdminOnly: 1`` in /proc/driver/nvidia/params -> True; absent -> None."""
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("RmProfilingAdminOnly", "RestrictProfilingToAdminUsers"):
+            value = value.strip()
+            if value.isdigit():
+                return value != "0"
+    return None
+
+
+def nvidia_profiling_admin_only(root: str = "/") -> bool | None:
+    """Whether the NVIDIA driver lets only root read GPU performance counters (CUPTI)."""
+    text = _read_text(str(Path(root) / "proc/driver/nvidia/params"))
+    return parse_nvidia_params(text) if text is not None else None
+
+
+def _read_text(path: str) -> str | None:
+    try:
+        return Path(path).read_text(encoding="utf-8", errors="replace")[:1_000_000]
+    except OSError:
+        return None
 
 
 def _libc() -> tuple[str, str]:

@@ -243,6 +243,11 @@ CAUSES: dict[str, Cause] = {
         "DirectML finds no adapter on a GPU without full Direct3D 12 (Intel before Gen 9): "
         "update the GPU driver, or train on the CPU",
     ),
+    "tensorboard_missing": Cause(
+        "TensorBoard is not installed: the TensorBoard callback and tf.summary.scalar/image/"
+        "histogram fail (TensorFlow >= 2.21 no longer installs it)",
+        "pip install tensorboard (in the environment that runs the training)",
+    ),
     "input_ran_out": Cause(
         "The input ran out of data before steps_per_epoch * epochs batches: training stopped early",
         "drop steps_per_epoch (each epoch then runs to the end of the data), or set it to "
@@ -508,6 +513,12 @@ PATTERNS: tuple[Pattern, ...] = (
         regex=r"(?i)(?:create|destroy) cudnn handle(?!: CUDNN_STATUS_ALLOC_FAILED)",
         detail=_extract(r"(?i)create cudnn handle: (?P<e>CUDNN_STATUS_\w+)", "cuDNN: {e}"),
     ),
+    _p(
+        "cudnn_init_failed",
+        "cudnn library could not create a handle",
+        regex=r"could not create a handle(?!: CUDNN_STATUS_ALLOC_FAILED)",
+        detail=_extract(r"create a handle: (?P<e>CUDNN_STATUS_\w+)", "cuDNN: {e}"),
+    ),
     _p("cudnn_init_failed", "This is probably because cuDNN failed to initialize"),
     _p("cudnn_mismatch", "DNN library initialization failed"),
     _p(
@@ -617,6 +628,24 @@ PATTERNS: tuple[Pattern, ...] = (
         detail=_extract(r"Found: <(?P<o>[\w.]+) object", "the layer given: {o}"),
     ),
     _p(
+        "keras_versions_mixed",
+        "can be added to a Sequential model",
+        regex=r"Only instances of `keras\.Layer` can be added to a Sequential model",
+        detail=_extract(r"Received: <(?P<o>[\w.]+) object", "the layer given: {o}"),
+    ),
+    _p(
+        "legacy_optimizer_needed",
+        "Argument `decay` is no longer supported",
+        status="warn",
+        detail=lambda line: "decay= is ignored by the Keras 3 optimizer",
+    ),
+    _p(
+        "legacy_optimizer_needed",
+        "Argument(s) not recognized",
+        regex=r"Argument\(s\) not recognized: \{'(?:lr|decay)'",
+        detail=_extract(r"\{'(?P<a>lr|decay)'", "{a}= is not an argument of the Keras 3 optimizer"),
+    ),
+    _p(
         "legacy_optimizer_needed",
         "is deprecated in Keras optimizer",
         status="warn",
@@ -641,9 +670,9 @@ PATTERNS: tuple[Pattern, ...] = (
     _p(
         "xla_unsupported_op",
         "OpKernel for XLA_",
-        regex=r"No registered '\w+' OpKernel for XLA_\w+_JIT devices",
+        regex=r"No registered '\w+' OpKernel for XLA_\w+ devices",
         detail=_extract(
-            r"No registered '(?P<o>\w+)' OpKernel for (?P<d>XLA_\w+_JIT)",
+            r"No registered '(?P<o>\w+)' OpKernel for (?P<d>XLA_\w+) devices",
             "{o} has no {d} kernel (jit_compile)",
         ),
     ),
@@ -684,6 +713,33 @@ PATTERNS: tuple[Pattern, ...] = (
             r"(?P<a>\w+)\W* is deprecated in the new Keras optimizer",
             "{a}= is not an argument of the new optimizer",
         ),
+    ),
+    _p(
+        "tensorboard_missing",
+        "TensorBoard is not installed, missing implementation for",
+        detail=_extract(r"missing implementation for (?P<a>[\w.]+)", "{a} needs tensorboard"),
+    ),
+    _p("tensorboard_missing", "TBNotInstalledError"),
+    _p(
+        "tensorboard_missing",
+        "No module named 'tensorboard",
+        regex=r"No module named '?tensorboard(?:'|\.|$)",
+        detail=_extract(r"No module named '(?P<m>tensorboard[\w.]*)'", "import of {m} failed"),
+    ),
+    _p(
+        "tensorboard_missing",
+        "summary' has no attribute '",
+        regex=r"summary' has no attribute '(?:scalar|image|histogram|text|audio)'",
+        detail=_extract(
+            r"(?P<m>[\w.]*summary)' has no attribute '(?P<a>\w+)'",
+            "{m}.{a} is missing (it comes from tensorboard)",
+        ),
+    ),
+    _p(
+        "tensorboard_missing",
+        "due to missing TensorBoard installation",
+        status="warn",
+        detail=_extract(r"Limited (?P<a>[\w.]+) API", "limited {a} API"),
     ),
     _p(
         "input_ran_out",

@@ -16,8 +16,11 @@ module                            finding ids
 ================================  ==========================================================
 :mod:`.tensorflow_install`        tensorflow_missing, tensorflow_gpu_deprecated,
                                   conflicting_tf_distributions, windows_native,
-                                  cpu_only_build, cpu_no_avx
-:mod:`.driver`                    no_driver_or_hidden, driver_mismatch, driver_older_than_ptx
+                                  cpu_only_build, cpu_no_avx, x86_emulation
+:mod:`.python_packages`           protobuf_incompatible, keras_versions_mixed,
+                                  tensorboard_missing
+:mod:`.driver`                    no_driver_or_hidden, driver_mismatch, driver_older_than_ptx,
+                                  cupti_privileges
 :mod:`.cuda_libraries`            missing_cuda_libs, cudnn_mismatch, xla_libdevice_ptxas
 :mod:`.compute_capability`        cc_too_low, cc_too_new
 :mod:`.gpu_cores`                 gpu_too_few_cores
@@ -44,6 +47,7 @@ from tfaccel.diagnosis.rules.cuda_libraries import (
 )
 from tfaccel.diagnosis.rules.deep_probe import deep_log_causes, tf_gpus_registered, tf_import
 from tfaccel.diagnosis.rules.driver import (
+    cupti_privileges,
     driver_mismatch,
     driver_older_than_ptx,
     no_driver_or_hidden,
@@ -51,6 +55,11 @@ from tfaccel.diagnosis.rules.driver import (
 from tfaccel.diagnosis.rules.environment import env_settings
 from tfaccel.diagnosis.rules.gpu_cores import gpu_too_few_cores
 from tfaccel.diagnosis.rules.memory import config_after_init, gpu_memory_in_use, oom
+from tfaccel.diagnosis.rules.python_packages import (
+    keras_versions_mixed,
+    protobuf_incompatible,
+    tensorboard_missing,
+)
 from tfaccel.diagnosis.rules.tensorflow_install import (
     conflicting_tf_distributions,
     cpu_no_avx,
@@ -58,6 +67,7 @@ from tfaccel.diagnosis.rules.tensorflow_install import (
     tensorflow_gpu_deprecated,
     tensorflow_missing,
     windows_native,
+    x86_emulation,
 )
 from tfaccel.snapshot import Snapshot
 
@@ -72,6 +82,10 @@ RULES: tuple[Rule, ...] = (
     windows_native,
     cpu_only_build,
     cpu_no_avx,
+    x86_emulation,
+    protobuf_incompatible,
+    keras_versions_mixed,
+    tensorboard_missing,
     no_driver_or_hidden,
     driver_mismatch,
     driver_older_than_ptx,
@@ -82,6 +96,7 @@ RULES: tuple[Rule, ...] = (
     gpu_too_few_cores,
     xla_libdevice_ptxas,
     gpu_memory_in_use,
+    cupti_privileges,
     oom,
     config_after_init,
     env_settings,

@@ -3,8 +3,9 @@
 Finding ids: ``no_driver_or_hidden`` (no usable NVIDIA driver, a PCI device without the
 ``nvidia`` kernel driver, or GPUs hidden by ``CUDA_VISIBLE_DEVICES`` / a container's
 ``NVIDIA_VISIBLE_DEVICES``), ``driver_mismatch`` (the kernel module and libcuda have different
-versions) and ``driver_older_than_ptx`` (the driver supports an older CUDA than TensorFlow was
-built with).
+versions), ``driver_older_than_ptx`` (the driver supports an older CUDA than TensorFlow was
+built with) and ``cupti_privileges`` (the driver lets only root read the GPU's performance
+counters, so the profiler records no GPU activity as a user).
 """
 
 from __future__ import annotations
@@ -319,3 +320,53 @@ def _driver_fix(s: Snapshot, tf_cuda: tuple[int, int]) -> str:
 def _windows_driver(s: Snapshot) -> bool:
     """Whether the NVIDIA Windows driver serves this machine (native Windows, or WSL2)."""
     return is_windows_native(s) or s.platform.is_wsl
+
+
+PROFILING_FIX = (
+    "run the profiled job as root, or allow every user on the host: "
+    "echo 'options nvidia NVreg_RestrictProfilingToAdminUsers=0' | sudo tee "
+    "/etc/modprobe.d/nvidia-profiling.conf && sudo update-initramfs -u && sudo reboot; "
+    "in Docker: docker run --cap-add SYS_ADMIN ..."
+)
+
+
+def cupti_privileges(s: Snapshot) -> Finding:
+    """The driver lets only root read GPU performance counters: a profile shows no GPU work."""
+    if not has_nvidia(s):
+        return skip("cupti_privileges", NO_NVIDIA_GPU)
+    restricted = s.driver.profiling_admin_only
+    if restricted is None:
+        return skip(
+            "cupti_privileges",
+            "the driver's profiling setting (/proc/driver/nvidia/params) was not read",
+        )
+    if not restricted:
+        return make_finding(
+            "cupti_privileges",
+            "ok",
+            "every user may read GPU performance counters",
+            ["/proc/driver/nvidia/params: RmProfilingAdminOnly: 0"],
+        )
+    evidence = [
+        "/proc/driver/nvidia/params: RmProfilingAdminOnly: 1 "
+        "(NVreg_RestrictProfilingToAdminUsers=1)"
+    ]
+    if s.platform.is_admin:
+        evidence.append("this process runs as root, which may read them")
+        return make_finding(
+            "cupti_privileges",
+            "ok",
+            "GPU performance counters are for root only; this is root",
+            evidence,
+        )
+    evidence.append(
+        "the TensorFlow profiler (TensorBoard's profile, `tfaccel profile`) gets "
+        "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES and records no GPU kernels as a user"
+    )
+    return make_finding(
+        "cupti_privileges",
+        "warn",
+        "Only root may read GPU performance counters: a profile run as this user shows no GPU work",
+        evidence,
+        PROFILING_FIX,
+    )

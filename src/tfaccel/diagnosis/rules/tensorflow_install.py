@@ -4,8 +4,9 @@ Finding ids: ``tensorflow_missing`` (no TensorFlow distribution installed),
 ``tensorflow_gpu_deprecated`` (the removed ``tensorflow-gpu`` package),
 ``conflicting_tf_distributions`` (two distributions of the ``tensorflow`` package side by side),
 ``windows_native`` (native Windows has no CUDA build of TensorFlow >= 2.11), ``cpu_only_build``
-(a CPU-only or ROCm build on a machine with an NVIDIA GPU) and ``cpu_no_avx`` (a CPU without
-the AVX the official wheels need).
+(a CPU-only or ROCm build on a machine with an NVIDIA GPU), ``cpu_no_avx`` (a CPU without
+the AVX the official wheels need) and ``x86_emulation`` (an x86_64 Python translated by Rosetta 2
+or QEMU user mode on an Arm CPU).
 """
 
 from __future__ import annotations
@@ -204,6 +205,12 @@ def cpu_no_avx(s: Snapshot) -> Finding:
     """Official x86_64 wheels are built with AVX; without it ``import tensorflow`` dies."""
     if cpu_arch(s) != "x86_64":
         return skip("cpu_no_avx", f"not an x86_64 CPU ({s.platform.machine or 'unknown'})")
+    if s.platform.emulator:
+        return skip(
+            "cpu_no_avx",
+            f"the CPU flags read are the host's, not the emulated CPU's ({s.platform.emulator}; "
+            "see x86_emulation)",
+        )
     flags = {f.strip().lower() for f in s.cpu.flags}
     if not flags:
         return skip("cpu_no_avx", "the CPU flags were not read")
@@ -221,4 +228,44 @@ def cpu_no_avx(s: Snapshot) -> Finding:
         [f"{model}: no 'avx' among {len(flags)} CPU flags"],
         "run on a CPU with AVX, or build TensorFlow on this machine: "
         "bazel build --copt=-march=native //tensorflow/tools/pip_package:wheel",
+    )
+
+
+ROSETTA_FIX = (
+    "install an arm64 Python (Miniforge for arm64, or python.org's universal2 build; untick "
+    "'Open using Rosetta' for the terminal): `python -c 'import platform; "
+    "print(platform.machine())'` must print arm64; then in a new environment: pip install "
+    "tensorflow tensorflow-metal"
+)
+QEMU_FIX = (
+    "run the arm64 build natively instead of the x86_64 one under emulation: "
+    "docker run --platform linux/arm64 ... (TensorFlow has aarch64 wheels: pip install tensorflow)"
+)
+
+
+def x86_emulation(s: Snapshot) -> Finding:
+    """This Python's x86_64 code runs translated: Rosetta 2 on Apple silicon, or QEMU user mode."""
+    emulator = (s.platform.emulator or "").strip().lower()
+    evidence = [s.platform.emulator_evidence] if s.platform.emulator_evidence else []
+    if not emulator:
+        return make_finding("x86_emulation", "ok", "this Python runs natively (no x86 emulation)")
+    if emulator == "rosetta":
+        evidence.append(
+            "x86_64 TensorFlow wheels need AVX, which Rosetta 2 lacks (before macOS 15): "
+            "'Illegal instruction' at import; and an x86_64 TensorFlow gets no Apple GPU"
+        )
+        status: Status = "fail" if tf_installed(s) else "warn"
+        title = "This Python runs as x86_64 under Rosetta on Apple silicon"
+        return make_finding("x86_emulation", status, title, evidence, ROSETTA_FIX)
+    evidence.append(
+        "under QEMU user emulation TensorFlow runs many times slower, and AVX (which the x86_64 "
+        "wheels need) exists only in recent QEMU releases"
+    )
+    return make_finding(
+        "x86_emulation",
+        "warn",
+        f"This {s.platform.machine or 'x86_64'} Python runs translated on an Arm CPU "
+        "(QEMU user mode, or Rosetta for Linux)",
+        evidence,
+        QEMU_FIX,
     )
