@@ -565,3 +565,43 @@ def test_tensorboard_missing_from_tensorflow_and_keras_messages(
 
 def test_tensorboardx_missing_is_not_tensorboard_missing() -> None:
     assert cause_ids(match_log("ModuleNotFoundError: No module named 'tensorboardX'")) == []
+
+
+# The fresh-2026-11-26d miss (tensorchord/envd#881): an amd64 image under QEMU on Apple
+# silicon; TensorFlow's AVX abort is the emulator's missing AVX, not the host CPU's.
+QEMU_AVX_ABORT = (
+    "The TensorFlow library was compiled to use AVX instructions, but these aren't available "
+    "on your machine.\n"
+    "qemu: uncaught target signal 6 (Aborted) - core dumped\n"
+    "[1]    307 abort      python3 main.py\n"
+)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        QEMU_AVX_ABORT,
+        "qemu-x86_64: uncaught target signal 4 (Illegal instruction) - core dumped\n",
+        "WARNING: The requested image's platform (linux/amd64) does not match the detected host "
+        "platform (linux/arm64/v8) and no specific platform was requested\n"
+        "Illegal instruction (core dumped)\n",
+    ],
+)
+def test_an_avx_abort_under_qemu_user_mode_is_x86_emulation(text: str) -> None:
+    report = match_log(text)
+    assert cause_ids(report) == ["x86_emulation"]
+    (cause,) = report.causes
+    assert cause.status == "fail"
+    assert "QEMU" in cause.title and "--platform linux/arm64" in cause.fix
+    assert cause.evidence[0].startswith("QEMU user mode: line ")
+
+
+def test_an_avx_abort_without_an_emulator_stays_cpu_no_avx() -> None:
+    text = QEMU_AVX_ABORT.replace("qemu: uncaught target signal 6 (Aborted) - core dumped\n", "")
+    assert cause_ids(match_log(text)) == ["cpu_no_avx"]
+    # a qemu line alone (a guest that died of something else) names nothing
+    assert cause_ids(match_log("qemu: uncaught target signal 11 (Segmentation fault)\n")) == []
+    # on macOS the Rosetta reading is kept
+    mac = "Python 3.8.2 (default) [Clang 12.0.0] on darwin\nzsh: illegal hardware instruction  python\n"
+    rosetta = match_log(mac).causes
+    assert [c.id for c in rosetta] == ["x86_emulation"] and "Rosetta" in rosetta[0].title

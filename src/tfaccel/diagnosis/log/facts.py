@@ -121,6 +121,13 @@ _CPU_BUILD_RE = re.compile(r"^(?:mkl|eigen|cpu)", re.I)
 _LD_PATH_RE = re.compile(r"\bLD_LIBRARY_PATH\s*[=:]\s*['\"]?(?P<v>[^\s'\"]*(?:cuda|CUDA)[^\s'\"]*)")
 _AND_CUDA_MISSING_RE = re.compile(r"does not provide the extra ['\"]?and-cuda")
 _PIP_NVIDIA_RE = re.compile(r"site-packages/nvidia/|\bnvidia-\w+(?:-\w+)*-cu1\d\b|\[and-cuda\]")
+# x86_64 code run by QEMU's user-mode emulator (an amd64 container on an Arm host): qemu-user's
+# own report of a guest that died, or Docker's warning that the image's platform is not the host's.
+_QEMU_USER_RE = re.compile(
+    r"\bqemu(?:-x86_64(?:-static)?)?: uncaught target signal \d+|"
+    r"requested image's platform \(linux/amd64\) does not match the detected host platform "
+    r"\(linux/arm64"
+)
 
 
 @dataclass(frozen=True)
@@ -130,7 +137,7 @@ class Fact:
     Attributes:
         kind: ``platform``, ``tf_version``, ``package``, ``built_with_cuda``, ``gpu_list``,
             ``gpu_available``, ``gpu_count``, ``ld_library_path``, ``and_cuda_missing``,
-            ``pip_nvidia``.
+            ``pip_nvidia``, ``qemu_user``.
         value: what it showed (``windows``, ``2.16``, ``False``, ``[]``, a package row).
         line: the 1-based line number.
         text: the line, stripped.
@@ -216,6 +223,7 @@ def read_facts(text: str) -> LogFacts:
         facts += _single(part, "ld_library_path", _LD_PATH_RE, group="v")
         facts += _single(part, "and_cuda_missing", _AND_CUDA_MISSING_RE)
         facts += _single(part, "pip_nvidia", _PIP_NVIDIA_RE)
+        facts += _single(part, "qemu_user", _QEMU_USER_RE)
     facts.sort(key=lambda f: f.line)
     return LogFacts(facts)
 

@@ -23,7 +23,7 @@ import dataclasses
 
 from tfaccel.core.findings import Finding
 from tfaccel.diagnosis.log.facts import Fact, LogFacts, package_kind
-from tfaccel.diagnosis.log.patterns import CAUSES
+from tfaccel.diagnosis.log.patterns import CAUSES, QEMU_EMULATION_FIX, QEMU_EMULATION_TITLE
 
 __all__ = ["infer"]
 
@@ -145,7 +145,8 @@ def _shadowing(facts: LogFacts, found: dict[str, Finding]) -> tuple[list[str], l
 def _specific(cause: Finding, facts: LogFacts) -> Finding:
     """A message made specific by the platform: libcuda missing on WSL2 is WSL's libcuda; an
     illegal instruction on macOS is an x86_64 TensorFlow under Rosetta (every Intel Mac since
-    2011 has AVX; Rosetta translates none)."""
+    2011 has AVX; Rosetta translates none), and beside a QEMU user-mode line it is the x86_64
+    code that QEMU emulates on an Arm host, whatever the host's own CPU has."""
     platform = facts.platform
     if (
         cause.id == "no_driver_or_hidden"
@@ -159,6 +160,15 @@ def _specific(cause: Finding, facts: LogFacts) -> Finding:
             title=CAUSES["wsl_libcuda"].title,
             fix=CAUSES["wsl_libcuda"].fix,
             evidence=[f"WSL2: {platform.evidence}", *cause.evidence],
+        )
+    qemu = facts.first("qemu_user")
+    if cause.id == "cpu_no_avx" and qemu is not None:
+        return dataclasses.replace(
+            cause,
+            id="x86_emulation",
+            title=QEMU_EMULATION_TITLE,
+            fix=QEMU_EMULATION_FIX,
+            evidence=[f"QEMU user mode: {qemu.evidence}", *cause.evidence],
         )
     if cause.id == "cpu_no_avx" and platform is not None and platform.value == "macos":
         return dataclasses.replace(

@@ -259,6 +259,17 @@ CAUSES: dict[str, Cause] = {
 
 # "Cannot dlopen some GPU libraries" with no library named (TF >= 2.16 names each one only at a
 # high log level): how to make TensorFlow name it, and what to run on the machine itself.
+# x86_emulation as a log shows it under QEMU user mode (infer.py): the same cause with its own
+# title and fix, since Rosetta's remedy (an arm64 Python) is not a container's.
+QEMU_EMULATION_TITLE = (
+    "An x86_64 TensorFlow ran under QEMU user-mode emulation (an amd64 image on an Arm host), "
+    "which lacks the AVX the wheels need"
+)
+QEMU_EMULATION_FIX = (
+    "run the arm64 build natively instead of the x86_64 one under emulation: "
+    "docker run --platform linux/arm64 ... (TensorFlow has aarch64 wheels: pip install tensorflow)"
+)
+
 UNNAMED_LIBRARY_FIX = (
     "the log names no library; to make TensorFlow name each one it failed to load: "
     'TF_CPP_MAX_VLOG_LEVEL=3 python -c "import tensorflow as tf; '
