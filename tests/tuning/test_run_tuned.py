@@ -65,6 +65,34 @@ with open("{out}/seen.json", "w") as f:
     json.dump({{"policy": model.dtype_policy.name, "steps": len(batches)}}, f)
 """
 
+SUBCLASSED_SCRIPT = """
+import json
+
+import keras
+import numpy as np
+
+
+class Net(keras.Model):
+    def __init__(self):
+        super().__init__(name="subnet")
+        self.hidden = keras.layers.Dense(8, activation="relu")
+        self.out = keras.layers.Dense(4)
+
+    def call(self, x):
+        return self.out(self.hidden(x))
+
+
+rng = np.random.default_rng(0)
+x = rng.random((256, 10)).astype("float32")
+y = rng.integers(0, 4, size=256)
+model = Net()
+model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+model.fit(x, y, batch_size=32, epochs=1, verbose=0)
+with open("{out}/seen.json", "w") as f:
+    json.dump({{"policy": model.dtype_policy.name,
+               "compute": model.hidden.compute_dtype, "jit": bool(model.jit_compile)}}, f)
+"""
+
 
 @pytest.fixture(autouse=True)
 def _float32_after() -> Iterator[None]:
@@ -193,6 +221,19 @@ def test_tuned_all_batches_a_scripts_dataset_again(
     status, _, err = _run(capsys, "--tuned=all", "--db", str(db), str(script))
     assert status == 0, err
     assert _seen(tmp_path)["steps"] == 8  # 256 / 32, its .map kept
+
+
+def test_a_subclassed_model_is_built_under_the_tuned_policy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = _script(tmp_path, SUBCLASSED_SCRIPT)
+    db = tmp_path / "results.sqlite"
+    _store_winner(script, db, precision="mixed_bfloat16", jit=False, batch_size=32)
+    status, _, err = _run(capsys, "--tuned", "--db", str(db), str(script))
+    assert status == 0, err
+    seen = _seen(tmp_path)
+    assert seen["policy"] == "mixed_bfloat16" and seen["compute"] == "bfloat16", err
+    assert seen["jit"] is False
 
 
 def test_no_stored_result_runs_the_script_as_written_and_says_how_to_get_one(

@@ -407,25 +407,11 @@ def _has_tune_runs(db: str | Path | None) -> bool:
 
 
 def _fingerprint(model: Any, x: Any) -> str:
-    """The architecture fingerprint; a model not built yet (subclassed) is called once on one
-    example of ``x`` first, as its first training step would."""
-    if not getattr(model, "built", True) or not getattr(model, "weights", None):
-        first = _one_example(x)
-        if first is not None:
-            model(first)
+    """The architecture fingerprint as tune stores it: read at ``fit``, before ``fit`` builds
+    anything (a subclassed model not yet called is fingerprinted unbuilt, as tune's trials
+    do; ``x`` is kept for a later reading of the built model)."""
+    del x
     return fingerprint(model)
-
-
-def _one_example(x: Any) -> Any:
-    import tensorflow as tf
-
-    if isinstance(x, tf.data.Dataset):
-        element = next(iter(x.take(1)))
-        features = element[0] if isinstance(element, tuple) else element
-        return tf.nest.map_structure(lambda t: t[:1], features)
-    if _is_arrays(x):
-        return tf.nest.map_structure(lambda a: a[:1], x)
-    return None
 
 
 def _is_arrays(x: Any) -> bool:
