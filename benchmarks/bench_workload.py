@@ -19,8 +19,28 @@ pipeline, ``model.fit``), in a temporary directory of its own:
     python benchmarks/bench_workload.py [--budget 40] [--rounds 5] [--json]
     python benchmarks/bench_workload.py --smoke     # one script, a short tune, 2 rounds
 
-The figures are of whatever machine runs it; the ones in the docs were taken on a loaded
-2-core machine (other work on the same cores), where a difference inside the IQR is noise.
+Measured on a loaded 2-core AMD EPYC (load average 9: other work on the same cores), CPU
+only, ``--rounds 5 --budget 40 --epochs 4``:
+
+    script       plan MiB peak MiB   error
+    mlp_arrays       1.7     3.2  -48.0%
+    cnn_dataset      3.8     6.0  -36.2%
+
+    script       tune wall budget  winner
+    mlp_arrays       35.0s    40s  bs32 float32 xla=False spe=8 pipeline
+    cnn_dataset      37.3s    40s  bs32 float32 xla=False spe=1 as-given
+
+    script              own epoch s (IQR)      tuned epoch s (IQR) speedup
+    mlp_arrays      0.567 (0.486-0.768)    0.342 (0.284-0.440)  x1.65
+    cnn_dataset     0.703 (0.696-0.728)    0.645 (0.546-0.681)  x1.09  (IQRs overlap: noise)
+
+The MLP's winner (8 steps per execution, the pipeline feed) is faster beyond the noise, by
+less than the x3.49 its tune measured in its 5 final rounds (tune times short fits of the
+model alone, this the script's whole epochs). For the CNN the tune kept the script's own
+configuration, so both columns run the same thing: x1.09 is this machine's noise. The
+measured peak includes what ``fit`` holds besides the step (Keras converts the arrays to
+tensors in the CPU allocator: 2 MiB of the MLP's 8192x64 float32), which plan's step does
+not count; at these sizes the allocator's 2 MiB regions dominate either figure.
 """
 
 from __future__ import annotations

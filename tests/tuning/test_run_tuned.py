@@ -251,6 +251,19 @@ def test_no_stored_result_runs_the_script_as_written_and_says_how_to_get_one(
     assert document["tuned"]["winner"] is None
 
 
+def test_a_script_that_stops_before_fit_runs_as_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "results.sqlite"
+    _store_winner(_script(tmp_path), db, precision="mixed_bfloat16")
+    stops = tmp_path / "stops.py"
+    stops.write_text("import sys\nprint('no data here')\nsys.exit(3)\n")
+    status, document, err = _run(capsys, "--tuned", "--db", str(db), str(stops))
+    assert status == 3  # the script's own exit status
+    assert "could not be read before the run" in err and "Running stops.py as written" in err
+    assert document["tuned"]["winner"] is None
+
+
 def test_another_models_result_is_not_applied(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

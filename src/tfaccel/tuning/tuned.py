@@ -30,6 +30,7 @@ get one.
 from __future__ import annotations
 
 import contextlib
+import gc
 import inspect
 import sys
 from collections.abc import Iterator, Sequence
@@ -43,7 +44,7 @@ from tfaccel.core.errors import TfaccelError
 from tfaccel.tuning.script import settled_runtime
 from tfaccel.tuning.space import OWN_FEED
 from tfaccel.tuning.trials import device_name
-from tfaccel.workload import DEFAULT_TIMEOUT_S, capture
+from tfaccel.workload import DEFAULT_TIMEOUT_S, CaptureError, capture
 
 __all__ = ["MODES", "StoredWinner", "TunedRun", "applied", "find_winner", "prepare"]
 
@@ -207,8 +208,10 @@ def prepare(
     of its model, looks the winner up and, when it has a precision other than the script's,
     sets the Keras global policy (after clearing Keras' session: the real run starts clean).
 
+    A script that does not reach its ``fit`` here (it reads standard input, exits, raises or
+    runs past ``timeout`` first) is said and left to run as written.
+
     Raises:
-        CaptureError: the script did not reach its ``fit``.
         StoreError: the database cannot be read.
     """
     import keras
@@ -226,8 +229,13 @@ def prepare(
         tuned.says = f"no tune result stored for this machine; to get one: {how}"
         _say(tuned, stream, f"{tuned.says}. Running {name} as written.")
         return tuned
-    with settled_runtime():
-        workload = capture(script, args, fit=fit, timeout=timeout, command="run")
+    try:
+        with settled_runtime():
+            workload = capture(script, args, fit=fit, timeout=timeout, command="run")
+    except CaptureError as exc:  # its own run shows the same error, or gets its keyboard
+        tuned.says = f"the model could not be read before the run ({exc.what}); nothing applied"
+        _say(tuned, stream, f"{tuned.says}. Running {name} as written.")
+        return tuned
     model = workload.model
     digest = _fingerprint(model, workload.x)
     policy = getattr(getattr(model, "dtype_policy", None), "name", None) or "float32"
@@ -241,6 +249,7 @@ def prepare(
     }
     del model, workload
     keras.backend.clear_session()  # the run numbers its layers as a fresh process would
+    gc.collect()
     device = device_name()
     winner = find_winner(digest, device=device, path=db)
     if winner is None:
