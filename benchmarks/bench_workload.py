@@ -40,8 +40,9 @@ model alone, this the script's whole epochs). For the CNN the tune kept the scri
 configuration, so both columns run the same thing: x1.09 is this machine's noise. The
 measured peaks of models this small are not stable: the MLP's read 1.25 MiB in an earlier run
 (``--smoke``) and in a separate check with arrays and with a dataset, and 3.2 MiB here, so at
-these sizes plan's error says little (the CPU allocator's peak moves with how the ops of the
-step were scheduled on the loaded cores); bench_plan.py checks the memory model on larger ones.
+these sizes plan's error says little (why the peak moves was not looked into; the order the
+ops ran in on the loaded cores is a guess); bench_plan.py checks the memory model on larger
+models.
 """
 
 from __future__ import annotations
