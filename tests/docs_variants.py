@@ -621,7 +621,7 @@ CHEAP: dict[tuple[str, str], Cheap] = {
             "tfaccel tune --budget 30 --sample-seconds 0.2 --rounds 3 --space batch_size=32,128 "
             "--space precision=float32 --space jit=off,on --space steps_per_execution=1 "
             "--db results.sqlite train.py --batch-size 32",
-            "tfaccel run --quiet --json --tuned --db results.sqlite train.py --batch-size 32 "
+            "tfaccel run --quiet --json --db results.sqlite --tuned train.py --batch-size 32 "
             "--epochs 1",
         ),
         "the document's script tuned briefly into a database of its own, then run with the "

@@ -241,8 +241,9 @@ def test_no_stored_result_runs_the_script_as_written_and_says_how_to_get_one(
 ) -> None:
     script = _script(tmp_path)
     db = tmp_path / "empty.sqlite"
+    # `--tuned train.py`: the script is not taken for --tuned's value
     status, document, err = _run(
-        capsys, "--tuned", "--db", str(db), str(script), "--batch-size", "32"
+        capsys, "--db", str(db), "--tuned", str(script), "--batch-size", "32"
     )
     assert status == 0, err
     assert f"to get a result: tfaccel tune --db {db} train.py --batch-size 32" in err

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tfaccel.cli._output import print_json, warn_options_after_script
-from tfaccel.core.errors import UsageError, argument
+from tfaccel.core.errors import UsageError
 from tfaccel.core.files import check_writable_file, write_atomic
 from tfaccel.scripts import run_script, split_command
 
@@ -82,13 +82,20 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--tuned",
-        nargs="?",
+        action="store_const",
         const="on",
-        metavar="all",
         help="apply the configuration `tfaccel tune SCRIPT` stored for the model the script "
         "builds (found by its architecture): precision, XLA, steps per execution, feed; "
         "--tuned=all also its batch size (scale your learning rate with it). Without a stored "
         "result the script runs as written",
+    )
+    # its own option string, so that `--tuned train.py` never reads the script as a value
+    p.add_argument(
+        "--tuned=all",
+        dest="tuned",
+        action="store_const",
+        const="all",
+        help="--tuned, and the batch size the tune found",
     )
     p.add_argument(
         "--db",
@@ -146,23 +153,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _tuned_mode(args: argparse.Namespace) -> str | None:
-    """``on``, ``all`` or None; ``--tuned train.py`` (argparse took the script as its value)
-    puts the script back in front of its arguments."""
+    """``on`` (``--tuned``), ``all`` (``--tuned=all``) or None."""
     value = getattr(args, "tuned", None)
-    if value is None:
-        return None
-    if value in ("on", "all"):
-        return str(value)
-    if value.endswith(".py") or not value.startswith("-"):
-        args.script_and_args = [value, *args.script_and_args]
-        return "on"
-    raise UsageError(
-        "--tuned takes no value, or 'all'",
-        expected="--tuned (precision, XLA, steps per execution, feed) or --tuned=all (the "
-        "batch size too)",
-        received=argument("--tuned", value),
-        fix="tfaccel run --tuned train.py ARGS, or tfaccel run --tuned=all train.py ARGS",
-    )
+    return None if value is None else str(value)
 
 
 def _check_tuned(args: argparse.Namespace, settings: dict[str, Any]) -> None:
