@@ -307,3 +307,12 @@ def test_a_real_tune_then_run_tuned(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert seen["spe"] == best["steps_per_execution"]
     assert seen["steps"] == 16  # the script's batch, whatever the tune's
     assert seen["policy"] == "float32"  # one precision searched: not stored, the script's
+
+
+def test_tuned_with_an_explicit_precision_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, _, err = _run(capsys, "--tuned", "--precision", "float32", str(_script(tmp_path)))
+    assert status == 2
+    assert "--tuned and --precision both set what the tune measured" in err
+    assert not (tmp_path / "seen.json").exists()
