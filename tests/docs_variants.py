@@ -431,6 +431,16 @@ def _tuned_unchanged(d: Path, runs: list[Ran]) -> None:
     assert not (d / "best.keras").exists(), "the script's checkpoint callback ran"
 
 
+def _ran_tuned(d: Path, runs: list[Ran]) -> None:
+    """The script ran with the stored winner: its XLA setting and batch took effect at fit."""
+    tuned = json.loads(runs[-1].stdout)["tuned"]
+    winner = tuned["winner"]
+    assert winner is not None, tuned["says"]
+    (effect,) = tuned["took_effect"]
+    assert effect["jit"] is winner["config"]["jit"], tuned
+    assert effect["batch_size"] == 32, tuned  # the script's own without --tuned=all
+
+
 def _tune_own_script_files() -> tuple[tuple[str, str], ...]:
     """docs/tune.md's script as written, as train.py."""
     (block,) = [
@@ -492,6 +502,7 @@ def _tune_script() -> Py:
 
 PLAN_SCRIPT = "tfaccel plan --device a100-40gb --device this-cpu train.py --batch-size 512"
 TUNE_OWN_SCRIPT = "tfaccel tune --budget 60 train.py --batch-size 32"
+RUN_TUNED = "tfaccel run --tuned train.py --batch-size 32"
 
 # A tune's cheap variant: fewer configurations, short samples, two final rounds. The search
 # ends when those are measured; the budget is only a ceiling (a tiny one is refused when the
@@ -605,6 +616,18 @@ CHEAP: dict[tuple[str, str], Cheap] = {
         "checked against its own configuration, with its checkpoint not written",
         check=_tuned_unchanged,
     ),
+    ("docs/tune.md", RUN_TUNED): Cheap(
+        (
+            "tfaccel tune --budget 30 --sample-seconds 0.2 --rounds 3 --space batch_size=32,128 "
+            "--space precision=float32 --space jit=off,on --space steps_per_execution=1 "
+            "--db results.sqlite train.py --batch-size 32",
+            "tfaccel run --quiet --json --db results.sqlite --tuned train.py --batch-size 32 "
+            "--epochs 1",
+        ),
+        "the document's script tuned briefly into a database of its own, then run with the "
+        "winner for one epoch",
+        check=_ran_tuned,
+    ),
     ("docs/tune.md", "tfaccel tune --model reference-cnn --budget 150 --json"): Cheap(
         (TUNE_MODEL,),
         "--smoke (the tiny model on 512 examples), two configurations and short samples; "
@@ -626,6 +649,7 @@ CHEAP: dict[tuple[str, str], Cheap] = {
 CHEAP_FILES: dict[tuple[str, str], Callable[[], tuple[tuple[str, str], ...]]] = {
     ("docs/plan.md", PLAN_SCRIPT): _plan_script_files,
     ("docs/tune.md", TUNE_OWN_SCRIPT): _tune_own_script_files,
+    ("docs/tune.md", RUN_TUNED): _tune_own_script_files,
     ("docs/tune.md", "tfaccel tune train.py --budget 300"): _tune_files,
     (
         "docs/tune.md",

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tfaccel.cli._output import print_json, warn_options_after_script
+from tfaccel.core.errors import UsageError
 from tfaccel.core.files import check_writable_file, write_atomic
 from tfaccel.scripts import run_script, split_command
 
@@ -79,6 +80,28 @@ def add_parser(sub: Any) -> None:
         help="when the script has ended, print one JSON document on stdout (script, args, "
         "exit_status, config); the script's own stdout goes to stderr meanwhile",
     )
+    p.add_argument(
+        "--tuned",
+        action="store_const",
+        const="on",
+        help="apply the configuration `tfaccel tune SCRIPT` stored for the model the script "
+        "builds (found by its architecture): precision, XLA, steps per execution, feed; "
+        "--tuned=all also its batch size (scale your learning rate with it). Without a stored "
+        "result the script runs as written",
+    )
+    # its own option string, so that `--tuned train.py` never reads the script as a value
+    p.add_argument(
+        "--tuned=all",
+        dest="tuned",
+        action="store_const",
+        const="all",
+        help="--tuned, and the batch size the tune found",
+    )
+    p.add_argument(
+        "--db",
+        metavar="PATH",
+        help="with --tuned: the results database (default $XDG_DATA_HOME/tfaccel/results.sqlite)",
+    )
     p.add_argument("--quiet", action="store_true", help="do not print the configuration to stderr")
     p.add_argument(
         "script_and_args",
@@ -93,9 +116,12 @@ def run(args: argparse.Namespace) -> int:
     """Set the runtime up as the options say, run the script, return its exit status."""
     from tfaccel import runtime
 
+    mode = _tuned_mode(args)
     script, script_args = split_command(args.script_and_args)
     warn_options_after_script("run", getattr(args, "own_options", ()), script, script_args)
     settings = _settings(args)
+    if mode is not None:
+        _check_tuned(args, settings)
     if args.json_config:  # checked before anything is set up or run
         check_writable_file(args.json_config, argument_name="json_config")
     config = runtime.setup(**settings)
@@ -103,18 +129,44 @@ def run(args: argparse.Namespace) -> int:
         print(config, file=sys.stderr)
     if args.json_config:
         _write_config(Path(args.json_config), config.to_json())
-    status = run_script(script, script_args)
+    tuned = None
+    if mode is None:
+        status = run_script(script, script_args)
+    else:
+        from tfaccel.tuning.tuned import applied, prepare
+
+        tuned = prepare(script, script_args, mode=mode, db=args.db)
+        with applied(tuned):
+            status = run_script(script, script_args)
     if args.json:
-        print_json(
-            {
-                "command": "run",
-                "script": script,
-                "args": script_args,
-                "exit_status": status,
-                "config": config.to_dict(),
-            }
-        )
+        document = {
+            "command": "run",
+            "script": script,
+            "args": script_args,
+            "exit_status": status,
+            "config": config.to_dict(),
+        }
+        if tuned is not None:
+            document["tuned"] = tuned.to_dict()
+        print_json(document)
     return status
+
+
+def _tuned_mode(args: argparse.Namespace) -> str | None:
+    """``on`` (``--tuned``), ``all`` (``--tuned=all``) or None."""
+    value = getattr(args, "tuned", None)
+    return None if value is None else str(value)
+
+
+def _check_tuned(args: argparse.Namespace, settings: dict[str, Any]) -> None:
+    both = [f"--{name}" for name in ("precision", "jit") if name in settings]
+    if both:
+        raise UsageError(
+            f"--tuned and {' '.join(both)} both set what the tune measured",
+            expected="--tuned (the stored winner's settings) or the setting itself",
+            received=f"--tuned with {' '.join(both)}",
+            fix=f"drop {' '.join(both)}, or drop --tuned",
+        )
 
 
 def _write_config(path: Path, text: str) -> None:

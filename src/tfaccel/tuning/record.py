@@ -77,6 +77,9 @@ def record(
         "elapsed_s": result.elapsed_s,
         "notes": result.notes,
         "model_fingerprint": result.model_fingerprint,
+        "baseline": result.baseline.to_dict() if result.baseline is not None else None,
+        "baseline_verdict": result.baseline_verdict,
+        "speedup": _speedup(result),
     }
     records = []
     summary = result.best_summary
@@ -114,6 +117,15 @@ def record(
         )
         result.run_id, result.db_path = run_id, str(db.path)
     return run_id
+
+
+def _speedup(result: TuneResult) -> dict[str, Any] | None:
+    """The winner against the configuration it was timed with (``tfaccel run --tuned`` says
+    it), JSON-ready."""
+    found = result.speedup
+    if found is None:
+        return None
+    return {"ratio": found.ratio, "baseline": found.baseline.label(), "rung": found.rung}
 
 
 def _now() -> str:

@@ -1,0 +1,482 @@
+"""Run an unchanged script with the configuration ``tfaccel tune`` stored for its model.
+
+``tfaccel run --tuned train.py ARGS...`` (:func:`prepare`, then :func:`applied` around the
+script's run):
+
+1. **Which model.** The stored winner is keyed by the architecture fingerprint of the model
+   (:mod:`tfaccel.architecture`), which exists only once the script has built it. The script is
+   first run up to its first ``fit`` (:func:`tfaccel.workload.capture`: nothing trains, the
+   script stops there), the fingerprint of the model it builds with these arguments is read,
+   and the newest complete tune result of that architecture on this machine and device is
+   looked up.
+2. **The precision** is the Keras global policy, which a layer reads when it is built: it has
+   to be set before the script builds its model, so it is set between that first pass and the
+   real run, which then builds the model under it from its first line. A mapping from script
+   path and arguments to a fingerprint, written by tune, would save the first pass but could
+   not be checked until the layers were already built (an edited script, another argument):
+   the first pass looks at the model this run really builds, and the run's model is checked
+   again at its ``fit``.
+3. **At ``fit``**, on a model of that fingerprint only: ``jit_compile`` and
+   ``steps_per_execution`` (set on the compiled model, its train function rebuilt), the
+   pipeline feed on arrays (``tfaccel.data.pipeline`` with the tuned knobs) and, with
+   ``--tuned=all`` only, the batch size (it changes the optimisation: scale the learning rate
+   with it, linearly, with a warm-up). What took effect is read back from the model.
+
+A setting the tune did not compare (one value searched) is not stored, and stays the
+script's. With no stored result the script runs as written, after a message saying how to
+get one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import inspect
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from tfaccel import inventory, store
+from tfaccel.architecture import fingerprint, short
+from tfaccel.core.errors import TfaccelError
+from tfaccel.tuning.script import settled_runtime
+from tfaccel.tuning.space import OWN_FEED
+from tfaccel.tuning.trials import device_name
+from tfaccel.workload import DEFAULT_TIMEOUT_S, CaptureError, capture
+
+__all__ = ["MODES", "StoredWinner", "TunedRun", "applied", "find_winner", "prepare"]
+
+MODES = ("on", "all")
+"""``--tuned`` (everything but the batch size) and ``--tuned=all`` (the batch size too)."""
+
+
+@dataclass
+class StoredWinner:
+    """The tune result stored for a model on this machine.
+
+    Attributes:
+        config: the winner's stored configuration (``precision`` and ``jit`` only when the
+            tune compared them).
+        model_name / model_fingerprint: what it was stored under.
+        run_id / db_path / date: where and when.
+        images_per_s: the winner's median, with its interquartile range ``(q1, q3)``.
+        speedup: ``{"ratio", "baseline", "rung"}``: the winner against the configuration it
+            was timed with (the script's own, for a script), or None (not recorded).
+        verdict: the script's own configuration against the winner (``kept``, ``ratio``,
+            ``noise``, ``says``), or None.
+    """
+
+    config: dict[str, Any]
+    model_name: str
+    model_fingerprint: str
+    run_id: int
+    db_path: str
+    date: str
+    images_per_s: float
+    iqr: tuple[float, float]
+    speedup: dict[str, Any] | None = None
+    verdict: dict[str, Any] | None = None
+
+    def measured(self) -> str:
+        """One line: from which measurement, its speedup and noise."""
+        low, high = self.iqr
+        noise = (high - low) / self.images_per_s / 2 if self.images_per_s else 0.0
+        text = (
+            f"tune run {self.run_id} of {self.date} in {self.db_path}: "
+            f"{self.images_per_s:.1f} images/s (+-{noise * 100:.1f}%)"
+        )
+        verdict = self.verdict or {}
+        if verdict.get("kept"):
+            return text + "; the tune kept the script's own configuration"
+        ratio = verdict.get("ratio") or (self.speedup or {}).get("ratio")
+        if ratio:
+            against = (self.speedup or {}).get("baseline", "the script's own configuration")
+            said = f"; x{ratio:.2f} over {against}"
+            if verdict.get("noise") is not None:
+                said += f" (noise +-{verdict['noise'] * 100:.1f}%)"
+            text += said
+        return text
+
+
+@dataclass
+class TunedRun:
+    """What ``run --tuned`` found before the run, and what it applied during it.
+
+    Attributes:
+        mode: ``on`` or ``all``.
+        winner: the stored result, or None.
+        model_fingerprint: the fingerprint of the model the script builds (None: not captured).
+        script: the script's own settings as captured (``precision``, ``batch_size``,
+            ``jit``, ``steps_per_execution``).
+        precision: the global policy set before the run (None: left as the script's).
+        says: why nothing is applied, when nothing is.
+        took_effect: what was read back from the model at each tuned ``fit``.
+        messages: the lines printed (also to stderr).
+    """
+
+    mode: str
+    winner: StoredWinner | None = None
+    model_fingerprint: str | None = None
+    script: dict[str, Any] = field(default_factory=dict)
+    precision: str | None = None
+    says: str = ""
+    took_effect: list[dict[str, Any]] = field(default_factory=list)
+    messages: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        winner = self.winner
+        return {
+            "mode": self.mode,
+            "model_fingerprint": self.model_fingerprint,
+            "script": self.script,
+            "winner": None
+            if winner is None
+            else {
+                "config": winner.config,
+                "model_name": winner.model_name,
+                "run_id": winner.run_id,
+                "db_path": winner.db_path,
+                "date": winner.date,
+                "images_per_s": winner.images_per_s,
+                "iqr": list(winner.iqr),
+                "speedup": winner.speedup,
+                "verdict": winner.verdict,
+            },
+            "precision": self.precision,
+            "says": self.says,
+            "took_effect": self.took_effect,
+        }
+
+
+def find_winner(
+    model_fingerprint: str,
+    *,
+    device: str,
+    path: str | Path | None = None,
+    machine: str | None = None,
+) -> StoredWinner | None:
+    """The newest complete tune result of a model of this architecture, on this machine
+    (``machine``: the digest of its fingerprint) and device; None when there is none.
+
+    Raises:
+        StoreError: the database is corrupt or locked.
+    """
+    db = store.open_read_only(path)
+    if db is None:
+        return None
+    digest = machine or inventory.current().fingerprint.digest
+    with db:
+        for run in db.runs(digest, limit=500):
+            if run.status != "complete" or run.details.get("kind") != "tune":
+                continue
+            for result in db.results(run.id):
+                if result.model_fingerprint != model_fingerprint:
+                    continue
+                if result.config.get("device") != device:
+                    continue
+                return StoredWinner(
+                    config=dict(result.config),
+                    model_name=result.benchmark,
+                    model_fingerprint=model_fingerprint,
+                    run_id=run.id,
+                    db_path=str(db.path),
+                    date=run.finished_at or run.started_at,
+                    images_per_s=result.median,
+                    iqr=(result.q1, result.q3),
+                    speedup=run.details.get("speedup"),
+                    verdict=run.details.get("baseline_verdict"),
+                )
+    return None
+
+
+def prepare(
+    script: str,
+    args: Sequence[str] = (),
+    *,
+    mode: str = "on",
+    db: str | Path | None = None,
+    fit: int = 1,
+    timeout: float | None = DEFAULT_TIMEOUT_S,
+    out: TextIO | None = None,
+) -> TunedRun:
+    """Find the stored winner for the model ``script`` builds and set its precision.
+
+    Runs the script up to its ``fit`` in this process (nothing trains), reads the fingerprint
+    of its model, looks the winner up and, when it has a precision other than the script's,
+    sets the Keras global policy (after clearing Keras' session: the real run starts clean).
+
+    A script that does not reach its ``fit`` here (it reads standard input, exits, raises or
+    runs past ``timeout`` first) is said and left to run as written.
+
+    Raises:
+        StoreError: the database cannot be read.
+    """
+    import keras
+
+    stream = out if out is not None else sys.stderr
+    tuned = TunedRun(mode=mode)
+    name = Path(script).name
+    how = "tfaccel tune " + (f"--db {db} " if db is not None else "") + name
+    how += "".join(f" {a}" for a in args)
+    if db is not None and not Path(db).exists():
+        tuned.says = f"the results database {db} does not exist yet; to get a result: {how}"
+        _say(tuned, stream, f"{tuned.says}. Running {name} as written.")
+        return tuned
+    if not _has_tune_runs(db):
+        tuned.says = f"no tune result stored for this machine; to get one: {how}"
+        _say(tuned, stream, f"{tuned.says}. Running {name} as written.")
+        return tuned
+    try:
+        with settled_runtime():
+            workload = capture(script, args, fit=fit, timeout=timeout, command="run")
+    except CaptureError as exc:  # its own run shows the same error, or gets its keyboard
+        tuned.says = f"the model could not be read before the run ({exc.what}); nothing applied"
+        _say(tuned, stream, f"{tuned.says}. Running {name} as written.")
+        return tuned
+    model = workload.model
+    digest = _fingerprint(model, workload.x)
+    policy = getattr(getattr(model, "dtype_policy", None), "name", None) or "float32"
+    tuned.model_fingerprint = digest
+    tuned.script = {
+        "model_name": str(getattr(model, "name", "")),
+        "precision": str(policy),
+        "batch_size": workload.batch_size,
+        "jit": bool(getattr(model, "jit_compile", False)),
+        "steps_per_execution": int(getattr(model, "steps_per_execution", 1) or 1),
+    }
+    del model, workload
+    keras.backend.clear_session()  # the run numbers its layers as a fresh process would
+    gc.collect()
+    device = device_name()
+    winner = find_winner(digest, device=device, path=db)
+    if winner is None:
+        tuned.says = (
+            f"no tune result stored for the model {tuned.script['model_name']!r} "
+            f"(architecture {short(digest)}) on this machine's {device}; to get one: {how}"
+        )
+        _say(tuned, stream, f"{tuned.says}. Running {name} as written.")
+        return tuned
+    tuned.winner = winner
+    _say(tuned, stream, f"tuned configuration for {winner.model_name!r}: {winner.measured()}")
+    wanted = winner.config.get("precision")
+    if wanted and wanted != tuned.script["precision"]:
+        keras.mixed_precision.set_global_policy(wanted)
+        tuned.precision = str(wanted)
+    return tuned
+
+
+@contextlib.contextmanager
+def applied(tuned: TunedRun, *, out: TextIO | None = None) -> Iterator[TunedRun]:
+    """While the script runs: its ``fit`` calls on the tuned model get the winner's XLA,
+    steps per execution, feed and (``all``) batch size; what took effect is recorded."""
+    stream = out if out is not None else sys.stderr
+    if tuned.winner is None or tuned.model_fingerprint is None:
+        yield tuned
+        return
+    import keras
+
+    original = keras.Model.fit
+    own = "fit" in keras.Model.__dict__
+    signature = inspect.signature(original)
+
+    def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(self, *args, **kwargs)
+        arguments = dict(bound.arguments)
+        arguments.pop("self", None)
+        try:
+            same = _fingerprint(self, arguments.get("x")) == tuned.model_fingerprint
+        except Exception:
+            same = False
+        if same:
+            arguments = _apply(tuned, self, arguments, stream)
+        elif not tuned.took_effect:
+            _say(tuned, stream, "this fit's model is not the one tuned: left as the script has it")
+        return original(self, **arguments)
+
+    keras.Model.fit = fit
+    try:
+        yield tuned
+    finally:
+        if own:
+            keras.Model.fit = original
+        else:
+            del keras.Model.fit
+
+
+def _apply(
+    tuned: TunedRun, model: Any, arguments: dict[str, Any], stream: TextIO
+) -> dict[str, Any]:
+    """Set the winner's settings on ``model`` and this ``fit``'s arguments; say what changed."""
+    assert tuned.winner is not None
+    config = tuned.winner.config
+    changed: list[str] = []
+    kept: list[str] = []
+    if "jit" in config:
+        model.jit_compile = bool(config["jit"])
+    else:
+        kept.append("XLA (not compared by the tune)")
+    spe = int(config.get("steps_per_execution") or 1)
+    model.steps_per_execution = spe
+    if hasattr(model, "_steps_per_execution") and hasattr(model._steps_per_execution, "assign"):
+        model._steps_per_execution.assign(spe)
+    model.train_function = None  # built again with these settings
+    batch = _batch_of(arguments)
+    x = arguments.get("x")
+    wanted_batch = int(config.get("batch_size") or 0)
+    if tuned.mode == "all" and wanted_batch and batch and wanted_batch != batch:
+        arguments = _with_batch(arguments, wanted_batch)
+        changed.append(
+            f"batch size {batch} -> {wanted_batch} (--tuned=all: scale your learning rate by "
+            f"{wanted_batch / batch:.3g}, the linear scaling rule, with a few epochs of warm-up)"
+        )
+    elif wanted_batch and batch and wanted_batch != batch:
+        kept.append(
+            f"batch size {batch} (the tune's {wanted_batch} changes the optimisation: "
+            "--tuned=all applies it)"
+        )
+    feed = config.get("feed")
+    if feed == "pipeline" and _is_arrays(x) and not arguments.get("validation_split"):
+        arguments = _as_pipeline(arguments, config, int(_batch_of(arguments) or 32))
+        changed.append("feed: tfaccel.data.pipeline " + _knobs(config))
+    elif feed not in (None, "numpy", OWN_FEED):
+        kept.append(
+            f"the feed ({feed}): applied to arrays without validation_split only, this fit "
+            f"gets {type(x).__name__}"
+        )
+    policy = getattr(getattr(model, "dtype_policy", None), "name", "float32")
+    effect = {
+        "precision": str(policy),
+        "jit": bool(getattr(model, "jit_compile", False)),
+        "steps_per_execution": int(getattr(model, "steps_per_execution", 1) or 1),
+        "batch_size": _batch_of(arguments),
+        "feed": "pipeline" if changed and changed[-1].startswith("feed") else "as given",
+    }
+    tuned.took_effect.append(effect)
+    wanted_policy = config.get("precision")
+    if wanted_policy and policy != wanted_policy:
+        kept.append(
+            f"precision: the model computes in {policy}, not the tune's {wanted_policy} (the "
+            "script sets its own dtype policy)"
+        )
+    xla = "on" if effect["jit"] else "off"
+    line = (
+        f"applied at {getattr(model, 'name', 'the model')}.fit: precision {policy}, "
+        f"XLA {xla}, steps_per_execution {effect['steps_per_execution']}"
+    )
+    if changed:
+        line += "; " + "; ".join(changed)
+    if kept:
+        line += "; kept the script's: " + "; ".join(kept)
+    _say(tuned, stream, line)
+    expected = _expected(tuned)
+    if expected:
+        _say(tuned, stream, expected)
+    return arguments
+
+
+def _expected(tuned: TunedRun) -> str:
+    winner = tuned.winner
+    assert winner is not None
+    verdict = winner.verdict or {}
+    if verdict.get("kept"):
+        return "expected gain: none measured (the tune found the script's own as fast)"
+    ratio = verdict.get("ratio") or (winner.speedup or {}).get("ratio")
+    if not ratio:
+        return ""
+    text = f"expected gain: x{ratio:.2f} in training throughput, as measured by the tune"
+    if tuned.mode != "all" and winner.config.get("batch_size") != tuned.script.get("batch_size"):
+        text += " (with its batch size; less with the script's own)"
+    return text
+
+
+def _say(tuned: TunedRun, stream: TextIO, line: str) -> None:
+    tuned.messages.append(line)
+    print(f"tfaccel run --tuned: {line}", file=stream)
+
+
+def _has_tune_runs(db: str | Path | None) -> bool:
+    """Whether the database holds a complete tune run of this machine (cheap: no capture)."""
+    try:
+        opened = store.open_read_only(db)
+    except TfaccelError:
+        if db is not None:
+            raise
+        return False
+    if opened is None:
+        return False
+    digest = inventory.current().fingerprint.digest
+    with opened:
+        return any(
+            r.status == "complete" and r.details.get("kind") == "tune"
+            for r in opened.runs(digest, limit=500)
+        )
+
+
+def _fingerprint(model: Any, x: Any) -> str:
+    """The architecture fingerprint as tune stores it: read at ``fit``, before ``fit`` builds
+    anything (a subclassed model not yet called is fingerprinted unbuilt, as tune's trials
+    do; ``x`` is kept for a later reading of the built model)."""
+    del x
+    return fingerprint(model)
+
+
+def _is_arrays(x: Any) -> bool:
+    import numpy as np
+
+    if isinstance(x, dict):
+        return all(isinstance(v, np.ndarray) for v in x.values())
+    if isinstance(x, (list, tuple)):
+        return bool(x) and all(isinstance(v, np.ndarray) for v in x)
+    return isinstance(x, np.ndarray)
+
+
+def _batch_of(arguments: dict[str, Any]) -> int | None:
+    """The batch size of this ``fit``: its ``batch_size`` on arrays (Keras' 32 by default),
+    else the leading dimension of the dataset's batches."""
+    x = arguments.get("x")
+    if _is_arrays(x):
+        return int(arguments.get("batch_size") or 32)
+    import tensorflow as tf
+
+    if isinstance(x, tf.data.Dataset):
+        spec = tf.nest.flatten(x.element_spec)[0]
+        dim = spec.shape[0] if spec.shape.rank else None
+        if dim is not None:
+            return int(dim)
+        with contextlib.suppress(Exception):
+            return int(tf.nest.flatten(next(iter(x.take(1))))[0].shape[0])
+    return None
+
+
+def _with_batch(arguments: dict[str, Any], batch: int) -> dict[str, Any]:
+    import tensorflow as tf
+
+    out = dict(arguments)
+    x = out.get("x")
+    if isinstance(x, tf.data.Dataset):  # its maps and shuffling kept, batched again
+        out["x"] = x.unbatch().batch(batch)
+    else:
+        out["batch_size"] = batch
+    return out
+
+
+def _as_pipeline(arguments: dict[str, Any], config: dict[str, Any], batch: int) -> dict[str, Any]:
+    from tfaccel.data import pipeline
+
+    out = dict(arguments)
+    x, y = out.pop("x"), out.pop("y", None)
+    knobs = {k: config[k] for k in ("cache", "prefetch", "num_parallel_calls") if k in config}
+    shuffle = out.pop("shuffle", True)
+    out.pop("batch_size", None)
+    source = x if y is None else (x, y)
+    out["x"] = pipeline(source, batch, shuffle=bool(shuffle), **knobs)
+    return out
+
+
+def _knobs(config: dict[str, Any]) -> str:
+    return ", ".join(
+        f"{k}={config[k]}" for k in ("cache", "prefetch", "num_parallel_calls") if k in config
+    )

@@ -1,0 +1,318 @@
+"""``tfaccel run --tuned train.py ARGS``: the unchanged script runs with the winner ``tfaccel
+tune`` stored for its model, found by the architecture of the model it builds.
+
+The scripts write what their model really trained with (its dtype policy, XLA, steps per
+execution, the steps of an epoch) to a JSON file, read back here. A winner is stored by a real
+tune of a few seconds in a temporary database, and, for checks that must not depend on which
+configuration wins on a loaded machine, written to the database as tune writes it.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("tensorflow")
+
+SCRIPT = """
+import argparse
+import json
+
+import keras
+import numpy as np
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--batch-size", type=int, default=16)
+parser.add_argument("--out", default="{out}/seen.json")
+args = parser.parse_args()
+
+rng = np.random.default_rng(0)
+x = rng.random((256, 10)).astype("float32")
+y = rng.integers(0, 4, size=256)
+model = keras.Sequential([keras.Input((10,)), keras.layers.Dense(8, activation="relu"),
+                          keras.layers.Dense(4, activation="softmax")], name="tiny_mlp")
+model.compile(optimizer=keras.optimizers.SGD(0.01), loss="sparse_categorical_crossentropy")
+history = model.fit(x, y, batch_size=args.batch_size, epochs=1, verbose=0)
+with open(args.out, "w") as f:
+    json.dump({{"policy": model.dtype_policy.name, "jit": bool(model.jit_compile),
+               "spe": int(model.steps_per_execution), "steps": history.params["steps"],
+               "layer_policy": model.layers[0].dtype_policy.name}}, f)
+"""
+
+DATASET_SCRIPT = """
+import json
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+rng = np.random.default_rng(0)
+x = rng.random((256, 10)).astype("float32")
+y = rng.integers(0, 4, size=256)
+ds = tf.data.Dataset.from_tensor_slices((x, y)).map(lambda a, b: (a * 2.0, b)).batch(16)
+model = keras.Sequential([keras.Input((10,)), keras.layers.Dense(8, activation="relu"),
+                          keras.layers.Dense(4, activation="softmax")])
+model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+batches = []
+count = keras.callbacks.LambdaCallback(on_train_batch_end=lambda b, logs: batches.append(b))
+model.fit(ds, epochs=1, verbose=0, callbacks=[count])
+with open("{out}/seen.json", "w") as f:
+    json.dump({{"policy": model.dtype_policy.name, "steps": len(batches)}}, f)
+"""
+
+SUBCLASSED_SCRIPT = """
+import json
+
+import keras
+import numpy as np
+
+
+class Net(keras.Model):
+    def __init__(self):
+        super().__init__(name="subnet")
+        self.hidden = keras.layers.Dense(8, activation="relu")
+        self.out = keras.layers.Dense(4)
+
+    def call(self, x):
+        return self.out(self.hidden(x))
+
+
+rng = np.random.default_rng(0)
+x = rng.random((256, 10)).astype("float32")
+y = rng.integers(0, 4, size=256)
+model = Net()
+model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+model.fit(x, y, batch_size=32, epochs=1, verbose=0)
+with open("{out}/seen.json", "w") as f:
+    json.dump({{"policy": model.dtype_policy.name,
+               "compute": model.hidden.compute_dtype, "jit": bool(model.jit_compile)}}, f)
+"""
+
+
+@pytest.fixture(autouse=True)
+def _float32_after() -> Iterator[None]:
+    yield
+    import keras
+
+    keras.mixed_precision.set_global_policy("float32")
+
+
+def _script(tmp_path: Path, text: str = SCRIPT) -> Path:
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(text.format(out=tmp_path)))
+    return script
+
+
+def _seen(tmp_path: Path) -> dict[str, Any]:
+    seen: dict[str, Any] = json.loads((tmp_path / "seen.json").read_text())
+    return seen
+
+
+def _run(capsys: pytest.CaptureFixture[str], *words: str) -> tuple[int, dict[str, Any], str]:
+    from tfaccel.cli import main
+
+    status = main(["run", "--quiet", "--json", *words])
+    out = capsys.readouterr()
+    document: dict[str, Any] = json.loads(out.out) if out.out.strip() else {}
+    return status, document, out.err
+
+
+def _store_winner(script: Path, db: Path, **config: Any) -> None:
+    """Write a tune result for the model ``script`` builds, as ``tfaccel tune`` records it."""
+    from tfaccel import inventory
+    from tfaccel.store import ResultRecord, ResultsStore
+    from tfaccel.tuning.script import settled_runtime
+    from tfaccel.tuning.tuned import _fingerprint
+    from tfaccel.workload import capture
+
+    with settled_runtime():
+        workload = capture(script, [], command="test")
+    digest = _fingerprint(workload.model, workload.x)
+    full = {
+        "device": "cpu",
+        "batch_size": 16,
+        "precision": "float32",
+        "jit": False,
+        "feed": "numpy",
+        "cache": "auto",
+        "prefetch": "auto",
+        "num_parallel_calls": "auto",
+        "threads": None,
+        "steps_per_execution": 1,
+        **config,
+    }
+    fp = inventory.current().fingerprint
+    details = {
+        "kind": "tune",
+        "speedup": {"ratio": 1.8, "baseline": "bs16 float32 numpy xla=off", "rung": 2},
+        "baseline_verdict": {"kept": False, "ratio": 1.8, "noise": 0.05, "says": "x1.80"},
+    }
+    with ResultsStore(db) as store:
+        run = store.begin_run(
+            fp.digest,
+            fingerprint_data=fp.data,
+            started_at="2026-11-26T00:59:00+00:00",
+            tfaccel_version="test",
+            tf_version=None,
+            details=details,
+        )
+        record = ResultRecord(
+            "tiny_mlp", full, "images_per_s", "images/s", 1000.0, 950.0, 1050.0, 5,
+            [1000.0] * 5, model_fingerprint=digest,
+        )  # fmt: skip
+        store.finish_run(run, [record], finished_at="2026-11-26T01:00:00+00:00", details=details)
+
+
+def test_the_stored_winner_takes_effect_in_the_scripts_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = _script(tmp_path)
+    db = tmp_path / "results.sqlite"
+    _store_winner(
+        script, db, precision="mixed_bfloat16", jit=True, steps_per_execution=4, batch_size=64
+    )
+    status, document, err = _run(capsys, "--tuned", "--db", str(db), str(script))
+    assert status == 0, err
+    seen = _seen(tmp_path)
+    # the policy was set before the script built its layers: the model computes in bfloat16
+    assert seen["policy"] == "mixed_bfloat16" and seen["layer_policy"] == "mixed_bfloat16"
+    assert seen["jit"] is True
+    assert seen["spe"] == 4
+    # the batch is the script's (256 / 16 = 16 steps) without --tuned=all
+    assert seen["steps"] == 16
+    assert "batch size 16 (the tune's 64 changes the optimisation" in err
+    # it says from which measurement, and what gain to expect
+    assert "tune run 1 of 2026-11-26T01:00:00+00:00" in err
+    assert "x1.80" in err and "+-5.0%" in err
+    assert "expected gain: x1.80" in err
+    tuned = document["tuned"]
+    assert tuned["took_effect"] == [
+        {"precision": "mixed_bfloat16", "jit": True, "steps_per_execution": 4,
+         "batch_size": 16, "feed": "as given"}
+    ]  # fmt: skip
+
+
+def test_tuned_all_changes_the_batch_and_says_how_to_scale_the_learning_rate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = _script(tmp_path)
+    db = tmp_path / "results.sqlite"
+    _store_winner(script, db, batch_size=64)
+    status, _, err = _run(capsys, "--tuned=all", "--db", str(db), str(script))
+    assert status == 0, err
+    assert _seen(tmp_path)["steps"] == 4  # 256 / 64
+    assert "batch size 16 -> 64" in err and "scale your learning rate by 4" in err
+    assert "linear scaling rule" in err and "warm-up" in err
+    # precision and XLA stay float32 / off, as stored
+    assert _seen(tmp_path)["policy"] == "float32"
+
+
+def test_tuned_all_batches_a_scripts_dataset_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = _script(tmp_path, DATASET_SCRIPT)
+    db = tmp_path / "results.sqlite"
+    _store_winner(script, db, batch_size=32, feed="as-given")
+    status, _, err = _run(capsys, "--tuned=all", "--db", str(db), str(script))
+    assert status == 0, err
+    assert _seen(tmp_path)["steps"] == 8  # 256 / 32, its .map kept
+
+
+def test_a_subclassed_model_is_built_under_the_tuned_policy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = _script(tmp_path, SUBCLASSED_SCRIPT)
+    db = tmp_path / "results.sqlite"
+    _store_winner(script, db, precision="mixed_bfloat16", jit=False, batch_size=32)
+    status, _, err = _run(capsys, "--tuned", "--db", str(db), str(script))
+    assert status == 0, err
+    seen = _seen(tmp_path)
+    assert seen["policy"] == "mixed_bfloat16" and seen["compute"] == "bfloat16", err
+    assert seen["jit"] is False
+
+
+def test_no_stored_result_runs_the_script_as_written_and_says_how_to_get_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = _script(tmp_path)
+    db = tmp_path / "empty.sqlite"
+    # `--tuned train.py`: the script is not taken for --tuned's value
+    status, document, err = _run(
+        capsys, "--db", str(db), "--tuned", str(script), "--batch-size", "32"
+    )
+    assert status == 0, err
+    assert f"to get a result: tfaccel tune --db {db} train.py --batch-size 32" in err
+    seen = _seen(tmp_path)
+    assert seen["policy"] == "float32" and seen["steps"] == 8  # its own batch, 256 / 32
+    assert document["tuned"]["winner"] is None
+
+
+def test_a_script_that_stops_before_fit_runs_as_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "results.sqlite"
+    _store_winner(_script(tmp_path), db, precision="mixed_bfloat16")
+    stops = tmp_path / "stops.py"
+    stops.write_text("import sys\nprint('no data here')\nsys.exit(3)\n")
+    status, document, err = _run(capsys, "--tuned", "--db", str(db), str(stops))
+    assert status == 3  # the script's own exit status
+    assert "could not be read before the run" in err and "Running stops.py as written" in err
+    assert document["tuned"]["winner"] is None
+
+
+def test_another_models_result_is_not_applied(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    _store_winner(
+        _script(other, DATASET_SCRIPT.replace("Dense(8", "Dense(16")),
+        tmp_path / "results.sqlite",
+        precision="mixed_bfloat16",
+    )
+    script = _script(tmp_path)
+    status, _, err = _run(capsys, "--tuned", "--db", str(tmp_path / "results.sqlite"), str(script))
+    assert status == 0, err
+    assert "no tune result stored for the model 'tiny_mlp'" in err
+    assert _seen(tmp_path)["policy"] == "float32"
+
+
+def test_a_real_tune_then_run_tuned(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tfaccel.cli import main
+
+    script = _script(tmp_path)
+    db = tmp_path / "results.sqlite"
+    status = main(
+        [
+            "tune", "--no-progress", "--json", "--sample-seconds", "0.1", "--rounds", "3",
+            "--budget", "5", "--db", str(db),
+            "--space", "batch_size=16,64", "--space", "precision=float32",
+            "--space", "jit=off,on", "--space", "steps_per_execution=1,4",
+            str(script),
+        ]
+    )  # fmt: skip
+    tuned = json.loads(capsys.readouterr().out)
+    assert status == 0
+    best = tuned["best"]
+    status, document, err = _run(capsys, "--tuned", "--db", str(db), str(script))
+    assert status == 0, err
+    seen = _seen(tmp_path)
+    assert document["tuned"]["winner"]["run_id"] == tuned["run_id"]
+    assert seen["jit"] is best["jit"]
+    assert seen["spe"] == best["steps_per_execution"]
+    assert seen["steps"] == 16  # the script's batch, whatever the tune's
+    assert seen["policy"] == "float32"  # one precision searched: not stored, the script's
+
+
+def test_tuned_with_an_explicit_precision_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, _, err = _run(capsys, "--tuned", "--precision", "float32", str(_script(tmp_path)))
+    assert status == 2
+    assert "--tuned and --precision both set what the tune measured" in err
+    assert not (tmp_path / "seen.json").exists()
