@@ -93,8 +93,9 @@ def test_terminal_lists_only_the_changes_beyond_the_noise() -> None:
     slower = after.measurements[0]
     slower.samples = [v * 0.8 for v in slower.samples]  # matmul 20% slower, noise +-1%
     after.skipped = [Skipped("transfer", "cpu", "host<->device transfer applies to GPUs")]
-    history = [_run(), _run()]  # two earlier runs as stable: three runs measure the noise
-    history[0].run_id, history[1].run_id = 5, 6
+    history = [_run() for _ in range(4)]  # four earlier runs as stable: with run 7, the five
+    for run_id, run in enumerate(history, start=3):  # runs that measure the noise between runs
+        run.run_id = run_id
     result = BenchResult.from_run(after, compare_runs(before, after, history))
     console = Console(record=True, width=300)
     console.print(render_bench(result))
