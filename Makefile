@@ -16,7 +16,11 @@ TEST_STAMP := $(VENV)/.installed-$(FLAVOUR)-dev
 REPORT_ARGS ?= --quick
 GPU_CHECK_ARGS ?=
 
-.PHONY: run test gpu-check gpu-check-offline install install-dev lint clean
+# `make slurm-up` starts a one-node Slurm here for the tests marked `slurm` (ci/slurm/up: installs
+# slurm-wlm and munge with apt-get when missing and run as root); `make slurm-down` stops what it
+# started. Without a Slurm, `make test` skips those tests and says why.
+
+.PHONY: run test gpu-check gpu-check-offline install install-dev lint clean slurm-up slurm-down
 
 run: $(RUN_STAMP)
 	$(BIN)/tfaccel report $(REPORT_ARGS)
@@ -76,6 +80,12 @@ lint: $(TEST_STAMP)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache --no-logo
+
+slurm-up:
+	ci/slurm/up
+
+slurm-down:
+	ci/slurm/down
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info

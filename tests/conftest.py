@@ -1,9 +1,12 @@
-"""Capability markers with reasons: `gpu` needs a working NVIDIA GPU, `slow` can be skipped."""
+"""Capability markers with reasons: `gpu` needs a working NVIDIA GPU, `slurm` a running Slurm
+(`sinfo` answers: ci/slurm/up starts one), `slow` can be skipped."""
 
 from __future__ import annotations
 
 import functools
 import os
+import shutil
+import subprocess
 from collections.abc import Iterator
 
 import pytest
@@ -25,11 +28,33 @@ def _gpu_missing_reason() -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=1)
+def _slurm_missing_reason() -> str | None:
+    if shutil.which("sinfo") is None:
+        return "Requires: Slurm (no sinfo command; ci/slurm/up or `make slurm-up` starts one)"
+    try:
+        done = subprocess.run(
+            ["sinfo", "-h", "-o", "%t"], capture_output=True, text=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"Requires: a running Slurm (sinfo: {exc}; `make slurm-up` starts one)"
+    if done.returncode != 0:
+        why = (done.stderr.strip().splitlines() or ["no answer"])[-1]
+        return f"Requires: a running Slurm (sinfo: {why}; `make slurm-up` starts one)"
+    if not any(state.startswith(("idle", "mix", "alloc")) for state in done.stdout.split()):
+        return f"Requires: a Slurm node that is up (sinfo says {done.stdout.split()})"
+    return None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     skip_slow = config.getoption("--skip-slow")
     for item in items:
         if "gpu" in item.keywords:
             reason = _gpu_missing_reason()
+            if reason:
+                item.add_marker(pytest.mark.skip(reason=reason))
+        if "slurm" in item.keywords:
+            reason = _slurm_missing_reason()
             if reason:
                 item.add_marker(pytest.mark.skip(reason=reason))
         if skip_slow and "slow" in item.keywords:

@@ -331,6 +331,8 @@ TEXT_BLOCKS: dict[tuple[str, str], str] = {
     "on a saved snapshot of an H100 machine, not a command",
     ("docs/distribute.md", "data-parallel scaling on CPU"): "skip: the recorded output of "
     "benchmarks/bench_scaling.py on a 2-core AMD EPYC, not a command",
+    ("docs/distribute.md", "#SBATCH --requeue"): "skip: the batch script for GPUs; "
+    "tests/distribute/test_slurm.py runs it in its CPU form under a real one-node Slurm",
     ("docs/profile.md", "pipeline(source, batch_size, *,"): "check: the signature of "
     "tfaccel.data.pipeline, compared with inspect.signature",
 }
@@ -369,8 +371,6 @@ SKIPPED: dict[tuple[str, str], str] = {
         """export TF_CONFIG='{"cluster": {"worker": ["host1:12345", "host2:12345"]},""",
     ): "needs a real cluster: two hosts, host1 and host2",
     ("docs/distribute.md", "python train.py"): "needs a real cluster: one worker of two hosts",
-    ("docs/distribute.md", "srun python train.py --checkpoint-dir /shared/ckpt"): "needs a "
-    "Slurm cluster with GPUs",
 }
 
 

@@ -8,7 +8,8 @@ each worker's final weights. It runs:
 - as one process (OneDeviceStrategy), same global batch;
 - as two workers whose rank 1 kills itself (SIGKILL) at step 5, mid-epoch, without restarts;
 - the same with ``--restarts 1``: the new group resumes from the checkpoint of step 3;
-- as two tasks of a (simulated) Slurm job step on 127.0.0.1, through SlurmClusterResolver.
+- as two tasks of a (simulated) Slurm job step on 127.0.0.1 (tests/distribute/test_slurm.py
+  runs them under a real Slurm).
 """
 
 from __future__ import annotations
@@ -225,11 +226,8 @@ def _ports_free(*ports: int) -> bool:
 def test_a_slurm_step_of_two_tasks_trains_like_tf_config_workers(
     script: Path, tmp_path: Path, uninterrupted: dict[str, Any]
 ) -> None:
-    from tfaccel.distribute.choice import SLURM_PORT_BASE
+    from tfaccel.distribute.slurm import slurm_port_base
 
-    if not _ports_free(SLURM_PORT_BASE, SLURM_PORT_BASE + 1):
-        pytest.skip(f"ports {SLURM_PORT_BASE} and {SLURM_PORT_BASE + 1} are in use here")
-    out = tmp_path / "out"
     slurm = {
         "SLURM_JOB_ID": "42",
         "SLURM_NTASKS": "2",
@@ -237,6 +235,10 @@ def test_a_slurm_step_of_two_tasks_trains_like_tf_config_workers(
         "SLURM_STEP_NODELIST": "127.0.0.1",
         "SLURM_STEP_TASKS_PER_NODE": "2",
     }
+    base = slurm_port_base(slurm, 2)
+    if not _ports_free(base, base + 1):
+        pytest.skip(f"ports {base} and {base + 1} are in use here")
+    out = tmp_path / "out"
     tasks = [
         subprocess.Popen(
             [sys.executable, str(script), "--out", str(out)],

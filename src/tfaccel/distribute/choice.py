@@ -8,8 +8,8 @@ and builds the strategy. The rules, first match wins:
 1. a Cloud TPU is attached: ``TPUStrategy``;
 2. ``TF_CONFIG`` describes a cluster: ``MultiWorkerMirroredStrategy`` (RING all-reduce over
    gRPC on CPUs, NCCL on GPUs);
-3. a Slurm step of several tasks (``srun``): ``MultiWorkerMirroredStrategy`` through
-   ``SlurmClusterResolver``;
+3. a Slurm step of several tasks (``srun``): ``MultiWorkerMirroredStrategy`` over the
+   cluster :func:`tfaccel.distribute.slurm.slurm_cluster` builds from the step;
 4. several GPUs: ``MirroredStrategy`` with NCCL all-reduce (copies through one device when
    one GPU is split into logical GPUs, which NCCL cannot pair);
 5. one GPU: ``OneDeviceStrategy`` on it;
@@ -44,12 +44,12 @@ from tfaccel.distribute.cluster import (
     parse_tf_config,
     slurm_allocation,
 )
+from tfaccel.distribute.slurm import slurm_cluster
 from tfaccel.probe import pci, tpu
 
 __all__ = [
     "COLLECTIVE_TIMEOUT_ENV",
     "DEFAULT_COLLECTIVE_TIMEOUT_S",
-    "SLURM_PORT_BASE",
     "Facts",
     "StrategyChoice",
     "StrategyDecision",
@@ -58,9 +58,6 @@ __all__ = [
     "decide_strategy",
     "strategy",
 ]
-
-SLURM_PORT_BASE = 8888
-"""The first port ``SlurmClusterResolver`` gives the tasks of a node (TensorFlow's default)."""
 
 COLLECTIVE_TIMEOUT_ENV = "TFACCEL_COLLECTIVE_TIMEOUT_S"
 DEFAULT_COLLECTIVE_TIMEOUT_S = 0.0
@@ -86,6 +83,7 @@ class Facts:
         tpu_name: ``TPU_NAME`` when set (a TPU node), else None (a TPU VM: "local").
         cluster: the validated ``TF_CONFIG``, None when it is not set.
         slurm: the Slurm step of several tasks, None outside one.
+        slurm_cluster: that step's cluster, seen from this task (addresses and ports).
         gpus: the GPUs TensorFlow will use (visible physical GPUs).
         logical_gpus: the logical GPUs they are split into (equal to ``gpus`` unless split).
         logical_cpus: the logical CPU devices configured (1 unless split).
@@ -96,6 +94,7 @@ class Facts:
     tpu_name: str | None = None
     cluster: ClusterConfig | None = None
     slurm: SlurmAllocation | None = None
+    slurm_cluster: ClusterConfig | None = None
     gpus: int = 0
     logical_gpus: int = 0
     logical_cpus: int = 1
@@ -253,6 +252,7 @@ def _cluster_decision(cluster: ClusterConfig, comm: str) -> StrategyDecision:
 # --------------------------------------------------------------------------- building
 
 _BUILT: dict[StrategyDecision, StrategyChoice] = {}
+_SLURM_CLUSTERS: dict[SlurmAllocation, ClusterConfig] = {}
 
 
 def strategy(*, environ: Mapping[str, str] | None = None) -> StrategyChoice:
@@ -287,7 +287,17 @@ def strategy(*, environ: Mapping[str, str] | None = None) -> StrategyChoice:
     timeout_s = collective_timeout(env)
     cluster = parse_tf_config(env.get("TF_CONFIG"))  # bad TF_CONFIG: fail before importing TF
     slurm = slurm_allocation(env) if cluster is None else None
-    facts = dataclasses.replace(_facts(env, cluster, slurm), collective_timeout_s=timeout_s)
+    # the step's addresses and this task's port, checked before TensorFlow is imported
+    slurm_config = None
+    if slurm is not None:
+        if slurm not in _SLURM_CLUSTERS:  # once: later calls find the port taken by our server
+            _SLURM_CLUSTERS[slurm] = slurm_cluster(slurm, env)
+        slurm_config = _SLURM_CLUSTERS[slurm]
+    facts = dataclasses.replace(
+        _facts(env, cluster, slurm),
+        slurm_cluster=slurm_config,
+        collective_timeout_s=timeout_s,
+    )
     decision = decide_strategy(facts)
     if decision not in _BUILT:
         _BUILT[decision] = _build(decision, facts)
@@ -383,39 +393,20 @@ def _multi_worker(tf: Any, decision: StrategyDecision, facts: Facts) -> Strategy
         # a hung peer fails the collective (DeadlineExceededError) rather than blocking forever
         timeout_seconds=facts.collective_timeout_s or None,
     )
-    if facts.cluster is not None:
-        config = facts.cluster
-        resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
-            tf.train.ClusterSpec({job: list(tasks) for job, tasks in config.cluster.items()}),
-            task_type=config.task_type,
-            task_id=config.task_index,
-            rpc_layer=config.rpc_layer,
-            num_accelerators={"GPU": facts.gpus},
-        )
-        task, is_chief, workers = config.task, config.is_chief, config.num_workers
-    else:
-        assert facts.slurm is not None  # multi_worker: a cluster or Slurm
-        # SlurmClusterResolver turns Slurm's hosts and tasks per node into addresses. Its GPU
-        # bookkeeping is not used: it fails without GPUs (tensorflow#56894), and TF has listed
-        # the GPUs already, so CUDA_VISIBLE_DEVICES cannot be re-assigned. Each task uses the
-        # GPUs it sees (bound by srun --gpus-per-task or --gpu-bind).
-        slurm = facts.slurm
-        addresses = tf.distribute.cluster_resolver.SlurmClusterResolver(
-            port_base=SLURM_PORT_BASE,
-            gpus_per_node=slurm.max_tasks_per_node,
-            gpus_per_task=1,
-            auto_set_gpu=False,
-        )
-        spec = addresses.cluster_spec()
-        resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
-            spec,
-            task_type=addresses.task_type,
-            task_id=addresses.task_id,
-            rpc_layer="grpc",
-            num_accelerators={"GPU": facts.gpus},
-        )
-        task = f"worker:{slurm.proc_id}"
-        is_chief, workers = slurm.is_chief, slurm.num_tasks
+    # A Slurm step's cluster is built by tfaccel, not by TensorFlow's SlurmClusterResolver
+    # (see tfaccel.distribute.slurm for what that gets wrong). Each task uses the GPUs it sees
+    # (bound by srun --gpus-per-task or --gpu-bind): TF has listed the GPUs already, so
+    # CUDA_VISIBLE_DEVICES cannot be re-assigned here.
+    config = facts.cluster if facts.cluster is not None else facts.slurm_cluster
+    assert config is not None  # multi_worker: TF_CONFIG or a Slurm step
+    resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+        tf.train.ClusterSpec({job: list(tasks) for job, tasks in config.cluster.items()}),
+        task_type=config.task_type,
+        task_id=config.task_index,
+        rpc_layer=config.rpc_layer,
+        num_accelerators={"GPU": facts.gpus},
+    )
+    task, is_chief, workers = config.task, config.is_chief, config.num_workers
     made = tf.distribute.MultiWorkerMirroredStrategy(
         cluster_resolver=resolver, communication_options=options
     )
