@@ -181,9 +181,14 @@ def simulate(
     """Simulate one training step of ``step`` at ``batch_size`` and return its peak memory."""
     ops = step.ops
     sizes: dict[int, int] = {}
+    pieces: dict[int, int] = {}  # tensors held in several buffers: index -> how many
     for op in ops:
         for t in op.outputs:
-            sizes[t.index] = rules.size(t.bytes_at(batch_size))
+            if t.count > 1:
+                pieces[t.index] = t.count
+                sizes[t.index] = t.count * rules.size(t.bytes_at(batch_size) // t.count)
+            else:
+                sizes[t.index] = rules.size(t.bytes_at(batch_size))
     kinds = _tensor_kinds(step)
 
     # Each tensor points at the buffer it lives in; a buffer dies after its last reader.
@@ -226,7 +231,7 @@ def simulate(
             buffer_end[t.index] = last_use[t.index]
             live[t.index] = sizes[t.index]
             if sizes[t.index]:
-                events.append(Event(t.index, sizes[t.index]))
+                events += _allocations(t.index, sizes[t.index], pieces.get(t.index, 1))
             live_kind[t.index] = kinds.get(t.index, _kind_by_phase(op.phase))
             current += sizes[t.index]
         if current > peak:
@@ -235,8 +240,9 @@ def simulate(
         for base in [b for b, end in buffer_end.items() if end <= position and b in live]:
             current -= live.pop(base)
             buffer_end.pop(base)
-            events.append(Event(base, 0))
-    events += [Event(base, 0) for base in live]
+            events += _allocations(base, 0, pieces.get(base, 1))
+    for base in live:
+        events += _allocations(base, 0, pieces.get(base, 1))
 
     parts = dict.fromkeys(PARTS, 0)
     for name, value in persistent.items():
@@ -256,6 +262,14 @@ def simulate(
         peak_op=peak_op,
         allocator=rules.name,
     )
+
+
+def _allocations(key: int, size: int, count: int) -> list[Event]:
+    """The allocator events of a tensor of ``size`` bytes in ``count`` equal buffers (size 0:
+    their frees)."""
+    if count <= 1:
+        return [Event(key, size)]
+    return [Event((key, n), size // count) for n in range(count)]
 
 
 def _replayed_peak(step: StepGraph, rules: AllocatorRules, events: list[Event]) -> int:

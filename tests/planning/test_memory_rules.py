@@ -1,0 +1,85 @@
+"""The memory model's rules for what the graph does not size itself: a While loop's
+TensorLists (an RNN's per-step tensors kept for the backward pass), on a traced model and on
+hand-built steps."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tfaccel.planning import CPU_ONEDNN_RULES, GPU_BFC_RULES, AllocatorRules, simulate
+from tfaccel.planning.trace import OpInfo, StepGraph, TensorInfo, trace_step
+
+EXACT = AllocatorRules("exact", granularity=1)
+
+
+def _rnn(units: int = 16, steps: int = 7) -> Any:
+    import keras
+
+    model = keras.Sequential(
+        [keras.Input(shape=(steps, 3)), keras.layers.GRU(units), keras.layers.Dense(2)]
+    )
+    model.compile(optimizer="adam", loss="mse")
+    return model
+
+
+def test_a_recurrent_loop_keeps_one_buffer_per_time_step_for_the_backward_pass() -> None:
+    step = trace_step(_rnn(units=16, steps=7), 32)
+    loops = [op for op in step.ops if op.type == "While"]
+    assert len(loops) == 1
+    kept = [t for t in loops[0].outputs if t.count > 1]
+    assert kept, "the forward loop's accumulators are sized"
+    # Each accumulator holds one (batch, units) float32 tensor per time step, each its own buffer.
+    assert all(t.count == 7 for t in kept)
+    per_step = {t.bytes_at(32) // t.count for t in kept}
+    assert 32 * 16 * 4 in per_step
+    # The per-step tensors grow with the batch; the weights the body reads are not copied.
+    assert all(t.per_example > 0 for t in kept)
+    # The gradient loop pops them: its own lists of popped accumulators own nothing.
+    grads = [op for op in step.ops if op.type == "StatelessWhile"]
+    assert grads and all(t.count == 7 for op in grads for t in op.outputs if t.count > 1)
+
+
+def test_a_list_from_a_tensor_copies_each_slice() -> None:
+    step = trace_step(_rnn(units=4, steps=5), 8)
+    unstack = [op for op in step.ops if op.type == "TensorListFromTensor"]
+    assert unstack
+    first = unstack[0].outputs[0]
+    assert first.count == 5
+    assert first.bytes_at(8) == 8 * 5 * 3 * 4  # the (batch, 5, 3) input, as 5 slices
+
+
+def _loop_step(count: int, element: int) -> StepGraph:
+    """x -> While (keeps ``count`` elements of ``element`` bytes per example) -> gradient While
+    that reads them."""
+    ops = [
+        OpInfo("x", "Placeholder", "other", (), (TensorInfo(0, "float32", 0, 8),)),
+        OpInfo(
+            "m/while",
+            "While",
+            "forward",
+            (0,),
+            (TensorInfo(1, "variant", 0, count * element, count),),
+        ),
+        OpInfo(
+            "gradient_tape/m/while_grad",
+            "StatelessWhile",
+            "backward",
+            (1,),
+            (TensorInfo(2, "float32", 0, 8),),
+        ),
+        OpInfo("gradient_tape/sum", "Sum", "backward", (2,), (TensorInfo(3, "float32", 4, 0),)),
+    ]
+    return StepGraph(ops, (0,), [], 0, 0, "SGD", "float32")
+
+
+def test_list_elements_are_separate_allocations_counted_by_the_allocators_rules() -> None:
+    # 100 elements of 1,000 bytes per example at batch 100: 100 KB each.
+    exact = simulate(_loop_step(100, 1000), 100, rules=EXACT, margin=0.0)
+    assert exact.peak_bytes >= 100 * 100 * 1000
+    gpu = simulate(_loop_step(100, 1000), 100, rules=GPU_BFC_RULES, margin=0.0)
+    assert gpu.peak_bytes >= 100 * 100_096  # each element rounded to 256 bytes
+    # The CPU's oneDNN allocator serves allocations below 256 KiB from a pool it does not count.
+    cpu = simulate(_loop_step(100, 1000), 100, rules=CPU_ONEDNN_RULES, margin=0.0)
+    assert cpu.peak_bytes < 100 * 100 * 1000 / 10
+    cpu_large = simulate(_loop_step(100, 1000), 1000, rules=CPU_ONEDNN_RULES, margin=0.0)
+    assert cpu_large.peak_bytes >= 100 * 1000 * 1000  # 1 MB elements: counted
