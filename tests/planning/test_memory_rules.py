@@ -83,3 +83,31 @@ def test_list_elements_are_separate_allocations_counted_by_the_allocators_rules(
     assert cpu.peak_bytes < 100 * 100 * 1000 / 10
     cpu_large = simulate(_loop_step(100, 1000), 1000, rules=CPU_ONEDNN_RULES, margin=0.0)
     assert cpu_large.peak_bytes >= 100 * 1000 * 1000  # 1 MB elements: counted
+
+
+def _matmul_step(dtype: str) -> StepGraph:
+    """x (dtype) @ w (dtype) -> y, read by a loss."""
+    size = 2 if dtype == "bfloat16" else 4
+    ops = [
+        OpInfo("x", "Placeholder", "other", (), (TensorInfo(0, dtype, 0, 1000 * size),)),
+        OpInfo("w", "Const", "forward", (), (TensorInfo(1, dtype, 1000 * 500 * size, 0),)),
+        OpInfo("m/MatMul", "MatMul", "forward", (0, 1), (TensorInfo(2, dtype, 0, 500 * size),)),
+        OpInfo("m/loss", "Sum", "forward", (2,), (TensorInfo(3, "float32", 4, 0),)),
+    ]
+    return StepGraph(ops, (0,), [], 0, 0, "SGD", "float32")
+
+
+def test_a_cpu_computes_a_16_bit_matmul_in_float32_copies_held_for_the_operation() -> None:
+    cpu = AllocatorRules("cpu", granularity=1, upcasts_16_bit=True)
+    gpu = AllocatorRules("gpu", granularity=1)
+    batch = 100
+    x, w, y = batch * 2000, 1000 * 500 * 2, batch * 1000  # bfloat16 bytes
+    native = simulate(_matmul_step("bfloat16"), batch, rules=gpu, margin=0.0)
+    assert native.peak_bytes == x + y  # the Const is no buffer of the step's
+    upcast = simulate(_matmul_step("bfloat16"), batch, rules=cpu, margin=0.0)
+    # float32 copies of both inputs and of the output, live while the MatMul runs.
+    assert upcast.peak_bytes == x + y + 2 * (x + w + y)
+    assert "MatMul" in upcast.peak_op
+    # A float32 MatMul needs no copies.
+    f32 = simulate(_matmul_step("float32"), batch, rules=cpu, margin=0.0)
+    assert f32.peak_bytes == 2 * x + 2 * y

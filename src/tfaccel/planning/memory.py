@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from tfaccel.planning.bfc import Event, replay
-from tfaccel.planning.trace import ALIASING, StepGraph
+from tfaccel.planning.trace import ALIASING, OpInfo, StepGraph, TensorInfo
 
 __all__ = [
     "CPU_ONEDNN_RULES",
@@ -96,12 +96,16 @@ class AllocatorRules:
         name: the allocator, for the note.
         granularity: sizes are rounded up to a multiple of this (BFC: 256 bytes).
         counted_from: allocations below this size are not counted (0: all are).
+        growth: the allocator grows in doubling regions (replayed by :mod:`bfc`).
+        upcasts_16_bit: the device computes some 16-bit operations in float32, in float32
+            copies it allocates for the operation (:data:`UPCAST_16_BIT`).
     """
 
     name: str
     granularity: int = 256
     counted_from: int = 0
     growth: bool = False
+    upcasts_16_bit: bool = False
 
     def size(self, nbytes: int) -> int:
         if nbytes <= 0 or nbytes < self.counted_from:
@@ -115,8 +119,9 @@ CPU_ONEDNN_RULES = AllocatorRules(
     "uncounted pool below",
     counted_from=256 * 1024,
     growth=True,
+    upcasts_16_bit=True,
 )
-RAM_RULES = AllocatorRules("all allocations (host RAM)")
+RAM_RULES = AllocatorRules("all allocations (host RAM)", upcasts_16_bit=True)
 """How a plan counts against a machine's RAM: every allocation, as it is."""
 
 
@@ -126,6 +131,20 @@ def fit_rules(kind: str) -> AllocatorRules:
     what TensorFlow's allocator statistics see, to compare with them."""
     return RAM_RULES if kind == "cpu" else GPU_BFC_RULES
 
+
+UPCAST_16_BIT: dict[str, tuple[str, ...]] = {
+    "MatMul": ("inputs", "output"),
+    "BatchMatMulV2": ("inputs", "output"),
+    "BatchMatMulV3": ("inputs", "output"),
+    "Einsum": ("inputs", "output"),
+    "Conv2DBackpropFilter": ("largest_input",),
+}
+"""What a CPU allocates to compute a 16-bit operation in float32, for the operation only:
+float32 copies of its inputs and output (a 1024 x 2048 x 1024 bfloat16 MatMul took 22 MiB
+beyond its 2 MiB output under TensorFlow 2.21's oneDNN allocator on an AMD EPYC without
+AVX512_BF16), or of its largest input (a bfloat16 Conv2DBackpropFilter: 32 MiB, twice its
+16 MiB gradient input). Assumed for every CPU (the high side: one with AVX512_BF16 or AMX may
+compute them natively); a GPU or TPU computes them natively."""
 
 REPLAYED_STEPS = 3
 """Steps replayed on a growing allocator: its chunks settle after the first step or two."""
@@ -190,6 +209,7 @@ def simulate(
             else:
                 sizes[t.index] = rules.size(t.bytes_at(batch_size))
     kinds = _tensor_kinds(step)
+    info = {t.index: t for op in ops for t in op.outputs}
 
     # Each tensor points at the buffer it lives in; a buffer dies after its last reader.
     buffer_of: dict[int, int] = {}
@@ -234,9 +254,18 @@ def simulate(
                 events += _allocations(t.index, sizes[t.index], pieces.get(t.index, 1))
             live_kind[t.index] = kinds.get(t.index, _kind_by_phase(op.phase))
             current += sizes[t.index]
+        scratch = _upcast_copies(op, info, batch_size, rules)
+        for n, size in enumerate(scratch):  # negative keys: no tensor's
+            live[-1 - n], live_kind[-1 - n] = size, "temporaries"
+            events.append(Event(("scratch", position, n), size))
+        current += sum(scratch)
         if current > peak:
             peak, peak_op = current, f"{op.type} {op.name}"
             peak_parts = _by_kind(live, live_kind)
+        for n in range(len(scratch)):
+            del live[-1 - n]
+            events.append(Event(("scratch", position, n), 0))
+        current -= sum(scratch)
         for base in [b for b, end in buffer_end.items() if end <= position and b in live]:
             current -= live.pop(base)
             buffer_end.pop(base)
@@ -262,6 +291,29 @@ def simulate(
         peak_op=peak_op,
         allocator=rules.name,
     )
+
+
+def _upcast_copies(
+    op: OpInfo, info: dict[int, TensorInfo], batch: int, rules: AllocatorRules
+) -> list[int]:
+    """The float32 copies a device that upcasts 16-bit operations allocates for ``op`` (bytes
+    each, as ``rules`` count them); none for any other operation or device."""
+    wants = UPCAST_16_BIT.get(op.type)
+    if not rules.upcasts_16_bit or wants is None:
+        return []
+    inputs = [info[i] for i in op.inputs if i in info]
+    outputs = list(op.outputs)
+    half = [t for t in inputs if t.dtype in ("bfloat16", "half", "float16")]
+    if not half:
+        return []
+    copies: list[int] = []
+    if "inputs" in wants:
+        copies += [2 * t.bytes_at(batch) for t in half]
+    if "output" in wants:
+        copies += [2 * t.bytes_at(batch) for t in outputs[:1]]
+    if "largest_input" in wants:
+        copies.append(max(2 * t.bytes_at(batch) for t in half))
+    return [size for size in (rules.size(c) for c in copies) if size]
 
 
 def _allocations(key: int, size: int, count: int) -> list[Event]:
