@@ -111,3 +111,42 @@ def test_a_cpu_computes_a_16_bit_matmul_in_float32_copies_held_for_the_operation
     # A float32 MatMul needs no copies.
     f32 = simulate(_matmul_step("float32"), batch, rules=cpu, margin=0.0)
     assert f32.peak_bytes == 2 * x + 2 * y
+
+
+def _einsum_op(equation: str, a: tuple[int, ...], b: tuple[int, ...]) -> Any:
+    import tensorflow as tf
+
+    graph = (
+        tf.function(lambda x, y: tf.einsum(equation, x, y))
+        .get_concrete_function(tf.TensorSpec(a), tf.TensorSpec(b))
+        .graph
+    )
+    return next(op for op in graph.get_operations() if op.type == "Einsum")
+
+
+def test_an_einsum_copies_the_operands_and_result_it_must_transpose() -> None:
+    from tfaccel.planning.trace import _scratch
+
+    # A dense projection: operands laid out for one MatMul, result in order: nothing copied.
+    assert _scratch(_einsum_op("abc,cd->abd", (8, 16, 32), (32, 64))) == 0
+    # Keras attention scores "aecd,abcd->acbe" (key, query; batch a, heads c): both operands
+    # are transposed to [a, c, ...], and the MatMul's [a, c, e, b] result is transposed.
+    key, query = (8, 16, 4, 32), (8, 16, 4, 32)
+    scores = 8 * 4 * 16 * 16 * 4
+    assert _scratch(_einsum_op("aecd,abcd->acbe", key, query)) == 2 * 8 * 16 * 4 * 32 * 4 + scores
+    # An output in another order than [batch, free, free]: the MatMul result is a temporary.
+    assert _scratch(_einsum_op("ab,bc->ca", (8, 16), (16, 4))) == 8 * 4 * 4
+
+
+def test_a_binary_element_wise_op_takes_a_new_buffer() -> None:
+    """A Mul of two dying same-size tensors is not assumed to write over either."""
+    ops = [
+        OpInfo("x", "Placeholder", "other", (), (TensorInfo(0, "float32", 0, 100),)),
+        OpInfo("m/a", "Exp", "forward", (0,), (TensorInfo(1, "float32", 0, 100),)),
+        OpInfo("m/b", "Sin", "forward", (0,), (TensorInfo(2, "float32", 0, 100),)),
+        OpInfo("m/mul", "Mul", "forward", (1, 2), (TensorInfo(3, "float32", 0, 100),)),
+        OpInfo("m/sum", "Sum", "forward", (3, 0), (TensorInfo(4, "float32", 4, 0),)),
+    ]
+    step = StepGraph(ops, (0,), [], 0, 0, "SGD", "float32")
+    estimate = simulate(step, 10, rules=EXACT, margin=0.0)
+    assert estimate.peak_bytes == 4 * 1000  # x, a, b and the Mul's own output

@@ -31,7 +31,12 @@ __all__ = [
     "simulate",
 ]
 
-# Element-wise operations that may write their output over a dying input of the same size.
+# Element-wise operations that may write their output over a dying input of the same size:
+# unary ones (and their gradients, BiasAdd). Binary ones with two tensor operands (AddV2, Mul,
+# Sub, RealDiv, SelectV2...) are assumed to take a new buffer: TensorFlow forwards an input
+# only when its reference count is 1 when the kernel runs, which the executor running branches
+# in parallel often does not give; assumed, the high side (the Transformer rows of
+# benchmarks/bench_plan.py measured 6-11% above the plan with them forwarding).
 FORWARDING = frozenset(
     {
         "Relu",
@@ -47,14 +52,6 @@ FORWARDING = frozenset(
         "EluGrad",
         "SigmoidGrad",
         "TanhGrad",
-        "AddV2",
-        "Add",
-        "Sub",
-        "Mul",
-        "RealDiv",
-        "DivNoNan",
-        "Maximum",
-        "Minimum",
         "Neg",
         "Square",
         "Sqrt",
@@ -62,7 +59,6 @@ FORWARDING = frozenset(
         "Exp",
         "Log",
         "BiasAdd",
-        "SelectV2",
         "Erf",
         "Gelu",
     }
@@ -255,6 +251,8 @@ def simulate(
             live_kind[t.index] = kinds.get(t.index, _kind_by_phase(op.phase))
             current += sizes[t.index]
         scratch = _upcast_copies(op, info, batch_size, rules)
+        if op.scratch_at(batch_size):
+            scratch.append(rules.size(op.scratch_at(batch_size)))
         for n, size in enumerate(scratch):  # negative keys: no tensor's
             live[-1 - n], live_kind[-1 - n] = size, "temporaries"
             events.append(Event(("scratch", position, n), size))

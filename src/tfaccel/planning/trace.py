@@ -16,8 +16,9 @@ from typing import Any
 
 from tfaccel.core.errors import UsageError
 
-_Record = tuple[str, str, str, tuple[int, ...], list[tuple[int, str, int, int]], int]
-"""A traced operation: name, type, phase, inputs, outputs (index, dtype, bytes, count), FLOPs."""
+_Record = tuple[str, str, str, tuple[int, ...], list[tuple[int, str, int, int]], int, int]
+"""A traced operation: name, type, phase, inputs, outputs (index, dtype, bytes, count), FLOPs,
+scratch bytes."""
 
 __all__ = ["OpInfo", "StepGraph", "TensorInfo", "Variable", "check_input_shape", "trace_step"]
 
@@ -82,6 +83,8 @@ class OpInfo:
         inputs: indices of the tensors it reads.
         outputs: the tensors it makes.
         flops_fixed / flops_per_example: matmul-class FLOPs, affine in the batch.
+        scratch_fixed / scratch_per_example: bytes of temporaries the operation allocates
+            and frees itself (not in the graph), affine in the batch.
     """
 
     name: str
@@ -91,6 +94,12 @@ class OpInfo:
     outputs: tuple[TensorInfo, ...]
     flops_fixed: int = 0
     flops_per_example: int = 0
+    scratch_fixed: int = 0
+    scratch_per_example: int = 0
+
+    def scratch_at(self, batch: int) -> int:
+        """Bytes the operation allocates for itself while it runs (see ``_scratch``)."""
+        return max(0, self.scratch_fixed + self.scratch_per_example * batch)
 
 
 @dataclass(frozen=True)
@@ -308,7 +317,7 @@ def _trace(
             if op.name.startswith(model.name)
             else "other"
         )
-        records.append((op.name, op.type, phase, inputs, outputs, _op_flops(op)))
+        records.append((op.name, op.type, phase, inputs, outputs, _op_flops(op), _scratch(op)))
     placeholders = tuple(
         index[t.name] for t in graph.inputs if t.dtype != tf.resource and t.name in index
     )
@@ -393,6 +402,46 @@ def _through_identity(op: Any) -> Any:
     return op
 
 
+def _scratch(op: Any) -> int:
+    """Bytes an operation allocates for itself while it runs, where the graph can tell.
+
+    ``Einsum`` (TensorFlow's EinsumHelper) runs as one batched MatMul over operands laid out
+    as [batch labels, free labels, contracted labels] (either order of the last two, by
+    adjoint): an operand whose labels are in another order is copied, transposed, into a
+    temporary; and the MatMul's result is a temporary of the output's size when the output's
+    labels are not [batch, free labels of the first operand, of the second]. Equations with
+    an ellipsis or more than two operands: 0 (not modelled).
+    """
+    if op.type != "Einsum":
+        return 0
+    try:
+        equation = op.get_attr("equation").decode().replace(" ", "")
+    except (ValueError, AttributeError):
+        return 0
+    terms, _, output = equation.partition("->")
+    operands = terms.split(",")
+    if "." in equation or len(operands) != 2 or len(op.inputs) != 2:
+        return 0
+    first, second = operands
+    batch = [c for c in output if c in first and c in second]
+    total = 0
+    for term, tensor in ((first, op.inputs[0]), (second, op.inputs[1])):
+        other = second if term is first else first
+        rest = [c for c in term if c not in batch]
+        free = [c for c in rest if c in output]
+        contract = [c for c in rest if c in other and c not in output]
+        if len(free) + len(contract) != len(rest):
+            return 0  # a label summed over one operand alone: not modelled
+        laid_out = list(term)
+        if laid_out not in (batch + free + contract, batch + contract + free):
+            total += max(_nbytes(tensor), 0)
+    free_first = [c for c in first if c in output and c not in batch]
+    free_second = [c for c in second if c in output and c not in batch]
+    if list(output) != batch + free_first + free_second:
+        total += max(_nbytes(op.outputs[0]), 0)
+    return total
+
+
 def _op_flops(op: Any) -> int:
     """2 x multiply-adds of a matmul-class operation (0 for anything else)."""
     try:
@@ -441,8 +490,9 @@ def _affine(
     batch: int,
     second: int,
 ) -> OpInfo:
-    name, op_type, phase, inputs, outs_a, flops_a = a
-    outs_b, flops_b = b[4], b[5]
+    name, op_type, phase, inputs, outs_a, flops_a, scratch_a = a
+    outs_b, flops_b, scratch_b = b[4], b[5], b[6]
+    per_scratch = (scratch_b - scratch_a) // (second - batch)
     outputs = []
     for (index, dtype, size_a, count), (_, _, size_b, _) in zip(outs_a, outs_b, strict=False):
         size_a, size_b = max(size_a, 0), max(size_b, 0)
@@ -457,6 +507,8 @@ def _affine(
         outputs=tuple(outputs),
         flops_fixed=flops_a - per_flops * batch,
         flops_per_example=per_flops,
+        scratch_fixed=scratch_a - per_scratch * batch,
+        scratch_per_example=per_scratch,
     )
 
 
