@@ -2,10 +2,14 @@
 
 The step's operations run in graph order; each output takes a buffer when its operation runs
 and gives it back after the last operation that reads it. A view (``Reshape``,
-``ReadVariableOp``...) shares its input's buffer; an element-wise operation writes over an input
-buffer of its own size that nothing reads later (TensorFlow's ``forward_input_or_allocate_output``).
-The variables (weights, optimizer slots, metric state) live throughout. The peak of that
-simulation, split by what each live buffer is, is the prediction; an allocator's own rules
+``ReadVariableOp``...) shares its input's buffer; a unary element-wise operation writes over an
+input buffer of its own size that nothing reads later (TensorFlow's
+``forward_input_or_allocate_output``). What the graph does not size is added by rule: a While
+loop's TensorLists (one buffer per iteration, see :func:`tfaccel.planning.trace._tensor_lists`),
+an operation's own temporaries (an Einsum's transposed operands) and, on a CPU, the float32
+copies a 16-bit MatMul or filter gradient is computed in (:data:`UPCAST_16_BIT`), held while the
+operation runs. The variables (weights, optimizer slots, metric state) live throughout. The peak
+of that simulation, split by what each live buffer is, is the prediction; an allocator's own rules
 (:class:`AllocatorRules`: the size it rounds to, and for the CPU's oneDNN allocator the
 allocations below 256 KiB it serves from a pool that ``get_memory_info`` does not count) are
 applied so that the prediction is comparable to what that allocator reports.
