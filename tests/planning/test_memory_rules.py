@@ -150,3 +150,20 @@ def test_a_binary_element_wise_op_takes_a_new_buffer() -> None:
     step = StepGraph(ops, (0,), [], 0, 0, "SGD", "float32")
     estimate = simulate(step, 10, rules=EXACT, margin=0.0)
     assert estimate.peak_bytes == 4 * 1000  # x, a, b and the Mul's own output
+
+
+def test_an_operations_temporaries_are_held_through_the_next_operation() -> None:
+    """Two independent operations with temporaries of their own, one after the other in graph
+    order: the executor may run them side by side, so both temporaries count at once."""
+    ops = [
+        OpInfo("x", "Placeholder", "other", (), (TensorInfo(0, "float32", 0, 100),)),
+        OpInfo("m/a", "Einsum", "forward", (0,), (TensorInfo(1, "float32", 4, 0),), 0, 0, 0, 1000),
+        OpInfo("m/b", "Einsum", "forward", (0,), (TensorInfo(2, "float32", 4, 0),), 0, 0, 0, 2000),
+        OpInfo("m/c", "AddV2", "forward", (1, 2), (TensorInfo(3, "float32", 4, 0),)),
+        OpInfo("m/d", "Sum", "forward", (3,), (TensorInfo(4, "float32", 4, 0),)),
+    ]
+    step = StepGraph(ops, (0,), [], 0, 0, "SGD", "float32")
+    estimate = simulate(step, 10, rules=EXACT, margin=0.0)
+    # At m/b: x (1,000), both 4-byte outputs, m/a's 10,000 and m/b's 20,000 bytes of temporaries.
+    assert estimate.peak_bytes == 1000 + 8 + 10_000 + 20_000
+    assert "m/b" in estimate.peak_op

@@ -230,6 +230,8 @@ def simulate(
     events: list[Event] = [Event(i, size) for i, size in live.items() if size]
     current = sum(live.values())
     peak, peak_parts, peak_op = -1, {}, ""
+    held: list[int] = []  # the previous operation's temporaries, and its position
+    held_at = 0
 
     for position, op in enumerate(ops):
         for t in op.outputs:
@@ -258,20 +260,26 @@ def simulate(
         if op.scratch_at(batch_size):
             scratch.append(rules.size(op.scratch_at(batch_size)))
         for n, size in enumerate(scratch):  # negative keys: no tensor's
-            live[-1 - n], live_kind[-1 - n] = size, "temporaries"
+            live[-1 - position * 8 - n], live_kind[-1 - position * 8 - n] = size, "temporaries"
             events.append(Event(("scratch", position, n), size))
         current += sum(scratch)
         if current > peak:
             peak, peak_op = current, f"{op.type} {op.name}"
             peak_parts = _by_kind(live, live_kind)
-        for n in range(len(scratch)):
-            del live[-1 - n]
-            events.append(Event(("scratch", position, n), 0))
-        current -= sum(scratch)
+        # The executor runs independent operations side by side (two inter-op threads at
+        # least): an operation's temporaries are held through the next operation too.
+        for n in range(len(held)):
+            del live[-1 - held_at * 8 - n]
+            events.append(Event(("scratch", held_at, n), 0))
+        current -= sum(held)
+        held, held_at = scratch, position
         for base in [b for b, end in buffer_end.items() if end <= position and b in live]:
             current -= live.pop(base)
             buffer_end.pop(base)
             events += _allocations(base, 0, pieces.get(base, 1))
+    for n in range(len(held)):
+        del live[-1 - held_at * 8 - n]
+        events.append(Event(("scratch", held_at, n), 0))
     for base in live:
         events += _allocations(base, 0, pieces.get(base, 1))
 
