@@ -2,10 +2,14 @@
 
 The step's operations run in graph order; each output takes a buffer when its operation runs
 and gives it back after the last operation that reads it. A view (``Reshape``,
-``ReadVariableOp``...) shares its input's buffer; an element-wise operation writes over an input
-buffer of its own size that nothing reads later (TensorFlow's ``forward_input_or_allocate_output``).
-The variables (weights, optimizer slots, metric state) live throughout. The peak of that
-simulation, split by what each live buffer is, is the prediction; an allocator's own rules
+``ReadVariableOp``...) shares its input's buffer; a unary element-wise operation writes over an
+input buffer of its own size that nothing reads later (TensorFlow's
+``forward_input_or_allocate_output``). What the graph does not size is added by rule: a While
+loop's TensorLists (one buffer per iteration, see :func:`tfaccel.planning.trace._tensor_lists`),
+an operation's own temporaries (an Einsum's transposed operands) and, on a CPU, the float32
+copies a 16-bit MatMul or filter gradient is computed in (:data:`UPCAST_16_BIT`), held while the
+operation runs. The variables (weights, optimizer slots, metric state) live throughout. The peak
+of that simulation, split by what each live buffer is, is the prediction; an allocator's own rules
 (:class:`AllocatorRules`: the size it rounds to, and for the CPU's oneDNN allocator the
 allocations below 256 KiB it serves from a pool that ``get_memory_info`` does not count) are
 applied so that the prediction is comparable to what that allocator reports.
@@ -17,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from tfaccel.planning.bfc import Event, replay
-from tfaccel.planning.trace import ALIASING, StepGraph
+from tfaccel.planning.trace import ALIASING, OpInfo, StepGraph, TensorInfo
 
 __all__ = [
     "CPU_ONEDNN_RULES",
@@ -31,7 +35,12 @@ __all__ = [
     "simulate",
 ]
 
-# Element-wise operations that may write their output over a dying input of the same size.
+# Element-wise operations that may write their output over a dying input of the same size:
+# unary ones (and their gradients, BiasAdd). Binary ones with two tensor operands (AddV2, Mul,
+# Sub, RealDiv, SelectV2...) are assumed to take a new buffer: TensorFlow forwards an input
+# only when its reference count is 1 when the kernel runs, which the executor running branches
+# in parallel often does not give; assumed, the high side (the Transformer rows of
+# benchmarks/bench_plan.py measured 6-11% above the plan with them forwarding).
 FORWARDING = frozenset(
     {
         "Relu",
@@ -47,14 +56,6 @@ FORWARDING = frozenset(
         "EluGrad",
         "SigmoidGrad",
         "TanhGrad",
-        "AddV2",
-        "Add",
-        "Sub",
-        "Mul",
-        "RealDiv",
-        "DivNoNan",
-        "Maximum",
-        "Minimum",
         "Neg",
         "Square",
         "Sqrt",
@@ -62,7 +63,6 @@ FORWARDING = frozenset(
         "Exp",
         "Log",
         "BiasAdd",
-        "SelectV2",
         "Erf",
         "Gelu",
     }
@@ -96,12 +96,16 @@ class AllocatorRules:
         name: the allocator, for the note.
         granularity: sizes are rounded up to a multiple of this (BFC: 256 bytes).
         counted_from: allocations below this size are not counted (0: all are).
+        growth: the allocator grows in doubling regions (replayed by :mod:`bfc`).
+        upcasts_16_bit: the device computes some 16-bit operations in float32, in float32
+            copies it allocates for the operation (:data:`UPCAST_16_BIT`).
     """
 
     name: str
     granularity: int = 256
     counted_from: int = 0
     growth: bool = False
+    upcasts_16_bit: bool = False
 
     def size(self, nbytes: int) -> int:
         if nbytes <= 0 or nbytes < self.counted_from:
@@ -115,8 +119,9 @@ CPU_ONEDNN_RULES = AllocatorRules(
     "uncounted pool below",
     counted_from=256 * 1024,
     growth=True,
+    upcasts_16_bit=True,
 )
-RAM_RULES = AllocatorRules("all allocations (host RAM)")
+RAM_RULES = AllocatorRules("all allocations (host RAM)", upcasts_16_bit=True)
 """How a plan counts against a machine's RAM: every allocation, as it is."""
 
 
@@ -126,6 +131,20 @@ def fit_rules(kind: str) -> AllocatorRules:
     what TensorFlow's allocator statistics see, to compare with them."""
     return RAM_RULES if kind == "cpu" else GPU_BFC_RULES
 
+
+UPCAST_16_BIT: dict[str, tuple[str, ...]] = {
+    "MatMul": ("inputs", "output"),
+    "BatchMatMulV2": ("inputs", "output"),
+    "BatchMatMulV3": ("inputs", "output"),
+    "Einsum": ("inputs", "output"),
+    "Conv2DBackpropFilter": ("largest_input",),
+}
+"""What a CPU allocates to compute a 16-bit operation in float32, for the operation only:
+float32 copies of its inputs and output (a 1024 x 2048 x 1024 bfloat16 MatMul took 22 MiB
+beyond its 2 MiB output under TensorFlow 2.21's oneDNN allocator on an AMD EPYC without
+AVX512_BF16), or of its largest input (a bfloat16 Conv2DBackpropFilter: 32 MiB, twice its
+16 MiB gradient input). Assumed for every CPU (the high side: one with AVX512_BF16 or AMX may
+compute them natively); a GPU or TPU computes them natively."""
 
 REPLAYED_STEPS = 3
 """Steps replayed on a growing allocator: its chunks settle after the first step or two."""
@@ -181,10 +200,16 @@ def simulate(
     """Simulate one training step of ``step`` at ``batch_size`` and return its peak memory."""
     ops = step.ops
     sizes: dict[int, int] = {}
+    pieces: dict[int, int] = {}  # tensors held in several buffers: index -> how many
     for op in ops:
         for t in op.outputs:
-            sizes[t.index] = rules.size(t.bytes_at(batch_size))
+            if t.count > 1:
+                pieces[t.index] = t.count
+                sizes[t.index] = t.count * rules.size(t.bytes_at(batch_size) // t.count)
+            else:
+                sizes[t.index] = rules.size(t.bytes_at(batch_size))
     kinds = _tensor_kinds(step)
+    info = {t.index: t for op in ops for t in op.outputs}
 
     # Each tensor points at the buffer it lives in; a buffer dies after its last reader.
     buffer_of: dict[int, int] = {}
@@ -205,6 +230,8 @@ def simulate(
     events: list[Event] = [Event(i, size) for i, size in live.items() if size]
     current = sum(live.values())
     peak, peak_parts, peak_op = -1, {}, ""
+    held: list[int] = []  # the previous operation's temporaries, and its position
+    held_at = 0
 
     for position, op in enumerate(ops):
         for t in op.outputs:
@@ -226,17 +253,35 @@ def simulate(
             buffer_end[t.index] = last_use[t.index]
             live[t.index] = sizes[t.index]
             if sizes[t.index]:
-                events.append(Event(t.index, sizes[t.index]))
+                events += _allocations(t.index, sizes[t.index], pieces.get(t.index, 1))
             live_kind[t.index] = kinds.get(t.index, _kind_by_phase(op.phase))
             current += sizes[t.index]
+        scratch = _upcast_copies(op, info, batch_size, rules)
+        if op.scratch_at(batch_size):
+            scratch.append(rules.size(op.scratch_at(batch_size)))
+        for n, size in enumerate(scratch):  # negative keys: no tensor's
+            live[-1 - position * 8 - n], live_kind[-1 - position * 8 - n] = size, "temporaries"
+            events.append(Event(("scratch", position, n), size))
+        current += sum(scratch)
         if current > peak:
             peak, peak_op = current, f"{op.type} {op.name}"
             peak_parts = _by_kind(live, live_kind)
+        # The executor runs independent operations side by side (two inter-op threads at
+        # least): an operation's temporaries are held through the next operation too.
+        for n in range(len(held)):
+            del live[-1 - held_at * 8 - n]
+            events.append(Event(("scratch", held_at, n), 0))
+        current -= sum(held)
+        held, held_at = scratch, position
         for base in [b for b, end in buffer_end.items() if end <= position and b in live]:
             current -= live.pop(base)
             buffer_end.pop(base)
-            events.append(Event(base, 0))
-    events += [Event(base, 0) for base in live]
+            events += _allocations(base, 0, pieces.get(base, 1))
+    for n in range(len(held)):
+        del live[-1 - held_at * 8 - n]
+        events.append(Event(("scratch", held_at, n), 0))
+    for base in live:
+        events += _allocations(base, 0, pieces.get(base, 1))
 
     parts = dict.fromkeys(PARTS, 0)
     for name, value in persistent.items():
@@ -256,6 +301,37 @@ def simulate(
         peak_op=peak_op,
         allocator=rules.name,
     )
+
+
+def _upcast_copies(
+    op: OpInfo, info: dict[int, TensorInfo], batch: int, rules: AllocatorRules
+) -> list[int]:
+    """The float32 copies a device that upcasts 16-bit operations allocates for ``op`` (bytes
+    each, as ``rules`` count them); none for any other operation or device."""
+    wants = UPCAST_16_BIT.get(op.type)
+    if not rules.upcasts_16_bit or wants is None:
+        return []
+    inputs = [info[i] for i in op.inputs if i in info]
+    outputs = list(op.outputs)
+    half = [t for t in inputs if t.dtype in ("bfloat16", "half", "float16")]
+    if not half:
+        return []
+    copies: list[int] = []
+    if "inputs" in wants:
+        copies += [2 * t.bytes_at(batch) for t in half]
+    if "output" in wants:
+        copies += [2 * t.bytes_at(batch) for t in outputs[:1]]
+    if "largest_input" in wants:
+        copies.append(max(2 * t.bytes_at(batch) for t in half))
+    return [size for size in (rules.size(c) for c in copies) if size]
+
+
+def _allocations(key: int, size: int, count: int) -> list[Event]:
+    """The allocator events of a tensor of ``size`` bytes in ``count`` equal buffers (size 0:
+    their frees)."""
+    if count <= 1:
+        return [Event(key, size)]
+    return [Event((key, n), size // count) for n in range(count)]
 
 
 def _replayed_peak(step: StepGraph, rules: AllocatorRules, events: list[Event]) -> int:

@@ -16,6 +16,10 @@ from typing import Any
 
 from tfaccel.core.errors import UsageError
 
+_Record = tuple[str, str, str, tuple[int, ...], list[tuple[int, str, int, int]], int, int]
+"""A traced operation: name, type, phase, inputs, outputs (index, dtype, bytes, count), FLOPs,
+scratch bytes."""
+
 __all__ = ["OpInfo", "StepGraph", "TensorInfo", "Variable", "check_input_shape", "trace_step"]
 
 # Operations whose output is a view of their first input (no new buffer).
@@ -53,12 +57,15 @@ _CONVS = frozenset(
 
 @dataclass(frozen=True)
 class TensorInfo:
-    """One output of an operation: its size is ``fixed + per_example * batch`` bytes."""
+    """One output of an operation: its size is ``fixed + per_example * batch`` bytes, held in
+    ``count`` separate buffers of equal size (more than one for a TensorList: a While loop's
+    per-iteration tensors, each its own allocation)."""
 
     index: int
     dtype: str
     fixed: int
     per_example: int
+    count: int = 1
 
     def bytes_at(self, batch: int) -> int:
         return max(0, self.fixed + self.per_example * batch)
@@ -76,6 +83,8 @@ class OpInfo:
         inputs: indices of the tensors it reads.
         outputs: the tensors it makes.
         flops_fixed / flops_per_example: matmul-class FLOPs, affine in the batch.
+        scratch_fixed / scratch_per_example: bytes of temporaries the operation allocates
+            and frees itself (not in the graph), affine in the batch.
     """
 
     name: str
@@ -85,6 +94,12 @@ class OpInfo:
     outputs: tuple[TensorInfo, ...]
     flops_fixed: int = 0
     flops_per_example: int = 0
+    scratch_fixed: int = 0
+    scratch_per_example: int = 0
+
+    def scratch_at(self, batch: int) -> int:
+        """Bytes the operation allocates for itself while it runs (see ``_scratch``)."""
+        return max(0, self.scratch_fixed + self.scratch_per_example * batch)
 
 
 @dataclass(frozen=True)
@@ -263,7 +278,7 @@ def _targets(model: Any, batch: int, tf: Any) -> Any:
 
 def _trace(
     model: Any, specs: list[tuple[tuple[int, ...], str]], batch: int, tf: Any
-) -> tuple[list[tuple[str, str, str, tuple[int, ...], list[tuple[int, str, int]], int]], tuple]:
+) -> tuple[list[_Record], tuple]:
     x_specs = [tf.TensorSpec((batch, *shape), dtype) for shape, dtype in specs]
     y_spec = _targets(model, batch, tf)
 
@@ -283,11 +298,15 @@ def _trace(
     index: dict[str, int] = {}
     optimizer_scope = model.optimizer.name + "/"
     records = []
+    elements: dict[str, int] = {}  # TensorList tensor name -> elements it holds (when known)
     for op in graph.get_operations():
         outputs = []
-        for t in op.outputs:
+        lists = _tensor_lists(op, elements)
+        for n, t in enumerate(op.outputs):
             index[t.name] = len(index)
-            outputs.append((index[t.name], t.dtype.name, _nbytes(t)))
+            count, element = lists.get(n, (1, -2))
+            size = _nbytes(t) if element == -2 else count * element
+            outputs.append((index[t.name], t.dtype.name, size, max(count, 1)))
         inputs = tuple(index[t.name] for t in op.inputs if t.name in index)
         phase = (
             "backward"
@@ -298,7 +317,7 @@ def _trace(
             if op.name.startswith(model.name)
             else "other"
         )
-        records.append((op.name, op.type, phase, inputs, outputs, _op_flops(op)))
+        records.append((op.name, op.type, phase, inputs, outputs, _op_flops(op), _scratch(op)))
     placeholders = tuple(
         index[t.name] for t in graph.inputs if t.dtype != tf.resource and t.name in index
     )
@@ -312,6 +331,115 @@ def _nbytes(tensor: Any) -> int:
     if shape.rank is None or not shape.is_fully_defined():
         return -1
     return int(math.prod(shape.as_list())) * tensor.dtype.size
+
+
+# Producers (through Identity) of a tensor a While body pushes that own no new buffer: a
+# TensorList keeps a reference to the variable's, the caller's or the list's own buffer.
+_SHARED_BUFFER = frozenset({"ReadVariableOp", "Placeholder", "Const", "TensorListGetItem"})
+
+
+def _tensor_lists(op: Any, elements: dict[str, int]) -> dict[int, tuple[int, int]]:
+    """The TensorList outputs of ``op`` (variant tensors the graph gives no size): output
+    position -> (elements, bytes of one element), each element its own buffer.
+
+    - ``TensorListFromTensor`` copies each slice of its input into an element of its own.
+    - A While loop's output list whose body pushes (``TensorListPushBack``: the accumulators
+      that keep a tensor of every iteration for the backward pass) or sets
+      (``TensorListSetItem``: a TensorArray of per-step outputs) a computed tensor holds one
+      element per iteration. Iterations: the loop's static ``maximum_iterations``, else the
+      largest element count of the lists it reads (the time steps an RNN unstacks, or the
+      forward loop's accumulators its gradient loop pops), else 1. The whole list is taken at
+      the loop's start and kept to the list's last reader: the forward loop fills it step by
+      step, the gradient loop pops it step by step, so the high side.
+    - A list the body pops or passes through owns nothing new (0 bytes).
+    Also records in ``elements`` the element count of every list it can tell.
+    """
+    import tensorflow as tf
+
+    found: dict[int, tuple[int, int]] = {}
+    if op.type == "TensorListReserve":
+        count = tf.get_static_value(op.inputs[1])
+        if count is not None:
+            elements[op.outputs[0].name] = int(count)
+        found[0] = (1, 0)
+    elif op.type == "TensorListFromTensor":
+        shape = op.inputs[0].shape
+        if shape.rank and shape[0] is not None:
+            count = int(shape[0])
+            elements[op.outputs[0].name] = count
+            whole = _nbytes(op.inputs[0])
+            found[0] = (count, whole // count if whole > 0 and count else 0)
+    elif op.type in ("While", "StatelessWhile"):
+        body = getattr(op, "_body_graph", None)
+        if body is None:
+            return {n: (1, 0) for n, t in enumerate(op.outputs) if t.dtype.name == "variant"}
+        iterations = tf.get_static_value(op.inputs[1]) if len(op.inputs) > 1 else None
+        if iterations is None or int(iterations) < 0:
+            known = [elements[t.name] for t in op.inputs if t.name in elements]
+            iterations = max(known) if known else 1
+        iterations = int(iterations)
+        for n, t in enumerate(op.outputs):
+            if t.dtype.name != "variant" or n >= len(body.outputs):
+                continue
+            elements[t.name] = iterations
+            source = _through_identity(body.outputs[n].op)
+            pushed = None
+            if source.type == "TensorListPushBack":
+                pushed = source.inputs[1]
+            elif source.type == "TensorListSetItem":
+                pushed = source.inputs[2]
+            if pushed is None or _through_identity(pushed.op).type in _SHARED_BUFFER:
+                found[n] = (1, 0)
+                continue
+            element = _nbytes(pushed)
+            found[n] = (iterations, max(element, 0))
+    return found
+
+
+def _through_identity(op: Any) -> Any:
+    while op.type in ("Identity", "IdentityN") and op.inputs:
+        op = op.inputs[0].op
+    return op
+
+
+def _scratch(op: Any) -> int:
+    """Bytes an operation allocates for itself while it runs, where the graph can tell.
+
+    ``Einsum`` (TensorFlow's EinsumHelper) runs as one batched MatMul over operands laid out
+    as [batch labels, free labels, contracted labels] (either order of the last two, by
+    adjoint): an operand whose labels are in another order is copied, transposed, into a
+    temporary; and the MatMul's result is a temporary of the output's size when the output's
+    labels are not [batch, free labels of the first operand, of the second]. Equations with
+    an ellipsis or more than two operands: 0 (not modelled).
+    """
+    if op.type != "Einsum":
+        return 0
+    try:
+        equation = op.get_attr("equation").decode().replace(" ", "")
+    except (ValueError, AttributeError):
+        return 0
+    terms, _, output = equation.partition("->")
+    operands = terms.split(",")
+    if "." in equation or len(operands) != 2 or len(op.inputs) != 2:
+        return 0
+    first, second = operands
+    batch = [c for c in output if c in first and c in second]
+    total = 0
+    for term, tensor in ((first, op.inputs[0]), (second, op.inputs[1])):
+        other = second if term is first else first
+        rest = [c for c in term if c not in batch]
+        free = [c for c in rest if c in output]
+        contract = [c for c in rest if c in other and c not in output]
+        if len(free) + len(contract) != len(rest):
+            return 0  # a label summed over one operand alone: not modelled
+        laid_out = list(term)
+        if laid_out not in (batch + free + contract, batch + contract + free):
+            total += max(_nbytes(tensor), 0)
+    free_first = [c for c in first if c in output and c not in batch]
+    free_second = [c for c in second if c in output and c not in batch]
+    if list(output) != batch + free_first + free_second:
+        total += max(_nbytes(op.outputs[0]), 0)
+    return total
 
 
 def _op_flops(op: Any) -> int:
@@ -357,18 +485,19 @@ def _einsum_flops(equation: str, shapes: list[list[int]]) -> int:
 
 
 def _affine(
-    a: tuple[str, str, str, tuple[int, ...], list[tuple[int, str, int]], int],
-    b: tuple[str, str, str, tuple[int, ...], list[tuple[int, str, int]], int],
+    a: _Record,
+    b: _Record,
     batch: int,
     second: int,
 ) -> OpInfo:
-    name, op_type, phase, inputs, outs_a, flops_a = a
-    outs_b, flops_b = b[4], b[5]
+    name, op_type, phase, inputs, outs_a, flops_a, scratch_a = a
+    outs_b, flops_b, scratch_b = b[4], b[5], b[6]
+    per_scratch = (scratch_b - scratch_a) // (second - batch)
     outputs = []
-    for (index, dtype, size_a), (_, _, size_b) in zip(outs_a, outs_b, strict=False):
+    for (index, dtype, size_a, count), (_, _, size_b, _) in zip(outs_a, outs_b, strict=False):
         size_a, size_b = max(size_a, 0), max(size_b, 0)
         per = (size_b - size_a) // (second - batch)
-        outputs.append(TensorInfo(index, dtype, size_a - per * batch, per))
+        outputs.append(TensorInfo(index, dtype, size_a - per * batch, per, count))
     per_flops = (flops_b - flops_a) // (second - batch)
     return OpInfo(
         name=name,
@@ -378,6 +507,8 @@ def _affine(
         outputs=tuple(outputs),
         flops_fixed=flops_a - per_flops * batch,
         flops_per_example=per_flops,
+        scratch_fixed=scratch_a - per_scratch * batch,
+        scratch_per_example=per_scratch,
     )
 
 
