@@ -579,7 +579,8 @@ ROWS: list[Row] = [
         "plan-script-without-model-fn",
         ("plan", "train.py"),
         "defines no model_fn",
-        setup=_file("train.py", "x = 1\n"),
+        # plan runs the script as written, with Keras's fit patched: Keras is imported first
+        setup=_keras_used_before(_file("train.py", "x = 1\n")),
     ),
     Row(
         "plan-model-fn-raises",
