@@ -13,7 +13,7 @@ import math
 from pathlib import Path
 from typing import Any, NoReturn
 
-from tfaccel.cli._args import integer, number
+from tfaccel.cli._args import add_capture_options, capture_timeout, integer
 from tfaccel.cli._output import print_json, quiet_tensorflow, warn_options_after_script
 from tfaccel.core.errors import UsageError
 from tfaccel.planning.api import MAX_BATCH, PRECISIONS
@@ -74,20 +74,8 @@ def _add_options(p: Any) -> None:
         metavar="N",
         help="the global batch size (default: the script's own; 32 for model_fn and --model)",
     )
-    p.add_argument(
-        "--fit",
-        type=integer("--fit", example=2),
-        default=1,
-        metavar="N",
-        help="plan the script's N-th model.fit call, e.g. 2 for fine-tuning after a first fit "
-        "(default 1)",
-    )
-    p.add_argument(
-        "--timeout",
-        type=number("--timeout", example=600),
-        default=None,
-        metavar="SECONDS",
-        help="the time the script may take to reach model.fit (default 300)",
+    add_capture_options(
+        p, "plan", timeout_help="the time the script may take to reach model.fit (default 300)"
     )
     p.add_argument(
         "--precision",
@@ -210,7 +198,7 @@ def _plan(args: argparse.Namespace, model_fn: Any, examples: int | None) -> int:
 def _plan_script(args: argparse.Namespace, script: str, script_args: list[str]) -> int:
     """Capture the script's workload at its fit, and plan it here, in this process."""
     prices = _prices(args.price)
-    timeout = _timeout(args.timeout)
+    timeout = capture_timeout(args.timeout)
     from tfaccel import inventory
     from tfaccel.planning.targets import targets
 
@@ -219,8 +207,10 @@ def _plan_script(args: argparse.Namespace, script: str, script_args: list[str]) 
     targets(args.precision or "float32", devices, inv=machine)  # a bad key, before the script runs
     quiet_tensorflow()
     from tfaccel.planning.source import plan_workload
-    from tfaccel.workload import CaptureError, capture
+    from tfaccel.workload import DEFAULT_TIMEOUT_S, CaptureError, capture
 
+    if timeout is None:
+        timeout = DEFAULT_TIMEOUT_S
     try:
         workload = capture(script, script_args, fit=args.fit, timeout=timeout, command="plan")
     except CaptureError as exc:
@@ -250,21 +240,6 @@ def _plan_script(args: argparse.Namespace, script: str, script_args: list[str]) 
     else:
         print(result)
     return 0
-
-
-def _timeout(value: float | None) -> float:
-    from tfaccel.workload import DEFAULT_TIMEOUT_S
-
-    if value is None:
-        return DEFAULT_TIMEOUT_S
-    if not math.isfinite(value) or value <= 0:
-        raise UsageError(
-            "--timeout is not a positive number of seconds",
-            expected="the seconds the script may take to reach model.fit, more than 0",
-            received=f"--timeout {value:g}",
-            fix="e.g. --timeout 600",
-        )
-    return value
 
 
 def _prices(items: list[str]) -> dict[str, float]:
