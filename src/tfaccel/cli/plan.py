@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import math
-from pathlib import Path
 from typing import Any, NoReturn
 
 from tfaccel.cli._args import add_capture_options, capture_timeout, integer
@@ -207,24 +206,16 @@ def _plan_script(args: argparse.Namespace, script: str, script_args: list[str]) 
     targets(args.precision or "float32", devices, inv=machine)  # a bad key, before the script runs
     quiet_tensorflow()
     from tfaccel.planning.source import plan_workload
-    from tfaccel.workload import DEFAULT_TIMEOUT_S, CaptureError, capture
+    from tfaccel.workload import DEFAULT_TIMEOUT_S, capture, no_fit_explained
 
     if timeout is None:
         timeout = DEFAULT_TIMEOUT_S
-    try:
+    with no_fit_explained(
+        script,
+        expected="a script that trains with model.fit (planned where it calls it), marks its "
+        "own training loop, or defines model_fn()",
+    ):
         workload = capture(script, script_args, fit=args.fit, timeout=timeout, command="plan")
-    except CaptureError as exc:
-        if exc.reason == "no-fit" and not exc.fit_calls:
-            raise CaptureError(
-                f"The script {Path(script).name} defines no model_fn and ended without "
-                "calling model.fit",
-                reason=exc.reason,
-                expected="a script that trains with model.fit (planned where it calls it), "
-                "marks its own training loop, or defines model_fn()",
-                received="no model.fit call, no tfaccel.workload.mark, no model_fn",
-                fix=exc.fix,
-            ) from None
-        raise
     result = plan_workload(
         workload,
         batch_size=args.batch,

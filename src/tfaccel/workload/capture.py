@@ -40,7 +40,7 @@ from tfaccel.core.errors import TfaccelError, UsageError, argument
 from tfaccel.scripts import check_script, script_traceback
 from tfaccel.workload.record import CompileArgs, Origin, Workload
 
-__all__ = ["CaptureError", "capture", "mark"]
+__all__ = ["CaptureError", "capture", "mark", "no_fit_explained"]
 
 DEFAULT_TIMEOUT_S = 300.0
 
@@ -260,6 +260,31 @@ def capture(
             "(it does nothing outside tfaccel)"
         ),
     )
+
+
+@contextlib.contextmanager
+def no_fit_explained(
+    script: str | os.PathLike[str], *, expected: str, what: str | None = None
+) -> Iterator[None]:
+    """Around a :func:`capture` by a command that also reads scripts defining ``model_fn()``:
+    a script that ended without calling ``model.fit`` at all is said to define neither (its
+    CaptureError is raised again with that headline, ``expected`` and the same fix); every
+    other error passes unchanged. ``what`` (``"tune"``) adds "does not say what to tune" to
+    the headline."""
+    try:
+        yield
+    except CaptureError as exc:
+        if exc.reason == "no-fit" and not exc.fit_calls:
+            says = f"does not say what to {what}: it " if what else ""
+            raise CaptureError(
+                f"The script {Path(script).name} {says}defines no model_fn and ended without "
+                "calling model.fit",
+                reason=exc.reason,
+                expected=expected,
+                received="no model.fit call, no tfaccel.workload.mark, no model_fn",
+                fix=exc.fix,
+            ) from None
+        raise
 
 
 def _call_line(frame: FrameType) -> int:
