@@ -17,6 +17,7 @@ from tfaccel.core.errors import UsageError
 
 __all__ = [
     "add_capture_options",
+    "add_script_arguments",
     "capture_timeout",
     "fraction",
     "integer",
@@ -154,6 +155,17 @@ def add_capture_options(p: Any, command: str, *, timeout_help: str) -> None:
         default=None,
         metavar="SECONDS",
         help=timeout_help,
+    )
+
+
+def add_script_arguments(p: Any) -> None:
+    """The positional ``SCRIPT [ARGS ...]`` of a command that takes a training script and
+    its own arguments (plan, tune)."""
+    p.add_argument(
+        "script_and_args",
+        nargs=argparse.REMAINDER,
+        metavar="SCRIPT [ARGS ...]",
+        help="the training script and its own arguments",
     )
 
 

@@ -12,7 +12,12 @@ import argparse
 import math
 from typing import Any, NoReturn
 
-from tfaccel.cli._args import add_capture_options, capture_timeout, integer
+from tfaccel.cli._args import (
+    add_capture_options,
+    add_script_arguments,
+    capture_timeout,
+    integer,
+)
 from tfaccel.cli._output import print_json, quiet_tensorflow, warn_options_after_script
 from tfaccel.core.errors import UsageError
 from tfaccel.planning.api import MAX_BATCH, PRECISIONS
@@ -52,12 +57,7 @@ def add_parser(sub: Any) -> None:
     )
     p.set_defaults(handler=run)
     _add_options(p)
-    p.add_argument(
-        "script_and_args",
-        nargs=argparse.REMAINDER,
-        metavar="SCRIPT [ARGS ...]",
-        help="the training script and its own arguments",
-    )
+    add_script_arguments(p)
 
 
 def _add_options(p: Any) -> None:

@@ -14,7 +14,14 @@ import argparse
 import os
 from typing import Any, NoReturn
 
-from tfaccel.cli._args import add_capture_options, capture_timeout, fraction, integer, seconds
+from tfaccel.cli._args import (
+    add_capture_options,
+    add_script_arguments,
+    capture_timeout,
+    fraction,
+    integer,
+    seconds,
+)
 from tfaccel.cli._output import print_json, quiet_tensorflow, warn_options_after_script
 from tfaccel.core.errors import UsageError
 
@@ -62,12 +69,7 @@ def add_parser(sub: Any) -> None:
         ),
     )
     _add_options(p)
-    p.add_argument(
-        "script_and_args",
-        nargs=argparse.REMAINDER,
-        metavar="SCRIPT [ARGS ...]",
-        help="the training script and its own arguments",
-    )
+    add_script_arguments(p)
     p.set_defaults(handler=run)
 
 
