@@ -10,12 +10,21 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from tfaccel.core.checks import in_range
 from tfaccel.core.errors import UsageError
 
-__all__ = ["fraction", "integer", "number", "seconds", "whole"]
+__all__ = [
+    "add_capture_options",
+    "add_script_arguments",
+    "capture_timeout",
+    "fraction",
+    "integer",
+    "number",
+    "seconds",
+    "whole",
+]
 
 DAY_S = 24 * 3600.0
 
@@ -126,3 +135,50 @@ def number(flag: str, *, example: float) -> Callable[[str], float]:
 
     parse.__name__ = "number"
     return parse
+
+
+def add_capture_options(p: Any, command: str, *, timeout_help: str) -> None:
+    """``--fit N`` and ``--timeout SECONDS``: which ``model.fit`` of a script ``command`` (plan,
+    tune) takes its workload at, and how long the script may take to get there (checked by
+    :func:`capture_timeout`)."""
+    p.add_argument(
+        "--fit",
+        type=integer("--fit", example=2),
+        default=1,
+        metavar="N",
+        help=f"{command} the script's N-th model.fit call, e.g. 2 for fine-tuning after a first "
+        "fit (default 1)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=number("--timeout", example=600),
+        default=None,
+        metavar="SECONDS",
+        help=timeout_help,
+    )
+
+
+def add_script_arguments(p: Any) -> None:
+    """The positional ``SCRIPT [ARGS ...]`` of a command that takes a training script and
+    its own arguments (plan, tune)."""
+    p.add_argument(
+        "script_and_args",
+        nargs=argparse.REMAINDER,
+        metavar="SCRIPT [ARGS ...]",
+        help="the training script and its own arguments",
+    )
+
+
+def capture_timeout(value: float | None) -> float | None:
+    """The ``--timeout`` of :func:`add_capture_options`: None (the default) or a finite number
+    of seconds above 0, else a UsageError."""
+    if value is None:
+        return None
+    if not math.isfinite(value) or value <= 0:
+        raise UsageError(
+            "--timeout is not a positive number of seconds",
+            expected="the seconds the script may take to reach model.fit, more than 0",
+            received=f"--timeout {value:g}",
+            fix="e.g. --timeout 600",
+        )
+    return value

@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import argparse
 import math
-from pathlib import Path
 from typing import Any, NoReturn
 
-from tfaccel.cli._args import integer, number
+from tfaccel.cli._args import (
+    add_capture_options,
+    add_script_arguments,
+    capture_timeout,
+    integer,
+)
 from tfaccel.cli._output import print_json, quiet_tensorflow, warn_options_after_script
 from tfaccel.core.errors import UsageError
 from tfaccel.planning.api import MAX_BATCH, PRECISIONS
@@ -53,12 +57,7 @@ def add_parser(sub: Any) -> None:
     )
     p.set_defaults(handler=run)
     _add_options(p)
-    p.add_argument(
-        "script_and_args",
-        nargs=argparse.REMAINDER,
-        metavar="SCRIPT [ARGS ...]",
-        help="the training script and its own arguments",
-    )
+    add_script_arguments(p)
 
 
 def _add_options(p: Any) -> None:
@@ -74,20 +73,8 @@ def _add_options(p: Any) -> None:
         metavar="N",
         help="the global batch size (default: the script's own; 32 for model_fn and --model)",
     )
-    p.add_argument(
-        "--fit",
-        type=integer("--fit", example=2),
-        default=1,
-        metavar="N",
-        help="plan the script's N-th model.fit call, e.g. 2 for fine-tuning after a first fit "
-        "(default 1)",
-    )
-    p.add_argument(
-        "--timeout",
-        type=number("--timeout", example=600),
-        default=None,
-        metavar="SECONDS",
-        help="the time the script may take to reach model.fit (default 300)",
+    add_capture_options(
+        p, "plan", timeout_help="the time the script may take to reach model.fit (default 300)"
     )
     p.add_argument(
         "--precision",
@@ -210,7 +197,7 @@ def _plan(args: argparse.Namespace, model_fn: Any, examples: int | None) -> int:
 def _plan_script(args: argparse.Namespace, script: str, script_args: list[str]) -> int:
     """Capture the script's workload at its fit, and plan it here, in this process."""
     prices = _prices(args.price)
-    timeout = _timeout(args.timeout)
+    timeout = capture_timeout(args.timeout)
     from tfaccel import inventory
     from tfaccel.planning.targets import targets
 
@@ -219,22 +206,16 @@ def _plan_script(args: argparse.Namespace, script: str, script_args: list[str]) 
     targets(args.precision or "float32", devices, inv=machine)  # a bad key, before the script runs
     quiet_tensorflow()
     from tfaccel.planning.source import plan_workload
-    from tfaccel.workload import CaptureError, capture
+    from tfaccel.workload import DEFAULT_TIMEOUT_S, capture, no_fit_explained
 
-    try:
+    if timeout is None:
+        timeout = DEFAULT_TIMEOUT_S
+    with no_fit_explained(
+        script,
+        expected="a script that trains with model.fit (planned where it calls it), marks its "
+        "own training loop, or defines model_fn()",
+    ):
         workload = capture(script, script_args, fit=args.fit, timeout=timeout, command="plan")
-    except CaptureError as exc:
-        if exc.reason == "no-fit" and not exc.fit_calls:
-            raise CaptureError(
-                f"The script {Path(script).name} defines no model_fn and ended without "
-                "calling model.fit",
-                reason=exc.reason,
-                expected="a script that trains with model.fit (planned where it calls it), "
-                "marks its own training loop, or defines model_fn()",
-                received="no model.fit call, no tfaccel.workload.mark, no model_fn",
-                fix=exc.fix,
-            ) from None
-        raise
     result = plan_workload(
         workload,
         batch_size=args.batch,
@@ -250,21 +231,6 @@ def _plan_script(args: argparse.Namespace, script: str, script_args: list[str]) 
     else:
         print(result)
     return 0
-
-
-def _timeout(value: float | None) -> float:
-    from tfaccel.workload import DEFAULT_TIMEOUT_S
-
-    if value is None:
-        return DEFAULT_TIMEOUT_S
-    if not math.isfinite(value) or value <= 0:
-        raise UsageError(
-            "--timeout is not a positive number of seconds",
-            expected="the seconds the script may take to reach model.fit, more than 0",
-            received=f"--timeout {value:g}",
-            fix="e.g. --timeout 600",
-        )
-    return value
 
 
 def _prices(items: list[str]) -> dict[str, float]:

@@ -11,11 +11,17 @@ command's own options.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 from typing import Any, NoReturn
 
-from tfaccel.cli._args import fraction, integer, number, seconds
+from tfaccel.cli._args import (
+    add_capture_options,
+    add_script_arguments,
+    capture_timeout,
+    fraction,
+    integer,
+    seconds,
+)
 from tfaccel.cli._output import print_json, quiet_tensorflow, warn_options_after_script
 from tfaccel.core.errors import UsageError
 
@@ -63,12 +69,7 @@ def add_parser(sub: Any) -> None:
         ),
     )
     _add_options(p)
-    p.add_argument(
-        "script_and_args",
-        nargs=argparse.REMAINDER,
-        metavar="SCRIPT [ARGS ...]",
-        help="the training script and its own arguments",
-    )
+    add_script_arguments(p)
     p.set_defaults(handler=run)
 
 
@@ -135,20 +136,11 @@ def _add_options(p: Any) -> None:
     p.add_argument("--no-save", action="store_true", help="do not store the result")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
-    p.add_argument(
-        "--fit",
-        type=integer("--fit", example=2),
-        default=1,
-        metavar="N",
-        help="tune the script's N-th model.fit call, e.g. 2 for fine-tuning after a first fit "
-        "(default 1)",
-    )
-    p.add_argument(
-        "--timeout",
-        type=number("--timeout", example=600),
-        default=None,
-        metavar="SECONDS",
-        help="the time the script may take to reach model.fit, each time it runs (default 300)",
+    add_capture_options(
+        p,
+        "tune",
+        timeout_help="the time the script may take to reach model.fit, each time it runs "
+        "(default 300)",
     )
 
 
@@ -215,7 +207,7 @@ def run(args: argparse.Namespace) -> int:
             args.script,
             args=script_args,
             fit=args.fit,
-            timeout=_timeout(args.timeout),
+            timeout=capture_timeout(args.timeout),
             **options,
         )
     if args.json:
@@ -239,16 +231,3 @@ class _OwnOptions(argparse.ArgumentParser):
             received="words after a script defining model_fn(), which takes no arguments",
             fix="put tfaccel tune's options before the script",
         )
-
-
-def _timeout(value: float | None) -> float | None:
-    if value is None:
-        return None
-    if not math.isfinite(value) or value <= 0:
-        raise UsageError(
-            "--timeout is not a positive number of seconds",
-            expected="the seconds the script may take to reach model.fit, more than 0",
-            received=f"--timeout {value:g}",
-            fix="e.g. --timeout 600",
-        )
-    return value

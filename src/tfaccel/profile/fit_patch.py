@@ -21,42 +21,33 @@ from typing import Any
 from tfaccel.core.errors import UsageError
 from tfaccel.profile.input_wait import instrument
 from tfaccel.profile.session import Session
+from tfaccel.workload.keras_fit import replaced_fit
 
 __all__ = ["patch_fit"]
 
 _KERAS_DEFAULT_BATCH = 32
 
 
-@contextlib.contextmanager
-def patch_fit(session: Session) -> Iterator[None]:
+def patch_fit(session: Session) -> contextlib.AbstractContextManager[None]:
     """Patch ``keras.Model.fit`` for the duration of the block (see the module notes)."""
-    import keras
 
-    original = keras.Model.fit
-    own = "fit" in keras.Model.__dict__
-    signature = inspect.signature(original)
+    def make(original: Any, signature: inspect.Signature) -> Any:
+        def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
+            bound = signature.bind(self, *args, **kwargs)
+            arguments = bound.arguments
+            session.fit_calls += 1
+            callback = _callback(session, arguments)
+            x = arguments.get("x")
+            if type(self.distribute_strategy).__name__ != "_DefaultDistributionStrategy":
+                return original(*bound.args, **bound.kwargs)  # input not measurable: leave it be
+            with _instrumented_input(x, callback) as replacement:
+                if replacement is not None:
+                    arguments["x"] = replacement
+                return original(*bound.args, **bound.kwargs)
 
-    def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
-        bound = signature.bind(self, *args, **kwargs)
-        arguments = bound.arguments
-        session.fit_calls += 1
-        callback = _callback(session, arguments)
-        x = arguments.get("x")
-        if type(self.distribute_strategy).__name__ != "_DefaultDistributionStrategy":
-            return original(*bound.args, **bound.kwargs)  # input not measurable: leave it be
-        with _instrumented_input(x, callback) as replacement:
-            if replacement is not None:
-                arguments["x"] = replacement
-            return original(*bound.args, **bound.kwargs)
+        return fit
 
-    keras.Model.fit = fit
-    try:
-        yield
-    finally:
-        if own:
-            keras.Model.fit = original
-        else:
-            del keras.Model.fit
+    return replaced_fit(make)
 
 
 def _callback(session: Session, arguments: dict[str, Any]) -> Any:

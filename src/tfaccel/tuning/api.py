@@ -269,24 +269,17 @@ def tune_script(
     )
     if not defines_hooks(script):
         from tfaccel.tuning.script import capture_script
-        from tfaccel.workload import CaptureError
+        from tfaccel.workload import no_fit_explained
 
         parse_space(space)  # a bad space or database is refused before the script runs
         _check_store(options.get("store", True))
-        try:
+        with no_fit_explained(
+            script,
+            what="tune",
+            expected="a training script that calls model.fit (tuned where it calls it), or one "
+            "defining model_fn() and data(), or tfaccel_tune()",
+        ):
             found = capture_script(script, [str(a) for a in args], fit=fit, timeout=timeout)
-        except CaptureError as exc:
-            if exc.reason == "no-fit" and not exc.fit_calls:
-                raise CaptureError(
-                    f"The script {script.name} does not say what to tune: it defines no "
-                    "model_fn and ended without calling model.fit",
-                    reason=exc.reason,
-                    expected="a training script that calls model.fit (tuned where it calls "
-                    "it), or one defining model_fn() and data(), or tfaccel_tune()",
-                    received="no model.fit call, no tfaccel.workload.mark, no model_fn",
-                    fix=exc.fix,
-                ) from None
-            raise
         if options.get("model_name"):
             found.hooks.model_name = options.pop("model_name")
         options.pop("model_name", None)

@@ -12,7 +12,13 @@ Example:
     >>> w.batch_size, w.compile.optimizer, w.data_kind                    # doctest: +SKIP
 """
 
-from tfaccel.workload.capture import DEFAULT_TIMEOUT_S, CaptureError, capture, mark
+from tfaccel.workload.capture import (
+    DEFAULT_TIMEOUT_S,
+    CaptureError,
+    capture,
+    mark,
+    no_fit_explained,
+)
 from tfaccel.workload.record import CompileArgs, Origin, Workload
 
 __all__ = [
@@ -23,4 +29,5 @@ __all__ = [
     "Workload",
     "capture",
     "mark",
+    "no_fit_explained",
 ]

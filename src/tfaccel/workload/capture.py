@@ -38,9 +38,10 @@ from typing import Any
 
 from tfaccel.core.errors import TfaccelError, UsageError, argument
 from tfaccel.scripts import check_script, script_traceback
+from tfaccel.workload.keras_fit import replaced_fit
 from tfaccel.workload.record import CompileArgs, Origin, Workload
 
-__all__ = ["CaptureError", "capture", "mark"]
+__all__ = ["CaptureError", "capture", "mark", "no_fit_explained"]
 
 DEFAULT_TIMEOUT_S = 300.0
 
@@ -262,6 +263,31 @@ def capture(
     )
 
 
+@contextlib.contextmanager
+def no_fit_explained(
+    script: str | os.PathLike[str], *, expected: str, what: str | None = None
+) -> Iterator[None]:
+    """Around a :func:`capture` by a command that also reads scripts defining ``model_fn()``:
+    a script that ended without calling ``model.fit`` at all is said to define neither (its
+    CaptureError is raised again with that headline, ``expected`` and the same fix); every
+    other error passes unchanged. ``what`` (``"tune"``) adds "does not say what to tune" to
+    the headline."""
+    try:
+        yield
+    except CaptureError as exc:
+        if exc.reason == "no-fit" and not exc.fit_calls:
+            says = f"does not say what to {what}: it " if what else ""
+            raise CaptureError(
+                f"The script {Path(script).name} {says}defines no model_fn and ended without "
+                "calling model.fit",
+                reason=exc.reason,
+                expected=expected,
+                received="no model.fit call, no tfaccel.workload.mark, no model_fn",
+                fix=exc.fix,
+            ) from None
+        raise
+
+
 def _call_line(frame: FrameType) -> int:
     """The first line of the call ``frame`` is making (a call over several lines is named by
     its first, where Python says; 3.10 gives the line it is on)."""
@@ -295,38 +321,29 @@ def _as_main(path: Path, args: Sequence[str]) -> Iterator[None]:
         sys.path[:] = saved_path
 
 
-@contextlib.contextmanager
-def _patched_fit(state: _Capture) -> Iterator[None]:
-    import keras
-
-    original = keras.Model.fit
-    own = "fit" in keras.Model.__dict__
-    signature = inspect.signature(original)
-
-    def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
-        state.fit_calls += 1
-        if state.fit_calls < state.fit:  # an earlier fit: one step, to build what it builds
+def _patched_fit(state: _Capture) -> contextlib.AbstractContextManager[None]:
+    def make(original: Any, signature: inspect.Signature) -> Any:
+        def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
+            state.fit_calls += 1
+            if state.fit_calls < state.fit:  # an earlier fit: one step, to build what it builds
+                bound = signature.bind(self, *args, **kwargs)
+                quick = dict(bound.arguments)
+                quick.pop("self", None)
+                quick.update(
+                    epochs=1, initial_epoch=0, steps_per_epoch=1, verbose=0, callbacks=None
+                )
+                if quick.get("validation_data") is not None or quick.get("validation_split"):
+                    quick["validation_steps"] = 1
+                return original(self, **quick)
             bound = signature.bind(self, *args, **kwargs)
-            quick = dict(bound.arguments)
-            quick.pop("self", None)
-            quick.update(epochs=1, initial_epoch=0, steps_per_epoch=1, verbose=0, callbacks=None)
-            if quick.get("validation_data") is not None or quick.get("validation_split"):
-                quick["validation_steps"] = 1
-            return original(self, **quick)
-        bound = signature.bind(self, *args, **kwargs)
-        given = {k: v for k, v in bound.arguments.items() if k != "self"}
-        x, y = given.pop("x", None), given.pop("y", None)
-        origin = Origin(state.script, state.args, state.fit, state.where(sys._getframe(1)))
-        raise _Captured(Workload(self, CompileArgs.of(self), x, y, given, origin))
+            given = {k: v for k, v in bound.arguments.items() if k != "self"}
+            x, y = given.pop("x", None), given.pop("y", None)
+            origin = Origin(state.script, state.args, state.fit, state.where(sys._getframe(1)))
+            raise _Captured(Workload(self, CompileArgs.of(self), x, y, given, origin))
 
-    keras.Model.fit = fit
-    try:
-        yield
-    finally:
-        if own:
-            keras.Model.fit = original
-        else:
-            del keras.Model.fit
+        return fit
+
+    return replaced_fit(make)
 
 
 class _NoStdin:
