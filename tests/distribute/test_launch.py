@@ -59,6 +59,7 @@ if mode == "ignore-term":           # rank 0 ignores SIGTERM: needs SIGKILL
     time.sleep(120)
 if mode == "fail-first-attempt":
     if rank == 1 and attempt == 0:
+        wait_for("worker")          # rank 0 has started (and recorded) before the group is torn down
         sys.exit(5)
     sys.exit(0)
 if mode == "killed":
