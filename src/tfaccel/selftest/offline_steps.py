@@ -28,6 +28,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from tfaccel.selftest.runner import last_json_line
+
 __all__ = ["MODULES", "TOOLS", "find_tool", "main"]
 
 MODULES = ("numpy", "numba", "numba_cuda", "cupy", "nvtx", "pynvml", "pytest", "tensorflow")
@@ -596,7 +598,7 @@ def sanitizer_step() -> dict[str, Any]:
     )
     text = done.stdout + done.stderr
     summary = re.search(r"ERROR SUMMARY: (\d+) errors?", text)
-    inner = _last_json(done.stdout)
+    inner = last_json_line(done.stdout)
     checks = [
         _check("memcheck's ERROR SUMMARY", 0, int(summary.group(1)) if summary else None),
         _check("the kernels' run", "passed", inner.get("status") if inner else None),
@@ -644,7 +646,7 @@ def ncu_step() -> dict[str, Any]:
             "(ERR_NVGPUCTRPERM): run as root or set NVreg_RestrictProfilingToAdminUsers=0",
         }
     figures = _ncu_figures(done.stdout)
-    inner = _last_json(done.stdout)
+    inner = last_json_line(done.stdout)
     if inner is not None and inner.get("status") == "failed":
         return {
             "step": "ncu",
@@ -708,18 +710,6 @@ def nvtx_step() -> dict[str, Any]:
         tool_attached=marks is not None,
         note="ranges pushed and popped; Nsight Systems shows them when attached",
     )
-
-
-def _last_json(text: str) -> dict[str, Any] | None:
-    for line in reversed(text.splitlines()):
-        if line.startswith("{"):
-            try:
-                found = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(found, dict):
-                return found
-    return None
 
 
 # --- the command line ---------------------------------------------------------------------------

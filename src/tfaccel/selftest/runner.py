@@ -340,7 +340,11 @@ def _json_result(handle: IO[bytes], limit: int = 4 << 20) -> dict[str, Any] | No
     """The last line of the output (its last ``limit`` bytes) that is one JSON object."""
     size = handle.seek(0, os.SEEK_END)
     handle.seek(max(0, size - limit))
-    text = handle.read().decode("utf-8", errors="replace")
+    return last_json_line(handle.read().decode("utf-8", errors="replace"))
+
+
+def last_json_line(text: str) -> dict[str, Any] | None:
+    """The last line of ``text`` that is one JSON object, None when none is."""
     for line in reversed(text.splitlines()):
         line = line.strip()
         if line.startswith("{") and line.endswith("}"):
