@@ -295,6 +295,27 @@ def probe_machine() -> tuple[str | None, dict[str, Any]]:
     return gpu_missing_reason(snap, driver.nvidia_smi_path), machine_facts(snap, driver)
 
 
+def _skipped(
+    reason: str,
+    machine: dict[str, Any],
+    *,
+    budget_s: float,
+    started_at: str,
+    begin: float,
+    kind: str = "gpu",
+) -> SelftestResult:
+    """The result of a self-test skipped for ``reason`` (nothing written)."""
+    return SelftestResult(
+        status="skipped",
+        reason=reason,
+        machine=machine,
+        budget_s=budget_s,
+        started_at=started_at,
+        seconds=time.monotonic() - begin,
+        kind=kind,
+    )
+
+
 def run_gpu_selftest(
     out: str | Path | None = None,
     *,
@@ -320,14 +341,7 @@ def run_gpu_selftest(
     begin = time.monotonic()
     missing, machine = probe_machine()
     if missing is not None:
-        return SelftestResult(
-            status="skipped",
-            reason=missing,
-            machine=machine,
-            budget_s=budget_s,
-            started_at=started_at,
-            seconds=time.monotonic() - begin,
-        )
+        return _skipped(missing, machine, budget_s=budget_s, started_at=started_at, begin=begin)
     steps = plan_gpu_steps(out_dir.resolve())
     return execute(steps, out_dir, machine=machine, budget_s=budget_s, progress=progress)
 
@@ -356,14 +370,8 @@ def run_offline_selftest(
     missing, machine = probe_machine()
     kind = "gpu-simulated" if simulate else "gpu-offline"
     if missing is not None and not simulate:
-        return SelftestResult(
-            status="skipped",
-            reason=missing,
-            machine=machine,
-            budget_s=budget_s,
-            started_at=started_at,
-            seconds=time.monotonic() - begin,
-            kind=kind,
+        return _skipped(
+            missing, machine, budget_s=budget_s, started_at=started_at, begin=begin, kind=kind
         )
     if progress is not None:
         progress.status("looking for the modules and tools this machine has")
