@@ -124,6 +124,7 @@ def _list(args: argparse.Namespace, out: Path, offline: bool) -> int:
     from tfaccel import selftest
 
     missing, _ = selftest.probe_machine()
+    kind = ("gpu-simulated" if args.simulate else "gpu-offline") if offline else "gpu"
     if offline:
         from tfaccel.selftest.offline import discover, plan_offline_steps
 
@@ -141,7 +142,7 @@ def _list(args: argparse.Namespace, out: Path, offline: bool) -> int:
         print_json(
             {
                 "command": "selftest",
-                "kind": ("gpu-simulated" if args.simulate else "gpu-offline") if offline else "gpu",
+                "kind": kind,
                 "would_skip": missing,
                 "budget_s": args.budget,
                 "out": str(out.resolve()),
@@ -149,11 +150,8 @@ def _list(args: argparse.Namespace, out: Path, offline: bool) -> int:
             }
         )
         return 0
-    from tfaccel.selftest.render import render_plan
+    from tfaccel.selftest.render import command_of, render_plan
 
-    command = "tfaccel selftest --gpu"
-    if offline:
-        command += " --offline --simulate" if args.simulate else " --offline"
-    text = render_plan(steps, budget_s=args.budget, missing=missing, command=command)
+    text = render_plan(steps, budget_s=args.budget, missing=missing, command=command_of(kind))
     sys.stdout.write(text + "\n")
     return 0

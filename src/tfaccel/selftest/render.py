@@ -13,10 +13,19 @@ if TYPE_CHECKING:
 
     from tfaccel.selftest import SelftestResult
 
-__all__ = ["render_plan", "render_result"]
+__all__ = ["command_of", "render_plan", "render_result"]
 
 _STYLE = {"passed": "green", "failed": "bold red", "timed-out": "bold red", "skipped": "yellow"}
 _FAILED_LINES = 8
+
+
+def command_of(kind: str) -> str:
+    """The command line that runs the self-test of ``kind`` (``gpu``, ``gpu-offline``,
+    ``gpu-simulated``)."""
+    return {
+        "gpu-offline": "tfaccel selftest --gpu --offline",
+        "gpu-simulated": "tfaccel selftest --gpu --offline --simulate",
+    }.get(kind, "tfaccel selftest --gpu")
 
 
 def render_result(result: SelftestResult) -> RenderableType:
@@ -30,10 +39,7 @@ def render_result(result: SelftestResult) -> RenderableType:
     from tfaccel.report.findings import Prose
     from tfaccel.report.text import whole_columns
 
-    command = {
-        "gpu-offline": "tfaccel selftest --gpu --offline",
-        "gpu-simulated": "tfaccel selftest --gpu --offline --simulate",
-    }.get(result.kind, "tfaccel selftest --gpu")
+    command = command_of(result.kind)
     if result.status == "skipped":
         return Prose(f"{command}: skipped: {result.reason}")
     machine = result.machine
