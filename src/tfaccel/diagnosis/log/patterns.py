@@ -257,8 +257,6 @@ CAUSES: dict[str, Cause] = {
 }
 
 
-# "Cannot dlopen some GPU libraries" with no library named (TF >= 2.16 names each one only at a
-# high log level): how to make TensorFlow name it, and what to run on the machine itself.
 # x86_emulation as a log shows it under QEMU user mode (infer.py): the same cause with its own
 # title and fix, since Rosetta's remedy (an arm64 Python) is not a container's.
 QEMU_EMULATION_TITLE = (
@@ -270,6 +268,8 @@ QEMU_EMULATION_FIX = (
     "docker run --platform linux/arm64 ... (TensorFlow has aarch64 wheels: pip install tensorflow)"
 )
 
+# "Cannot dlopen some GPU libraries" with no library named (TF >= 2.16 names each one only at a
+# high log level): how to make TensorFlow name it, and what to run on the machine itself.
 UNNAMED_LIBRARY_FIX = (
     "the log names no library; to make TensorFlow name each one it failed to load: "
     'TF_CPP_MAX_VLOG_LEVEL=3 python -c "import tensorflow as tf; '
