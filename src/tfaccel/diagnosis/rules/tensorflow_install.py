@@ -12,6 +12,7 @@ or QEMU user mode on an Arm CPU).
 from __future__ import annotations
 
 from tfaccel.core.findings import Finding, Status
+from tfaccel.diagnosis.log.infer import WINDOWS_LAST_GPU
 from tfaccel.diagnosis.log.patterns import QEMU_EMULATION_FIX
 from tfaccel.diagnosis.rules._common import (
     INSTALL_GPU,
@@ -138,7 +139,7 @@ def windows_native(s: Snapshot) -> Finding:
     evidence = [f"native Windows, {tf_label(s)}"]
     if version is None:
         return skip("windows_native", "TensorFlow's version is unknown", evidence)
-    if version < (2, 11):
+    if version <= WINDOWS_LAST_GPU:
         return make_finding(
             "windows_native",
             "ok",
