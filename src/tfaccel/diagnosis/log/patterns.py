@@ -35,6 +35,14 @@ class Cause:
     fix: str
 
 
+# How to let the profiler read the GPU's counters (also the cupti_privileges rule's fix).
+PROFILING_FIX = (
+    "run the profiled job as root, or allow every user on the host: "
+    "echo 'options nvidia NVreg_RestrictProfilingToAdminUsers=0' | sudo tee "
+    "/etc/modprobe.d/nvidia-profiling.conf && sudo update-initramfs -u && sudo reboot; "
+    "in Docker: docker run --cap-add SYS_ADMIN ..."
+)
+
 CAUSES: dict[str, Cause] = {
     "tensorflow_gpu_deprecated": Cause(
         "The tensorflow-gpu package was removed; pip cannot install it",
@@ -213,10 +221,7 @@ CAUSES: dict[str, Cause] = {
     "cupti_privileges": Cause(
         "The profiler may not read the GPU's counters (CUPTI needs admin rights): the profile "
         "has no GPU activity",
-        "run the profiled job as root, or allow every user on the host: "
-        "echo 'options nvidia NVreg_RestrictProfilingToAdminUsers=0' | sudo tee "
-        "/etc/modprobe.d/nvidia-profiling.conf && sudo update-initramfs -u && sudo reboot; "
-        "in Docker: docker run --cap-add SYS_ADMIN ...; to train without profiling: "
+        f"{PROFILING_FIX}; to train without profiling: "
         "tf.keras.callbacks.TensorBoard(profile_batch=0)",
     ),
     "xla_unsupported_op": Cause(
