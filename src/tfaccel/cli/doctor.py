@@ -133,20 +133,11 @@ def run(args: argparse.Namespace) -> int:
             received="both",
             fix="drop --deep: a saved snapshot keeps the deep results it was saved with",
         )
-    for flag, value in (
+    _check_file_names(
         ("--snapshot", args.snapshot),
         ("--save-snapshot", args.save_snapshot),
         ("--bundle", args.bundle),
-    ):
-        if value is not None and not value.strip():
-            raise UsageError(
-                f"{flag} was given an empty file name",
-                expected="the path of a Markdown file"
-                if flag == "--bundle"
-                else "the path of a JSON file",
-                received=repr(value),
-                fix=f"e.g. {flag} {'tfaccel-bundle.md' if flag == '--bundle' else 'snapshot.json'}",
-            )
+    )
     _check_plan_flags(args)
     if args.save_snapshot:
         # before the probe, which may take minutes
@@ -228,14 +219,8 @@ def _preflight(args: argparse.Namespace) -> int:
                 fix=f"run tfaccel doctor {flag} ... on its own",
             )
     rel = release(args.tensorflow) if args.tensorflow is not None else newest_tested()
+    _check_file_names(("--snapshot", args.snapshot or None))  # "" probes this machine
     if args.snapshot:
-        if not args.snapshot.strip():
-            raise UsageError(
-                "--snapshot was given an empty file name",
-                expected="the path of a JSON file",
-                received=repr(args.snapshot),
-                fix="e.g. --snapshot snapshot.json",
-            )
         snap = load_snapshot(args.snapshot)
     else:
         snap = probe.snapshot()
@@ -249,6 +234,20 @@ def _preflight(args: argparse.Namespace) -> int:
 
         console().print(findings_terminal(report.findings, verbose=args.verbose))
     return report.exit_code
+
+
+def _check_file_names(*flags: tuple[str, str | None]) -> None:
+    """A file-name argument that was given must not be empty (``--snapshot ""``)."""
+    for flag, value in flags:
+        if value is not None and not value.strip():
+            raise UsageError(
+                f"{flag} was given an empty file name",
+                expected="the path of a Markdown file"
+                if flag == "--bundle"
+                else "the path of a JSON file",
+                received=repr(value),
+                fix=f"e.g. {flag} {'tfaccel-bundle.md' if flag == '--bundle' else 'snapshot.json'}",
+            )
 
 
 def _check_plan_flags(args: argparse.Namespace) -> None:

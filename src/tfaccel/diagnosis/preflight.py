@@ -327,8 +327,9 @@ def _gpu_rules(s: Snapshot, rel: Release) -> list[Finding]:
 def _runtimes(s: Snapshot, rel: Release) -> Finding:
     """A CUDA runtime of another major on the loader's path (CUDA 13 where 12 is wanted)."""
     id = "cuda_runtime_other_major"
-    if _gpu_path(s) is not None:
-        return skip(id, _gpu_path(s) or "")
+    reason = _gpu_path(s)
+    if reason is not None:
+        return skip(id, reason)
     loaded = [lib for lib in s.cuda_runtimes if lib.loaded]
     want = (major_minor(rel.cuda) or (0, 0))[0]
     if not s.cuda_runtimes:

@@ -154,28 +154,30 @@ def _specific(cause: Finding, facts: LogFacts) -> Finding:
         and platform.value == "wsl2"
         and any("libcuda" in line for line in cause.evidence)
     ):
-        return dataclasses.replace(
-            cause,
-            id="wsl_libcuda",
-            title=CAUSES["wsl_libcuda"].title,
-            fix=CAUSES["wsl_libcuda"].fix,
-            evidence=[f"WSL2: {platform.evidence}", *cause.evidence],
-        )
+        return _as_cause(cause, "wsl_libcuda", f"WSL2: {platform.evidence}")
     qemu = facts.first("qemu_user")
     if cause.id == "cpu_no_avx" and qemu is not None:
-        return dataclasses.replace(
+        return _as_cause(
             cause,
-            id="x86_emulation",
-            title=QEMU_EMULATION_TITLE,
-            fix=QEMU_EMULATION_FIX,
-            evidence=[f"QEMU user mode: {qemu.evidence}", *cause.evidence],
+            "x86_emulation",
+            f"QEMU user mode: {qemu.evidence}",
+            QEMU_EMULATION_TITLE,
+            QEMU_EMULATION_FIX,
         )
     if cause.id == "cpu_no_avx" and platform is not None and platform.value == "macos":
-        return dataclasses.replace(
-            cause,
-            id="x86_emulation",
-            title=CAUSES["x86_emulation"].title,
-            fix=CAUSES["x86_emulation"].fix,
-            evidence=[f"macOS: {platform.evidence}", *cause.evidence],
-        )
+        return _as_cause(cause, "x86_emulation", f"macOS: {platform.evidence}")
     return cause
+
+
+def _as_cause(
+    cause: Finding, cause_id: str, evidence: str, title: str | None = None, fix: str | None = None
+) -> Finding:
+    """``cause`` reported as the more specific ``cause_id``: its title and fix (unless given),
+    with ``evidence`` first."""
+    return dataclasses.replace(
+        cause,
+        id=cause_id,
+        title=CAUSES[cause_id].title if title is None else title,
+        fix=CAUSES[cause_id].fix if fix is None else fix,
+        evidence=[evidence, *cause.evidence],
+    )

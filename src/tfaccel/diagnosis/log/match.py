@@ -113,8 +113,8 @@ class LogReport:
         """What to do about error lines not recognised (None when there are none)."""
         if not self.unrecognised_count:
             return None
-        given = self.source if self.source and self.source != "<stdin>" else "LOG"
-        return BUNDLE_HINT.format(log=shlex.quote(given) if given != "LOG" else given)
+        given = shlex.quote(self.source) if self.source and self.source != "<stdin>" else "LOG"
+        return BUNDLE_HINT.format(log=given)
 
     def findings(self, source: str = "log") -> list[Finding]:
         """The causes tagged with ``source`` (``deep`` for the log of ``doctor --deep``)."""

@@ -35,6 +35,14 @@ class Cause:
     fix: str
 
 
+# How to let the profiler read the GPU's counters (also the cupti_privileges rule's fix).
+PROFILING_FIX = (
+    "run the profiled job as root, or allow every user on the host: "
+    "echo 'options nvidia NVreg_RestrictProfilingToAdminUsers=0' | sudo tee "
+    "/etc/modprobe.d/nvidia-profiling.conf && sudo update-initramfs -u && sudo reboot; "
+    "in Docker: docker run --cap-add SYS_ADMIN ..."
+)
+
 CAUSES: dict[str, Cause] = {
     "tensorflow_gpu_deprecated": Cause(
         "The tensorflow-gpu package was removed; pip cannot install it",
@@ -213,10 +221,7 @@ CAUSES: dict[str, Cause] = {
     "cupti_privileges": Cause(
         "The profiler may not read the GPU's counters (CUPTI needs admin rights): the profile "
         "has no GPU activity",
-        "run the profiled job as root, or allow every user on the host: "
-        "echo 'options nvidia NVreg_RestrictProfilingToAdminUsers=0' | sudo tee "
-        "/etc/modprobe.d/nvidia-profiling.conf && sudo update-initramfs -u && sudo reboot; "
-        "in Docker: docker run --cap-add SYS_ADMIN ...; to train without profiling: "
+        f"{PROFILING_FIX}; to train without profiling: "
         "tf.keras.callbacks.TensorBoard(profile_batch=0)",
     ),
     "xla_unsupported_op": Cause(
@@ -257,8 +262,6 @@ CAUSES: dict[str, Cause] = {
 }
 
 
-# "Cannot dlopen some GPU libraries" with no library named (TF >= 2.16 names each one only at a
-# high log level): how to make TensorFlow name it, and what to run on the machine itself.
 # x86_emulation as a log shows it under QEMU user mode (infer.py): the same cause with its own
 # title and fix, since Rosetta's remedy (an arm64 Python) is not a container's.
 QEMU_EMULATION_TITLE = (
@@ -270,6 +273,8 @@ QEMU_EMULATION_FIX = (
     "docker run --platform linux/arm64 ... (TensorFlow has aarch64 wheels: pip install tensorflow)"
 )
 
+# "Cannot dlopen some GPU libraries" with no library named (TF >= 2.16 names each one only at a
+# high log level): how to make TensorFlow name it, and what to run on the machine itself.
 UNNAMED_LIBRARY_FIX = (
     "the log names no library; to make TensorFlow name each one it failed to load: "
     'TF_CPP_MAX_VLOG_LEVEL=3 python -c "import tensorflow as tf; '

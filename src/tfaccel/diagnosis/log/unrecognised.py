@@ -74,14 +74,12 @@ def unrecognised_lines(text: str, claimed: set[int]) -> list[UnrecognisedLine]:
         One :class:`UnrecognisedLine` per distinct message (the first line that shows it);
         a traceback whose last line is not an error line gives that last line.
     """
-    starts: dict[int, None] = {}
+    starts = set(_traceback_ends(text))
     for start in _candidates(text):
         end = text.find("\n", start)
         candidate = text[start : end if end != -1 else len(text)]
         if _ERROR_RE.match(candidate) or _CHECK_FAILED in candidate:
-            starts.setdefault(start, None)
-    for start in _traceback_ends(text):
-        starts.setdefault(start, None)
+            starts.add(start)
     found: list[UnrecognisedLine] = []
     seen: set[str] = set()
     line, previous = 1, 0

@@ -11,6 +11,7 @@ counters, so the profiler records no GPU activity as a user).
 from __future__ import annotations
 
 from tfaccel.core.findings import Finding, Status
+from tfaccel.diagnosis.log.patterns import PROFILING_FIX
 from tfaccel.diagnosis.rules._common import (
     NO_NVIDIA_GPU,
     dotted,
@@ -320,14 +321,6 @@ def _driver_fix(s: Snapshot, tf_cuda: tuple[int, int]) -> str:
 def _windows_driver(s: Snapshot) -> bool:
     """Whether the NVIDIA Windows driver serves this machine (native Windows, or WSL2)."""
     return is_windows_native(s) or s.platform.is_wsl
-
-
-PROFILING_FIX = (
-    "run the profiled job as root, or allow every user on the host: "
-    "echo 'options nvidia NVreg_RestrictProfilingToAdminUsers=0' | sudo tee "
-    "/etc/modprobe.d/nvidia-profiling.conf && sudo update-initramfs -u && sudo reboot; "
-    "in Docker: docker run --cap-add SYS_ADMIN ..."
-)
 
 
 def cupti_privileges(s: Snapshot) -> Finding:

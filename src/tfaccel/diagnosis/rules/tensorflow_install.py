@@ -12,6 +12,8 @@ or QEMU user mode on an Arm CPU).
 from __future__ import annotations
 
 from tfaccel.core.findings import Finding, Status
+from tfaccel.diagnosis.log.infer import WINDOWS_LAST_GPU
+from tfaccel.diagnosis.log.patterns import QEMU_EMULATION_FIX
 from tfaccel.diagnosis.rules._common import (
     INSTALL_GPU,
     NGC_CONTAINER,
@@ -137,7 +139,7 @@ def windows_native(s: Snapshot) -> Finding:
     evidence = [f"native Windows, {tf_label(s)}"]
     if version is None:
         return skip("windows_native", "TensorFlow's version is unknown", evidence)
-    if version < (2, 11):
+    if version <= WINDOWS_LAST_GPU:
         return make_finding(
             "windows_native",
             "ok",
@@ -237,10 +239,6 @@ ROSETTA_FIX = (
     "print(platform.machine())'` must print arm64; then in a new environment: pip install "
     "tensorflow tensorflow-metal"
 )
-QEMU_FIX = (
-    "run the arm64 build natively instead of the x86_64 one under emulation: "
-    "docker run --platform linux/arm64 ... (TensorFlow has aarch64 wheels: pip install tensorflow)"
-)
 
 
 def x86_emulation(s: Snapshot) -> Finding:
@@ -267,5 +265,5 @@ def x86_emulation(s: Snapshot) -> Finding:
         f"This {s.platform.machine or 'x86_64'} Python runs translated on an Arm CPU "
         "(QEMU user mode, or Rosetta for Linux)",
         evidence,
-        QEMU_FIX,
+        QEMU_EMULATION_FIX,
     )
