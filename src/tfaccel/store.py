@@ -186,7 +186,8 @@ def check_store_path(path: str | Path | None = None, *, read_only: bool = False)
         error=StoreError,
     )
     given = os.fspath(path) if path is not None else ""
-    if isinstance(given, str) and given.endswith(os.sep) and not target.is_dir():
+    is_dir = target.is_dir()
+    if isinstance(given, str) and given.endswith(os.sep) and not is_dir:
         raise StoreError(  # Path drops the slash: "notes.txt/" would open notes.txt
             f"The results database path {given!r} ends with a slash, so it names a directory",
             expected="the path of a database file, without a trailing slash",
@@ -194,7 +195,7 @@ def check_store_path(path: str | Path | None = None, *, read_only: bool = False)
             fix=f"pass --db {given.rstrip(os.sep) or 'results.sqlite'}, or a file inside a "
             f"directory, e.g. --db {os.path.join(given, 'results.sqlite')}",
         )
-    if target.is_dir():
+    if is_dir:
         raise StoreError(
             f"The results database path {str(target)!r} is a directory",
             expected="a file path (it is created when missing)",
