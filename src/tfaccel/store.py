@@ -186,7 +186,8 @@ def check_store_path(path: str | Path | None = None, *, read_only: bool = False)
         error=StoreError,
     )
     given = os.fspath(path) if path is not None else ""
-    if isinstance(given, str) and given.endswith(os.sep) and not target.is_dir():
+    is_dir = target.is_dir()
+    if isinstance(given, str) and given.endswith(os.sep) and not is_dir:
         raise StoreError(  # Path drops the slash: "notes.txt/" would open notes.txt
             f"The results database path {given!r} ends with a slash, so it names a directory",
             expected="the path of a database file, without a trailing slash",
@@ -194,7 +195,7 @@ def check_store_path(path: str | Path | None = None, *, read_only: bool = False)
             fix=f"pass --db {given.rstrip(os.sep) or 'results.sqlite'}, or a file inside a "
             f"directory, e.g. --db {os.path.join(given, 'results.sqlite')}",
         )
-    if target.is_dir():
+    if is_dir:
         raise StoreError(
             f"The results database path {str(target)!r} is a directory",
             expected="a file path (it is created when missing)",
@@ -210,7 +211,12 @@ def check_store_path(path: str | Path | None = None, *, read_only: bool = False)
             fix="pass --db with the path of a file, e.g. --db results.sqlite, or leave "
             f"--db out to use {default_path()}",
         )
-    blocker = _file_on_the_way(target)
+    try:
+        nearest: tuple[Path, os.stat_result] | None = nearest_existing(target.parent)
+        walk_error: OSError | ValueError | None = None
+    except (OSError, ValueError) as exc:  # unreadable: opening it says why
+        nearest, walk_error = None, exc
+    blocker = None if nearest is None or stat.S_ISDIR(nearest[1].st_mode) else nearest[0]
     if blocker is not None:
         raise StoreError(
             f"The results database path {str(target)!r} is under {str(blocker)!r}, "
@@ -230,40 +236,35 @@ def check_store_path(path: str | Path | None = None, *, read_only: bool = False)
             f"{default_path()}), or leave --no-save out to record this run there",
         )
     if not read_only and not os.path.lexists(target):
-        _check_creatable(target)
+        _check_creatable(target, nearest, walk_error)
     return target
 
 
-def _check_creatable(target: Path) -> None:
+def _check_creatable(
+    target: Path,
+    nearest: tuple[Path, os.stat_result] | None,
+    walk_error: OSError | ValueError | None,
+) -> None:
     """Refuse a database that does not exist and cannot be created: no file can be made in
-    the nearest existing folder on its way (/proc, a read-only file system, permissions)."""
-    found = None
-    try:
-        found = nearest_existing(target.parent)
-        if found is not None:
-            try_writing_in(found[0])
-    except (OSError, ValueError) as exc:
-        folder = str(found[0]) if found is not None else str(target.parent)
-        raise StoreError(
-            f"The results database {str(target)!r} cannot be opened: no file can be created "
-            f"in {folder!r}",
-            expected="a path in a folder this user can write to (missing folders are created)",
-            received=os_reason(exc),
-            fix=f"pass --db with a path in a writable folder, e.g. --db results.sqlite, or "
-            f"leave --db out to use {default_path()}",
-        ) from None
-
-
-def _file_on_the_way(path: Path) -> Path | None:
-    """The nearest existing folder of ``path`` when it is not a folder (a regular file), else
-    None (every existing ancestor a folder, or unreadable: opening it says why)."""
-    try:
-        found = nearest_existing(path.parent)
-    except (OSError, ValueError):
-        return None
-    if found is None or stat.S_ISDIR(found[1].st_mode):
-        return None
-    return found[0]
+    the nearest existing folder on its way (``nearest``, or ``walk_error`` when finding it
+    failed: /proc, a read-only file system, permissions)."""
+    reason = walk_error
+    if reason is None and nearest is not None:
+        try:
+            try_writing_in(nearest[0])
+        except (OSError, ValueError) as exc:
+            reason = exc
+    if reason is None:
+        return
+    folder = str(nearest[0]) if nearest is not None else str(target.parent)
+    raise StoreError(
+        f"The results database {str(target)!r} cannot be opened: no file can be created "
+        f"in {folder!r}",
+        expected="a path in a folder this user can write to (missing folders are created)",
+        received=os_reason(reason),
+        fix=f"pass --db with a path in a writable folder, e.g. --db results.sqlite, or "
+        f"leave --db out to use {default_path()}",
+    )
 
 
 def _special_kind(path: Path) -> str | None:

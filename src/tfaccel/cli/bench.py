@@ -161,7 +161,7 @@ def check_db(args: argparse.Namespace, *, compare: bool) -> None:
     or newer database), before probing the machine or starting TensorFlow. An existing file is
     opened read only to tell (SQLite's ``mode=ro``: nothing written, not even a journal).
     ``compare``: the run reads the database even when it records nothing."""
-    from tfaccel.store import check_store_path, default_path, open_read_only
+    from tfaccel.store import ResultsStore, check_store_path, default_path
 
     if args.no_save and not compare:
         return
@@ -169,9 +169,7 @@ def check_db(args: argparse.Namespace, *, compare: bool) -> None:
         return  # nothing recorded yet to compare with: said after the run
     target = check_store_path(args.db, read_only=args.no_save)
     if target.is_file() and (args.no_save or target.stat().st_size > 0):  # 0 bytes: a new one
-        store = open_read_only(target)
-        if store is not None:
-            store.close()
+        ResultsStore(target, read_only=True).close()
 
 
 def run(args: argparse.Namespace) -> int:

@@ -152,7 +152,10 @@ def _foreign(
         found.append((MANIFEST, "not a manifest tfaccel wrote"))
         known = {}
     plots = root / "plots"
-    plots_usable = not os.path.lexists(plots) or (plots.is_dir() and not plots.is_symlink())
+    try:
+        plots_usable = stat.S_ISDIR(plots.lstat().st_mode)  # a folder, not a link to one
+    except (OSError, ValueError):
+        plots_usable = True  # missing: created when a plot is written
     if not plots_usable:
         found.append(("plots", "not a directory"))
     for name in names:
