@@ -169,8 +169,8 @@ def workload_model(workload: Workload) -> tuple[Any, Any, list[str]]:
     model = workload.model
     compiled = workload.compile
     notes: list[str] = []
-    strategy = type(getattr(model, "distribute_strategy", None)).__name__
-    if strategy not in ("_DefaultDistributionStrategy", "NoneType"):
+    strategy = workload.strategy
+    if strategy is not None:
         raise PlanError(
             f"The model {model.name!r} was built under a {strategy}: the plan traces the "
             "training step of one device",

@@ -141,6 +141,13 @@ class Workload:
         return list(given) if isinstance(given, (list, tuple)) else [given]
 
     @property
+    def strategy(self) -> str | None:
+        """The class name of the ``tf.distribute`` strategy the model was built under (None:
+        the default one, a single device)."""
+        name = type(getattr(self.model, "distribute_strategy", None)).__name__
+        return None if name in ("_DefaultDistributionStrategy", "NoneType") else name
+
+    @property
     def validation_data(self) -> Any:
         return self.fit_kwargs.get("validation_data")
 
