@@ -199,6 +199,7 @@ def run(args: argparse.Namespace) -> int:
         check_reference_model(args.model)
     else:
         check_tune_script(args.script)
+        timeout = capture_timeout(args.timeout)  # a bad --timeout, before TensorFlow starts
     quiet_tensorflow()  # TensorFlow's start-up notices and retracing warnings, unless --verbose
     if args.model:
         result = tune_model(args.model, smoke=args.smoke, **options)
@@ -207,7 +208,7 @@ def run(args: argparse.Namespace) -> int:
             args.script,
             args=script_args,
             fit=args.fit,
-            timeout=capture_timeout(args.timeout),
+            timeout=timeout,
             **options,
         )
     if args.json:
