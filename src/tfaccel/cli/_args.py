@@ -16,6 +16,7 @@ from tfaccel.core.checks import in_range
 from tfaccel.core.errors import UsageError
 
 __all__ = [
+    "OwnOptions",
     "add_capture_options",
     "add_script_arguments",
     "capture_timeout",
@@ -182,3 +183,21 @@ def capture_timeout(value: float | None) -> float | None:
             fix="e.g. --timeout 600",
         )
     return value
+
+
+class OwnOptions(argparse.ArgumentParser):
+    """A command's (plan, tune) own options, read from the words after a script defining
+    model_fn(), which takes no arguments; a mistake there is a UsageError."""
+
+    def __init__(self, command: str, add_options: Callable[[Any], None]) -> None:
+        super().__init__(prog=f"tfaccel {command}", add_help=False)
+        self.command = command
+        add_options(self)
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(
+            f"tfaccel {self.command}: {message}",
+            expected=f"tfaccel {self.command} [OPTIONS] SCRIPT",
+            received="words after a script defining model_fn(), which takes no arguments",
+            fix=f"put tfaccel {self.command}'s options before the script",
+        )

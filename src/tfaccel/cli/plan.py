@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Any, NoReturn
+from typing import Any
 
 from tfaccel.cli._args import (
+    OwnOptions,
     add_capture_options,
     add_script_arguments,
     capture_timeout,
@@ -146,24 +147,10 @@ def run(args: argparse.Namespace) -> int:
     check_script(script, "plan", expected="a Python file", directory=False)
     if source.defines_model_fn(script):
         if script_args:  # a model_fn script takes no arguments: these are plan's own
-            own = _OwnOptions(prog="tfaccel plan", add_help=False)
-            _add_options(own)
-            own.parse_args(script_args, namespace=args)
+            OwnOptions("plan", _add_options).parse_args(script_args, namespace=args)
         return _plan(args, source.script_model_fn(script), args.examples)
     warn_options_after_script("plan", getattr(args, "own_options", ()), script, script_args)
     return _plan_script(args, script, script_args)
-
-
-class _OwnOptions(argparse.ArgumentParser):
-    """plan's options, read from the words after a script defining model_fn()."""
-
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(
-            f"tfaccel plan: {message}",
-            expected="tfaccel plan [OPTIONS] SCRIPT",
-            received="words after a script defining model_fn(), which takes no arguments",
-            fix="put tfaccel plan's options before the script",
-        )
 
 
 def _plan(args: argparse.Namespace, model_fn: Any, examples: int | None) -> int:

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any, NoReturn
+from typing import Any
 
 from tfaccel.cli._args import (
+    OwnOptions,
     add_capture_options,
     add_script_arguments,
     capture_timeout,
@@ -161,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
         args.script, script_args = split_command(words, command="tune", check=False)
         if script_args and (not os.path.isfile(args.script) or defines_hooks(args.script)):
             # a script defining model_fn takes no arguments: these are tune's own options
-            _OwnOptions(prog="tfaccel tune", add_help=False).parse(script_args, args)
+            OwnOptions("tune", _add_options).parse_args(script_args, namespace=args)
             script_args = []
         elif script_args:
             warn_options_after_script(
@@ -216,19 +217,3 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(result)
     return EXIT_INTERRUPTED if result.interrupted else 0
-
-
-class _OwnOptions(argparse.ArgumentParser):
-    """tune's options, read from the words after a script defining model_fn()."""
-
-    def parse(self, words: list[str], namespace: argparse.Namespace) -> None:
-        _add_options(self)
-        self.parse_args(words, namespace=namespace)
-
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(
-            f"tfaccel tune: {message}",
-            expected="tfaccel tune [OPTIONS] SCRIPT",
-            received="words after a script defining model_fn(), which takes no arguments",
-            fix="put tfaccel tune's options before the script",
-        )
