@@ -45,6 +45,7 @@ from tfaccel.tuning.script import settled_runtime
 from tfaccel.tuning.space import OWN_FEED
 from tfaccel.tuning.trials import device_name
 from tfaccel.workload import DEFAULT_TIMEOUT_S, CaptureError, capture
+from tfaccel.workload.keras_fit import replaced_fit
 
 __all__ = ["MODES", "StoredWinner", "TunedRun", "applied", "find_winner", "prepare"]
 
@@ -276,34 +277,30 @@ def applied(tuned: TunedRun, *, out: TextIO | None = None) -> Iterator[TunedRun]
     if tuned.winner is None or tuned.model_fingerprint is None:
         yield tuned
         return
-    import keras
 
-    original = keras.Model.fit
-    own = "fit" in keras.Model.__dict__
-    signature = inspect.signature(original)
+    def make(original: Any, signature: inspect.Signature) -> Any:
+        def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
+            bound = signature.bind(self, *args, **kwargs)
+            arguments = dict(bound.arguments)
+            arguments.pop("self", None)
+            try:
+                same = _fingerprint(self, arguments.get("x")) == tuned.model_fingerprint
+            except Exception:
+                same = False
+            if same:
+                arguments = _apply(tuned, self, arguments, stream)
+            elif not tuned.took_effect:
+                _say(
+                    tuned,
+                    stream,
+                    "this fit's model is not the one tuned: left as the script has it",
+                )
+            return original(self, **arguments)
 
-    def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
-        bound = signature.bind(self, *args, **kwargs)
-        arguments = dict(bound.arguments)
-        arguments.pop("self", None)
-        try:
-            same = _fingerprint(self, arguments.get("x")) == tuned.model_fingerprint
-        except Exception:
-            same = False
-        if same:
-            arguments = _apply(tuned, self, arguments, stream)
-        elif not tuned.took_effect:
-            _say(tuned, stream, "this fit's model is not the one tuned: left as the script has it")
-        return original(self, **arguments)
+        return fit
 
-    keras.Model.fit = fit
-    try:
+    with replaced_fit(make):
         yield tuned
-    finally:
-        if own:
-            keras.Model.fit = original
-        else:
-            del keras.Model.fit
 
 
 def _apply(
