@@ -238,7 +238,9 @@ def prepare(
         _say(tuned, stream, f"{tuned.says}. Running {name} as written.")
         return tuned
     model = workload.model
-    digest = _fingerprint(model, workload.x)
+    # read at fit, before fit builds anything: a subclassed model not yet called is
+    # fingerprinted unbuilt, as tune's trials store it
+    digest = fingerprint(model)
     policy = getattr(getattr(model, "dtype_policy", None), "name", None) or "float32"
     tuned.model_fingerprint = digest
     tuned.script = {
@@ -284,7 +286,7 @@ def applied(tuned: TunedRun, *, out: TextIO | None = None) -> Iterator[TunedRun]
             arguments = dict(bound.arguments)
             arguments.pop("self", None)
             try:
-                same = _fingerprint(self, arguments.get("x")) == tuned.model_fingerprint
+                same = fingerprint(self) == tuned.model_fingerprint
             except Exception:
                 same = False
             if same:
@@ -410,14 +412,6 @@ def _has_tune_runs(db: str | Path | None) -> bool:
             r.status == "complete" and r.details.get("kind") == "tune"
             for r in opened.runs(digest, limit=500)
         )
-
-
-def _fingerprint(model: Any, x: Any) -> str:
-    """The architecture fingerprint as tune stores it: read at ``fit``, before ``fit`` builds
-    anything (a subclassed model not yet called is fingerprinted unbuilt, as tune's trials
-    do; ``x`` is kept for a later reading of the built model)."""
-    del x
-    return fingerprint(model)
 
 
 def _is_arrays(x: Any) -> bool:
