@@ -23,6 +23,7 @@ __all__ = [
     "fraction",
     "integer",
     "number",
+    "script_words",
     "seconds",
     "whole",
 ]
@@ -168,6 +169,13 @@ def add_script_arguments(p: Any) -> None:
         metavar="SCRIPT [ARGS ...]",
         help="the training script and its own arguments",
     )
+
+
+def script_words(args: argparse.Namespace) -> list[str]:
+    """The words of :func:`add_script_arguments`: SCRIPT and its ARGS, a leading ``--`` left
+    out."""
+    words = list(args.script_and_args or [])
+    return words[1:] if words and words[0] == "--" else words
 
 
 def capture_timeout(value: float | None) -> float | None:

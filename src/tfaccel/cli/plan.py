@@ -18,6 +18,7 @@ from tfaccel.cli._args import (
     add_script_arguments,
     capture_timeout,
     integer,
+    script_words,
 )
 from tfaccel.cli._output import print_json, quiet_tensorflow, warn_options_after_script
 from tfaccel.core.errors import UsageError
@@ -123,14 +124,12 @@ def run(args: argparse.Namespace) -> int:
     """Plan the script or model; print the plan (text or JSON)."""
     if args.list_devices:
         return _list_devices(args)
-    words = list(args.script_and_args or [])
-    if words and words[0] == "--":
-        words = words[1:]
+    words = script_words(args)
     if bool(words and words[0]) == bool(args.model):
         raise UsageError(
             "Tell tfaccel plan what to plan: a SCRIPT or --model, not both",
             expected="tfaccel plan train.py, or tfaccel plan --model reference-cnn",
-            received=f"SCRIPT={(words or [None])[0]!r}, --model={args.model!r}",
+            received=f"SCRIPT={(words[0] if words else None)!r}, --model={args.model!r}",
             fix="pass exactly one of them",
         )
     from tfaccel.planning import source

@@ -21,6 +21,7 @@ from tfaccel.cli._args import (
     capture_timeout,
     fraction,
     integer,
+    script_words,
     seconds,
 )
 from tfaccel.cli._output import print_json, quiet_tensorflow, warn_options_after_script
@@ -153,9 +154,7 @@ def run(args: argparse.Namespace) -> int:
     from tfaccel.tuning.hooks import check_reference_model, check_tune_script
     from tfaccel.tuning.space import parse_space, parse_space_text
 
-    words = list(args.script_and_args or [])
-    if words and words[0] == "--":
-        words = words[1:]
+    words = script_words(args)
     args.script = words[0] if words else None
     script_args: list[str] = []
     if words and words[0]:
