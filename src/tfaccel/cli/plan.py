@@ -133,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
             fix="pass exactly one of them",
         )
     from tfaccel.planning import source
-    from tfaccel.scripts import check_script, split_command
+    from tfaccel.scripts import check_script, defines_hooks, split_command
 
     examples = args.examples
     if args.model:
@@ -144,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
         words, command="plan", example="train.py --epochs 1", check=False
     )
     check_script(script, "plan", expected="a Python file", directory=False)
-    if source.defines_model_fn(script):
+    if defines_hooks(script):
         if script_args:  # a model_fn script takes no arguments: these are plan's own
             OwnOptions("plan", _add_options).parse_args(script_args, namespace=args)
         return _plan(args, source.script_model_fn(script), args.examples)
