@@ -125,14 +125,14 @@ def _run(capsys: pytest.CaptureFixture[str], *words: str) -> tuple[int, dict[str
 def _store_winner(script: Path, db: Path, **config: Any) -> None:
     """Write a tune result for the model ``script`` builds, as ``tfaccel tune`` records it."""
     from tfaccel import inventory
+    from tfaccel.architecture import fingerprint
     from tfaccel.store import ResultRecord, ResultsStore
     from tfaccel.tuning.script import settled_runtime
-    from tfaccel.tuning.tuned import _fingerprint
     from tfaccel.workload import capture
 
     with settled_runtime():
         workload = capture(script, [], command="test")
-    digest = _fingerprint(workload.model, workload.x)
+    digest = fingerprint(workload.model)
     full = {
         "device": "cpu",
         "batch_size": 16,

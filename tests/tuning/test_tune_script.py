@@ -265,3 +265,22 @@ def test_a_model_built_under_a_strategy_is_refused_with_the_reason() -> None:
     workload = Workload(model, CompileArgs(), x, y, origin=Origin("train.py"))
     with pytest.raises(TuneError, match="built under a OneDeviceStrategy"):
         workload_hooks(workload)
+
+
+def test_a_bad_timeout_is_refused_before_tensorflow_starts(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    script = tmp_path / "train.py"
+    script.write_text("print('never run')\n")
+    code = (
+        "import sys\n"
+        "from tfaccel.cli import main\n"
+        f"rc = main(['tune', '--no-save', '--timeout', '-5', {str(script)!r}])\n"
+        "assert 'tensorflow' not in sys.modules, 'TensorFlow started first'\n"
+        "sys.exit(rc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "--timeout is not a positive number of seconds" in done.stderr
+    assert "never run" not in done.stdout

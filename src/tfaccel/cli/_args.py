@@ -16,12 +16,14 @@ from tfaccel.core.checks import in_range
 from tfaccel.core.errors import UsageError
 
 __all__ = [
+    "OwnOptions",
     "add_capture_options",
     "add_script_arguments",
     "capture_timeout",
     "fraction",
     "integer",
     "number",
+    "script_words",
     "seconds",
     "whole",
 ]
@@ -169,6 +171,13 @@ def add_script_arguments(p: Any) -> None:
     )
 
 
+def script_words(args: argparse.Namespace) -> list[str]:
+    """The words of :func:`add_script_arguments`: SCRIPT and its ARGS, a leading ``--`` left
+    out."""
+    words = list(args.script_and_args or [])
+    return words[1:] if words and words[0] == "--" else words
+
+
 def capture_timeout(value: float | None) -> float | None:
     """The ``--timeout`` of :func:`add_capture_options`: None (the default) or a finite number
     of seconds above 0, else a UsageError."""
@@ -182,3 +191,21 @@ def capture_timeout(value: float | None) -> float | None:
             fix="e.g. --timeout 600",
         )
     return value
+
+
+class OwnOptions(argparse.ArgumentParser):
+    """A command's (plan, tune) own options, read from the words after a script defining
+    model_fn(), which takes no arguments; a mistake there is a UsageError."""
+
+    def __init__(self, command: str, add_options: Callable[[Any], None]) -> None:
+        super().__init__(prog=f"tfaccel {command}", add_help=False)
+        self.command = command
+        add_options(self)
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(
+            f"tfaccel {self.command}: {message}",
+            expected=f"tfaccel {self.command} [OPTIONS] SCRIPT",
+            received="words after a script defining model_fn(), which takes no arguments",
+            fix=f"put tfaccel {self.command}'s options before the script",
+        )

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Any, NoReturn
+from typing import Any
 
 from tfaccel.cli._args import (
+    OwnOptions,
     add_capture_options,
     add_script_arguments,
     capture_timeout,
     integer,
+    script_words,
 )
 from tfaccel.cli._output import print_json, quiet_tensorflow, warn_options_after_script
 from tfaccel.core.errors import UsageError
@@ -122,18 +124,16 @@ def run(args: argparse.Namespace) -> int:
     """Plan the script or model; print the plan (text or JSON)."""
     if args.list_devices:
         return _list_devices(args)
-    words = list(args.script_and_args or [])
-    if words and words[0] == "--":
-        words = words[1:]
+    words = script_words(args)
     if bool(words and words[0]) == bool(args.model):
         raise UsageError(
             "Tell tfaccel plan what to plan: a SCRIPT or --model, not both",
             expected="tfaccel plan train.py, or tfaccel plan --model reference-cnn",
-            received=f"SCRIPT={(words or [None])[0]!r}, --model={args.model!r}",
+            received=f"SCRIPT={(words[0] if words else None)!r}, --model={args.model!r}",
             fix="pass exactly one of them",
         )
     from tfaccel.planning import source
-    from tfaccel.scripts import check_script, split_command
+    from tfaccel.scripts import check_script, defines_hooks, split_command
 
     examples = args.examples
     if args.model:
@@ -144,26 +144,12 @@ def run(args: argparse.Namespace) -> int:
         words, command="plan", example="train.py --epochs 1", check=False
     )
     check_script(script, "plan", expected="a Python file", directory=False)
-    if source.defines_model_fn(script):
+    if defines_hooks(script):
         if script_args:  # a model_fn script takes no arguments: these are plan's own
-            own = _OwnOptions(prog="tfaccel plan", add_help=False)
-            _add_options(own)
-            own.parse_args(script_args, namespace=args)
+            OwnOptions("plan", _add_options).parse_args(script_args, namespace=args)
         return _plan(args, source.script_model_fn(script), args.examples)
     warn_options_after_script("plan", getattr(args, "own_options", ()), script, script_args)
     return _plan_script(args, script, script_args)
-
-
-class _OwnOptions(argparse.ArgumentParser):
-    """plan's options, read from the words after a script defining model_fn()."""
-
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(
-            f"tfaccel plan: {message}",
-            expected="tfaccel plan [OPTIONS] SCRIPT",
-            received="words after a script defining model_fn(), which takes no arguments",
-            fix="put tfaccel plan's options before the script",
-        )
 
 
 def _plan(args: argparse.Namespace, model_fn: Any, examples: int | None) -> int:

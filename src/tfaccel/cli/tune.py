@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any, NoReturn
+from typing import Any
 
 from tfaccel.cli._args import (
+    OwnOptions,
     add_capture_options,
     add_script_arguments,
     capture_timeout,
     fraction,
     integer,
+    script_words,
     seconds,
 )
 from tfaccel.cli._output import print_json, quiet_tensorflow, warn_options_after_script
@@ -152,16 +154,14 @@ def run(args: argparse.Namespace) -> int:
     from tfaccel.tuning.hooks import check_reference_model, check_tune_script
     from tfaccel.tuning.space import parse_space, parse_space_text
 
-    words = list(args.script_and_args or [])
-    if words and words[0] == "--":
-        words = words[1:]
+    words = script_words(args)
     args.script = words[0] if words else None
     script_args: list[str] = []
     if words and words[0]:
         args.script, script_args = split_command(words, command="tune", check=False)
         if script_args and (not os.path.isfile(args.script) or defines_hooks(args.script)):
             # a script defining model_fn takes no arguments: these are tune's own options
-            _OwnOptions(prog="tfaccel tune", add_help=False).parse(script_args, args)
+            OwnOptions("tune", _add_options).parse_args(script_args, namespace=args)
             script_args = []
         elif script_args:
             warn_options_after_script(
@@ -199,6 +199,7 @@ def run(args: argparse.Namespace) -> int:
         check_reference_model(args.model)
     else:
         check_tune_script(args.script)
+        timeout = capture_timeout(args.timeout)  # a bad --timeout, before TensorFlow starts
     quiet_tensorflow()  # TensorFlow's start-up notices and retracing warnings, unless --verbose
     if args.model:
         result = tune_model(args.model, smoke=args.smoke, **options)
@@ -207,7 +208,7 @@ def run(args: argparse.Namespace) -> int:
             args.script,
             args=script_args,
             fit=args.fit,
-            timeout=capture_timeout(args.timeout),
+            timeout=timeout,
             **options,
         )
     if args.json:
@@ -215,19 +216,3 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(result)
     return EXIT_INTERRUPTED if result.interrupted else 0
-
-
-class _OwnOptions(argparse.ArgumentParser):
-    """tune's options, read from the words after a script defining model_fn()."""
-
-    def parse(self, words: list[str], namespace: argparse.Namespace) -> None:
-        _add_options(self)
-        self.parse_args(words, namespace=namespace)
-
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(
-            f"tfaccel tune: {message}",
-            expected="tfaccel tune [OPTIONS] SCRIPT",
-            received="words after a script defining model_fn(), which takes no arguments",
-            fix="put tfaccel tune's options before the script",
-        )

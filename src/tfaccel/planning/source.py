@@ -1,12 +1,12 @@
 """Where the model of a plan comes from: a user's training script as written (its workload,
 captured at ``fit``), a script defining ``model_fn()``, or a tfaccel reference model by name.
 
-:func:`defines_model_fn` tells the two kinds of script apart without running either. A script
-defining ``model_fn`` (or ``tfaccel_tune()`` returning a dict with ``model_fn``, as for
-``tfaccel tune``) runs as a module named ``__tfaccel_plan__``, so its training code under
-``if __name__ == "__main__":`` does not run. Any other script is run unchanged up to its
-``fit`` (:func:`tfaccel.workload.capture`) and :func:`plan_workload` plans what it captured, in
-the same process.
+:func:`tfaccel.scripts.defines_hooks` tells the two kinds of script apart without running
+either. A script defining ``model_fn`` (or ``tfaccel_tune()`` returning a dict with
+``model_fn``, as for ``tfaccel tune``) runs as a module named ``__tfaccel_plan__``, so its
+training code under ``if __name__ == "__main__":`` does not run. Any other script is run
+unchanged up to its ``fit`` (:func:`tfaccel.workload.capture`) and :func:`plan_workload` plans
+what it captured, in the same process.
 """
 
 from __future__ import annotations
@@ -20,13 +20,12 @@ from tfaccel import models
 from tfaccel.core.errors import TfaccelError
 from tfaccel.planning.api import PlanError, plan
 from tfaccel.planning.result import Plan
-from tfaccel.scripts import check_script, defines_hooks, load_script, script_traceback
+from tfaccel.scripts import check_script, load_script, script_traceback
 from tfaccel.workload import DEFAULT_TIMEOUT_S, Workload
 from tfaccel.workload.isolated import run_isolated
 
 __all__ = [
     "REFERENCE_EXAMPLES",
-    "defines_model_fn",
     "model_fn_for",
     "plan_workload",
     "reference_model_fn",
@@ -145,12 +144,6 @@ def reference_plans(batch_size: int, inventory: Any = None) -> list[dict[str, An
     return rows
 
 
-def defines_model_fn(path: str | os.PathLike[str]) -> bool:
-    """Whether the script defines ``model_fn`` or ``tfaccel_tune`` at module level (read, not
-    run: :func:`tfaccel.scripts.defines_hooks`)."""
-    return defines_hooks(path)
-
-
 def workload_model(workload: Workload) -> tuple[Any, Any, list[str]]:
     """``(model, optimizer, notes)``: what :func:`tfaccel.plan` is given for ``workload``.
 
@@ -169,8 +162,8 @@ def workload_model(workload: Workload) -> tuple[Any, Any, list[str]]:
     model = workload.model
     compiled = workload.compile
     notes: list[str] = []
-    strategy = type(getattr(model, "distribute_strategy", None)).__name__
-    if strategy not in ("_DefaultDistributionStrategy", "NoneType"):
+    strategy = workload.strategy
+    if strategy is not None:
         raise PlanError(
             f"The model {model.name!r} was built under a {strategy}: the plan traces the "
             "training step of one device",

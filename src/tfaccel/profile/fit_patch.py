@@ -22,10 +22,9 @@ from tfaccel.core.errors import UsageError
 from tfaccel.profile.input_wait import instrument
 from tfaccel.profile.session import Session
 from tfaccel.workload.keras_fit import replaced_fit
+from tfaccel.workload.record import KERAS_DEFAULT_BATCH
 
 __all__ = ["patch_fit"]
-
-_KERAS_DEFAULT_BATCH = 32
 
 
 def patch_fit(session: Session) -> contextlib.AbstractContextManager[None]:
@@ -67,7 +66,7 @@ def _callback(session: Session, arguments: dict[str, Any]) -> Any:
     x = arguments.get("x")
     batch = arguments.get("batch_size")
     if callback.recorder.context.batch_size is None and _is_array_input(x):
-        callback.recorder.context.batch_size = int(batch or _KERAS_DEFAULT_BATCH)
+        callback.recorder.context.batch_size = int(batch or KERAS_DEFAULT_BATCH)
     return callback
 
 

@@ -159,8 +159,8 @@ def workload_hooks(workload: Workload, *, timeout: float = DEFAULT_TIMEOUT_S) ->
     """The hooks and the baseline of a captured workload (see the module's notes)."""
     model = workload.model
     name = Path(workload.origin.script).name if workload.origin.script else "the script"
-    strategy = type(getattr(model, "distribute_strategy", None)).__name__
-    if strategy not in ("_DefaultDistributionStrategy", "NoneType"):
+    strategy = workload.strategy
+    if strategy is not None:
         raise TuneError(
             f"The model of {name} was built under a {strategy}: tune times the training of "
             "one device",

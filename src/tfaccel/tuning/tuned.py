@@ -45,6 +45,7 @@ from tfaccel.tuning.script import settled_runtime
 from tfaccel.tuning.space import OWN_FEED
 from tfaccel.tuning.trials import device_name
 from tfaccel.workload import DEFAULT_TIMEOUT_S, CaptureError, capture
+from tfaccel.workload.keras_fit import replaced_fit
 
 __all__ = ["MODES", "StoredWinner", "TunedRun", "applied", "find_winner", "prepare"]
 
@@ -237,7 +238,9 @@ def prepare(
         _say(tuned, stream, f"{tuned.says}. Running {name} as written.")
         return tuned
     model = workload.model
-    digest = _fingerprint(model, workload.x)
+    # read at fit, before fit builds anything: a subclassed model not yet called is
+    # fingerprinted unbuilt, as tune's trials store it
+    digest = fingerprint(model)
     policy = getattr(getattr(model, "dtype_policy", None), "name", None) or "float32"
     tuned.model_fingerprint = digest
     tuned.script = {
@@ -276,34 +279,30 @@ def applied(tuned: TunedRun, *, out: TextIO | None = None) -> Iterator[TunedRun]
     if tuned.winner is None or tuned.model_fingerprint is None:
         yield tuned
         return
-    import keras
 
-    original = keras.Model.fit
-    own = "fit" in keras.Model.__dict__
-    signature = inspect.signature(original)
+    def make(original: Any, signature: inspect.Signature) -> Any:
+        def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
+            bound = signature.bind(self, *args, **kwargs)
+            arguments = dict(bound.arguments)
+            arguments.pop("self", None)
+            try:
+                same = fingerprint(self) == tuned.model_fingerprint
+            except Exception:
+                same = False
+            if same:
+                arguments = _apply(tuned, self, arguments, stream)
+            elif not tuned.took_effect:
+                _say(
+                    tuned,
+                    stream,
+                    "this fit's model is not the one tuned: left as the script has it",
+                )
+            return original(self, **arguments)
 
-    def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
-        bound = signature.bind(self, *args, **kwargs)
-        arguments = dict(bound.arguments)
-        arguments.pop("self", None)
-        try:
-            same = _fingerprint(self, arguments.get("x")) == tuned.model_fingerprint
-        except Exception:
-            same = False
-        if same:
-            arguments = _apply(tuned, self, arguments, stream)
-        elif not tuned.took_effect:
-            _say(tuned, stream, "this fit's model is not the one tuned: left as the script has it")
-        return original(self, **arguments)
+        return fit
 
-    keras.Model.fit = fit
-    try:
+    with replaced_fit(make):
         yield tuned
-    finally:
-        if own:
-            keras.Model.fit = original
-        else:
-            del keras.Model.fit
 
 
 def _apply(
@@ -413,14 +412,6 @@ def _has_tune_runs(db: str | Path | None) -> bool:
             r.status == "complete" and r.details.get("kind") == "tune"
             for r in opened.runs(digest, limit=500)
         )
-
-
-def _fingerprint(model: Any, x: Any) -> str:
-    """The architecture fingerprint as tune stores it: read at ``fit``, before ``fit`` builds
-    anything (a subclassed model not yet called is fingerprinted unbuilt, as tune's trials
-    do; ``x`` is kept for a later reading of the built model)."""
-    del x
-    return fingerprint(model)
 
 
 def _is_arrays(x: Any) -> bool:

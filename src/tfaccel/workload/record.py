@@ -92,7 +92,7 @@ class CompileArgs:
             "optimizer": type(opt).__name__ if opt is not None else None,
             "optimizer_config": _plain(self.optimizer_config),
             "loss": _name(self.loss),
-            "metrics": _plain(_names(self.metrics)),
+            "metrics": _plain(_name(self.metrics)),
             "steps_per_execution": self.steps_per_execution,
             "jit_compile": self.jit_compile,
             "run_eagerly": self.run_eagerly,
@@ -139,6 +139,13 @@ class Workload:
         if given is None:
             return []
         return list(given) if isinstance(given, (list, tuple)) else [given]
+
+    @property
+    def strategy(self) -> str | None:
+        """The class name of the ``tf.distribute`` strategy the model was built under (None:
+        the default one, a single device)."""
+        name = type(getattr(self.model, "distribute_strategy", None)).__name__
+        return None if name in ("_DefaultDistributionStrategy", "NoneType") else name
 
     @property
     def validation_data(self) -> Any:
@@ -228,15 +235,9 @@ def _name(value: Any) -> Any:
     return getattr(value, "name", None) or getattr(value, "__name__", None) or type(value).__name__
 
 
-def _names(value: Any) -> Any:
-    return _name(value)
-
-
 def _plain(value: Any) -> Any:
     """``value`` with what JSON cannot hold written as text."""
-    if value is None or isinstance(value, (str, int, bool)):
-        return value
-    if isinstance(value, float):
+    if value is None or isinstance(value, (str, int, float, bool)):
         return value
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
