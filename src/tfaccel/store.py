@@ -42,7 +42,14 @@ from pathlib import Path
 from typing import Any
 
 from tfaccel.core.errors import TfaccelError
-from tfaccel.core.files import check_path, file_kind, nearest_existing, os_reason, try_writing_in
+from tfaccel.core.files import (
+    check_path,
+    file_kind,
+    nearest_existing,
+    os_reason,
+    trailing_slash,
+    try_writing_in,
+)
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -187,12 +194,13 @@ def check_store_path(path: str | Path | None = None, *, read_only: bool = False)
     )
     given = os.fspath(path) if path is not None else ""
     is_dir = target.is_dir()
-    if isinstance(given, str) and given.endswith(os.sep) and not is_dir:
-        raise StoreError(  # Path drops the slash: "notes.txt/" would open notes.txt
+    file = None if is_dir else trailing_slash(given)
+    if file is not None:  # Path drops the slash: "notes.txt/" would open notes.txt
+        raise StoreError(
             f"The results database path {given!r} ends with a slash, so it names a directory",
             expected="the path of a database file, without a trailing slash",
             received=repr(given),
-            fix=f"pass --db {given.rstrip(os.sep) or 'results.sqlite'}, or a file inside a "
+            fix=f"pass --db {file}, or a file inside a "
             f"directory, e.g. --db {os.path.join(given, 'results.sqlite')}",
         )
     if is_dir:

@@ -20,7 +20,13 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from tfaccel.core.errors import UsageError, shown
-from tfaccel.core.files import nearest_existing, path_problem, remote_path, try_writing_in
+from tfaccel.core.files import (
+    nearest_existing,
+    path_problem,
+    remote_path,
+    trailing_slash,
+    try_writing_in,
+)
 
 __all__ = [
     "MAX_COUNT",
@@ -318,13 +324,14 @@ def check_file_argument(name: str, value: object, *, where: str) -> str:
             "is a directory",
             "a file name (inside that directory, e.g. " + repr(os.path.join(path, "cache")) + ")",
         )
-    if path.endswith(os.sep):  # abspath drops the slash: "a-file/" would pass as "a-file"
+    file = trailing_slash(path)  # abspath drops the slash: "a-file/" would pass as "a-file"
+    if file is not None:
         raise _path_error(
             where,
             name,
             path,
             "ends with a slash, so it names a directory",
-            "a file name without a trailing slash (e.g. " + repr(path.rstrip(os.sep)) + ")",
+            "a file name without a trailing slash (e.g. " + repr(file) + ")",
         )
     directory = os.path.dirname(absolute)
     if not os.path.exists(directory):

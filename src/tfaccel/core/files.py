@@ -10,6 +10,9 @@
   write.
 - :func:`nearest_existing` and :func:`try_writing_in`: the two steps of that rule, for checks
   that word their own messages (:mod:`tfaccel.core.checks`).
+- :func:`trailing_slash`: the one rule for a file path written with a trailing slash
+  (``notes.txt/`` names a directory, but ``Path`` drops the slash), which every check of a
+  file argument refuses; :func:`check_file_name` is that refusal for a file to write.
 - :func:`write_atomic`: a reader sees the old file or the whole new one, never half of it; on
   any failure nothing is left behind.
 
@@ -29,6 +32,7 @@ from pathlib import Path
 from tfaccel.core.errors import TfaccelError, UsageError, argument, shown
 
 __all__ = [
+    "check_file_name",
     "check_path",
     "check_writable_dir",
     "check_writable_file",
@@ -37,6 +41,7 @@ __all__ = [
     "os_reason",
     "path_problem",
     "remote_path",
+    "trailing_slash",
     "try_writing_in",
     "write_atomic",
 ]
@@ -278,7 +283,7 @@ def check_writable_file(path: str | os.PathLike[str], *, argument_name: str = "p
     Raises:
         UsageError: the file cannot be written there; the message names the path and why.
     """
-    _refuse_trailing_slash(path, argument_name)
+    check_file_name(path, argument_name=argument_name)
     target = Path(path)
     directory = _check_target(target, argument_name)
     try:
@@ -313,7 +318,7 @@ def write_atomic(
             directory is missing, or the file cannot be written (permissions, a read-only
             file system, a full disk).
     """
-    _refuse_trailing_slash(path, argument_name)
+    check_file_name(path, argument_name=argument_name)
     path = Path(path)
     directory = _check_target(path, argument_name)
     data = content.encode("utf-8") if isinstance(content, str) else content
@@ -337,20 +342,49 @@ def write_atomic(
                 pass
 
 
-def _refuse_trailing_slash(path: str | os.PathLike[str], argument_name: str) -> None:
-    """A file path written with a trailing slash names a directory. ``Path`` drops the slash,
-    so ``notes.txt/`` would replace the file ``notes.txt``: refused before that."""
+def trailing_slash(path: str | os.PathLike[str]) -> str | None:
+    """The file ``path`` would name without its trailing slash, when it ends with one.
+
+    A file argument written with a trailing slash (``notes.txt/``) names a directory, while
+    ``Path`` and ``os.path.abspath`` drop the slash: taken as given, the file ``notes.txt``
+    would be read or replaced. Every check of a file argument refuses such a path through
+    this, in its own words (:func:`check_file_name`,
+    :func:`tfaccel.core.checks.check_file_argument`, :func:`tfaccel.store.check_store_path`).
+    The root (slashes only) is left to the checks for a directory.
+
+    Returns:
+        ``path`` without its trailing slashes; None when it has none (or is not text).
+    """
     text = os.fspath(path)
-    if isinstance(text, str) and text.rstrip(os.sep) and text.endswith(os.sep):
-        flag = argument(argument_name)
-        raise UsageError(
-            f"Cannot write {text!r} ({_given(flag)}): the name ends with a slash, so it names "
-            "a directory, not a file",
-            expected="the path of a file, without a trailing slash",
-            received=repr(text),
-            fix=f"pass {argument(argument_name, text.rstrip(os.sep))} to write that file, or "
-            f"{argument(argument_name, os.path.join(text, 'FILE'))} to write inside a directory",
-        )
+    if isinstance(text, str) and text.endswith(os.sep) and text.rstrip(os.sep):
+        return text.rstrip(os.sep)
+    return None
+
+
+def check_file_name(path: str | os.PathLike[str], *, argument_name: str = "path") -> None:
+    """Refuse a file path that ends with a slash (:func:`trailing_slash`), before the file it
+    would name without the slash is replaced.
+
+    Args:
+        path: the file's path, as given.
+        argument_name: the argument that gave it, named as the caller spells it.
+
+    Raises:
+        UsageError: ``path`` ends with a slash.
+    """
+    file = trailing_slash(path)
+    if file is None:
+        return
+    text = os.fspath(path)
+    flag = argument(argument_name)
+    raise UsageError(
+        f"Cannot write {text!r} ({_given(flag)}): the name ends with a slash, so it names "
+        "a directory, not a file",
+        expected="the path of a file, without a trailing slash",
+        received=repr(text),
+        fix=f"pass {argument(argument_name, file)} to write that file, or "
+        f"{argument(argument_name, os.path.join(text, 'FILE'))} to write inside a directory",
+    )
 
 
 def _check_target(path: Path, argument_name: str) -> Path:
