@@ -1107,6 +1107,16 @@ ROWS: list[Row] = [
     ),
     *(
         Row(
+            f"audit2-doctor-{'-'.join(f[2:] for f in flags)}-trailing-slash-{label}",
+            ("doctor", *flags, "{work}/" + name),
+            f"(given with {flags[-1]}): the name ends with a slash, so it names a directory",
+            setup=_a_file_and_a_dir,
+        )
+        for flags in (("--snapshot",), ("--log",), ("--preflight", "--snapshot"))
+        for label, name in (("on-a-file", "file.txt/"), ("on-a-new-name", "new.json/"))
+    ),
+    *(
+        Row(
             f"audit2-doctor-{flag[2:]}-symlink-to-a-directory",
             ("doctor", flag, "{work}/linkdir"),
             "it is a directory",

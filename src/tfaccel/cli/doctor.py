@@ -20,6 +20,8 @@ FLAGS = {
     "batch_size": "--batch",
     "devices": "--device",
     "model": "--model",
+    "snapshot": "--snapshot",
+    "log": "--log",
 }
 
 
@@ -119,7 +121,7 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Diagnose this machine, a saved snapshot or a log; print the report; 1 if a check failed."""
     from tfaccel import probe
-    from tfaccel.core.files import check_writable_file
+    from tfaccel.core.files import check_file_name, check_writable_file
     from tfaccel.diagnosis import DoctorReport, diagnose, match_log, read_log_file
     from tfaccel.probe import deep
     from tfaccel.snapshot import load_snapshot, save_snapshot
@@ -138,6 +140,8 @@ def run(args: argparse.Namespace) -> int:
         ("--save-snapshot", args.save_snapshot),
         ("--bundle", args.bundle),
     )
+    for name in ("snapshot", "log"):  # Path drops a trailing slash: file.txt/ would be read
+        check_file_name(getattr(args, name) or "", argument_name=name, reading=True)
     _check_plan_flags(args)
     if args.save_snapshot:
         # before the probe, which may take minutes
@@ -192,6 +196,7 @@ def run(args: argparse.Namespace) -> int:
 def _preflight(args: argparse.Namespace) -> int:
     """``--preflight``: will a TensorFlow release run here, before it is installed."""
     from tfaccel import probe
+    from tfaccel.core.files import check_file_name
     from tfaccel.diagnosis.preflight import preflight
     from tfaccel.diagnosis.releases import newest_tested, release
     from tfaccel.snapshot import load_snapshot
@@ -220,6 +225,7 @@ def _preflight(args: argparse.Namespace) -> int:
             )
     rel = release(args.tensorflow) if args.tensorflow is not None else newest_tested()
     _check_file_names(("--snapshot", args.snapshot or None))  # "" probes this machine
+    check_file_name(args.snapshot or "", argument_name="snapshot", reading=True)
     if args.snapshot:
         snap = load_snapshot(args.snapshot)
     else:

@@ -12,7 +12,7 @@
   that word their own messages (:mod:`tfaccel.core.checks`).
 - :func:`trailing_slash`: the one rule for a file path written with a trailing slash
   (``notes.txt/`` names a directory, but ``Path`` drops the slash), which every check of a
-  file argument refuses; :func:`check_file_name` is that refusal for a file to write.
+  file argument refuses; :func:`check_file_name` is that refusal for a file to write or read.
 - :func:`write_atomic`: a reader sees the old file or the whole new one, never half of it; on
   any failure nothing is left behind.
 
@@ -361,13 +361,16 @@ def trailing_slash(path: str | os.PathLike[str]) -> str | None:
     return None
 
 
-def check_file_name(path: str | os.PathLike[str], *, argument_name: str = "path") -> None:
+def check_file_name(
+    path: str | os.PathLike[str], *, argument_name: str = "path", reading: bool = False
+) -> None:
     """Refuse a file path that ends with a slash (:func:`trailing_slash`), before the file it
-    would name without the slash is replaced.
+    would name without the slash is replaced or, ``reading``, read.
 
     Args:
         path: the file's path, as given.
         argument_name: the argument that gave it, named as the caller spells it.
+        reading: the file is to be read, not written.
 
     Raises:
         UsageError: ``path`` ends with a slash.
@@ -377,13 +380,17 @@ def check_file_name(path: str | os.PathLike[str], *, argument_name: str = "path"
         return
     text = os.fspath(path)
     flag = argument(argument_name)
+    verb = "read" if reading else "write"
+    fix = f"pass {argument(argument_name, file)} to {verb} that file"
+    if not reading:
+        inside = argument(argument_name, os.path.join(text, "FILE"))
+        fix += f", or {inside} to write inside a directory"
     raise UsageError(
-        f"Cannot write {text!r} ({_given(flag)}): the name ends with a slash, so it names "
+        f"Cannot {verb} {text!r} ({_given(flag)}): the name ends with a slash, so it names "
         "a directory, not a file",
         expected="the path of a file, without a trailing slash",
         received=repr(text),
-        fix=f"pass {argument(argument_name, file)} to write that file, or "
-        f"{argument(argument_name, os.path.join(text, 'FILE'))} to write inside a directory",
+        fix=fix,
     )
 
 
