@@ -282,6 +282,11 @@ ROWS: list[Row] = [
         setup=_a_file_and_a_dir,
     ),
     Row("snapshot-empty-name", ("doctor", "--snapshot", ""), "empty file name"),
+    Row(
+        "preflight-snapshot-empty-name",
+        ("doctor", "--preflight", "--snapshot", ""),
+        "--snapshot was given an empty file name",
+    ),
     Row("snapshot-dev-zero", ("doctor", "--snapshot", "/dev/zero"), "a character device"),
     Row(
         "snapshot-fifo",

@@ -224,7 +224,7 @@ def _preflight(args: argparse.Namespace) -> int:
                 fix=f"run tfaccel doctor {flag} ... on its own",
             )
     rel = release(args.tensorflow) if args.tensorflow is not None else newest_tested()
-    _check_file_names(("--snapshot", args.snapshot or None))  # "" probes this machine
+    _check_file_names(("--snapshot", args.snapshot))
     check_file_name(args.snapshot or "", argument_name="snapshot", reading=True)
     if args.snapshot:
         snap = load_snapshot(args.snapshot)
