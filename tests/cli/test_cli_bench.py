@@ -81,10 +81,26 @@ def test_smoke_bench_json_is_sane_and_recorded(
         )
 
 
+def _count_path_checks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Record every check of a results database path (the CLI's and the store's)."""
+    import tfaccel.store
+
+    checked: list[str] = []
+    check = tfaccel.store.check_store_path
+
+    def counted(path: Any = None, **kwargs: Any) -> Path:
+        checked.append(str(path))
+        return check(path, **kwargs)
+
+    monkeypatch.setattr(tfaccel.store, "check_store_path", counted)
+    return checked
+
+
 @pytest.mark.slow
 def test_second_run_compares_with_the_first(
-    smoke_db: Path, capsys: pytest.CaptureFixture[str]
+    smoke_db: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    checked = _count_path_checks(monkeypatch)
     argv = [
         "bench",
         "--smoke",
@@ -99,6 +115,7 @@ def test_second_run_compares_with_the_first(
     code, out, _ = _run_cli(capsys, *argv)
     assert code == 0
     assert "Against run 1" in out and "recorded as run 2" in out
+    assert checked == [str(smoke_db)]  # the database is opened, and its path checked, once
     assert "…" not in out  # piped: no table cell cut
     code, out, _ = _run_cli(capsys, *argv[:-1], "--json", "--compare")
     comparison = json.loads(out)["comparison"]
@@ -281,6 +298,26 @@ def test_kernels_bench_without_a_gpu_says_why_it_skipped(
     assert "needs an NVIDIA GPU" in doc["skipped"]
     code, out, _ = _run_cli(capsys, "bench", "--kernels")
     assert code == 0 and out.startswith("kernels not measured:")
+
+
+@pytest.mark.parametrize("data", [b"", None])
+def test_the_db_check_before_tune_and_report_checks_the_path_once(
+    data: bytes | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import argparse
+
+    from tfaccel.cli.bench import check_db
+
+    path = tmp_path / "results.sqlite"
+    if data is None:
+        ResultsStore(path).close()  # a database with its tables: opened read only to tell
+    else:
+        path.write_bytes(data)  # 0 bytes: a new database
+    before = path.stat()
+    checked = _count_path_checks(monkeypatch)
+    check_db(argparse.Namespace(db=str(path), no_save=False), compare=False)
+    assert checked == [str(path)]
+    assert path.stat().st_mtime_ns == before.st_mtime_ns and path.stat().st_size == before.st_size
 
 
 def test_no_save_compare_with_a_new_db_creates_nothing(

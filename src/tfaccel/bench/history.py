@@ -32,6 +32,7 @@ __all__ = [
     "announce",
     "earlier_runs",
     "load_run",
+    "open_store",
     "previous_run",
     "run_with_history",
 ]
@@ -139,11 +140,25 @@ def announce(progress: Progress | None, description: str) -> None:
         status(description)
 
 
+def open_store(db: str | Path | None, *, save: bool, compare: bool) -> ResultsStore | None:
+    """The results database a run uses: opened for writing when it records (created when
+    missing), read only when it only compares (nothing is created; None when the default
+    database does not exist yet), None when it does neither.
+
+    Raises:
+        StoreError: the path cannot be a database (:func:`tfaccel.store.check_store_path`),
+            or the database is another program's, corrupt, newer or locked.
+    """
+    if save:
+        return ResultsStore(db)
+    return open_read_only(db) if compare else None
+
+
 def run_with_history(
     options: BenchOptions | None = None,
     *,
     snapshot: Snapshot | None = None,
-    db: str | Path | None = None,
+    db: str | Path | ResultsStore | None = None,
     save: bool = True,
     compare: bool = False,
     progress: Progress | None = None,
@@ -156,7 +171,9 @@ def run_with_history(
     Args:
         options: what to run (default: the full bench on every device).
         snapshot: the machine's Snapshot (default: probed now).
-        db: the results database (default ``$XDG_DATA_HOME/tfaccel/results.sqlite``).
+        db: the results database (default ``$XDG_DATA_HOME/tfaccel/results.sqlite``), or one
+            the caller opened with :func:`open_store` and closes (``tfaccel bench`` opens it
+            before it probes the machine, so a bad ``--db`` is refused first, and once).
         save: record the run in the database (``tfaccel bench --no-save``: False).
         compare: compare with the newest earlier complete run of this machine
             (``--compare``); the database is read even when the run is not recorded,
@@ -180,7 +197,8 @@ def run_with_history(
     """
     options = options or BenchOptions()
     options.validate()
-    store = ResultsStore(db) if save else open_read_only(db) if compare else None
+    owned = not isinstance(db, ResultsStore)
+    store = db if isinstance(db, ResultsStore) else open_store(db, save=save, compare=compare)
     try:
         announce(progress, "importing TensorFlow")
         measured = run(options, store=store if save else None, progress=progress, snapshot=snapshot)
@@ -190,6 +208,6 @@ def run_with_history(
             if before is not None:
                 comparison = compare_runs(before, measured, earlier_runs(store, measured))
     finally:
-        if store is not None:
+        if store is not None and owned:
             store.close()
     return BenchResult.from_run(measured, comparison, None if store is None else store.path)

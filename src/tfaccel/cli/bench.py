@@ -8,6 +8,8 @@ status to the exit code ``tfaccel --help`` documents.
 from __future__ import annotations
 
 import argparse
+import stat
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tfaccel.cli._args import integer
@@ -158,40 +160,59 @@ def options_from(args: argparse.Namespace) -> BenchOptions:
 def check_db(args: argparse.Namespace, *, compare: bool) -> None:
     """Refuse a ``--db`` the run would open but cannot (too long, a directory, a symbolic link
     loop, under a file; missing when only read; a SQLite file of another program, a corrupt
-    or newer database), before probing the machine or starting TensorFlow. An existing file is
-    opened read only to tell (SQLite's ``mode=ro``: nothing written, not even a journal).
-    ``compare``: the run reads the database even when it records nothing."""
+    or newer database), before probing the machine or starting TensorFlow (``tfaccel tune``
+    and ``tfaccel report``, which open the database in the library). A database with data, or
+    one only read, is opened read only to tell (SQLite's ``mode=ro``: nothing written, not
+    even a journal; opening checks the path first). ``compare``: the run reads the database
+    even when it records nothing."""
     from tfaccel.store import ResultsStore, check_store_path, default_path
 
     if args.no_save and not compare:
         return
     if args.db is None and args.no_save and not default_path().exists():
         return  # nothing recorded yet to compare with: said after the run
-    target = check_store_path(args.db, read_only=args.no_save)
-    if target.is_file() and (args.no_save or target.stat().st_size > 0):  # 0 bytes: a new one
-        ResultsStore(target, read_only=True).close()
+    target = Path(args.db).expanduser() if args.db is not None else default_path()
+    if args.no_save or _holds_data(target):  # 0 bytes or missing: a new one
+        ResultsStore(args.db, read_only=True).close()
+    else:
+        check_store_path(args.db)
+
+
+def _holds_data(path: Path) -> bool:
+    """``path`` is a regular file (or a link to one) of at least one byte."""
+    try:
+        info = path.stat()
+    except (OSError, ValueError):
+        return False  # missing or unusable: check_store_path says why
+    return stat.S_ISREG(info.st_mode) and info.st_size > 0
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the bench, record it, print tables (or JSON); exit 1 if a correctness check failed."""
     from tfaccel import bench, probe
+    from tfaccel.bench.history import open_store
 
     if args.kernels:
         return run_kernels(args)
-    check_db(args, compare=args.compare)
     options = options_from(args)
-    with RichProgress("probing the machine") as progress:
-        snap = probe.snapshot()  # before quiet_tensorflow(), so it records the user's env
-        progress.status("starting TensorFlow")
-        quiet_tensorflow()
-        result = bench.run_with_history(
-            options,
-            snapshot=snap,
-            db=args.db,
-            save=not args.no_save,
-            compare=args.compare,
-            progress=progress,
-        )
+    # opened (so a bad --db refused) once, before the machine is probed or TensorFlow starts
+    store = open_store(args.db, save=not args.no_save, compare=args.compare)
+    try:
+        with RichProgress("probing the machine") as progress:
+            snap = probe.snapshot()  # before quiet_tensorflow(), so it records the user's env
+            progress.status("starting TensorFlow")
+            quiet_tensorflow()
+            result = bench.run_with_history(
+                options,
+                snapshot=snap,
+                db=store,
+                save=not args.no_save,
+                compare=args.compare,
+                progress=progress,
+            )
+    finally:
+        if store is not None:
+            store.close()
     if args.json:
         print_json(result.to_dict())
         return EXIT_CODE[result.status]
