@@ -574,6 +574,19 @@ class ResultsStore:
     ) -> RunRecord | None:
         """The newest ``complete`` run of ``fingerprint`` (older than run ``before`` if given)
         of one kind: ``details["kind"]``, "bench" when absent ("tune" for ``tfaccel tune``)."""
+        found = self.complete_runs(fingerprint, before=before, kind=kind, limit=1)
+        return found[0] if found else None
+
+    def complete_runs(
+        self,
+        fingerprint: str,
+        *,
+        before: int | None = None,
+        kind: str = "bench",
+        limit: int = 50,
+    ) -> list[RunRecord]:
+        """The newest ``limit`` ``complete`` runs of ``fingerprint`` (older than run ``before``
+        if given) of one kind (as :meth:`last_run`), newest first."""
         query = (
             "SELECT * FROM runs WHERE fingerprint = ? AND status = 'complete'"
             " AND COALESCE(json_extract(details_json, '$.kind'), 'bench') = ?"
@@ -583,8 +596,8 @@ class ResultsStore:
             query += " AND id < ?"
             params.append(before)
         with self._guard("read"):
-            row = self._conn.execute(query + " ORDER BY id DESC LIMIT 1", params).fetchone()
-        return _run(row) if row is not None else None
+            rows = self._conn.execute(query + " ORDER BY id DESC LIMIT ?", (*params, limit))
+            return [_run(row) for row in rows.fetchall()]
 
     def results(self, run_id: int, benchmark: str | None = None) -> list[ResultRecord]:
         """The results of a run, in the order they were written."""

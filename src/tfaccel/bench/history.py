@@ -121,15 +121,10 @@ def earlier_runs(
     store: ResultsStore, current: BenchRun, *, limit: int = HISTORY_RUNS
 ) -> list[BenchRun]:
     """The newest ``limit`` complete bench runs of the same machine fingerprint before
-    ``current`` (all of them when ``current`` was not recorded), newest first."""
-    records = [
-        r
-        for r in store.runs(current.fingerprint, limit=limit + 1 + 4 * limit)
-        if r.status == "complete"
-        and (r.details.get("kind") or "bench") == "bench"
-        and (current.run_id is None or r.id < current.run_id)
-    ]
-    return [BenchRun.from_store(r, store.results(r.id)) for r in records[:limit]]
+    ``current`` (all of them when ``current`` was not recorded), newest first: the first is
+    :func:`previous_run`."""
+    records = store.complete_runs(current.fingerprint, before=current.run_id, limit=limit)
+    return [BenchRun.from_store(r, store.results(r.id)) for r in records]
 
 
 def announce(progress: Progress | None, description: str) -> None:
@@ -204,9 +199,9 @@ def run_with_history(
         measured = run(options, store=store if save else None, progress=progress, snapshot=snapshot)
         comparison = None
         if compare and store is not None:
-            before = previous_run(store, measured)
-            if before is not None:
-                comparison = compare_runs(before, measured, earlier_runs(store, measured))
+            history = earlier_runs(store, measured)  # the first is the previous run
+            if history:
+                comparison = compare_runs(history[0], measured, history)
     finally:
         if store is not None and owned:
             store.close()
