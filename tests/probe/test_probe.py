@@ -428,3 +428,25 @@ def test_tensorflow_requires_are_read_from_its_metadata_without_import() -> None
         pytest.skip("no TensorFlow distribution installed here")
     assert any(r.startswith("protobuf") for r in build.requires)
     assert packages.distribution_requires("no-such-distribution-xyz") == []
+
+
+def test_a_probe_reads_each_distributions_metadata_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.metadata
+    from collections import Counter
+
+    from tfaccel import probe
+
+    reads: Counter[str] = Counter()
+    read_text = importlib.metadata.PathDistribution.read_text
+
+    def counted(self: importlib.metadata.PathDistribution, filename: str) -> str | None:
+        if filename in ("METADATA", "PKG-INFO"):
+            reads[f"{self._path}/{filename}"] += 1
+        return read_text(self, filename)
+
+    monkeypatch.setattr(importlib.metadata.PathDistribution, "read_text", counted)
+    snap = probe.snapshot(libraries=False)
+    assert reads, "no METADATA was read"
+    assert max(reads.values()) == 1, [name for name, n in reads.items() if n > 1][:5]
+    if snap.tensorflow.distribution:  # its Requires-Dist came from that one read
+        assert any(r.startswith("protobuf") for r in snap.tensorflow.requires)

@@ -55,8 +55,7 @@ def snapshot(
     """
     env = system.collect_env()
     pci_devices = pci.collect()
-    distributions = packages.collect_distributions()
-    tf_build = packages.collect_tensorflow(distributions)
+    distributions, tf_build = packages.collect_packages()
     tools = packages.collect_tools(dict(os.environ))
     snap = Snapshot(
         created_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),

@@ -13,7 +13,7 @@ import os
 import re
 import shutil
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ __all__ = [
     "TF_DISTRIBUTIONS",
     "build_info_from_text",
     "collect_distributions",
+    "collect_packages",
     "collect_tensorflow",
     "collect_tools",
     "distribution_requires",
@@ -65,20 +66,46 @@ _RELEVANT_PREFIXES = (
 
 def collect_distributions() -> list[Distribution]:
     """The installed distributions that matter for TensorFlow on accelerators, sorted by name."""
+    return _installed()[0]
+
+
+def collect_packages() -> tuple[list[Distribution], TfBuild]:
+    """:func:`collect_distributions` and :func:`collect_tensorflow` in one pass: each
+    distribution's METADATA is read once, TensorFlow's ``Requires-Dist`` with its name."""
+    distributions, requires = _installed()
+    return distributions, collect_tensorflow(distributions, requires=requires)
+
+
+def _installed() -> tuple[list[Distribution], dict[str, list[str]]]:
+    """The distributions that matter, and the ``Requires-Dist`` of those that install
+    TensorFlow, from one read of each METADATA (``importlib.metadata``'s ``metadata``,
+    ``version`` and ``requires`` each read and parse the file again)."""
     seen: dict[str, Distribution] = {}
+    requires: dict[str, list[str]] = {}
     for dist in metadata.distributions():
-        raw = dist.metadata["Name"] if dist.metadata else None
+        meta = dist.metadata
+        raw = meta["Name"] if meta else None
         if not raw:
             continue
         name = re.sub(r"[-_.]+", "-", raw).lower()
         if name.startswith(_RELEVANT_PREFIXES) and name not in seen:
             location = str(dist.locate_file("")) if hasattr(dist, "locate_file") else None
-            seen[name] = Distribution(name=name, version=dist.version or "", location=location)
-    return [seen[k] for k in sorted(seen)]
+            seen[name] = Distribution(name=name, version=meta["Version"] or "", location=location)
+            if name in TF_DISTRIBUTIONS:  # an egg-info install keeps them in requires.txt
+                requires[name] = list(meta.get_all("Requires-Dist") or dist.requires or [])
+    return [seen[k] for k in sorted(seen)], requires
 
 
-def collect_tensorflow(distributions: Iterable[Distribution]) -> TfBuild:
-    """Find the installed TensorFlow and read its build info from the file, not by importing."""
+def collect_tensorflow(
+    distributions: Iterable[Distribution], *, requires: Mapping[str, list[str]] | None = None
+) -> TfBuild:
+    """Find the installed TensorFlow and read its build info from the file, not by importing.
+
+    Args:
+        distributions: the installed distributions (:func:`collect_distributions`).
+        requires: the ``Requires-Dist`` of the TensorFlow distributions, when already read
+            (:func:`collect_packages`); else TensorFlow's METADATA is read for them.
+    """
     try:
         spec = importlib.util.find_spec("tensorflow")
     except (ImportError, ValueError) as exc:
@@ -90,7 +117,11 @@ def collect_tensorflow(distributions: Iterable[Distribution]) -> TfBuild:
     tf_dists = [d for d in distributions if d.name in TF_DISTRIBUTIONS]
     if tf_dists:
         build.distribution, build.version = tf_dists[0].name, tf_dists[0].version
-        build.requires = distribution_requires(build.distribution)
+        build.requires = (
+            list(requires.get(build.distribution, []))
+            if requires is not None
+            else distribution_requires(build.distribution)
+        )
     path = location / "python" / "platform" / "build_info.py"
     try:
         text = path.read_text(encoding="utf-8")
