@@ -631,3 +631,20 @@ def test_the_terminal_opens_with_what_to_change_and_the_lines_that_apply_it(
         assert line in flat, line
     assert "x2.07 over the Keras default, beyond the noise" in flat
     assert str(files.html) in text  # the files written, after the sections
+
+
+def test_the_keras_default_is_the_one_bench_times(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The summary's speedups and the report's verdict both go by bench's KERAS_DEFAULT."""
+    from tfaccel.bench import summarize_run, training
+    from tfaccel.report.changes import what_to_change
+
+    (model,) = what_to_change(summarize_run(sample_run()))["models"]
+    assert model["verdict"].startswith("x2.07 over the Keras default")
+    best = training.TrainConfig("tf.data", 256, "mixed_bfloat16", False)  # the sample's best
+    monkeypatch.setattr(training, "KERAS_DEFAULT", best)
+    summary = summarize_run(sample_run())
+    speedups = {row["config"]: row["speedup_vs_default"] for row in summary["models"]}
+    assert sorted(speedups.values(), key=str) == [pytest.approx(775 / 1603, rel=0.01), None]
+    (model,) = what_to_change(summary)["models"]
+    assert model["verdict"] == "the Keras default is the fastest measured: nothing to change"
+    assert model["apply"] == []

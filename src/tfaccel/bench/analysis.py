@@ -7,6 +7,7 @@ that every renderer (terminal, Markdown, HTML, plots) shares.
 
 from __future__ import annotations
 
+from tfaccel.bench import training
 from tfaccel.bench.options import MICRO, MODEL_BENCHMARKS
 from tfaccel.bench.records import (
     Check,
@@ -95,9 +96,11 @@ def micro_rows(run: BenchRun) -> list[MicroRow]:
 
 
 def _default_of(run: BenchRun, m: BenchMeasurement) -> BenchMeasurement | None:
-    found = run.find(
-        m.benchmark, device=m.device, feed="numpy", batch_size=32, precision="float32", jit=False
-    )
+    found = [
+        d
+        for d in run.find(m.benchmark, device=m.device)
+        if training.KERAS_DEFAULT.matches(d.config)
+    ]
     return found[0] if found else None
 
 

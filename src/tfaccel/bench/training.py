@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -56,8 +57,14 @@ class TrainConfig:
         """The configuration dict stored with the result."""
         return {"device": device, **asdict(self)}
 
+    def matches(self, config: Mapping[str, Any]) -> bool:
+        """``config`` (a stored configuration, its device aside) is this one."""
+        return all(config.get(key) == value for key, value in asdict(self).items())
+
 
 KERAS_DEFAULT = TrainConfig("numpy", 32, "float32", False)
+"""Keras ``fit`` on NumPy arrays at its default batch, float32, no XLA: the configuration every
+other is measured against (:mod:`tfaccel.bench.analysis`, the report's what to change)."""
 
 
 CPU_FLOAT16_NOTE = (

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypedDict
 
+from tfaccel.bench import training
 from tfaccel.bench.records import ModelRow, RunSummary
 from tfaccel.core.units import fmt_num
 from tfaccel.tuning.result import TuneResult
@@ -95,7 +96,7 @@ def _models(summary: RunSummary | Mapping[str, Any]) -> list[ModelChange]:
 def _model_change(row: ModelRow) -> ModelChange:
     ratio, beyond = row.get("speedup_vs_default"), row.get("vs_default_different")
     apply = change_lines(row.get("settings") or {})
-    if ratio is None and _is_default(row.get("settings") or {}):
+    if ratio is None and training.KERAS_DEFAULT.matches(row.get("settings") or {}):
         verdict, apply = "the Keras default is the fastest measured: nothing to change", []
     elif ratio is None:
         verdict = "the fastest measured (the Keras default was not measured on this device)"
@@ -115,11 +116,6 @@ def _model_change(row: ModelRow) -> ModelChange:
         "verdict": verdict,
         "apply": apply,
     }
-
-
-def _is_default(settings: Mapping[str, Any]) -> bool:
-    default = {"feed": "numpy", "batch_size": 32, "precision": "float32", "jit": False}
-    return all(settings.get(k) == v for k, v in default.items())
 
 
 def change_lines(settings: Mapping[str, Any]) -> list[str]:
