@@ -209,7 +209,7 @@ def test_doctor_answers_the_oom_of_an_unchanged_training_script(
     assert oom["title"].startswith("Out of memory at batch 4096: batch <= ")
     evidence = "\n".join(oom["evidence"])
     assert "batch 4096: the script's own (fit(batch_size=4096))" in evidence
-    assert "the model of train.py:17 (model.fit #1), captured before it trained" in evidence
+    assert "the workload of train.py:17 (model.fit #1), captured before it trained" in evidence
     assert "model 'wide_conv' at batch 4096 needs" in evidence
     assert "first dimension of the tensor" not in evidence  # the script's batch, not a guess
     assert not (tmp_path / "trained.keras").exists()  # stopped at fit

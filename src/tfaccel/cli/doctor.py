@@ -333,7 +333,9 @@ def _script_words(model: str) -> tuple[str | None, list[str]]:
             received=f"--model {model!r}: {exc}",
             fix="close the quote, or quote the whole value once",
         ) from None
-    if words and (words[0].endswith(".py") or os.sep in words[0] or os.path.isfile(words[0])):
+    from tfaccel.planning.source import names_script
+
+    if words and names_script(words[0]):
         return words[0], words[1:]
     return None, []
 
@@ -373,14 +375,11 @@ def _answer_oom(log_report: Any, text: str, args: argparse.Namespace) -> None:
 
         answer_log_oom(log_report, oom, model_fn_for(script or args.model))
         return
-    from tfaccel.planning.source import workload_model
+    from tfaccel.planning.source import origin_note, workload_model
 
     workload = captured[0] if captured else _capture(script, script_args, args)
     model, optimizer, notes = workload_model(workload)
-    origin = workload.origin
-    where = origin.call or Path(str(script)).name
-    how = f"model.fit #{origin.fit}" if origin.fit else "tfaccel.workload.mark"
-    evidence = [*oom.evidence, f"the model of {where} ({how}), captured before it trained", *notes]
+    evidence = [*oom.evidence, origin_note(workload), *notes]
     answer_log_oom(
         log_report, dataclasses.replace(oom, evidence=evidence), model, optimizer=optimizer
     )

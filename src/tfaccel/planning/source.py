@@ -28,6 +28,7 @@ __all__ = [
     "REFERENCE_EXAMPLES",
     "model_fn_for",
     "names_script",
+    "origin_note",
     "plan_workload",
     "reference_model_fn",
     "reference_plans",
@@ -214,6 +215,14 @@ def _shapes(batch: Any) -> str:
     return str(tuple(shape)) if shape is not None else type(batch).__name__
 
 
+def origin_note(workload: Workload) -> str:
+    """``the workload of train.py:42 (model.fit #1), captured before it trained``."""
+    origin = workload.origin
+    where = origin.call or (Path(origin.script).name if origin.script else "the script")
+    how = f"model.fit #{origin.fit}" if origin.fit else "tfaccel.workload.mark"
+    return f"the workload of {where} ({how}), captured before it trained"
+
+
 def plan_workload(
     workload: Workload,
     *,
@@ -233,10 +242,7 @@ def plan_workload(
         UsageError, PlanError: as :func:`tfaccel.plan`.
     """
     model, own_optimizer, notes = workload_model(workload)
-    origin = workload.origin
-    where = origin.call or (Path(origin.script).name if origin.script else "the script")
-    how = f"model.fit #{origin.fit}" if origin.fit else "tfaccel.workload.mark"
-    notes.insert(0, f"the workload of {where} ({how}), captured before it trained")
+    notes.insert(0, origin_note(workload))
     batch = batch_size
     if batch is None:
         batch = workload.batch_size
