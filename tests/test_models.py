@@ -61,3 +61,42 @@ def test_each_reference_model_has_its_own_architecture_fingerprint() -> None:
             assert digest == fingerprint(models.build(name, tiny=tiny, dtype="mixed_bfloat16"))
             seen[(name, tiny)] = digest
     assert len(set(seen.values())) == len(seen)  # no two of them share one
+
+
+@pytest.mark.parametrize(
+    ("spelled", "key"),
+    [
+        ("resnet20", "resnet20"),
+        ("ResNet-20", "resnet20"),
+        ("resnet_20", "resnet20"),
+        ("reference-cnn", "reference_cnn"),
+        ("Reference_CNN", "reference_cnn"),
+        ("referencecnn", "reference_cnn"),
+        ("MLP", "mlp"),
+    ],
+)
+def test_a_reference_models_name_is_read_in_one_place(spelled: str, key: str) -> None:
+    assert models.model_key(spelled) == key
+
+
+@pytest.mark.parametrize("bad", ["mlp ", " mlp", "resnet 20", "resnet21", "vgg16", "", "ｍｌｐ", 3])
+def test_names_that_are_no_reference_model_are_refused_with_the_names(bad: object) -> None:
+    with pytest.raises(UsageError, match="Unknown model") as raised:
+        models.model_key(bad)  # type: ignore[arg-type]
+    assert "reference_cnn, mlp, resnet20" in str(raised.value)
+
+
+def test_every_command_takes_the_same_spellings() -> None:
+    """tune --model, plan --model and profile --model read names through models.model_key."""
+    from tfaccel.planning.source import reference_model_fn
+    from tfaccel.profile.command import check_model_request
+    from tfaccel.tuning.hooks import check_reference_model
+
+    assert check_reference_model("ResNet-20") == "resnet20"
+    assert reference_model_fn("ResNet-20")[0] == "resnet20"
+    check_model_request("ResNet-20", steps=1, warmup=0, batch_size=1, input="pipeline")
+    for refuse in (check_reference_model, reference_model_fn):
+        with pytest.raises(UsageError, match="Unknown model 'mlp '"):
+            refuse("mlp ")
+    with pytest.raises(UsageError, match="Unknown model 'mlp '"):
+        check_model_request("mlp ", steps=1, warmup=0, batch_size=1, input="pipeline")

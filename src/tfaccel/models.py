@@ -30,7 +30,9 @@ __all__ = [
     "build",
     "compile_reference",
     "mlp",
+    "model_key",
     "reference_cnn",
+    "reference_model_fn",
     "resnet20",
 ]
 
@@ -221,11 +223,36 @@ MODELS: dict[str, ModelInfo] = {
 }
 
 
+def model_key(name: str) -> str:
+    """The key in :data:`MODELS` of a reference model's name as people spell it: in any case,
+    with dashes, underscores or neither between its parts (``reference-cnn``, ``ResNet-20``,
+    ``resnet_20``: ``reference_cnn``, ``resnet20``). The one place names are normalised; a
+    space, or any other character, is not forgiven.
+
+    Raises:
+        UsageError: no reference model has that name (the message lists the names).
+    """
+    compact = _compact(name) if isinstance(name, str) else None
+    for key in MODELS:
+        if _compact(key) == compact:
+            return key
+    raise UsageError(
+        f"Unknown model {name!r}",
+        expected="one of " + ", ".join(MODELS) + " (dashes may stand for underscores)",
+        received=repr(name),
+        fix="pick a name from tfaccel.models.MODELS, e.g. reference-cnn or resnet20",
+    )
+
+
+def _compact(name: str) -> str:
+    return name.lower().replace("-", "").replace("_", "")
+
+
 def build(name: str, *, tiny: bool = False, dtype: str = "float32") -> keras.Model:
     """Build a reference model by name.
 
     Args:
-        name: one of :data:`MODELS`.
+        name: one of :data:`MODELS`, spelled as :func:`model_key` reads it.
         tiny: build the small version used by tests and ``--smoke`` runs.
         dtype: Keras dtype policy name (``float32``, ``mixed_bfloat16``, ``mixed_float16``).
 
@@ -235,17 +262,31 @@ def build(name: str, *, tiny: bool = False, dtype: str = "float32") -> keras.Mod
     Raises:
         UsageError: unknown model name.
     """
-    info = MODELS.get(name)
-    if info is None:
-        raise UsageError(
-            f"Unknown model {name!r}",
-            expected="one of " + ", ".join(MODELS),
-            received=repr(name),
-            fix="pick a name from tfaccel.models.MODELS",
-        )
+    info = MODELS[model_key(name)]
     kwargs = dict(info.tiny) if tiny else {}
     model: keras.Model = info.builder(dtype=dtype, **kwargs)
     return model
+
+
+def reference_model_fn(name: str, *, tiny: bool = False) -> Callable[[], keras.Model]:
+    """The ``model_fn`` of a reference model (checked now, without importing Keras): each call
+    builds it under the Keras global policy in force and compiles it
+    (:func:`compile_reference`), as ``tune --model`` and ``plan --model`` take it.
+
+    Raises:
+        UsageError: unknown model name.
+    """
+    key = model_key(name)
+
+    def model_fn() -> keras.Model:
+        import keras
+
+        precision = keras.mixed_precision.global_policy().name
+        model = build(key, tiny=tiny, dtype=precision)
+        compile_reference(model, precision)
+        return model
+
+    return model_fn
 
 
 def compile_reference(model: Any, precision: str | None = None, **compile_kwargs: Any) -> None:

@@ -3,20 +3,25 @@
 ``tfaccel run``, ``tfaccel profile SCRIPT`` and ``tfaccel launch`` take ``SCRIPT [ARGS...]``
 after their own options; :func:`split_command` separates and checks them, and
 :func:`run_script` runs the script as ``__main__`` with ``sys.argv = [SCRIPT, *ARGS]``.
-``tfaccel tune`` and ``tfaccel plan`` read functions from a script without running its
-training: :func:`load_script` runs it under another module name and returns its namespace;
+``tfaccel tune``, ``tfaccel plan`` and ``tfaccel doctor --model`` read functions from a script
+without running its training: :func:`read_hooks` is the one reader of those hooks
+(``tfaccel_tune()``, or ``model_fn()`` and ``data``); it runs the script under another module
+name (:func:`load_script`) so its code under ``if __name__ == "__main__":`` does not run.
 :func:`defines_hooks` tells such a script from one written as it trains (read, not run).
 """
 
 from __future__ import annotations
 
 import ast
+import inspect
 import os
 import runpy
 import shlex
 import stat
 import sys
 import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -25,10 +30,13 @@ from tfaccel.core.errors import TfaccelError, UsageError
 from tfaccel.core.files import check_path, file_kind, os_reason
 
 __all__ = [
+    "HOOK_KEYS",
     "HOOK_NAMES",
+    "ScriptHooks",
     "check_script",
     "defines_hooks",
     "load_script",
+    "read_hooks",
     "run_script",
     "script_traceback",
     "split_command",
@@ -37,6 +45,8 @@ __all__ = [
 HOOK_NAMES = ("model_fn", "tfaccel_tune")
 """The module-level names that make a script one tfaccel reads functions from (``model_fn()``,
 ``tfaccel_tune()``) rather than one it runs up to its ``fit``."""
+HOOK_KEYS = ("model_fn", "data", "space", "model_name", "pipeline_kwargs")
+"""The keys a ``tfaccel_tune()`` hook may return."""
 
 
 def defines_hooks(path: str | os.PathLike[str], names: tuple[str, ...] = HOOK_NAMES) -> bool:
@@ -67,6 +77,7 @@ def check_script(
     *,
     expected: str = "a Python file (or a directory with __main__.py)",
     directory: bool = True,
+    usage: str | None = None,
 ) -> Path:
     """Refuse a ``script`` that is not a readable Python file (or, with ``directory``, a
     directory with ``__main__.py``), saying what it is instead.
@@ -78,10 +89,11 @@ def check_script(
         UsageError: the path is empty, too long, loops (:func:`tfaccel.core.files.check_path`),
             does not exist, ends with a slash but is no directory, is a directory without
             ``__main__.py``, a named pipe, a device or a
-            socket, or cannot be read (``command`` names the subcommand).
+            socket, or cannot be read (``command`` names the subcommand; ``usage`` replaces
+            the sentence on where its options and the script's go).
     """
     script = os.fspath(script)
-    options = f"tfaccel {command}'s options go before SCRIPT, the script's after it"
+    options = usage or f"tfaccel {command}'s options go before SCRIPT, the script's after it"
     path = check_path(script, what="the script", fix=f"pass the path of a Python file; {options}")
 
     def refuse(problem: str, received: str, fix: str) -> UsageError:
@@ -242,3 +254,136 @@ def _from_script(exc: BaseException, script: str | os.PathLike[str]) -> Tracebac
     while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) not in targets:
         tb = tb.tb_next
     return tb
+
+
+@dataclass
+class ScriptHooks:
+    """What a script's hooks give: :func:`read_hooks`'s answer.
+
+    Attributes:
+        model_fn: builds (and compiles) the model.
+        data: the training data, a function returning it already called (a generator function,
+            one that yields, is the data itself); None when only the model was asked for.
+        space / model_name / pipeline_kwargs: what ``tfaccel_tune()`` returned beside them.
+    """
+
+    model_fn: Callable[[], Any]
+    data: Any = None
+    space: dict[str, Any] | None = None
+    model_name: str | None = None
+    pipeline_kwargs: dict[str, Any] | None = None
+
+
+def read_hooks(
+    script: Path, module_name: str, error: type[TfaccelError], *, data: bool = True
+) -> ScriptHooks:
+    """The hooks of a script that says what to run: ``tfaccel_tune()`` returning a dict with
+    ``model_fn`` and ``data`` (and, if wanted, ``space``, ``model_name``,
+    ``pipeline_kwargs``), or module-level ``model_fn`` and ``data`` (the data, or a function
+    returning it). The script is loaded as ``module_name`` (:func:`load_script`).
+
+    Args:
+        script: the checked script (:func:`check_script`).
+        module_name: the module name it runs under (not ``__main__``).
+        error: the error class of the command reading it (``TuneError``, ``PlanError``).
+        data: whether the data is wanted too (``tfaccel tune``); without it only ``model_fn``
+            is read, and ``tfaccel_tune()`` is called only when the script has no module-level
+            ``model_fn``.
+
+    Raises:
+        error: the script exited or raised while loading, a hook raised or returned what is not
+            a hook, or the script defines neither form.
+    """
+    namespace = load_script(script, module_name, error)
+    shown = script.name
+    hook = namespace.get("tfaccel_tune")
+    own = callable(namespace.get("model_fn")) and (not data or "data" in namespace)
+    if callable(hook) and (data or not own):
+        spec = _hook_spec(hook, shown, script, error, data)
+    elif own:
+        spec = {"model_fn": namespace["model_fn"], "data": namespace.get("data")}
+    else:
+        raise _no_hooks(shown, namespace, error, data)
+    given = spec.get("data") if data else None
+    if callable(given) and not inspect.isgeneratorfunction(given):
+        given = _call_user(given, f"data() in {shown}", script, error)
+    space, pipeline_kwargs = spec.get("space"), spec.get("pipeline_kwargs")
+    return ScriptHooks(
+        model_fn=spec["model_fn"],
+        data=given,
+        space=dict(space) if space else None,
+        model_name=spec.get("model_name"),
+        pipeline_kwargs=dict(pipeline_kwargs) if pipeline_kwargs else None,
+    )
+
+
+def _hook_spec(
+    hook: Callable[[], Any],
+    shown: str,
+    script: Path,
+    error: type[TfaccelError],
+    data: bool,
+) -> dict[str, Any]:
+    where = f"tfaccel_tune() in {shown}"
+    spec = _call_user(hook, where, script, error)
+    needed = ("model_fn", "data") if data else ("model_fn",)
+    if not isinstance(spec, Mapping) or any(key not in spec for key in needed):
+        raise error(
+            f"{where} did not return a dict with {' and '.join(needed)}",
+            expected="{'model_fn': function, 'data': (x, y)} (optional keys: space, "
+            "model_name, pipeline_kwargs)",
+            received=repr(spec)[:200],
+            fix="return dict(model_fn=model_fn, data=(x_train, y_train))",
+        )
+    unknown = [k for k in spec if k not in HOOK_KEYS]
+    if unknown:
+        raise error(
+            f"{where} returned unknown keys",
+            expected="keys among " + ", ".join(HOOK_KEYS),
+            received=", ".join(repr(k) for k in unknown),
+            fix="remove them",
+        )
+    if not callable(spec["model_fn"]):
+        raise error(
+            f"{where} returned a model_fn that is not callable",
+            expected="a function returning a compiled keras.Model",
+            received=type(spec["model_fn"]).__name__,
+            fix="return the function itself (model_fn), not its result (model_fn())",
+        )
+    return dict(spec)
+
+
+def _call_user(fn: Callable[[], Any], shown: str, script: Path, error: type[TfaccelError]) -> Any:
+    try:
+        return fn()
+    except Exception as exc:
+        raise error(
+            f"{shown} raised {type(exc).__name__}: {exc}",
+            expected=f"{shown} to run without error",
+            received="this traceback, from your script:\n" + script_traceback(exc, script),
+            fix=f"fix the error in {shown}",
+        ) from exc
+
+
+def _no_hooks(
+    shown: str, namespace: Mapping[str, Any], error: type[TfaccelError], data: bool
+) -> TfaccelError:
+    if not data:
+        return error(
+            f"The script {shown} defines no model_fn",
+            expected="a module-level function model_fn() returning a keras.Model",
+            received="defined: "
+            + (", ".join(n for n in HOOK_NAMES if n in namespace) or "neither"),
+            fix="add def model_fn(): ... returning the model (compiled, to plan with its "
+            "optimizer); keep training under if __name__ == '__main__':",
+        )
+    found = [name for name in ("model_fn", "data", "tfaccel_tune") if name in namespace]
+    return error(
+        f"The script {shown} does not say what to tune",
+        expected="a function tfaccel_tune() returning dict(model_fn=..., data=(x, y)), or "
+        "module-level model_fn() (returning a compiled keras.Model) and data ((x, y), or a "
+        "function returning it)",
+        received="defined: " + (", ".join(found) or "none of them"),
+        fix="add def model_fn(): ... and def data(): return x_train, y_train to the script; "
+        "keep its training code under if __name__ == '__main__':",
+    )

@@ -147,6 +147,34 @@ def test_script_json_and_exit_status_pass_through(
     assert run["measurement"]["context"]["batch_size"] == 32
 
 
+PYDATASET_SCRIPT = """
+import keras
+import numpy as np
+
+class Batches(keras.utils.PyDataset):
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, index):
+        return np.zeros((16, 4), "float32"), np.zeros((16, 1), "float32")
+
+model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+model.compile(optimizer="sgd", loss="mse")
+model.fit(Batches(), epochs=1, verbose=0)
+"""
+
+
+def test_script_fit_on_a_pydataset_reports_its_own_batch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Only arrays are cut into fit's batch_size (Keras' 32 by default): a PyDataset's batch is
+    the one its pipeline gives (the forms are read by tfaccel.workload.data)."""
+    script = _script(tmp_path, PYDATASET_SCRIPT)
+    assert main(["profile", "--quiet", "--json", "--warmup", "1", script]) == 0
+    (run,) = json.loads(capsys.readouterr().out)["runs"]
+    assert run["measurement"]["context"]["batch_size"] == 16
+
+
 STEP_TIMER_SCRIPT = """
 import sys, time
 from tfaccel.profile import StepTimer

@@ -164,3 +164,118 @@ def test_profile_answers_an_out_of_memory_run_with_the_plan(
     assert abs(numbers["usable_bytes"] - here.usable_bytes) < 0.05 * here.usable_bytes
     assert "GiB of RAM available" in finding["evidence"][-1]
     assert numbers["needed_bytes"] > 0 and numbers["max_batch"] > 0
+
+
+# --- doctor --model SCRIPT: a training script as written ----------------------------------------
+
+UNCHANGED_SCRIPT = """\
+import argparse
+import keras
+import numpy as np
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--batch", type=int, default=64)
+args = parser.parse_args()
+x = np.zeros((64, 64, 64, 3), "float32")
+y = np.zeros(64, "int64")
+model = keras.Sequential([
+    keras.Input((64, 64, 3)),
+    keras.layers.Conv2D(64, 3, activation="relu"),
+    keras.layers.GlobalAveragePooling2D(),
+    keras.layers.Dense(10, activation="softmax"),
+], name="wide_conv")
+model.compile(optimizer=keras.optimizers.SGD(0.01), loss="sparse_categorical_crossentropy")
+model.fit(x, y, batch_size=args.batch, epochs=3)
+model.save("trained.keras")
+"""
+
+
+def test_doctor_answers_the_oom_of_an_unchanged_training_script(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The script runs up to its fit, as tfaccel plan runs it (nothing trains, nothing after
+    fit runs); its own batch, from its own arguments, is the batch planned."""
+    script = tmp_path / "train.py"
+    script.write_text(UNCHANGED_SCRIPT)
+    monkeypatch.chdir(tmp_path)
+    argv = ["doctor", "--log", str(BFC_LOG), "--model", f"{script} --batch 4096", "--json"]
+    assert main(argv) == 1
+    doc = json.loads(capsys.readouterr().out)
+    oom = next(c for c in doc["log"]["causes"] if c["id"] == "oom")
+    numbers = oom["numbers"]
+    assert numbers["batch_size"] == 4096 and numbers["usable_bytes"] == 3059430195
+    assert numbers["needed_bytes"] > numbers["usable_bytes"] and 0 < numbers["max_batch"] < 4096
+    assert numbers["line_numbers"] == [10]
+    assert oom["title"].startswith("Out of memory at batch 4096: batch <= ")
+    evidence = "\n".join(oom["evidence"])
+    assert "batch 4096: the script's own (fit(batch_size=4096))" in evidence
+    assert "the workload of train.py:17 (model.fit #1), captured before it trained" in evidence
+    assert "model 'wide_conv' at batch 4096 needs" in evidence
+    assert "first dimension of the tensor" not in evidence  # the script's batch, not a guess
+    assert not (tmp_path / "trained.keras").exists()  # stopped at fit
+
+
+def test_doctor_plans_a_scripts_later_fit_at_the_batch_given(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(
+        UNCHANGED_SCRIPT.replace("model.save", "model.fit(x, y, batch_size=8)\nmodel.save")
+    )
+    monkeypatch.chdir(tmp_path)
+    argv = ["doctor", "--log", str(BFC_LOG), "--model", str(script), "--fit", "2"]
+    assert main([*argv, "--batch", "32", "--timeout", "120", "--json"]) == 1
+    oom = next(c for c in json.loads(capsys.readouterr().out)["log"]["causes"] if c["id"] == "oom")
+    assert oom["numbers"]["batch_size"] == 32
+    assert any("(model.fit #2)" in line for line in oom["evidence"])
+    assert any("it fits" in line for line in oom["evidence"])
+    assert not (tmp_path / "trained.keras").exists()
+
+
+def test_doctor_without_model_or_without_an_oom_never_starts_tensorflow(tmp_path: Path) -> None:
+    """Nothing runs the script, nor imports TensorFlow, unless the log shows an
+    out-of-memory error to answer."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "train.py"
+    script.write_text("raise SystemExit('the script ran')\n")
+    clean = tmp_path / "clean.log"
+    clean.write_text("Epoch 1/3\n100/100 - 3s - loss: 0.3\n")
+    code = (
+        "import sys\n"
+        "from tfaccel.cli import main\n"
+        f"assert main(['doctor', '--log', {str(BFC_LOG)!r}, '--json']) == 1\n"
+        f"main(['doctor', '--log', {str(clean)!r}, '--model', {str(script)!r}, '--json'])\n"
+        "assert 'tensorflow' not in sys.modules and 'keras' not in sys.modules\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert "the script ran" not in done.stdout + done.stderr
+    assert "the log shows no out-of-memory error, so no plan was made" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("extra", "fragment"),
+    [
+        (["--model", "{dir}/nope.py --batch 8"], "The script '{dir}/nope.py' does not exist"),
+        (["--model", "{dir}/train.py 'unclosed"], "No closing quotation"),
+        (["--model", "{dir}/hooks.py --batch 8"], "defines model_fn(), which takes no arguments"),
+        (["--model", "mlp", "--timeout", "0"], "--timeout is not a positive number"),
+        (["--fit", "2"], "--fit sizes the plan of --model, and no --model was given"),
+        (["--timeout", "30"], "--timeout sizes the plan of --model"),
+    ],
+)
+def test_doctor_model_script_mistakes_are_refused_before_anything_runs(
+    tmp_path: Path, extra: list[str], fragment: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "train.py").write_text("raise SystemExit('the script ran')\n")
+    (tmp_path / "hooks.py").write_text("def model_fn():\n    raise SystemExit('loaded')\n")
+    argv = ["doctor", "--log", str(BFC_LOG), *(w.replace("{dir}", str(tmp_path)) for w in extra)]
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert fragment.replace("{dir}", str(tmp_path)) in captured.err
+    assert "Traceback" not in captured.err and captured.out == ""
+    assert "the script ran" not in captured.err

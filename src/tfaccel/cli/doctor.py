@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import os
+import shlex
+from pathlib import Path
 from typing import Any
 
-from tfaccel.cli._args import integer, seconds
+from tfaccel.cli._args import add_capture_options, capture_timeout, integer, seconds
 from tfaccel.cli._output import print_json, show_tensorflow_log
 from tfaccel.core.errors import UsageError
 
@@ -22,6 +26,8 @@ FLAGS = {
     "model": "--model",
     "snapshot": "--snapshot",
     "log": "--log",
+    "fit": "--fit",
+    "timeout": "--timeout",
 }
 
 
@@ -97,17 +103,25 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--model",
         metavar="NAME|SCRIPT",
-        help="with --log showing an out-of-memory error: the model that ran out (a reference "
-        "model name, or a script defining model_fn()); the oom finding then says what the "
-        "batch needs, what the device has, and the batch or gradient accumulation that fits "
-        "(a prediction of tfaccel plan)",
+        help="with --log showing an out-of-memory error: the model that ran out: a reference "
+        "model name, a script defining model_fn(), or your training script as written, run "
+        "up to its model.fit as tfaccel plan runs it (its own arguments in the same quoted "
+        "value: --model 'train.py --epochs 3'); the oom finding then says what the batch "
+        "needs, what the device has, and the batch or gradient accumulation that fits (a "
+        "prediction of tfaccel plan)",
     )
     p.add_argument(
         "--batch",
         type=integer("--batch", example=256),
         metavar="N",
-        help="with --model: the batch that ran out (default: the first dimension of the "
-        "tensor the log failed to allocate)",
+        help="with --model: the batch that ran out (default: a training script's own batch, "
+        "else the first dimension of the tensor the log failed to allocate)",
+    )
+    add_capture_options(
+        p,
+        "with --model SCRIPT: plan",
+        timeout_help="with --model SCRIPT: the time the script may take to reach model.fit "
+        "(default 300)",
     )
     p.add_argument(
         "--device",
@@ -257,7 +271,9 @@ def _check_file_names(*flags: tuple[str, str | None]) -> None:
 
 
 def _check_plan_flags(args: argparse.Namespace) -> None:
-    """--model, --batch and --device go with --log; --batch and --device with --model."""
+    """--model, --batch, --device, --fit and --timeout go with --log; the last four with
+    --model; a script named by --model must be a readable Python file (checked before
+    anything runs, without TensorFlow)."""
     if args.model is not None and args.log is None:
         raise UsageError(
             "--model answers an out-of-memory error of a log, and no --log was given",
@@ -266,23 +282,87 @@ def _check_plan_flags(args: argparse.Namespace) -> None:
             fix="add --log FILE (the log with the OOM error), or run tfaccel plan "
             f"{args.model} --batch N for the plan alone",
         )
-    for flag, value in (("--batch", args.batch), ("--device", args.device)):
+    given = (
+        ("--batch", args.batch),
+        ("--device", args.device),
+        ("--fit", args.fit if args.fit != 1 else None),
+        ("--timeout", args.timeout),
+    )
+    for flag, value in given:
         if value is not None and args.model is None:
             raise UsageError(
                 f"{flag} sizes the plan of --model, and no --model was given",
                 expected="tfaccel doctor --log FILE --model NAME|SCRIPT " + flag + " ...",
                 received=f"{flag} {value}",
-                fix="add --model (a reference model name, or a script defining model_fn())",
+                fix="add --model (a reference model name, a script defining model_fn(), or "
+                "your training script)",
             )
+    capture_timeout(args.timeout)
+    if args.model is not None:
+        script, script_args = _script_words(args.model)
+        if script is not None:
+            from tfaccel.scripts import check_script, defines_hooks
+
+            check_script(
+                script,
+                "doctor",
+                expected="a Python file",
+                directory=False,
+                usage="the script's own arguments go in the same value: --model 'train.py "
+                "--epochs 3'",
+            )
+            if script_args and defines_hooks(script):
+                raise UsageError(
+                    f"The script {Path(script).name} defines model_fn(), which takes no "
+                    "arguments, and --model gives it some",
+                    expected="--model SCRIPT alone for a script defining model_fn()",
+                    received=f"--model {args.model!r}",
+                    fix=f"pass --model {shlex.quote(script)}",
+                )
     if args.device is not None:
         from tfaccel.planning.targets import targets
 
         targets("float32", [args.device])  # an unknown key is refused before anything runs
 
 
+def _script_words(model: str) -> tuple[str | None, list[str]]:
+    """``(SCRIPT, ARGS)`` when ``--model`` names a script (its arguments in the same value,
+    split as a shell splits them), else ``(None, [])`` for a reference model's name."""
+    if os.path.isfile(model):
+        return model, []
+    try:
+        words = shlex.split(model)
+    except ValueError as exc:
+        raise UsageError(
+            "--model is not a script and its arguments as a shell would split them",
+            expected="--model 'train.py --epochs 3' (a quote closed), or a reference model name",
+            received=f"--model {model!r}: {exc}",
+            fix="close the quote, or quote the whole value once",
+        ) from None
+    from tfaccel.planning.source import names_script
+
+    if words and names_script(words[0]):
+        return words[0], words[1:]
+    return None, []
+
+
 def _answer_oom(log_report: Any, text: str, args: argparse.Namespace) -> None:
-    """Replace the log's ``oom`` finding with one that carries the plan's answer."""
+    """Replace the log's ``oom`` finding with one that carries the plan's answer: for a
+    reference model, a script defining ``model_fn()``, or a training script as written
+    (captured at its ``fit`` here, as ``tfaccel plan SCRIPT`` does, only once the log shows an
+    out-of-memory error)."""
+    from tfaccel.cli._output import quiet_tensorflow
     from tfaccel.planning.advice import answer_log_oom, find_log_oom
+    from tfaccel.scripts import defines_hooks
+
+    script, script_args = _script_words(args.model)
+    as_written = script is not None and not defines_hooks(script)
+    captured: list[Any] = []
+
+    def own_batch() -> tuple[int | None, str]:
+        captured.append(_capture(script, script_args, args))
+        workload = captured[0]
+        return workload.batch_size, f"the script's own ({workload.batch_source})"
 
     oom = find_log_oom(
         log_report,
@@ -291,12 +371,37 @@ def _answer_oom(log_report: Any, text: str, args: argparse.Namespace) -> None:
         batch=args.batch,
         device_key=args.device,
         log_path=args.log,
+        own_batch=own_batch if as_written else None,
     )
     if oom is None:
         return
+    quiet_tensorflow()
+    if not as_written:
+        from tfaccel.planning.source import model_fn_for
+
+        answer_log_oom(log_report, oom, model_fn_for(script or args.model))
+        return
+    from tfaccel.planning.source import origin_note, workload_model
+
+    workload = captured[0] if captured else _capture(script, script_args, args)
+    model, optimizer, notes = workload_model(workload)
+    evidence = [*oom.evidence, origin_note(workload), *notes]
+    answer_log_oom(
+        log_report, dataclasses.replace(oom, evidence=evidence), model, optimizer=optimizer
+    )
+
+
+def _capture(script: Any, script_args: list[str], args: argparse.Namespace) -> Any:
+    """The workload of the training script ``--model`` names, taken at its ``--fit``-th fit."""
     from tfaccel.cli._output import quiet_tensorflow
 
     quiet_tensorflow()
-    from tfaccel.planning.source import model_fn_for
+    from tfaccel.workload import DEFAULT_TIMEOUT_S, capture, no_fit_explained
 
-    answer_log_oom(log_report, oom, model_fn_for(args.model))
+    timeout = capture_timeout(args.timeout) or DEFAULT_TIMEOUT_S
+    with no_fit_explained(
+        script,
+        expected="a script that trains with model.fit (planned where it calls it), marks its "
+        "own training loop, or defines model_fn()",
+    ):
+        return capture(script, script_args, fit=args.fit, timeout=timeout, command="doctor")

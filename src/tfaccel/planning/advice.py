@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -242,13 +243,17 @@ def find_log_oom(
     batch: int | None = None,
     device_key: str | None = None,
     log_path: str = "FILE",
+    own_batch: Callable[[], tuple[int | None, str]] | None = None,
 ) -> LogOom | None:
     """The out-of-memory error of ``log_report`` (read from ``text``) to plan ``model`` for.
 
-    None when the log shows none: a note then says no plan was made.
+    The batch is ``batch`` when given, else the model's own (``own_batch``, called only once
+    the log shows an out-of-memory error and the device memory is known: a training script's
+    batch, and how it was learned), else the first dimension of the tensor that failed.
+    None when the log shows no out-of-memory error: a note then says no plan was made.
 
     Raises:
-        UsageError: the batch is neither given nor in the log, the device memory is neither
+        UsageError: the batch is neither given nor known, the device memory is neither
             given (``device_key``) nor in the log, or ``device_key`` is unknown.
     """
     index = next((i for i, c in enumerate(log_report.causes) if c.id == "oom"), None)
@@ -259,29 +264,47 @@ def find_log_oom(
         return None
     found = log_report.causes[index]
     context = oom_context(text)
-    guessed = batch if batch is not None else context.batch_guess
-    if guessed is None:
+    evidence = list(found.evidence)
+    guessed = batch
+    if guessed is None and context.batch_guess is None and own_batch is None:
         raise UsageError(
             "The batch that ran out of memory is not in the log",
             expected="--batch N (the batch size the training used)",
             received="a log without an 'OOM when allocating tensor with shape[...]' line",
             fix=f"add --batch N, e.g. tfaccel doctor --log {log_path} --model {model} --batch 256",
         )
-    evidence = list(found.evidence)
-    if batch is None:
+    usable, device = _device_memory(device_key, context)
+    if guessed is None and own_batch is not None:
+        guessed, how = own_batch()
+        if guessed is not None:
+            evidence.append(f"batch {guessed}: {how} (pass --batch if the batch was another)")
+    if guessed is None and context.batch_guess is not None:
+        guessed = context.batch_guess
         evidence.append(
             f"batch {guessed}: the first dimension of the tensor that did not fit, "
             f"shape {list(context.shape or ())} (pass --batch if the batch was another)"
         )
-    usable, device = _device_memory(device_key, context)
+    if guessed is None:
+        raise UsageError(
+            "The batch that ran out of memory is neither in the log nor readable from the model",
+            expected="--batch N (the batch size the training used)",
+            received="a log without an 'OOM when allocating tensor with shape[...]' line, and "
+            "training data without a batch dimension",
+            fix=f"add --batch N, e.g. tfaccel doctor --log {log_path} --model {model} --batch 256",
+        )
     return LogOom(index, guessed, usable, device, evidence)
 
 
-def answer_log_oom(log_report: LogReport, oom: LogOom, model_fn: Any) -> None:
+def answer_log_oom(
+    log_report: LogReport, oom: LogOom, model_fn: Any, *, optimizer: Any = None
+) -> None:
     """Replace the log's ``oom`` finding with one that carries the plan's answer for
-    ``model_fn`` (traced here: this imports TensorFlow)."""
+    ``model_fn`` (a ``model_fn`` or a Keras model, with ``optimizer`` when it is not compiled;
+    traced here: this imports TensorFlow)."""
     found = log_report.causes[oom.index]
-    advice = memory_advice(model_fn, oom.batch, oom.usable_bytes, device=oom.device)
+    advice = memory_advice(
+        model_fn, oom.batch, oom.usable_bytes, device=oom.device, optimizer=optimizer
+    )
     answer = oom_finding(advice, evidence=oom.evidence, source=found.source)
     if advice.fits:
         # The plan says it fits: the answer is not a smaller batch, so the log's fix stays.

@@ -20,13 +20,15 @@ from tfaccel import models
 from tfaccel.core.errors import TfaccelError
 from tfaccel.planning.api import PlanError, plan
 from tfaccel.planning.result import Plan
-from tfaccel.scripts import check_script, load_script, script_traceback
+from tfaccel.scripts import check_script, read_hooks
 from tfaccel.workload import DEFAULT_TIMEOUT_S, Workload
 from tfaccel.workload.isolated import run_isolated
 
 __all__ = [
     "REFERENCE_EXAMPLES",
     "model_fn_for",
+    "names_script",
+    "origin_note",
     "plan_workload",
     "reference_model_fn",
     "reference_plans",
@@ -40,7 +42,7 @@ REFERENCE_EXAMPLES = {"reference_cnn": 50_000, "resnet20": 50_000, "mlp": 60_000
 
 
 def script_model_fn(path: str) -> Callable[[], Any]:
-    """The ``model_fn`` a script defines.
+    """The ``model_fn`` a script defines (:func:`tfaccel.scripts.read_hooks`, the model only).
 
     Raises:
         UsageError: the path is not a readable Python file (:func:`check_script`).
@@ -49,64 +51,36 @@ def script_model_fn(path: str) -> Callable[[], Any]:
     script = check_script(
         path, "plan", expected="a Python file defining model_fn()", directory=False
     )
-    namespace = load_script(script, SCRIPT_MODULE_NAME, PlanError)
-    model_fn = namespace.get("model_fn")
-    hook = namespace.get("tfaccel_tune")
-    if not callable(model_fn) and callable(hook):
-        try:
-            spec = hook()
-        except Exception as exc:
-            raise PlanError(
-                f"tfaccel_tune() in {script.name} raised {type(exc).__name__}: {exc}",
-                expected="a tfaccel_tune() that returns dict(model_fn=..., ...)",
-                received="this traceback, from your script:\n" + script_traceback(exc, script),
-                fix=f"fix the error in {script.name}",
-            ) from exc
-        model_fn = spec.get("model_fn") if isinstance(spec, dict) else None
-    if not callable(model_fn):
-        raise PlanError(
-            f"The script {script.name} defines no model_fn",
-            expected="a module-level function model_fn() returning a keras.Model",
-            received="defined: "
-            + (", ".join(n for n in ("model_fn", "tfaccel_tune") if n in namespace) or "neither"),
-            fix="add def model_fn(): ... returning the model (compiled, to plan with its "
-            "optimizer); keep training under if __name__ == '__main__':",
-        )
-    return model_fn
+    return read_hooks(script, SCRIPT_MODULE_NAME, PlanError, data=False).model_fn
+
+
+def names_script(model: str) -> bool:
+    """Whether ``--model`` names a script (an existing file, or a name ending in .py or
+    holding a path separator) rather than a reference model."""
+    return model.endswith(".py") or os.path.sep in model or os.path.isfile(model)
 
 
 def model_fn_for(model: str) -> Callable[[], Any]:
-    """The ``model_fn`` of ``model``: a script's (an existing file, or a name ending in .py or
-    holding a path separator), else a reference model's by name.
+    """The ``model_fn`` of ``model``: a script's (:func:`names_script`), else a reference
+    model's by name.
 
     Raises:
         UsageError: unknown model name; PlanError: the script cannot be run.
     """
-    if model.endswith(".py") or os.path.sep in model or os.path.isfile(model):
+    if names_script(model):
         return script_model_fn(model)
     return reference_model_fn(model)[1]
 
 
 def reference_model_fn(name: str) -> tuple[str, Callable[[], Any]]:
-    """``(key, model_fn)`` of a reference model (dashes may stand for underscores), compiled
-    as ``tfaccel bench`` compiles it (:func:`tfaccel.models.compile_reference`).
+    """``(key, model_fn)`` of a reference model (:func:`tfaccel.models.model_key`), compiled
+    as ``tfaccel bench`` compiles it (:func:`tfaccel.models.reference_model_fn`).
 
     Raises:
         UsageError: unknown model name.
     """
-    key = name.replace("-", "_")
-    if key not in models.MODELS:
-        models.build(key)  # raises the UsageError listing the names
-
-    def model_fn() -> Any:
-        import keras
-
-        precision = keras.mixed_precision.global_policy().name
-        model = models.build(key, dtype=precision)
-        models.compile_reference(model, precision)
-        return model
-
-    return key, model_fn
+    key = models.model_key(name)
+    return key, models.reference_model_fn(key)
 
 
 def reference_plans(batch_size: int, inventory: Any = None) -> list[dict[str, Any]]:
@@ -219,11 +193,14 @@ def _inputs_like(batch: Any, keras: Any) -> Any:
         return keras.Input(shape=tuple(int(d) for d in array.shape[1:]), dtype=dtype)
 
     if isinstance(batch, Mapping):
-        return {name: keras.Input(
-            shape=tuple(int(d) for d in value.shape[1:]),
-            dtype=getattr(value.dtype, "name", None) or str(value.dtype),
-            name=str(name),
-        ) for name, value in batch.items()}
+        return {
+            name: keras.Input(
+                shape=tuple(int(d) for d in value.shape[1:]),
+                dtype=getattr(value.dtype, "name", None) or str(value.dtype),
+                name=str(name),
+            )
+            for name, value in batch.items()
+        }
     if isinstance(batch, (list, tuple)):
         return [one(a) for a in batch]
     return one(batch)
@@ -236,6 +213,14 @@ def _shapes(batch: Any) -> str:
         return "[" + ", ".join(_shapes(v) for v in batch) + "]"
     shape = getattr(batch, "shape", None)
     return str(tuple(shape)) if shape is not None else type(batch).__name__
+
+
+def origin_note(workload: Workload) -> str:
+    """``the workload of train.py:42 (model.fit #1), captured before it trained``."""
+    origin = workload.origin
+    where = origin.call or (Path(origin.script).name if origin.script else "the script")
+    how = f"model.fit #{origin.fit}" if origin.fit else "tfaccel.workload.mark"
+    return f"the workload of {where} ({how}), captured before it trained"
 
 
 def plan_workload(
@@ -257,10 +242,7 @@ def plan_workload(
         UsageError, PlanError: as :func:`tfaccel.plan`.
     """
     model, own_optimizer, notes = workload_model(workload)
-    origin = workload.origin
-    where = origin.call or (Path(origin.script).name if origin.script else "the script")
-    how = f"model.fit #{origin.fit}" if origin.fit else "tfaccel.workload.mark"
-    notes.insert(0, f"the workload of {where} ({how}), captured before it trained")
+    notes.insert(0, origin_note(workload))
     batch = batch_size
     if batch is None:
         batch = workload.batch_size

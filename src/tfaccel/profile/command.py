@@ -18,7 +18,6 @@ from typing import Any
 
 from tfaccel import data, models
 from tfaccel.core.errors import UsageError
-from tfaccel.models import MODELS
 from tfaccel.profile import trace
 from tfaccel.profile.bottlenecks import Diagnosis, find_bottlenecks
 from tfaccel.profile.fit_patch import patch_fit
@@ -154,18 +153,7 @@ def check_model_request(
             fix="pass --batch-size 64",
         )
 
-    if model_name(name) not in MODELS:
-        raise UsageError(
-            f"Unknown model {name!r}",
-            expected="one of " + ", ".join(m.replace("_", "-") for m in MODELS),
-            received=repr(name),
-            fix="pass --model reference-cnn",
-        )
-
-
-def model_name(text: str) -> str:
-    """``reference-cnn`` -> ``reference_cnn`` (the CLI spells names with dashes)."""
-    return text.strip().lower().replace("-", "_")
+    models.model_key(name)  # an unknown name is refused, with the names
 
 
 def profile_model(
@@ -199,7 +187,7 @@ def profile_model(
         trace_steps=trace_steps,
     )
 
-    key = model_name(name)
+    key = models.model_key(name)
     model = build_model(key, precision=precision, tiny=tiny)
     info = models.MODELS[key]
     dataset, pipeline_info = _dataset(
@@ -263,7 +251,7 @@ def profile_model(
 
 def build_model(name: str, *, precision: str = "float32", tiny: bool = False) -> Any:
     """The reference model ``profile --model`` trains, compiled as it compiles it."""
-    model = models.build(model_name(name), tiny=tiny, dtype=precision)
+    model = models.build(name, tiny=tiny, dtype=precision)
     _compile(model, precision)
     return model
 

@@ -21,6 +21,7 @@ from typing import Any
 from tfaccel.core.errors import UsageError
 from tfaccel.profile.input_wait import instrument
 from tfaccel.profile.session import Session
+from tfaccel.workload.data import kind_of
 from tfaccel.workload.keras_fit import replaced_fit
 from tfaccel.workload.record import KERAS_DEFAULT_BATCH
 
@@ -65,24 +66,16 @@ def _callback(session: Session, arguments: dict[str, Any]) -> Any:
     arguments["callbacks"] = callbacks
     x = arguments.get("x")
     batch = arguments.get("batch_size")
-    if callback.recorder.context.batch_size is None and _is_array_input(x):
+    if callback.recorder.context.batch_size is None and kind_of(x) in ("arrays", "dict"):
         callback.recorder.context.batch_size = int(batch or KERAS_DEFAULT_BATCH)
     return callback
-
-
-def _is_array_input(x: Any) -> bool:
-    import tensorflow as tf
-
-    return x is not None and not isinstance(x, tf.data.Dataset) and not callable(x)
 
 
 @contextlib.contextmanager
 def _instrumented_input(x: Any, callback: Any) -> Iterator[Any]:
     """Yield a replacement for ``x`` (an instrumented dataset) or None, and hook Keras' data
     adapter for the other kinds of input while the block runs."""
-    import tensorflow as tf
-
-    if isinstance(x, tf.data.Dataset):
+    if kind_of(x) == "dataset":
         replacement = None
         try:
             replacement = instrument(x, callback.clock)

@@ -26,21 +26,21 @@ holding that many, so it never reads a whole data set into memory and never hang
 infinite one.
 
 :func:`classify` runs before TensorFlow is imported (a Dataset or a PyDataset means it already
-is); :func:`resolve` builds the examples dataset and counts; :func:`fit_space` narrows the search
+is) and recognises each form through :mod:`tfaccel.workload.data`, the one reader of them;
+:func:`resolve` builds the examples dataset and counts; :func:`fit_space` narrows the search
 space to what the form allows.
 """
 
 from __future__ import annotations
 
 import functools
-import inspect
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tfaccel.tuning._errors import TuneError, user_traceback
 from tfaccel.tuning.space import KNOB_DEFAULTS, KNOBS, Space
+from tfaccel.workload import data as data_forms
 
 __all__ = ["EXPECTED", "KINDS", "TuneData", "check_arrays", "classify", "fit_space", "resolve"]
 
@@ -98,15 +98,10 @@ def classify(data: Any) -> TuneData:
         >>> classify(({"a": np.zeros((4, 2))}, np.zeros(4))).examples
         4
     """
-    tf = sys.modules.get("tensorflow")
-    if tf is not None and isinstance(data, tf.data.Dataset):
-        return TuneData("dataset", source=data)
-    keras = sys.modules.get("keras")
-    if keras is not None and isinstance(data, keras.utils.PyDataset):
-        return TuneData("pydataset", source=data)
-    if inspect.isgenerator(data) or (
-        hasattr(data, "__next__") and hasattr(data, "__iter__") and not _sized(data)
-    ):
+    kind = data_forms.kind_of(data)
+    if kind in ("dataset", "pydataset"):
+        return TuneData(kind, source=data)
+    if kind == "generator" and not data_forms.sized(data):
         raise TuneError(
             "The training data is a generator object, which can be read only once",
             expected="a function returning a new iterator of (x, y) examples each time it is "
@@ -139,12 +134,13 @@ def check_arrays(data: Any) -> tuple[Any, Any, int]:
         raise TuneError(
             "The training data is not a pair (x, y) nor another form tune reads",
             expected=EXPECTED,
-            received=type(data).__name__ + (f" of length {len(data)}" if _sized(data) else ""),
+            received=type(data).__name__
+            + (f" of length {len(data)}" if data_forms.sized(data) else ""),
             fix="pass data=(x_train, y_train), or a tf.data.Dataset of (x, y)",
         )
     x, y = data
     parts = {**_parts("x", x), **_parts("y", y)}
-    unsized = {name: type(v).__name__ for name, v in parts.items() if not _sized(v)}
+    unsized = {name: type(v).__name__ for name, v in parts.items() if not data_forms.sized(v)}
     if unsized:
         raise TuneError(
             "The training data's x or y has no length",
@@ -176,16 +172,6 @@ def _parts(name: str, value: Any) -> dict[str, Any]:
     if isinstance(value, Mapping) and value:
         return {f"{name}[{key!r}]": part for key, part in value.items()}
     return {name: value}
-
-
-def _sized(value: Any) -> bool:
-    if isinstance(value, Mapping):
-        return False
-    try:
-        len(value)
-    except TypeError:
-        return False
-    return True
 
 
 def resolve(
@@ -240,7 +226,7 @@ def resolve(
             fix="check how the dataset is built (a take(0), a filter that keeps nothing)",
         )
     data.infinite = cardinality == int(tf.data.INFINITE_CARDINALITY)
-    static_batch = _leading_dim(spec[0]) if data.batched else 1
+    static_batch = data_forms.leading_dim(spec[0]) if data.batched else 1
     if data.batched:
         data.dataset = data.dataset.unbatch()
     if data.infinite:
@@ -327,7 +313,7 @@ def _from_generator(fn: Callable[[], Any]) -> Any:
             fix="yield x, y",
         )
     try:
-        signature = tf.nest.map_structure(_spec_of, first)
+        signature = tf.nest.map_structure(data_forms.spec_of, first)
     except (TypeError, ValueError) as exc:
         raise TuneError(
             f"The first element of the data function {name} is not made of tensors",
@@ -336,21 +322,6 @@ def _from_generator(fn: Callable[[], Any]) -> Any:
             fix="yield NumPy arrays",
         ) from exc
     return tf.data.Dataset.from_generator(fn, output_signature=signature)
-
-
-def _leading_dim(x_spec: Any) -> int | None:
-    """The static batch dimension of batched inputs, or None when unknown."""
-    import tensorflow as tf
-
-    shape = tf.nest.flatten(x_spec)[0].shape
-    return None if shape.rank is None or shape.rank == 0 else shape[0]
-
-
-def _spec_of(value: Any) -> Any:
-    import tensorflow as tf
-
-    tensor = tf.convert_to_tensor(value)
-    return tf.TensorSpec(tensor.shape, tensor.dtype)
 
 
 def _structure(spec: Any) -> str:
@@ -407,9 +378,9 @@ def _resolve_pydataset(data: TuneData, count_limit: int) -> TuneData:
     except NotImplementedError:
         batches = None
     first = pydataset[0]
-    x = first[0] if isinstance(first, tuple) else first
+    x = data_forms.inputs_of(first)
     leaves = tf.nest.flatten(x)
-    sizes = {len(leaf) for leaf in leaves if _sized(leaf)}
+    sizes = {len(leaf) for leaf in leaves if data_forms.sized(leaf)}
     if not isinstance(first, tuple) or len(first) not in (2, 3) or len(sizes) != 1:
         raise TuneError(
             "The PyDataset's batches are not (x, y) pairs of arrays",

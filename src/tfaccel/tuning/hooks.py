@@ -29,7 +29,6 @@ Example:
 
 from __future__ import annotations
 
-import inspect
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -44,7 +43,6 @@ __all__ = ["SCRIPT_MODULE_NAME", "Hooks", "hooks_from_recipe", "load_script", "r
 SCRIPT_MODULE_NAME = "__tfaccel_tune__"
 DEFAULT_EXAMPLES = 10_000
 SMOKE_EXAMPLES = 512
-_HOOK_KEYS = ("model_fn", "data", "space", "model_name", "pipeline_kwargs")
 
 
 @dataclass
@@ -73,89 +71,24 @@ class Hooks:
 
 
 def load_script(path: str | Path) -> Hooks:
-    """Run ``path`` as module ``__tfaccel_tune__`` and read its tune hooks.
+    """Run ``path`` as module ``__tfaccel_tune__`` and read its tune hooks
+    (:func:`tfaccel.scripts.read_hooks`).
 
     Raises:
         UsageError: the path is not a readable Python file (:func:`scripts.check_script`).
         TuneError: the script raised while loading, or defines neither hook form.
     """
     script = check_tune_script(path)
-    namespace = scripts.load_script(script, SCRIPT_MODULE_NAME, TuneError)
-    shown = script.name
-    hook = namespace.get("tfaccel_tune")
-    if callable(hook):
-        spec = _call_hook(hook, shown, script)
-    elif callable(namespace.get("model_fn")) and "data" in namespace:
-        spec = {"model_fn": namespace["model_fn"], "data": namespace["data"]}
-    else:
-        raise _no_hooks(shown, namespace)
-    data = spec["data"]
-    if callable(data) and not inspect.isgeneratorfunction(data):
-        data = _call_user(data, f"data() in {shown}", script)
-    space = spec.get("space")
-    pipeline_kwargs = spec.get("pipeline_kwargs")
+    read = scripts.read_hooks(script, SCRIPT_MODULE_NAME, TuneError)
     return Hooks(
-        model_fn=spec["model_fn"],
-        data=data,
-        source=shown,
-        model_fn_name=f"model_fn in {shown}",
-        space=dict(space) if space else None,
-        model_name=spec.get("model_name"),
-        pipeline_kwargs=dict(pipeline_kwargs) if pipeline_kwargs else None,
+        model_fn=read.model_fn,
+        data=read.data,
+        source=script.name,
+        model_fn_name=f"model_fn in {script.name}",
+        space=read.space,
+        model_name=read.model_name,
+        pipeline_kwargs=read.pipeline_kwargs,
         recipe={"script": str(script.resolve())},
-    )
-
-
-def _call_hook(hook: Callable[[], Any], shown: str, script: Path) -> dict[str, Any]:
-    spec = _call_user(hook, f"tfaccel_tune() in {shown}", script)
-    if not isinstance(spec, Mapping) or "model_fn" not in spec or "data" not in spec:
-        raise TuneError(
-            f"tfaccel_tune() in {shown} did not return a dict with model_fn and data",
-            expected="{'model_fn': function, 'data': (x, y)} (optional keys: space, "
-            "model_name, pipeline_kwargs)",
-            received=repr(spec)[:200],
-            fix="return dict(model_fn=model_fn, data=(x_train, y_train))",
-        )
-    unknown = [k for k in spec if k not in _HOOK_KEYS]
-    if unknown:
-        raise TuneError(
-            f"tfaccel_tune() in {shown} returned unknown keys",
-            expected="keys among " + ", ".join(_HOOK_KEYS),
-            received=", ".join(repr(k) for k in unknown),
-            fix="remove them",
-        )
-    if not callable(spec["model_fn"]):
-        raise TuneError(
-            f"tfaccel_tune() in {shown} returned a model_fn that is not callable",
-            expected="a function returning a compiled keras.Model",
-            received=type(spec["model_fn"]).__name__,
-            fix="return the function itself (model_fn), not its result (model_fn())",
-        )
-    return dict(spec)
-
-
-def _call_user(fn: Callable[[], Any], shown: str, script: Path) -> Any:
-    try:
-        return fn()
-    except Exception as exc:
-        raise TuneError(
-            f"{shown} raised {type(exc).__name__}: {exc}",
-            expected=f"{shown} to run without error",
-            received="this traceback, from your script:\n" + scripts.script_traceback(exc, script),
-            fix=f"fix the error in {shown}",
-        ) from exc
-
-
-def _no_hooks(shown: str, namespace: Mapping[str, Any]) -> TuneError:
-    found = [name for name in ("model_fn", "data", "tfaccel_tune") if name in namespace]
-    return TuneError(
-        f"The script {shown} does not say what to tune",
-        expected="a function tfaccel_tune() returning dict(model_fn=..., data=(x, y)), or "
-        "module-level model_fn() (returning a compiled keras.Model) and data ((x, y), or a "
-        "function returning it)",
-        received="defined: " + (", ".join(found) or "none of them"),
-        fix="add def model_fn(): ... and def data(): return x_train, y_train to the script; "
-        "keep its training code under if __name__ == '__main__':",
     )
 
 
@@ -175,26 +108,23 @@ def check_tune_script(path: str | os.PathLike[str]) -> Path:
 
 
 def check_reference_model(name: str) -> str:
-    """The key of a reference model in :data:`tfaccel.models.MODELS` (dashes may stand for
-    underscores), checked without importing TensorFlow.
+    """The key of a reference model in :data:`tfaccel.models.MODELS`
+    (:func:`tfaccel.models.model_key`), checked without importing TensorFlow.
 
     Raises:
         UsageError: unknown model name (the message lists the names).
     """
-    key = name.replace("-", "_")
-    if key not in models.MODELS:
-        models.build(key)  # raises the UsageError listing the names
-    return key
+    return models.model_key(name)
 
 
 def reference_hooks(name: str, *, smoke: bool = False, examples: int | None = None) -> Hooks:
     """Hooks for a tfaccel reference model on synthetic data (``tfaccel tune --model``).
 
     The model is compiled as ``tfaccel bench`` compiles it
-    (:func:`tfaccel.models.compile_reference`).
+    (:func:`tfaccel.models.reference_model_fn`).
 
     Args:
-        name: a name of :data:`tfaccel.models.MODELS` (dashes may stand for underscores).
+        name: a name of :data:`tfaccel.models.MODELS` (:func:`tfaccel.models.model_key`).
         smoke: the tiny model on a few examples (a quick check; the figures mean nothing).
         examples: synthetic examples (default 10,000; 512 with ``smoke``).
 
@@ -203,21 +133,12 @@ def reference_hooks(name: str, *, smoke: bool = False, examples: int | None = No
     """
     from tfaccel.bench.datasets import synthetic  # local: tfaccel.bench imports numpy
 
-    key = check_reference_model(name)
+    key = models.model_key(name)
     info = models.MODELS[key]
     count = examples or (SMOKE_EXAMPLES if smoke else DEFAULT_EXAMPLES)
     images = synthetic(count, info.input_shape, info.classes)
-
-    def model_fn() -> Any:
-        import keras
-
-        precision = keras.mixed_precision.global_policy().name
-        model = models.build(key, tiny=smoke, dtype=precision)
-        models.compile_reference(model, precision)
-        return model
-
     return Hooks(
-        model_fn=model_fn,
+        model_fn=models.reference_model_fn(key, tiny=smoke),
         data=(images.x, images.y),
         source=f"reference model {key} ({info.title}), {images.source}",
         model_fn_name=f"the reference model {key}",

@@ -2,7 +2,9 @@
 
 Arrays (NumPy, tensors, a list or tuple of them), a dict of arrays, a ``tf.data.Dataset``, a
 generator or other iterator, a ``keras.utils.PyDataset``. TensorFlow and Keras are imported only
-when the data is one of theirs.
+when the data is one of theirs. The one reader of these forms: the workload, tune's data
+(:mod:`tfaccel.tuning.data`) and profile's patched ``fit`` (:mod:`tfaccel.profile.fit_patch`)
+all ask here.
 """
 
 from __future__ import annotations
@@ -11,11 +13,14 @@ import itertools
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-__all__ = ["examples", "first_batch", "inputs_of", "kind_of", "leading_dim"]
+__all__ = ["examples", "first_batch", "inputs_of", "kind_of", "leading_dim", "sized", "spec_of"]
 
 
 def kind_of(x: Any) -> str:
-    """``arrays``, ``dict``, ``dataset``, ``generator``, ``pydataset`` or ``other``."""
+    """``arrays``, ``dict``, ``dataset``, ``generator``, ``pydataset`` or ``other``.
+
+    ``generator`` is an iterator object (read once); a function returning one is ``other``.
+    """
     if x is None:
         return "other"
     module = type(x).__module__ or ""
@@ -79,12 +84,42 @@ def first_batch(x: Any, batch_size: int) -> tuple[Any, Any]:
 
 
 def leading_dim(batch: Any) -> int | None:
-    """The batch dimension of the first array in ``batch`` (None: no array)."""
+    """The batch dimension of the first array in ``batch``, or of the first ``tf.TensorSpec``
+    of an element spec (None: no array, a scalar, an unknown rank or dimension)."""
     leaf = _first_leaf(batch)
     shape = getattr(leaf, "shape", None)
-    if shape is None or len(shape) == 0 or shape[0] is None:
+    if shape is None:
+        return None
+    try:
+        rank = len(shape)
+    except (TypeError, ValueError):  # a TensorShape of unknown rank
+        return None
+    if rank == 0 or shape[0] is None:
         return None
     return int(shape[0])
+
+
+def sized(value: Any) -> bool:
+    """Whether ``value`` has a length of rows (a dict, whose length counts keys, has not)."""
+    if isinstance(value, Mapping):
+        return False
+    try:
+        len(value)
+    except TypeError:
+        return False
+    return True
+
+
+def spec_of(value: Any) -> Any:
+    """The ``tf.TensorSpec`` of one value (an array, a number, a string) as TensorFlow holds it.
+
+    Raises:
+        TypeError, ValueError: TensorFlow cannot make a tensor of it.
+    """
+    import tensorflow as tf
+
+    tensor = tf.convert_to_tensor(value)
+    return tf.TensorSpec(tensor.shape, tensor.dtype)
 
 
 def _first_leaf(value: Any) -> Any:
