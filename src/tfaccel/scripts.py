@@ -27,7 +27,7 @@ from types import TracebackType
 from typing import Any
 
 from tfaccel.core.errors import TfaccelError, UsageError
-from tfaccel.core.files import check_path, file_kind, os_reason
+from tfaccel.core.files import check_path, file_kind, os_reason, trailing_slash
 
 __all__ = [
     "HOOK_KEYS",
@@ -119,11 +119,12 @@ def check_script(
             f"{script!r}, a directory",
             f"name the Python file inside it, e.g. tfaccel {command} {path / 'train.py'}",
         )
-    if script.endswith(os.sep):  # Path drops the slash: "train.py/" would run train.py
+    bare = trailing_slash(script)  # Path drops the slash: "train.py/" would run train.py
+    if bare is not None:
         raise refuse(
             "ends with a slash, which names a directory, but it is " + file_kind(info.st_mode),
             f"{script!r}",
-            f"drop the slash: tfaccel {command} {shlex.quote(script.rstrip(os.sep))}",
+            f"drop the slash: tfaccel {command} {shlex.quote(bare)}",
         )
     if not stat.S_ISREG(info.st_mode):
         kind = file_kind(info.st_mode)

@@ -349,7 +349,8 @@ def trailing_slash(path: str | os.PathLike[str]) -> str | None:
     ``Path`` and ``os.path.abspath`` drop the slash: taken as given, the file ``notes.txt``
     would be read or replaced. Every check of a file argument refuses such a path through
     this, in its own words (:func:`check_file_name`,
-    :func:`tfaccel.core.checks.check_file_argument`, :func:`tfaccel.store.check_store_path`).
+    :func:`tfaccel.core.checks.check_file_argument`, :func:`tfaccel.store.check_store_path`,
+    :func:`tfaccel.scripts.check_script`).
     The root (slashes only) is left to the checks for a directory.
 
     Returns:
