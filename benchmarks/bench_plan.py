@@ -7,9 +7,10 @@ another fresh process predicts the peak with ``tfaccel.planning.estimate_memory`
 traced step, under the same allocator's counting rules, before anything runs. The table shows
 predicted, measured and the error; the summary the median and the worst absolute error.
 
-    python benchmarks/bench_plan.py                    # 14 models x 3 batches x 2 precisions, CPU
+    python benchmarks/bench_plan.py                    # 15 models x 3 batches x 2 precisions, CPU
     python benchmarks/bench_plan.py --smoke            # two cheap rows
     python benchmarks/bench_plan.py --only lstm --precision float32 --jobs 2
+    python benchmarks/bench_plan.py --precision mixed_bfloat16 --first   # slow on a CPU
     python benchmarks/bench_plan.py --device gpu:0     # against the GPU allocator's peak
 
 The architectures in ``HELD_OUT`` were chosen before the memory model was changed for the
@@ -39,6 +40,7 @@ ROWS: dict[str, tuple[int, ...]] = {
     "gru_attention": (32, 128, 256),
     "encoder_block": (16, 32, 64),
     "mobilenetv2": (16, 32, 64),
+    "efficientnetb0": (8, 16, 32),
     "densenet121": (8, 16, 32),
     "vae": (32, 128, 512),
     "tabular": (256, 1024, 4096),
@@ -169,6 +171,7 @@ def _application(name: str, dtype: str) -> Any:
 
     maker = {
         "mobilenetv2": keras.applications.MobileNetV2,
+        "efficientnetb0": keras.applications.EfficientNetB0,
         "densenet121": keras.applications.DenseNet121,
     }[name]
     previous = keras.config.dtype_policy()
@@ -301,7 +304,7 @@ def build(name: str, dtype: str) -> tuple[Any, Any, Any]:
             x = rng.random((n, *info.input_shape), dtype=np.float32)
             return x, rng.integers(0, info.classes, size=(n,))
 
-    elif name in ("mobilenetv2", "densenet121"):
+    elif name in ("mobilenetv2", "efficientnetb0", "densenet121"):
         model = _application(name, dtype)
 
         def batch_of(n: int) -> tuple[Any, Any]:
@@ -506,6 +509,9 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         help="only these batch sizes of the chosen architectures (repeatable)",
     )
+    parser.add_argument(
+        "--first", action="store_true", help="only the smallest batch of each architecture"
+    )
     parser.add_argument("--jobs", type=int, default=1, help="rows measured at once (default 1)")
     parser.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
     parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
@@ -520,6 +526,8 @@ def main(argv: list[str] | None = None) -> int:
         rows = {name: ROWS[name] for name in args.only}
     if args.batch:
         rows = {name: tuple(b for b in args.batch) for name in rows}
+    if args.first:
+        rows = {name: batches[:1] for name, batches in rows.items()}
     precisions = (args.precision,) if args.precision else PRECISIONS
     print(f"peak training memory on {args.device}: predicted (tfaccel plan) vs measured (MiB);")
     print(
