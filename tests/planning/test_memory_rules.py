@@ -12,12 +12,11 @@ from tfaccel.planning.trace import OpInfo, StepGraph, TensorInfo, trace_step
 EXACT = AllocatorRules("exact", granularity=1)
 
 
-def _rnn(units: int = 16, steps: int = 7) -> Any:
+def _rnn(units: int = 16, steps: int = 7, cell: str = "GRU") -> Any:
     import keras
 
-    model = keras.Sequential(
-        [keras.Input(shape=(steps, 3)), keras.layers.GRU(units), keras.layers.Dense(2)]
-    )
+    layer = getattr(keras.layers, cell)(units)
+    model = keras.Sequential([keras.Input(shape=(steps, 3)), layer, keras.layers.Dense(2)])
     model.compile(optimizer="adam", loss="mse")
     return model
 
@@ -169,23 +168,13 @@ def test_an_operations_temporaries_are_held_through_the_next_operation() -> None
     assert "m/b" in estimate.peak_op
 
 
-def _lstm(units: int = 8, steps: int = 5) -> Any:
-    import keras
-
-    model = keras.Sequential(
-        [keras.Input(shape=(steps, 3)), keras.layers.LSTM(units), keras.layers.Dense(2)]
-    )
-    model.compile(optimizer="adam", loss="mse")
-    return model
-
-
 def test_a_loop_holds_its_iterations_in_flight() -> None:
     """The gradient loop sums the weights' gradients over the time steps: each iteration in
     flight holds a term of each sum (or the gate gradients it is computed from); the forward
     loop computes every iteration's input projection ahead of the recurrence."""
     from tfaccel.planning.trace import AHEAD, SUMMAND_INPUT, SUMMED
 
-    step = trace_step(_lstm(units=8, steps=5), 16)
+    step = trace_step(_rnn(units=8, steps=5, cell="LSTM"), 16)
     forward = next(op for op in step.ops if op.type == "While")
     backward = next(op for op in step.ops if op.type == "StatelessWhile")
     in_flight = min(5, 32)  # parallel_iterations 32, but only 5 iterations
