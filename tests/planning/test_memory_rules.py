@@ -12,12 +12,11 @@ from tfaccel.planning.trace import OpInfo, StepGraph, TensorInfo, trace_step
 EXACT = AllocatorRules("exact", granularity=1)
 
 
-def _rnn(units: int = 16, steps: int = 7) -> Any:
+def _rnn(units: int = 16, steps: int = 7, cell: str = "GRU") -> Any:
     import keras
 
-    model = keras.Sequential(
-        [keras.Input(shape=(steps, 3)), keras.layers.GRU(units), keras.layers.Dense(2)]
-    )
+    layer = getattr(keras.layers, cell)(units)
+    model = keras.Sequential([keras.Input(shape=(steps, 3)), layer, keras.layers.Dense(2)])
     model.compile(optimizer="adam", loss="mse")
     return model
 
@@ -167,3 +166,141 @@ def test_an_operations_temporaries_are_held_through_the_next_operation() -> None
     # At m/b: x (1,000), both 4-byte outputs, m/a's 10,000 and m/b's 20,000 bytes of temporaries.
     assert estimate.peak_bytes == 1000 + 8 + 10_000 + 20_000
     assert "m/b" in estimate.peak_op
+
+
+def test_a_loop_holds_its_iterations_in_flight() -> None:
+    """The gradient loop sums the weights' gradients over the time steps: each iteration in
+    flight holds a term of each sum (or the gate gradients it is computed from); the forward
+    loop computes every iteration's input projection ahead of the recurrence."""
+    from tfaccel.planning.trace import AHEAD, SUMMAND_INPUT, SUMMED
+
+    step = trace_step(_rnn(units=8, steps=5, cell="LSTM"), 16)
+    forward = next(op for op in step.ops if op.type == "While")
+    backward = next(op for op in step.ops if op.type == "StatelessWhile")
+    in_flight = min(5, 32)  # parallel_iterations 32, but only 5 iterations
+    ahead = [(n, size) for n, size, kind in forward.held_at(16) if kind == AHEAD]
+    assert (in_flight, 16 * 4 * 8 * 4) in ahead  # x_t @ kernel: (batch, 4 x units) float32
+    summed = sorted(size for n, size, kind in backward.held_at(16) if kind == SUMMED)
+    assert all(n == in_flight for n, _, kind in backward.held_at(16) if kind == SUMMED)
+    # The kernel's (3 x 32), the recurrent kernel's (8 x 32) and the bias's (32) gradients.
+    assert summed == [32 * 4, 3 * 32 * 4, 8 * 32 * 4]
+    inputs = [size for _, size, kind in backward.held_at(16) if kind == SUMMAND_INPUT]
+    assert 16 * 32 * 4 in inputs  # the gate gradients, (batch, 4 x units)
+    assert not forward.held_at(16) or all(kind != SUMMED for *_, kind in forward.held_at(16))
+
+
+def _held_step(held: tuple[tuple[int, int, int, int], ...]) -> StepGraph:
+    """x -> an operation holding ``held`` while it runs -> a sum that reads x too."""
+    loop_output = (TensorInfo(1, "float32", 4, 0),)
+    ops = [
+        OpInfo("x", "Placeholder", "other", (), (TensorInfo(0, "float32", 0, 100),)),
+        OpInfo("m/loop", "StatelessWhile", "backward", (0,), loop_output, held=held),
+        OpInfo("m/sum", "Sum", "backward", (1, 0), (TensorInfo(2, "float32", 4, 0),)),
+    ]
+    return StepGraph(ops, (0,), [], 0, 0, "SGD", "float32")
+
+
+def test_held_buffers_are_separate_allocations_and_a_lagging_sum_counts_once() -> None:
+    from tfaccel.planning.trace import AHEAD, SUMMAND_INPUT, SUMMED
+
+    # 32 terms of 300 KB each, or 32 inputs of 100 KB each: an iteration holds one or the other.
+    held = ((32, 300_000, 0, SUMMED), (32, 100_000, 0, SUMMAND_INPUT), (4, 0, 10, AHEAD))
+    exact = simulate(_held_step(held), 10, rules=EXACT, margin=0.0)
+    assert exact.peak_bytes == 1000 + 4 + 32 * 300_000 + 4 * 100  # x, the output, held
+    assert "m/loop" in exact.peak_op
+    # The CPU's allocator counts each 300 KB term (256 KiB and more), not the 100-byte ones.
+    cpu = simulate(_held_step(held), 10, rules=CPU_ONEDNN_RULES, margin=0.0)
+    assert cpu.peak_bytes >= 32 * 300_000
+    small = ((32, 200_000, 0, SUMMED),)  # below 256 KiB each: not counted, though 6.4 MB in all
+    assert simulate(_held_step(small), 10, rules=CPU_ONEDNN_RULES, margin=0.0).peak_bytes == 0
+
+
+def _conv_grad_ops(
+    dtype: str, image: int = 17, channels: int = 32, filters: int = 64
+) -> dict[str, Any]:
+    """The gradients of a 3 x 3 VALID convolution of (32, image, image, channels) and of a
+    2 x 2 max pooling of its output, as TensorFlow's raw operations, by type."""
+    import tensorflow as tf
+
+    out = image - 2
+
+    def step(x: Any, w: Any, dy: Any, pooled: Any, dpooled: Any) -> Any:
+        raw = tf.raw_ops
+        one, two = [1, 1, 1, 1], [1, 2, 2, 1]
+        dx = raw.Conv2DBackpropInput(
+            input_sizes=tf.shape(x), filter=w, out_backprop=dy, strides=one, padding="VALID"
+        )
+        dw = raw.Conv2DBackpropFilter(
+            input=x, filter_sizes=tf.shape(w), out_backprop=dy, strides=one, padding="VALID"
+        )
+        dp = raw.MaxPoolGrad(
+            orig_input=dy, orig_output=pooled, grad=dpooled, ksize=two, strides=two, padding="VALID"
+        )
+        return dx, dw, dp
+
+    specs = [
+        tf.TensorSpec((32, image, image, channels), dtype),
+        tf.TensorSpec((3, 3, channels, filters), dtype),
+        tf.TensorSpec((32, out, out, filters), dtype),
+        tf.TensorSpec((32, out // 2, out // 2, filters), dtype),
+        tf.TensorSpec((32, out // 2, out // 2, filters), dtype),
+    ]
+    graph = tf.function(step).get_concrete_function(*specs).graph
+    return {op.type: op for op in graph.get_operations()}
+
+
+def test_a_16_bit_convolution_gradient_on_a_cpu_unfolds_patches_of_many_images(
+    monkeypatch: Any,
+) -> None:
+    """TensorFlow's own CPU kernels unfold ceil(30 MiB / (A + B + C) elements) images' patches
+    at once: for a 15 x 15 output, 3 x 3 x 32 filter and 64 filters, 162 images of 225 x 288
+    (the sizes TensorFlow 2.21 allocated for reference_cnn's bfloat16 conv2d_2)."""
+    from tfaccel.planning import trace
+    from tfaccel.planning.trace import CPU_16_BIT, _cpu_16_bit_buffers
+
+    monkeypatch.setattr(trace.os, "cpu_count", lambda: 2)
+    ops = _conv_grad_ops("bfloat16")
+    unfolded = [(1, 162 * 225 * 288 * 2, CPU_16_BIT)]
+    assert _cpu_16_bit_buffers(ops["Conv2DBackpropInput"]) == unfolded
+    assert _cpu_16_bit_buffers(ops["Conv2DBackpropFilter"]) == unfolded
+    # MaxPoolGrad: a copy of the (32, 7, 7, 64) pooled output and an int64 index per element.
+    pooled = 32 * 7 * 7 * 64
+    assert _cpu_16_bit_buffers(ops["MaxPoolGrad"]) == [(1, pooled * (2 + 8), CPU_16_BIT)]
+    # A 30 x 30 output of 32 filters (reference_cnn's conv2d_1_2): one image's work over two
+    # threads is 256 KiB or more, so its input gradient unfolds one image at a time; its
+    # filter gradient 53 images.
+    big = _conv_grad_ops("bfloat16", image=32, channels=32, filters=32)
+    assert _cpu_16_bit_buffers(big["Conv2DBackpropInput"]) == [(1, 900 * 288 * 2, CPU_16_BIT)]
+    assert _cpu_16_bit_buffers(big["Conv2DBackpropFilter"]) == [(1, 53 * 900 * 288 * 2, CPU_16_BIT)]
+    # float32 runs in oneDNN's kernels, whose buffers the graph's own tensors account for.
+    assert all(not _cpu_16_bit_buffers(op) for op in _conv_grad_ops("float32").values())
+
+
+def test_a_16_bit_work_buffer_counts_only_where_the_device_lacks_16_bit_kernels() -> None:
+    from tfaccel.planning.trace import CPU_16_BIT
+
+    held = ((1, 20_000_000, 0, CPU_16_BIT),)
+    cpu = AllocatorRules("cpu", granularity=1, upcasts_16_bit=True)
+    gpu = AllocatorRules("gpu", granularity=1)
+    assert simulate(_held_step(held), 10, rules=cpu, margin=0.0).peak_bytes == 20_001_004
+    assert simulate(_held_step(held), 10, rules=gpu, margin=0.0).peak_bytes == 1004
+
+
+def test_operations_nothing_uses_are_left_out_of_the_step() -> None:
+    """TensorFlow's graph optimiser removes what neither the results nor a stateful operation
+    need (the gradient a Dropout's where(mask, x, 0) makes for its constant 0)."""
+    import tensorflow as tf
+
+    from tfaccel.planning.trace import _needed
+
+    counter = tf.Variable(0.0)
+
+    def step(x: Any) -> Any:
+        tf.exp(x, name="unused")
+        counter.assign_add(tf.reduce_sum(tf.sin(x, name="stateful_input")))
+        return tf.square(x, name="result")
+
+    graph = tf.function(step).get_concrete_function(tf.TensorSpec((4,))).graph
+    kept = {op.name for op in _needed(graph)}
+    assert "result" in kept and "stateful_input" in kept
+    assert "unused" not in kept

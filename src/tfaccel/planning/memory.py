@@ -5,14 +5,18 @@ and gives it back after the last operation that reads it. A view (``Reshape``,
 ``ReadVariableOp``...) shares its input's buffer; a unary element-wise operation writes over an
 input buffer of its own size that nothing reads later (TensorFlow's
 ``forward_input_or_allocate_output``). What the graph does not size is added by rule: a While
-loop's TensorLists (one buffer per iteration, see :func:`tfaccel.planning.trace._tensor_lists`),
-an operation's own temporaries (an Einsum's transposed operands) and, on a CPU, the float32
-copies a 16-bit MatMul or filter gradient is computed in (:data:`UPCAST_16_BIT`), held while the
-operation runs. The variables (weights, optimizer slots, metric state) live throughout. The peak
-of that simulation, split by what each live buffer is, is the prediction; an allocator's own rules
-(:class:`AllocatorRules`: the size it rounds to, and for the CPU's oneDNN allocator the
-allocations below 256 KiB it serves from a pool that ``get_memory_info`` does not count) are
-applied so that the prediction is comparable to what that allocator reports.
+loop's TensorLists (one buffer per iteration, see :func:`tfaccel.planning.trace._tensor_lists`)
+and the buffers of its iterations in flight (:func:`tfaccel.planning.trace._in_flight`), an
+operation's own temporaries (an Einsum's transposed operands) and, on a CPU, the float32 copies
+a 16-bit MatMul is computed in (:data:`UPCAST_16_BIT`) and the work buffers of 16-bit
+convolution and pooling gradients (:func:`tfaccel.planning.trace._cpu_16_bit_buffers`), held
+while the operation runs. Operations the step does not need are not in the trace
+(:func:`tfaccel.planning.trace._needed`). The variables (weights, optimizer slots, metric
+state) live throughout. The peak of that simulation, split by what each live buffer is, is the
+prediction; an allocator's own rules (:class:`AllocatorRules`: the size it rounds to, and for
+the CPU's oneDNN allocator the allocations below 256 KiB it serves from a pool that
+``get_memory_info`` does not count) are applied so that the prediction is comparable to what
+that allocator reports.
 """
 
 from __future__ import annotations
@@ -21,7 +25,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from tfaccel.planning.bfc import Event, replay
-from tfaccel.planning.trace import ALIASING, OpInfo, StepGraph, TensorInfo
+from tfaccel.planning.trace import (
+    AHEAD,
+    ALIASING,
+    BODY,
+    CPU_16_BIT,
+    SUMMAND_INPUT,
+    SUMMED,
+    OpInfo,
+    StepGraph,
+    TensorInfo,
+)
 
 __all__ = [
     "CPU_ONEDNN_RULES",
@@ -137,14 +151,13 @@ UPCAST_16_BIT: dict[str, tuple[str, ...]] = {
     "BatchMatMulV2": ("inputs", "output"),
     "BatchMatMulV3": ("inputs", "output"),
     "Einsum": ("inputs", "output"),
-    "Conv2DBackpropFilter": ("largest_input",),
 }
 """What a CPU allocates to compute a 16-bit operation in float32, for the operation only:
 float32 copies of its inputs and output (a 1024 x 2048 x 1024 bfloat16 MatMul took 22 MiB
 beyond its 2 MiB output under TensorFlow 2.21's oneDNN allocator on an AMD EPYC without
-AVX512_BF16), or of its largest input (a bfloat16 Conv2DBackpropFilter: 32 MiB, twice its
-16 MiB gradient input). Assumed for every CPU (the high side: one with AVX512_BF16 or AMX may
-compute them natively); a GPU or TPU computes them natively."""
+AVX512_BF16). Assumed for every CPU (the high side: one with AVX512_BF16 or AMX may compute
+them natively); a GPU or TPU computes them natively. A 16-bit convolution gradient's or
+max-pooling gradient's work buffers: :func:`tfaccel.planning.trace._cpu_16_bit_buffers`."""
 
 REPLAYED_STEPS = 3
 """Steps replayed on a growing allocator: its chunks settle after the first step or two."""
@@ -230,7 +243,7 @@ def simulate(
     events: list[Event] = [Event(i, size) for i, size in live.items() if size]
     current = sum(live.values())
     peak, peak_parts, peak_op = -1, {}, ""
-    held: list[int] = []  # the previous operation's temporaries, and its position
+    held: list[tuple[int, int]] = []  # the previous operation's temporaries, and its position
     held_at = 0
 
     for position, op in enumerate(ops):
@@ -256,30 +269,28 @@ def simulate(
                 events += _allocations(t.index, sizes[t.index], pieces.get(t.index, 1))
             live_kind[t.index] = kinds.get(t.index, _kind_by_phase(op.phase))
             current += sizes[t.index]
-        scratch = _upcast_copies(op, info, batch_size, rules)
+        scratch = [(size, 1) for size in _upcast_copies(op, info, batch_size, rules)]
         if op.scratch_at(batch_size):
-            scratch.append(rules.size(op.scratch_at(batch_size)))
-        for n, size in enumerate(scratch):  # negative keys: no tensor's
-            live[-1 - position * 8 - n], live_kind[-1 - position * 8 - n] = size, "temporaries"
-            events.append(Event(("scratch", position, n), size))
-        current += sum(scratch)
+            scratch.append((rules.size(op.scratch_at(batch_size)), 1))
+        scratch = [(size, count) for size, count in scratch if size and count]
+        scratch += _held_buffers(op.held_at(batch_size), rules)
+        for n, (size, count) in enumerate(scratch):  # negative keys: no tensor's
+            live[_scratch_key(position, n)] = size * count
+            live_kind[_scratch_key(position, n)] = "temporaries"
+            events += [Event(("scratch", position, n, k), size) for k in range(count)]
+        current += sum(size * count for size, count in scratch)
         if current > peak:
             peak, peak_op = current, f"{op.type} {op.name}"
             peak_parts = _by_kind(live, live_kind)
         # The executor runs independent operations side by side (two inter-op threads at
         # least): an operation's temporaries are held through the next operation too.
-        for n in range(len(held)):
-            del live[-1 - held_at * 8 - n]
-            events.append(Event(("scratch", held_at, n), 0))
-        current -= sum(held)
+        current -= _release(held, held_at, live, events)
         held, held_at = scratch, position
         for base in [b for b, end in buffer_end.items() if end <= position and b in live]:
             current -= live.pop(base)
             buffer_end.pop(base)
             events += _allocations(base, 0, pieces.get(base, 1))
-    for n in range(len(held)):
-        del live[-1 - held_at * 8 - n]
-        events.append(Event(("scratch", held_at, n), 0))
+    _release(held, held_at, live, events)
     for base in live:
         events += _allocations(base, 0, pieces.get(base, 1))
 
@@ -303,6 +314,39 @@ def simulate(
     )
 
 
+def _held_buffers(held: list[tuple[int, int, int]], rules: AllocatorRules) -> list[tuple[int, int]]:
+    """The buffers an operation holds while it runs, ``(size, count)`` as ``rules`` count
+    them. A loop's: those computed ahead, one iteration's own, and the larger of a lagging
+    sum's terms and the tensors they are computed from (an iteration holds one or the other;
+    see :func:`tfaccel.planning.trace._in_flight`). A 16-bit operation's work buffers, on a
+    device that ``upcasts_16_bit``."""
+    kinds: dict[int, list[tuple[int, int]]] = {
+        kind: [] for kind in (AHEAD, BODY, SUMMED, SUMMAND_INPUT, CPU_16_BIT)
+    }
+    for count, size, kind in held:
+        if count and rules.size(size):
+            kinds[kind].append((rules.size(size), count))
+    lagging = max(kinds[SUMMED], kinds[SUMMAND_INPUT], key=lambda b: sum(s * n for s, n in b))
+    own = kinds[CPU_16_BIT] if rules.upcasts_16_bit else []
+    return kinds[AHEAD] + kinds[BODY] + lagging + own
+
+
+def _scratch_key(position: int, n: int) -> int:
+    """The key of the ``n``-th temporary of the operation at ``position`` (negative: no
+    tensor's)."""
+    return -1 - position * 1024 - n
+
+
+def _release(
+    scratch: list[tuple[int, int]], position: int, live: dict[int, int], events: list[Event]
+) -> int:
+    """Free the temporaries ``(size, count)`` of the operation at ``position``; their bytes."""
+    for n, (_size, count) in enumerate(scratch):
+        del live[_scratch_key(position, n)]
+        events += [Event(("scratch", position, n, k), 0) for k in range(count)]
+    return sum(size * count for size, count in scratch)
+
+
 def _upcast_copies(
     op: OpInfo, info: dict[int, TensorInfo], batch: int, rules: AllocatorRules
 ) -> list[int]:
@@ -321,8 +365,6 @@ def _upcast_copies(
         copies += [2 * t.bytes_at(batch) for t in half]
     if "output" in wants:
         copies += [2 * t.bytes_at(batch) for t in outputs[:1]]
-    if "largest_input" in wants:
-        copies.append(max(2 * t.bytes_at(batch) for t in half))
     return [size for size in (rules.size(c) for c in copies) if size]
 
 

@@ -11,14 +11,24 @@ bytes the operations touch feed :mod:`tfaccel.planning.roofline`.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
 from tfaccel.core.errors import UsageError
 
-_Record = tuple[str, str, str, tuple[int, ...], list[tuple[int, str, int, int]], int, int]
+_Record = tuple[
+    str,
+    str,
+    str,
+    tuple[int, ...],
+    list[tuple[int, str, int, int]],
+    int,
+    int,
+    list[tuple[int, int, int]],
+]
 """A traced operation: name, type, phase, inputs, outputs (index, dtype, bytes, count), FLOPs,
-scratch bytes."""
+scratch bytes, buffers held for a loop's iterations in flight (count, bytes of each, what)."""
 
 __all__ = ["OpInfo", "StepGraph", "TensorInfo", "Variable", "check_input_shape", "trace_step"]
 
@@ -85,6 +95,10 @@ class OpInfo:
         flops_fixed / flops_per_example: matmul-class FLOPs, affine in the batch.
         scratch_fixed / scratch_per_example: bytes of temporaries the operation allocates
             and frees itself (not in the graph), affine in the batch.
+        held: more buffers the operation holds while it runs, each its own allocation (a
+            loop's iterations in flight, see ``_in_flight``; a CPU's 16-bit work buffers, see
+            ``_cpu_16_bit_buffers``): ``(count, fixed, per_example, what)``, ``count``
+            buffers of ``fixed + per_example * batch`` bytes.
     """
 
     name: str
@@ -96,10 +110,16 @@ class OpInfo:
     flops_per_example: int = 0
     scratch_fixed: int = 0
     scratch_per_example: int = 0
+    held: tuple[tuple[int, int, int, int], ...] = ()
 
     def scratch_at(self, batch: int) -> int:
         """Bytes the operation allocates for itself while it runs (see ``_scratch``)."""
         return max(0, self.scratch_fixed + self.scratch_per_example * batch)
+
+    def held_at(self, batch: int) -> list[tuple[int, int, int]]:
+        """The separate buffers the operation holds while it runs: (how many, bytes each,
+        what they are: ``BODY``, ``AHEAD``, ``SUMMED``, ``SUMMAND_INPUT`` or ``CPU_16_BIT``)."""
+        return [(n, max(0, fixed + per * batch), out) for n, fixed, per, out in self.held]
 
 
 @dataclass(frozen=True)
@@ -299,7 +319,10 @@ def _trace(
     optimizer_scope = model.optimizer.name + "/"
     records = []
     elements: dict[str, int] = {}  # TensorList tensor name -> elements it holds (when known)
+    needed = _needed(graph)
     for op in graph.get_operations():
+        if op not in needed:
+            continue
         outputs = []
         lists = _tensor_lists(op, elements)
         for n, t in enumerate(op.outputs):
@@ -317,11 +340,45 @@ def _trace(
             if op.name.startswith(model.name)
             else "other"
         )
-        records.append((op.name, op.type, phase, inputs, outputs, _op_flops(op), _scratch(op)))
+        records.append(
+            (
+                op.name,
+                op.type,
+                phase,
+                inputs,
+                outputs,
+                _op_flops(op),
+                _scratch(op),
+                _in_flight(op, elements) + _cpu_16_bit_buffers(op),
+            )
+        )
     placeholders = tuple(
         index[t.name] for t in graph.inputs if t.dtype != tf.resource and t.name in index
     )
     return records, placeholders
+
+
+def _needed(graph: Any) -> set[Any]:
+    """The operations the step runs: those its results or a stateful operation (a variable's
+    update, a random generator's) depend on. TensorFlow's graph optimiser removes the rest
+    before anything runs (a gradient the step computes and never uses: the gradient of
+    ``where(mask, x, 0)`` with respect to the constant 0, as for every Keras ``Dropout``)."""
+    todo = [t.op for t in graph.outputs]
+    for op in graph.get_operations():
+        try:
+            stateful = op.op_def.is_stateful
+        except AttributeError:
+            stateful = True
+        if stateful or not op.outputs:
+            todo.append(op)
+    needed: set[Any] = set()
+    while todo:
+        op = todo.pop()
+        if op in needed:
+            continue
+        needed.add(op)
+        todo += [t.op for t in op.inputs] + list(op.control_inputs)
+    return needed
 
 
 def _nbytes(tensor: Any) -> int:
@@ -400,6 +457,145 @@ def _through_identity(op: Any) -> Any:
     while op.type in ("Identity", "IdentityN") and op.inputs:
         op = op.inputs[0].op
     return op
+
+
+AHEAD, SUMMED, SUMMAND_INPUT, BODY, CPU_16_BIT = 0, 1, 2, 3, 4
+"""What a buffer an operation holds while it runs is: a loop's (see :func:`_in_flight`), or
+the work buffer of a 16-bit operation on a CPU without native 16-bit kernels
+(:func:`_cpu_16_bit_buffers`)."""
+
+CPU_WORKING_SET = 30 * 2**20
+"""Bytes TensorFlow's own CPU convolution-gradient kernels (``Conv2DCustomBackpropInputOp``,
+``Conv2DCustomBackpropFilterOp``) size their work on (their "L3 cache")."""
+CPU_L2_SET = 256 * 2**10
+"""Bytes of one image's work per thread above which ``Conv2DCustomBackpropInputOp`` works on
+one image at a time (its "L2 cache")."""
+
+
+def _cpu_16_bit_buffers(op: Any) -> list[tuple[int, int, int]]:
+    """The work buffers of a 16-bit operation that a CPU runs in TensorFlow's own kernels
+    rather than oneDNN's (oneDNN takes bfloat16 only with AVX512_BF16 or AMX): (1, bytes,
+    ``CPU_16_BIT``).
+
+    - ``Conv2DBackpropInput``/``Conv2DBackpropFilter`` unfold the patches of
+      ``ceil(W / (A + B + C))`` images at once, ``A`` = output pixels x filter size (kernel
+      height x width x input channels), ``B``, ``C`` the other two matrices of one image's
+      product, ``W`` = :data:`CPU_WORKING_SET` in elements, whatever the batch (up to 30 MiB:
+      measured 14-26 MiB each on five bfloat16 convolution gradients of ``reference_cnn``,
+      TensorFlow 2.21). The input gradient takes one image at a time when ``(A + B + C)``
+      over this machine's CPUs reaches :data:`CPU_L2_SET` in elements (measured: the sixth).
+    - ``MaxPoolGrad`` keeps a copy of the pooled output and an int64 index per pooled element.
+    """
+    if op.type not in ("Conv2DBackpropInput", "Conv2DBackpropFilter", "MaxPoolGrad"):
+        return []
+    half = [t for t in op.inputs if t.dtype.name in ("bfloat16", "half")]
+    if not half:
+        return []
+    size = half[0].dtype.size
+    try:
+        if op.type == "MaxPoolGrad":
+            pooled = int(math.prod(op.inputs[1].shape.as_list()))
+            return [(1, pooled * (size + 8), CPU_16_BIT)]
+        dy = op.inputs[2].shape.as_list()  # (batch, height, width, filters), NHWC
+        kernel = (op.inputs[1] if op.type == "Conv2DBackpropInput" else op.outputs[0]).shape
+        height, width, channels, filters = kernel.as_list()
+        pixels, patch = dy[1] * dy[2], height * width * channels
+    except (TypeError, ValueError, IndexError):
+        return []  # a dimension unknown: not modelled
+    unit = pixels * patch + patch * filters + pixels * filters
+    images = -(-(CPU_WORKING_SET // size) // unit)
+    threads = os.cpu_count() or 1
+    if op.type == "Conv2DBackpropInput" and unit // threads >= CPU_L2_SET // size:
+        images = 1  # one image at a time, each product spread over the threads
+    return [(1, images * pixels * patch * size, CPU_16_BIT)]
+
+
+def _in_flight(op: Any, elements: dict[str, int]) -> list[tuple[int, int, int]]:
+    """The buffers a While loop holds while it runs: (how many, bytes each, ``BODY``,
+    ``AHEAD``, ``SUMMED`` or ``SUMMAND_INPUT``).
+
+    ``BODY``: the tensors one iteration of the body makes, once each (all of them at once:
+    the high side).
+
+    The executor runs up to ``parallel_iterations`` iterations of a loop at once; an iteration
+    waits only for the tensors carried from the one before. So, per iteration in flight:
+
+    - ``AHEAD``: a tensor of the body that does not depend on the floating-point tensors
+      carried from one iteration to the next (an RNN's input projection ``x_t @ W``) is
+      computed for every iteration in flight before the recurrence reaches it (measured: 32
+      buffers of an LSTM's ``x_t @ W`` live at once at batch 128 and 256,
+      ``parallel_iterations`` 32).
+    - A sum carried through the loop (``acc + term``: a gradient loop summing a weight's
+      gradient over the time steps) lags behind the recurrence: an iteration in flight holds
+      either its term (``SUMMED``; measured: 33 buffers of an LSTM's 128 x 512
+      recurrent-kernel gradient live at once at batch 32) or, before the term is computed, the
+      tensors the body made that the term is computed from (``SUMMAND_INPUT``; measured: 32
+      buffers of the LSTM's gate gradients at batch 128). :func:`tfaccel.planning.memory.simulate`
+      counts the larger of the two.
+
+    Assumed the high side: all ``parallel_iterations`` (at most the loop's iterations, where
+    ``elements`` tells them), for every such tensor, through the whole loop.
+    """
+    if op.type not in ("While", "StatelessWhile"):
+        return []
+    body = getattr(op, "_body_graph", None)
+    if body is None:
+        return []
+    try:
+        parallel = int(op.get_attr("parallel_iterations"))
+    except (ValueError, AttributeError):
+        parallel = 10  # tf.while_loop's default
+    iterations = [elements[t.name] for t in op.outputs if t.name in elements]
+    if iterations:  # the loop's iterations, as :func:`_tensor_lists` found them
+        parallel = min(parallel, max(iterations))
+    carried = set()  # the body's floating-point inputs that change from one iteration to the next
+    sums = []
+    for n, out in enumerate(body.outputs):
+        if n >= len(body.inputs) or not out.dtype.is_floating:
+            continue
+        source = _through_identity(out.op)
+        if source is body.inputs[n].op:
+            continue  # passed through unchanged: a loop invariant
+        carried.add(body.inputs[n].op)
+        if source.type in ("AddN", "AddV2", "Add") and any(
+            _through_identity(t.op) is body.inputs[n].op for t in source.inputs
+        ):
+            sums.append(source)
+    chained: set[Any] = set()
+    for body_op in body.get_operations():  # in graph order: inputs before their readers
+        if body_op in carried or any(t.op in chained for t in body_op.inputs):
+            chained.add(body_op)
+    held: list[tuple[int, int, int]] = []
+    summands = {_through_identity(t.op) for source in sums for t in source.inputs}
+    for body_op in body.get_operations():
+        if not _owns_buffers(body_op) or body_op in sums or body_op in summands:
+            continue
+        kind = BODY if body_op in chained else AHEAD
+        count = 1 if body_op in chained else parallel
+        held += [(count, _nbytes(t), kind) for t in body_op.outputs if _nbytes(t) > 0]
+    inputs: dict[str, int] = {}
+    for source in sums:
+        for t in source.inputs:
+            term = _through_identity(t.op)
+            if term in carried or not _owns_buffers(term):
+                continue
+            held += [(parallel, _nbytes(o), SUMMED) for o in term.outputs if _nbytes(o) > 0]
+            for i in term.inputs:
+                if _owns_buffers(_through_identity(i.op)) and _nbytes(i) > 0:
+                    inputs[i.name] = _nbytes(i)
+    held += [(parallel, size, SUMMAND_INPUT) for size in inputs.values()]
+    return held
+
+
+def _owns_buffers(op: Any) -> bool:
+    """Whether ``op`` makes tensors of its own (not a view, a constant, a placeholder, a list
+    operation or a variable read)."""
+    return not (
+        op.type in ALIASING
+        or op.type in ("Const", "Placeholder", "Shape", "NoOp")
+        or op.type.startswith("TensorList")
+        or not op.outputs
+    )
 
 
 def _scratch(op: Any) -> int:
@@ -490,9 +686,13 @@ def _affine(
     batch: int,
     second: int,
 ) -> OpInfo:
-    name, op_type, phase, inputs, outs_a, flops_a, scratch_a = a
-    outs_b, flops_b, scratch_b = b[4], b[5], b[6]
+    name, op_type, phase, inputs, outs_a, flops_a, scratch_a, held_a = a
+    outs_b, flops_b, scratch_b, held_b = b[4], b[5], b[6], b[7]
     per_scratch = (scratch_b - scratch_a) // (second - batch)
+    held = []
+    for (count, size_a, output), (_, size_b, _) in zip(held_a, held_b, strict=False):
+        per = (size_b - size_a) // (second - batch)
+        held.append((count, size_a - per * batch, per, output))
     outputs = []
     for (index, dtype, size_a, count), (_, _, size_b, _) in zip(outs_a, outs_b, strict=False):
         size_a, size_b = max(size_a, 0), max(size_b, 0)
@@ -509,6 +709,7 @@ def _affine(
         flops_per_example=per_flops,
         scratch_fixed=scratch_a - per_scratch * batch,
         scratch_per_example=per_scratch,
+        held=tuple(held),
     )
 
 
