@@ -121,6 +121,19 @@ def test_convolutions_run_at_the_convolution_rate() -> None:
     assert cpu_step_time(conv, 1, _calibration(), onednn="1").compute_s == pytest.approx(0.010)
 
 
+def test_a_depthwise_input_gradient_costs_its_forwards_flops() -> None:
+    # The trace counts DepthwiseConv2dNativeBackpropInput as a full convolution over the
+    # channels (here 64 x too many); it does the forward's multiply-adds, matched by filter.
+    ops = [
+        _op("filter", "Placeholder", (), 0, 64),
+        _op("x", "Placeholder", (), 1, 64),
+        _op("dw", "DepthwiseConv2dNative", (1, 0), 2, 64, flops=10**9),
+        _op("dx", "DepthwiseConv2dNativeBackpropInput", (1, 0, 2), 3, 64, flops=64 * 10**9),
+    ]
+    time = cpu_step_time(_graph(ops), 1, _calibration(), onednn="1")
+    assert time.compute_s == pytest.approx(2 * 10**9 / 2e11)
+
+
 @pytest.mark.parametrize(
     ("step", "calibration", "onednn", "reason"),
     [
