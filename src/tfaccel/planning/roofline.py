@@ -449,7 +449,7 @@ def save_calibration(
     Raises:
         StoreError: the database cannot be written.
     """
-    import tfaccel
+    from tfaccel._version import __version__
 
     try:
         import tensorflow as tf
@@ -479,7 +479,7 @@ def save_calibration(
             fingerprint,
             fingerprint_data=fingerprint_data,
             started_at=now,
-            tfaccel_version=tfaccel.__version__,
+            tfaccel_version=__version__,
             tf_version=tf_version,
             details={"kind": CALIBRATION_KIND, "cost_s": calibration.cost_s},
         )
