@@ -61,7 +61,7 @@ BOUNDS = ("compute", "bandwidth", "per-op overhead", "per-step overhead")
 """The terms a predicted step time can be bound by."""
 CALIBRATION_KIND = "plan-calibration"
 """``details["kind"]`` of a calibration run in the results database."""
-CALIBRATE_HINT = "run `tfaccel plan --calibrate` once on this machine (a few seconds)"
+CALIBRATE_HINT = "run `tfaccel plan --calibrate` once on this machine (5-15 s)"
 LOOP_OPS = frozenset({"While", "StatelessWhile"})
 """Operations whose body runs many times out of the traced graph (an RNN's time loop)."""
 _NOT_RUN = ALIASING | {"Const", "NoOp", "VarHandleOp", "Placeholder", "Shape"}
