@@ -7,6 +7,16 @@ another fresh process predicts the peak with ``tfaccel.planning.estimate_memory`
 traced step, under the same allocator's counting rules, before anything runs. The table shows
 predicted, measured and the error; the summary the median and the worst absolute error.
 
+On the CPU each row also checks the plan's step time: the measuring process times its steps
+after the first two (median and IQR), and the predicting process predicts the step time from
+the traced step and this machine's calibration (``tfaccel plan --calibrate``; this script
+calibrates first, in a process like the others, and stores it, unless ``--stored-calibration``).
+Each row names the term that bounds the prediction (compute, bandwidth, per-op overhead,
+per-step overhead), or says why the time is not predicted. The measuring process also
+calibrates again right after its steps ("now"): the difference between the two predictions
+is the machine's drift (load), not the model's error. Step times need the cores: use
+``--jobs 1``, and read the load average printed with each row.
+
     python benchmarks/bench_plan.py                    # 15 models x 3 batches x 2 precisions, CPU
     python benchmarks/bench_plan.py --smoke            # two cheap rows
     python benchmarks/bench_plan.py --only lstm --precision float32 --jobs 2
@@ -15,7 +25,8 @@ predicted, measured and the error; the summary the median and the worst absolute
 
 The architectures in ``HELD_OUT`` were chosen before the memory model was changed for the
 others and are reported on their own, against the same limits. Exit status 1 when a row is off
-by more than 15% or more than 10% low, or the median by more than 7% (either set).
+by more than 15% or more than 10% low, or the median by more than 7% (either set), or a
+predicted step time more than 30% off the measured median.
 
 The last run on this CPU (``benchmarks/results/bench_plan_after.txt``; mixed_bfloat16 at the
 smallest batch only). Rows within the limits, median |error|:
@@ -65,9 +76,13 @@ ROW_LIMIT = 0.15
 UNDER_LIMIT = 0.10
 MEDIAN_LIMIT = 0.07
 STEPS = 4
+TIME_LIMIT = 0.30
+WARMUP_STEPS = 2
+MIN_TIMED, MAX_TIMED, TIMED_BUDGET_S = 5, 11, 4.0
 HEADER = (
     f"{'model':<14} {'batch':>5} {'precision':<15} {'predicted':>9} {'measured':>9}  error"
-    f"  {'step ms':>8} {'pred ms':>8} bound"
+    f"  {'step ms':>8} {'IQR':>6} {'pred ms':>8} {'error':>7} {'now ms':>8} {'error':>7} "
+    f"{'load':>4}  bound"
 )
 
 
@@ -356,9 +371,12 @@ def build(name: str, dtype: str) -> tuple[Any, Any, Any]:
     return model, batch_of, None
 
 
-def measure(name: str, batch: int, dtype: str, device: str) -> dict[str, Any]:
-    """Train ``STEPS`` real steps; the allocator's peak, from a reset before the first, and
-    the median time of the steps after the first (which traces the step)."""
+def measure(name: str, batch: int, dtype: str, device: str, now: bool = False) -> dict[str, Any]:
+    """Train ``STEPS`` real steps and read the allocator's peak, from a reset before the
+    first; go on training to time the steps after the first ``WARMUP_STEPS`` (the first
+    traces the step): at least ``MIN_TIMED`` of them, more up to ``MAX_TIMED`` while they take
+    under ``TIMED_BUDGET_S``. With ``now``, on the CPU in float32, then calibrate the machine
+    again and predict the step time with that calibration ("now")."""
     import tensorflow as tf
 
     tf_device = device.upper()
@@ -372,15 +390,38 @@ def measure(name: str, batch: int, dtype: str, device: str) -> dict[str, Any]:
             model.train_on_batch(x, y)
             times.append(time.perf_counter() - started)
         info = tf.config.experimental.get_memory_info(tf_device)
-    return {"peak": int(info["peak"]), "step_s": statistics.median(times[1:])}
+        load = os.getloadavg()[0]
+        while len(times) - WARMUP_STEPS < MIN_TIMED or (
+            len(times) - WARMUP_STEPS < MAX_TIMED and sum(times[WARMUP_STEPS:]) < TIMED_BUDGET_S
+        ):
+            started = time.perf_counter()
+            model.train_on_batch(x, y)
+            times.append(time.perf_counter() - started)
+    timed = times[WARMUP_STEPS:]
+    q1, _, q3 = statistics.quantiles(timed, n=4)
+    doc: dict[str, Any] = {
+        "peak": int(info["peak"]),
+        "step_s": statistics.median(timed),
+        "step_iqr_s": q3 - q1,
+        "step_samples_s": timed,
+        "load": load,
+        "now_step_s": None,
+    }
+    if now and device.lower().startswith("cpu") and dtype == "float32":
+        from tfaccel.planning import roofline, trace_step
+
+        calibration = roofline.calibrate_cpu()
+        now = roofline.cpu_step_time(trace_step(model, batch), batch, calibration)
+        doc["now_step_s"] = now.step_s
+        doc["now_calibration"] = calibration.to_dict()
+    return doc
 
 
 def predict(name: str, batch: int, dtype: str, device: str) -> dict[str, Any]:
-    """The plan's memory prediction, under the allocator rules of ``device``, and its
-    roofline step time on this machine's CPU (when ``device`` is the CPU)."""
+    """The plan's memory prediction, under the allocator rules of ``device``, and its step
+    time on this machine's CPU from the stored calibration (when ``device`` is the CPU)."""
     from tfaccel import inventory, planning
     from tfaccel.planning import memory, roofline
-    from tfaccel.planning.targets import cpu_target
 
     model, _, _ = build(name, dtype)
     rules = planning.allocator_rules(device)
@@ -394,13 +435,17 @@ def predict(name: str, batch: int, dtype: str, device: str) -> dict[str, Any]:
         "bound": None,
     }
     if device.lower().startswith("cpu"):
-        inv = inventory.current()
-        measured = roofline.measured_cpu_utilisation(inv.fingerprint.digest, step.policy)
-        target = cpu_target(inv, step.policy, measured)
-        timing = roofline.step_time(
-            target, step.flops(batch), step.bytes_touched(batch), step.launches
-        )
-        doc["step_s"], doc["bound"] = timing.step_s, timing.bound
+        calibration = roofline.load_calibration(inventory.current().fingerprint.digest)
+        timing = roofline.cpu_step_time(step, batch, calibration)
+        doc["step_s"], doc["bound"], doc["why"] = timing.step_s, timing.bound, timing.why
+        doc["terms"] = {
+            "compute": timing.compute_s,
+            "bandwidth": timing.memory_s,
+            "per-op overhead": timing.op_floor_s,
+            "per-step overhead": timing.step_overhead_s,
+        }
+    else:
+        doc["why"] = "step time is predicted on this machine's CPU only"
     return doc
 
 
@@ -418,11 +463,20 @@ def child(kind: str, name: str, batch: int, dtype: str, device: str) -> dict[str
     return result
 
 
+def calibrate_child() -> dict[str, Any]:
+    """Calibrate this CPU and store it (``tfaccel plan --calibrate``), in this process."""
+    from tfaccel.planning import roofline
+
+    return roofline.calibrate().to_dict()
+
+
 def one_row(name: str, batch: int, dtype: str, device: str) -> dict[str, Any]:
     started = time.perf_counter()
-    measured_doc = child("measure", name, batch, dtype, device)
+    measured_doc = child("measure-now", name, batch, dtype, device)
     predicted_doc = child("predict", name, batch, dtype, device)
     measured, predicted = measured_doc["peak"], predicted_doc["peak"]
+    step, now = measured_doc["step_s"], measured_doc["now_step_s"]
+    guess = predicted_doc["step_s"]
     return {
         "model": name,
         "batch": batch,
@@ -431,9 +485,18 @@ def one_row(name: str, batch: int, dtype: str, device: str) -> dict[str, Any]:
         "predicted_bytes": predicted,
         "measured_bytes": measured,
         "error": (predicted - measured) / measured if measured else float("nan"),
-        "measured_step_s": measured_doc["step_s"],
-        "predicted_step_s": predicted_doc["step_s"],
+        "measured_step_s": step,
+        "measured_step_iqr_s": measured_doc["step_iqr_s"],
+        "measured_step_samples_s": measured_doc["step_samples_s"],
+        "load": measured_doc["load"],
+        "predicted_step_s": guess,
+        "time_error": guess / step - 1 if guess is not None and step else None,
         "bound": predicted_doc["bound"],
+        "terms": predicted_doc.get("terms"),
+        "time_not_predicted": predicted_doc["why"],
+        "now_step_s": now,
+        "now_error": now / step - 1 if now is not None and step else None,
+        "now_calibration": measured_doc.get("now_calibration"),
         "seconds": time.perf_counter() - started,
         "peak_op": predicted_doc["peak_op"],
         "parts": predicted_doc["parts"],
@@ -460,15 +523,70 @@ def run(
     return results
 
 
+def _ms(value: float | None, width: int = 8) -> str:
+    return f"{value * 1e3:>{width}.1f}" if value is not None else f"{'-':>{width}}"
+
+
+def _pct(value: float | None) -> str:
+    return f"{value * 100:>+6.1f}%" if value is not None else f"{'-':>7}"
+
+
 def _line(row: dict[str, Any]) -> str:
-    measured_ms = row["measured_step_s"] * 1e3
-    predicted = row["predicted_step_s"]
-    predicted_ms = f"{predicted * 1e3:>8.1f}" if predicted is not None else f"{'-':>8}"
+    tail = row["bound"] or f"not predicted: {row['time_not_predicted']}"
     return (
         f"{row['model']:<14} {row['batch']:>5} {row['precision']:<15} "
         f"{row['predicted_bytes'] / 2**20:>9.1f} {row['measured_bytes'] / 2**20:>9.1f} "
-        f"{row['error'] * 100:>+7.1f}%  {measured_ms:>8.1f} {predicted_ms} {row['bound'] or '-'}"
+        f"{row['error'] * 100:>+7.1f}%  {_ms(row['measured_step_s'])} "
+        f"{_ms(row['measured_step_iqr_s'], 6)} {_ms(row['predicted_step_s'])} "
+        f"{_pct(row['time_error'])} {_ms(row['now_step_s'])} {_pct(row['now_error'])} "
+        f"{row['load']:>4.1f}  {tail}"
     )
+
+
+def time_summary(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """The step-time check: every predicted row within ``TIME_LIMIT`` of the measured
+    median; the rows without a prediction counted, each with its reason in the table."""
+    predicted = [r for r in results if r["time_error"] is not None]
+    within = [r for r in predicted if abs(r["time_error"]) <= TIME_LIMIT]
+    doc: dict[str, Any] = {
+        "rows": len(results),
+        "predicted": len(predicted),
+        "within": len(within),
+        "not_predicted": len(results) - len(predicted),
+        "passed": len(within) == len(predicted),
+    }
+    if predicted:
+        worst = max(predicted, key=lambda r: abs(r["time_error"]))
+        doc["median_abs_error"] = statistics.median(abs(r["time_error"]) for r in predicted)
+        doc["worst_error"] = worst["time_error"]
+        doc["worst_row"] = f"{worst['model']} batch {worst['batch']} {worst['precision']}"
+    now = [r for r in results if r["now_error"] is not None]
+    if now:
+        doc["now_within"] = sum(1 for r in now if abs(r["now_error"]) <= TIME_LIMIT)
+        doc["now_rows"] = len(now)
+        doc["now_median_abs_error"] = statistics.median(abs(r["now_error"]) for r in now)
+    return doc
+
+
+def _time_report(doc: dict[str, Any]) -> None:
+    if not doc["rows"]:
+        return
+    line = (
+        f"step time: {doc['within']}/{doc['predicted']} predicted rows within "
+        f"+-{TIME_LIMIT:.0%} of the measured median, {doc['not_predicted']} not predicted "
+        "(reason in the row)"
+    )
+    if doc["predicted"]:
+        line += (
+            f"; median |error| {doc['median_abs_error'] * 100:.1f}%, worst "
+            f"{doc['worst_error'] * 100:+.1f}% ({doc['worst_row']})"
+        )
+    if doc.get("now_rows"):
+        line += (
+            f"; with the calibration taken right after each row's steps: {doc['now_within']}/"
+            f"{doc['now_rows']} within, median |error| {doc['now_median_abs_error'] * 100:.1f}%"
+        )
+    print(line + ": " + ("PASS" if doc["passed"] else "FAIL"))
 
 
 def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -524,12 +642,22 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--jobs", type=int, default=1, help="rows measured at once (default 1)")
     parser.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
+    parser.add_argument(
+        "--stored-calibration",
+        action="store_true",
+        help="predict step times from the calibration already stored (default: calibrate first)",
+    )
     parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         kind, name, batch, dtype, device = args.child
-        doer = measure if kind == "measure" else predict
-        print(json.dumps(doer(name, int(batch), dtype, device)))
+        if kind == "calibrate":
+            print(json.dumps(calibrate_child()))
+            return 0
+        if kind == "predict":
+            print(json.dumps(predict(name, int(batch), dtype, device)))
+        else:
+            print(json.dumps(measure(name, int(batch), dtype, device, now=kind == "measure-now")))
         return 0
     rows = SMOKE_ROWS if args.smoke else ROWS
     if args.only:
@@ -541,20 +669,41 @@ def main(argv: list[str] | None = None) -> int:
     precisions = (args.precision,) if args.precision else PRECISIONS
     print(f"peak training memory on {args.device}: predicted (tfaccel plan) vs measured (MiB);")
     print(
-        "step time: measured median of train_on_batch steps 2-4 on this machine (2 shared, "
-        "loaded cores: noisy) vs the plan's roofline, with the term that bounds it"
+        f"step time: measured median (and IQR) of train_on_batch steps after the first "
+        f"{WARMUP_STEPS}, vs the plan's prediction from the stored calibration (pred) and from "
+        "one taken right after the row's steps (now), with the term that bounds it; load = "
+        "1-minute load average when the steps ran"
     )
+    print(f"load average at start: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
+    if args.device.lower().startswith("cpu") and not args.stored_calibration:
+        done = child("calibrate", "-", 0, "float32", args.device)
+        print(f"calibrated ({done['cost_s']:.1f} s, stored): {_calibration_words(done)}")
     print(HEADER)
     results = run(rows, args.device, precisions, max(1, args.jobs))
     worked = summary([r for r in results if not r["held_out"]])
     held = summary([r for r in results if r["held_out"]])
     _report("worked-from architectures", worked)
     _report(f"held-out architectures ({', '.join(HELD_OUT)})", held)
+    timing = time_summary(results)
+    _time_report(timing)
+    print(f"load average at end: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
-            doc = {"device": args.device, "rows": results, "worked": worked, "held_out": held}
+            doc = {
+                "device": args.device,
+                "rows": results,
+                "worked": worked,
+                "held_out": held,
+                "time": timing,
+            }
             json.dump(doc, handle, indent=1)
-    return 0 if worked["passed"] and held["passed"] else 1
+    return 0 if worked["passed"] and held["passed"] and timing["passed"] else 1
+
+
+def _calibration_words(doc: dict[str, Any]) -> str:
+    from tfaccel.planning.roofline import CpuCalibration
+
+    return CpuCalibration.from_dict(doc).describe()
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from typing import Any
 
 from tfaccel.cli._args import (
@@ -112,6 +113,12 @@ def _add_options(p: Any) -> None:
         metavar="KEY=PER_HOUR",
         help="price per hour of a device, repeatable (a100-40gb=1.10): adds the cost per epoch",
     )
+    p.add_argument(
+        "--calibrate",
+        action="store_true",
+        help="first measure this CPU's per-step and per-op costs and rates (5-15 s) "
+        "and store them, so that plans on this machine predict its step time",
+    )
     p.add_argument("--list-devices", action="store_true", help="list the device keys and exit")
     p.add_argument(
         "--json",
@@ -161,6 +168,7 @@ def _plan(args: argparse.Namespace, model_fn: Any, examples: int | None) -> int:
     if args.device:  # an unknown key is refused before TensorFlow starts
         targets(args.precision or "float32", args.device, inv=machine)
     quiet_tensorflow()
+    _calibrate(args, machine)
     from tfaccel.planning.api import plan
 
     result = plan(
@@ -191,6 +199,7 @@ def _plan_script(args: argparse.Namespace, script: str, script_args: list[str]) 
     devices = args.device or None
     targets(args.precision or "float32", devices, inv=machine)  # a bad key, before the script runs
     quiet_tensorflow()
+    _calibrate(args, machine)
     from tfaccel.planning.source import plan_workload
     from tfaccel.workload import DEFAULT_TIMEOUT_S, capture, no_fit_explained
 
@@ -217,6 +226,15 @@ def _plan_script(args: argparse.Namespace, script: str, script_args: list[str]) 
     else:
         print(result)
     return 0
+
+
+def _calibrate(args: argparse.Namespace, machine: Any) -> None:
+    """``--calibrate``: measure and store this CPU's time calibration before planning."""
+    if getattr(args, "calibrate", False):
+        from tfaccel.planning.roofline import calibrate
+
+        done = calibrate(machine)
+        print(f"calibrated in {done.cost_s:.1f} s: {done.describe()}", file=sys.stderr)
 
 
 def _prices(items: list[str]) -> dict[str, float]:

@@ -20,7 +20,14 @@ from tfaccel.planning.memory import (
     simulate,
 )
 from tfaccel.planning.result import DevicePlan, Plan
-from tfaccel.planning.roofline import measured_cpu_utilisation, step_time
+from tfaccel.planning.roofline import (
+    CALIBRATE_HINT,
+    StepTime,
+    cpu_step_time,
+    load_calibration,
+    measured_cpu_utilisation,
+    step_time,
+)
 from tfaccel.planning.targets import Target, targets
 from tfaccel.planning.trace import StepGraph, check_input_shape, trace_step
 
@@ -120,7 +127,8 @@ def plan(
     notes += model_notes
     step = traced(built, batch_size)
     measured = measured_cpu_utilisation(inv.fingerprint.digest, step.policy)
-    chosen = targets(step.policy, wanted, inv=inv, measured_cpu=measured)
+    calibration = load_calibration(inv.fingerprint.digest)
+    chosen = targets(step.policy, wanted, inv=inv, measured_cpu=measured, calibration=calibration)
     return plan_step(
         step,
         batch_size,
@@ -184,7 +192,10 @@ def plan_step(
         fits = usable is not None and need <= usable
         micro = batch_size // accumulation if accumulation else batch_size
         steps = accumulation or 1
-        timing = step_time(target, step.flops(micro), step.bytes_touched(micro), step.launches)
+        if target.kind == "cpu" and target.this_machine:
+            timing = cpu_step_time(step, micro, target.calibration)
+        else:
+            timing = step_time(target, step.flops(micro), step.bytes_touched(micro), step.launches)
         step_s = (
             timing.step_s * steps if timing.step_s is not None and (fits or accumulation) else None
         )
@@ -207,6 +218,9 @@ def plan_step(
                 epoch_cost=epoch_s / 3600.0 * price if epoch_s is not None and price else None,
             )
         )
+    cpu_notes = [
+        _cpu_time_note(row) for row in rows if row.target.kind == "cpu" and row.target.this_machine
+    ]
     ranked = sorted(rows, key=_rank_key)
     for rank, row in enumerate(ranked, start=1):
         row.rank = rank
@@ -225,7 +239,9 @@ def plan_step(
         notes=[
             *notes,
             "every figure is a prediction: memory from the traced training step, time from a "
-            "roofline of counted FLOPs and bytes",
+            "roofline of counted FLOPs and bytes (on this CPU, plus measured per-op and "
+            "per-step costs)",
+            *cpu_notes,
             f"memory includes a {FRAGMENTATION_MARGIN:.0%} fragmentation/workspace margin "
             "(the spread measured by benchmarks/bench_plan.py)",
             "GPU memory usable = memory - 0.5 GiB (CUDA context) - TensorFlow's reserve "
@@ -246,22 +262,46 @@ def _reason(row: DevicePlan) -> str:
         return "memory: does not fit, and no accumulation divides the batch"
     bound = row.time.bound
     parts = []
+    target = row.target
     if row.accumulation_steps:
         parts.append(
             f"memory: fits with gradient_accumulation_steps={row.accumulation_steps} "
             f"(batch {row.micro_batch})"
         )
-    if bound == "compute":
+    calibrated = target.kind == "cpu" and target.this_machine
+    if bound is None:
+        parts.append(f"time not predicted: {row.time.why or 'no peak known'}")
+    elif calibrated:
+        parts.append(f"{bound}-bound ({_cpu_terms(row.time)})")
+    elif bound == "compute":
         parts.append(
-            f"compute-bound at {row.target.peak_tflops:.3g} TFLOP/s x {row.target.utilisation:.0%}"
+            f"compute-bound at {target.peak_tflops:.3g} TFLOP/s x {target.utilisation:.0%}"
         )
     elif bound == "bandwidth":
-        parts.append(f"bandwidth-bound at {row.target.bandwidth_gbs:g} GB/s")
-    elif bound == "overhead":
-        parts.append("launch-bound: the step's operations are too small to fill the device")
+        parts.append(f"bandwidth-bound at {target.bandwidth_gbs:g} GB/s")
     else:
-        parts.append("no peak known: time not predicted")
+        parts.append(
+            "per-op overhead-bound: the step's operations are too small to fill the device"
+        )
     return "; ".join(parts)
+
+
+def _cpu_terms(time: StepTime) -> str:
+    """The four terms of a calibrated CPU time, in milliseconds."""
+    terms = (
+        ("compute", time.compute_s),
+        ("bandwidth", time.memory_s),
+        ("per-op", time.op_floor_s),
+        ("per-step", time.step_overhead_s),
+    )
+    return ", ".join(f"{name} {(value or 0.0) * 1e3:.1f} ms" for name, value in terms)
+
+
+def _cpu_time_note(row: DevicePlan) -> str:
+    calibration = row.target.calibration
+    if calibration is None:
+        return f"{row.target.key}: step time not predicted: {CALIBRATE_HINT}"
+    return f"{row.target.key}: {calibration.describe()}"
 
 
 def fit_batch(total: Callable[[int], int], batch: int, usable: int) -> tuple[int, int, int | None]:

@@ -1,26 +1,79 @@
-"""Step and epoch time on a device from counted FLOPs and bytes: a roofline model.
+"""Step and epoch time on a device: a roofline of counted FLOPs and bytes, and on this CPU a
+per-operation model calibrated on this machine.
 
-``compute = FLOPs / (peak x utilisation)`` and ``memory = bytes / (bandwidth x 0.8)``; the step
-takes the longer of the two, and that one is the reason. FLOPs are the matmul-class operations
-of the traced step (2 per multiply-add, forward and backward); bytes are what every operation of
-the step writes and reads once (no fusion assumed). Both are predictions.
+On a catalogued accelerator, ``compute = FLOPs / (peak x utilisation)`` and ``memory = bytes /
+(bandwidth x 0.8)``; the step takes the longer of the two, and that one is the reason. FLOPs
+are the matmul-class operations of the traced step (2 per multiply-add, forward and backward);
+bytes are what every operation of the step writes and reads once (no fusion assumed).
+
+On this machine's CPU a training step of a small model is not FLOP-bound: it is launch- and
+host-bound, and the roofline alone was 2-10x below the measured step time. There the plan
+sums, over the traced operations, ``max(per-op floor, FLOPs / measured rate, bytes / measured
+bandwidth)``, and adds a per-step overhead (the Python side of ``train_on_batch`` / ``fit``,
+the function call, reading the loss back). The four figures are measured on this machine by
+:func:`calibrate_cpu` (a few seconds: two tiny Keras models and three small kernels) and stored
+in the results database under the machine fingerprint; without them the CPU time is not
+predicted, and the plan says how to get them. Each prediction names the term that bounds it:
+``compute``, ``bandwidth``, ``per-op overhead`` or ``per-step overhead``. Every figure is a
+prediction.
 """
 
 from __future__ import annotations
 
+import os
+import statistics
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 from tfaccel.core.records import Record
+from tfaccel.core.timing import measure_interleaved
 from tfaccel.planning.targets import BANDWIDTH_UTILISATION, Target
-from tfaccel.store import ResultsStore, default_path
+from tfaccel.planning.trace import ALIASING, StepGraph
+from tfaccel.store import ResultRecord, ResultsStore, default_path
 
-__all__ = ["OP_OVERHEAD_S", "StepTime", "measured_cpu_utilisation", "step_time"]
+__all__ = [
+    "BOUNDS",
+    "CALIBRATION_KIND",
+    "LOOP_OPS",
+    "OP_OVERHEAD_S",
+    "CpuCalibration",
+    "StepTime",
+    "calibrate",
+    "calibrate_cpu",
+    "cpu_step_time",
+    "load_calibration",
+    "measured_cpu_utilisation",
+    "onednn_setting",
+    "save_calibration",
+    "step_time",
+]
 
 OP_OVERHEAD_S = {"gpu": 5e-6, "tpu": 0.0, "cpu": 0.0}
-"""Seconds of dispatch per operation of the step: TensorFlow's executor launches one kernel per
-operation on a GPU (CUDA launch latency is about 3-5 us; an assumption, the larger end); a TPU
-runs the step as one XLA program; a CPU's measured utilisation already includes it."""
+"""Seconds of dispatch per operation of the step on a catalogued device: TensorFlow's executor
+launches one kernel per operation on a GPU (CUDA launch latency is about 3-5 us; an assumption,
+the larger end); a TPU runs the step as one XLA program. This machine's CPU uses its measured
+per-op floor instead (:class:`CpuCalibration`)."""
+BOUNDS = ("compute", "bandwidth", "per-op overhead", "per-step overhead")
+"""The terms a predicted step time can be bound by."""
+CALIBRATION_KIND = "plan-calibration"
+"""``details["kind"]`` of a calibration run in the results database."""
+CALIBRATE_HINT = "run `tfaccel plan --calibrate` once on this machine (5-15 s)"
+LOOP_OPS = frozenset({"While", "StatelessWhile"})
+"""Operations whose body runs many times out of the traced graph (an RNN's time loop)."""
+_NOT_RUN = ALIASING | {"Const", "NoOp", "VarHandleOp", "Placeholder", "Shape"}
+_CALIBRATION_METRICS = {
+    "step_overhead_s": "s",
+    "op_floor_s": "s",
+    "parallel_op_s": "s",
+    "matmul_flops_per_s": "FLOP/s",
+    "conv_flops_per_s": "FLOP/s",
+    "bandwidth_bytes_per_s": "B/s",
+    "scale": "x",
+}
 
 
 @dataclass
@@ -28,15 +81,77 @@ class StepTime(Record):
     """Predicted time of one training step on a target.
 
     Attributes:
-        step_s: the predicted step time (None when the device's peak is unknown).
-        compute_s / memory_s: the two roofline terms.
-        bound: ``compute`` or ``bandwidth``: the longer term.
+        step_s: the predicted step time (None when it is not predicted: ``why`` says why).
+        compute_s / memory_s: the roofline terms; on this CPU, the time of the operations
+            bound by their FLOPs / by the bytes they move.
+        bound: the term the time is bound by, one of :data:`BOUNDS` (None: not predicted).
+        op_floor_s: on this CPU, the time of the operations too small to be bound by
+            anything but the per-op floor (a catalogued GPU: launches x 5 us).
+        step_overhead_s: on this CPU, the measured per-step overhead.
+        why: where ``step_s`` is None, the reason.
     """
 
     step_s: float | None
     compute_s: float | None
     memory_s: float | None
     bound: str | None
+    op_floor_s: float | None = None
+    step_overhead_s: float | None = None
+    why: str | None = None
+
+
+@dataclass
+class CpuCalibration(Record):
+    """What a training step costs on this CPU beyond its FLOPs, measured by
+    :func:`calibrate_cpu`.
+
+    Attributes:
+        step_overhead_s: the fixed cost of one ``train_on_batch`` call (Python, the function
+            call, the loss read back), apart from its operations.
+        op_floor_s: the time of a small operation of a training step (run inline).
+        parallel_op_s: the latency of an operation moving :data:`PARALLEL_BYTES` or more,
+            which the thread pool splits across the cores, beyond its work.
+        matmul_flops_per_s: the FLOP rate of a Dense layer's three training matmuls (512 x
+            512 weights; batch 1024 less batch 64: calls as long as a training step's, so that
+            they share the cores as one does).
+        conv_flops_per_s: the FLOP rate of a 3x3 convolution's forward and both gradients
+            (32 x 32, 32 -> 64 channels; batch 32 less batch 4).
+        bandwidth_bytes_per_s: bytes an element-wise operation reads and writes per second
+            (16 MiB tensors less 256 KiB ones).
+        scale: a reference training step's measured time (less the step overhead) over the
+            sum of its operations' modelled times: what scheduling, cores shared with other
+            work and caches add to the kernels measured alone. Every operation's time is
+            multiplied by it.
+        precision: the compute precision measured (``float32``).
+        onednn: ``TF_ENABLE_ONEDNN_OPTS`` as it was (``default`` when unset): oneDNN changes
+            every kernel's speed, so a calibration applies only under the same setting.
+        cost_s: seconds the calibration took (TensorFlow's import not counted).
+        source: where it came from (the results database run).
+    """
+
+    step_overhead_s: float
+    op_floor_s: float
+    parallel_op_s: float
+    matmul_flops_per_s: float
+    conv_flops_per_s: float
+    bandwidth_bytes_per_s: float
+    scale: float = 1.0
+    precision: str = "float32"
+    onednn: str = "default"
+    cost_s: float = 0.0
+    source: str = "measured now"
+
+    def describe(self) -> str:
+        """The calibration in words, for a plan's notes."""
+        return (
+            f"this CPU's step time = {self.step_overhead_s * 1e3:.2f} ms per step + per "
+            f"operation {self.op_floor_s * 1e6:.1f} us (small) or {self.parallel_op_s * 1e6:.0f} "
+            f"us (split across cores) + the longer of FLOPs / "
+            f"{self.matmul_flops_per_s / 1e9:.0f} GFLOP/s (matmul) or "
+            f"{self.conv_flops_per_s / 1e9:.0f} GFLOP/s (conv) and bytes / "
+            f"{self.bandwidth_bytes_per_s / 1e9:.1f} GB/s, x {self.scale:.2f} (measured on a "
+            f"reference step); {self.source}"
+        )
 
 
 def step_time(target: Target, flops: int, nbytes: int, ops: int = 0) -> StepTime:
@@ -50,12 +165,360 @@ def step_time(target: Target, flops: int, nbytes: int, ops: int = 0) -> StepTime
     overhead = ops * OP_OVERHEAD_S.get(target.kind, 0.0)
     terms = {k: v for k, v in (("compute", compute), ("bandwidth", memory)) if v is not None}
     if not terms:
-        return StepTime(None, compute, memory, None)
+        return StepTime(None, compute, memory, None, why="the device's peak rate is unknown")
     bound = max(terms, key=lambda k: terms[k])
     longest = terms[bound]
     if overhead > longest:
-        bound = "overhead"
-    return StepTime(longest + overhead, compute, memory, bound)
+        bound = "per-op overhead"
+    return StepTime(longest + overhead, compute, memory, bound, op_floor_s=overhead or None)
+
+
+def cpu_step_time(
+    step: StepGraph, batch: int, calibration: CpuCalibration | None, *, onednn: str | None = None
+) -> StepTime:
+    """The step time of ``step`` at ``batch`` on this CPU: the measured per-step overhead plus,
+    for every operation that runs a kernel, its latency (the small-op floor, or the parallel
+    latency for one moving :data:`PARALLEL_BYTES` or more) and the longer of its FLOPs at the
+    measured matmul or convolution rate and its bytes at the measured bandwidth (operations
+    run one after another; pure). The bound is the largest of the four sums.
+
+    Not predicted (``step_s`` None, ``why`` set) without a calibration, for a precision or a
+    oneDNN setting other than the calibration's (``onednn``: the setting of the process that
+    will train, default this process's), and for a step with a ``While`` loop, whose body runs
+    once per iteration out of the traced graph.
+    """
+    if calibration is None:
+        return _unpredicted(f"this CPU is not calibrated: {CALIBRATE_HINT}")
+    compute_dtype = (
+        "bfloat16" if "bfloat16" in step.policy else "float16" if "16" in step.policy else "float32"
+    )
+    if compute_dtype != calibration.precision:
+        return _unpredicted(
+            f"calibrated for {calibration.precision} only; {compute_dtype} kernels on this CPU "
+            "run at other rates (not measured)"
+        )
+    setting = onednn if onednn is not None else onednn_setting()
+    if setting != calibration.onednn:
+        return _unpredicted(
+            f"calibrated with TF_ENABLE_ONEDNN_OPTS={calibration.onednn}, but this process has "
+            f"{setting}: {CALIBRATE_HINT} under the same setting"
+        )
+    loops = sum(1 for op in step.ops if op.type in LOOP_OPS)
+    if loops:
+        return _unpredicted(
+            f"the step runs {loops} While loop{'s' if loops > 1 else ''} (a recurrent layer): "
+            "the loop body's operations run once per iteration and are not in the traced graph"
+        )
+    terms = {k: v * calibration.scale for k, v in _op_terms(step, batch, calibration).items()}
+    terms["per-step overhead"] = calibration.step_overhead_s
+    bound = max(terms, key=lambda k: terms[k])
+    return StepTime(
+        step_s=sum(terms.values()),
+        compute_s=terms["compute"],
+        memory_s=terms["bandwidth"],
+        bound=bound,
+        op_floor_s=terms["per-op overhead"],
+        step_overhead_s=terms["per-step overhead"],
+    )
+
+
+def _op_terms(step: StepGraph, batch: int, calibration: CpuCalibration) -> dict[str, float]:
+    """The modelled seconds of the step's operations, by the term that bounds each, before
+    :attr:`CpuCalibration.scale`: per operation its latency and the longer of its compute
+    and its memory traffic."""
+    terms = dict.fromkeys(("compute", "bandwidth", "per-op overhead"), 0.0)
+    sizes: dict[int, int] = {}
+    # A depthwise convolution's input gradient does the forward's multiply-adds (the trace
+    # counts it as a full convolution over the channels): take the forward's, by its filter.
+    depthwise = {
+        op.inputs[1]: op.flops_fixed + op.flops_per_example * batch
+        for op in step.ops
+        if op.type == "DepthwiseConv2dNative" and len(op.inputs) > 1
+    }
+    for op in step.ops:
+        for t in op.outputs:
+            sizes[t.index] = t.bytes_at(batch)
+        if op.type in _NOT_RUN:
+            continue
+        nbytes = sum(sizes[t.index] for t in op.outputs) + sum(sizes.get(i, 0) for i in op.inputs)
+        flops = op.flops_fixed + op.flops_per_example * batch
+        if op.type == "DepthwiseConv2dNativeBackpropInput" and len(op.inputs) > 1:
+            flops = min(flops, depthwise.get(op.inputs[1], flops))
+        rate = calibration.conv_flops_per_s if "Conv" in op.type else calibration.matmul_flops_per_s
+        compute, memory = flops / rate, nbytes / calibration.bandwidth_bytes_per_s
+        split = nbytes >= PARALLEL_BYTES or compute > calibration.parallel_op_s
+        terms["per-op overhead"] += calibration.parallel_op_s if split else calibration.op_floor_s
+        terms["compute" if compute > memory else "bandwidth"] += max(compute, memory)
+    return terms
+
+
+def _unpredicted(why: str) -> StepTime:
+    return StepTime(None, None, None, None, why=why)
+
+
+def onednn_setting() -> str:
+    """``TF_ENABLE_ONEDNN_OPTS`` of this process (``default`` when unset)."""
+    value = os.environ.get("TF_ENABLE_ONEDNN_OPTS", "").strip()
+    return value or "default"
+
+
+# -- calibration on this machine ---------------------------------------------------------------
+
+ROUNDS = 7
+PARALLEL_BYTES = 256 * 2**10
+"""An operation that moves at least this many bytes is split across the cores by TensorFlow's
+thread pool, and pays the parallel per-op latency (an assumption: Eigen splits element-wise
+work of tens of thousands of elements and more; measured per-op costs jump there)."""
+
+
+def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
+    """Measure this CPU's per-step overhead, per-op latencies, matmul and convolution FLOP
+    rates and bandwidth, in float32 (imports TensorFlow; about 4-6 s on 2 cores).
+
+    Every figure is a difference of two medians, so the fixed costs of the call cancel:
+    the floor and the step overhead from two tiny Keras models trained with
+    ``train_on_batch`` in turn (a Dense(4) alone, and behind 8 Dense(8) layers: the floor is
+    the difference of their step times over the difference of their traced operations, the
+    overhead what the smaller one's step takes beyond its operations); the parallel latency
+    and the bandwidth from chains of 50 element-wise operations on 64 Ki and 4 Mi floats;
+    the rates from a Dense layer's three training matmuls at batch 64 and 1024 (512 x 512)
+    and a 3x3 convolution's forward and both gradients at batch 4 and 32. Last, a reference
+    training step (a small CNN: two convolutions, two Dense(512) layers with dropout and a
+    softmax, batch 64) is measured and modelled with those figures: the ratio is
+    :attr:`CpuCalibration.scale`.
+    """
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    from tfaccel.planning.trace import trace_step
+
+    started = time.perf_counter()
+
+    def tiny(depth: int) -> Any:
+        stack = [keras.Input((8,))]
+        stack += [keras.layers.Dense(8, activation="relu") for _ in range(depth)]
+        model = keras.Sequential([*stack, keras.layers.Dense(4)])
+        model.compile(optimizer=keras.optimizers.Adam(), loss="mse")
+        return model
+
+    x, y = np.ones((8, 8), np.float32), np.ones((8, 4), np.float32)
+    small, large = tiny(0), tiny(8)
+    steps = {
+        "small": lambda: small.train_on_batch(x, y),
+        "large": lambda: large.train_on_batch(x, y),
+    }
+    t_small, t_large = _medians(steps, rounds)
+    ops_small = trace_step(small, 8).launches
+    ops_large = trace_step(large, 8).launches
+    floor = max((t_large - t_small) / max(ops_large - ops_small, 1), 1e-7)
+    overhead = max(t_small - ops_small * floor, 0.0)
+
+    chain_ops = 50
+
+    def chain(elements: int) -> Callable[[], Any]:
+        start = tf.Variable(tf.ones([elements]))  # variables: nothing constant-folds
+
+        @tf.function
+        def run() -> Any:
+            value = start.read_value()
+            for index in range(chain_ops):
+                value = tf.nn.relu(value) if index % 2 else value - 0.5
+            return value[0]
+
+        return lambda: run().numpy()
+
+    sizes = (2**16, 2**22)
+    t_few, t_many = _medians({str(n): chain(n) for n in sizes}, rounds)
+    moved = [8 * n for n in sizes]  # each operation reads and writes n floats
+    bandwidth = (moved[1] - moved[0]) / max((t_many - t_few) / chain_ops, 1e-9)
+    parallel = max(t_few / chain_ops - moved[0] / bandwidth, floor)
+
+    def dense(batch: int) -> Callable[[], Any]:
+        a = tf.Variable(tf.random.normal([batch, 512]))
+        w = tf.Variable(tf.random.normal([512, 512]))
+
+        @tf.function
+        def run() -> Any:
+            with tf.GradientTape() as tape:
+                out = tf.reduce_sum(tf.matmul(a, w))
+            da, dw = tape.gradient(out, [a, w])
+            return da[0, 0] + dw[0, 0]
+
+        return lambda: run().numpy()
+
+    t_64, t_1024 = _medians({"64": dense(64), "1024": dense(1024)}, rounds)
+    matmul_rate = 3 * 2 * (1024 - 64) * 512 * 512 / max(t_1024 - t_64, 1e-9)
+
+    def conv(batch: int) -> Callable[[], Any]:
+        images = tf.Variable(tf.random.normal([batch, 32, 32, 32]))
+        kernel = tf.Variable(tf.random.normal([3, 3, 32, 64]))
+
+        @tf.function
+        def run() -> Any:
+            with tf.GradientTape() as tape:
+                out = tf.reduce_sum(tf.nn.conv2d(images, kernel, 1, "SAME"))
+            di, dk = tape.gradient(out, [images, kernel])
+            return di[0, 0, 0, 0] + dk[0, 0, 0, 0]
+
+        return lambda: run().numpy()
+
+    t_4, t_32 = _medians({"4": conv(4), "32": conv(32)}, rounds)
+    conv_rate = 3 * 2 * (32 - 4) * 32 * 32 * 64 * 9 * 32 / max(t_32 - t_4, 1e-9)
+    calibration = CpuCalibration(
+        step_overhead_s=overhead,
+        op_floor_s=floor,
+        parallel_op_s=parallel,
+        matmul_flops_per_s=matmul_rate,
+        conv_flops_per_s=conv_rate,
+        bandwidth_bytes_per_s=bandwidth,
+        onednn=onednn_setting(),
+    )
+    reference = keras.Sequential(
+        [
+            keras.Input((32, 32, 3)),
+            keras.layers.Conv2D(16, 3, activation="relu"),
+            keras.layers.MaxPooling2D(),
+            keras.layers.Conv2D(32, 3, activation="relu"),
+            keras.layers.Flatten(),
+            keras.layers.Dense(512, activation="relu"),
+            keras.layers.Dropout(0.2),
+            keras.layers.Dense(512, activation="relu"),
+            keras.layers.Dense(10, activation="softmax"),
+        ]
+    )
+    reference.compile(optimizer=keras.optimizers.Adam(), loss="sparse_categorical_crossentropy")
+    images, labels = np.ones((64, 32, 32, 3), np.float32), np.zeros((64,), np.int32)
+    (t_reference,) = _medians(
+        {"reference": lambda: reference.train_on_batch(images, labels)}, rounds
+    )
+    modelled = sum(_op_terms(trace_step(reference, 64), 64, calibration).values())
+    calibration.scale = max(t_reference - overhead, 1e-6) / max(modelled, 1e-9)
+    calibration.cost_s = time.perf_counter() - started
+    return calibration
+
+
+def _untimed(call: Callable[[], Any]) -> Callable[[], None]:
+    """``call`` returning None, so that it is timed from call to return."""
+
+    def run() -> None:
+        call()
+
+    return run
+
+
+def _medians(calls: dict[str, Callable[[], Any]], rounds: int) -> list[float]:
+    """The median seconds of each call, after two warm-up calls, run in turn (interleaved)."""
+    timed = {name: _untimed(call) for name, call in calls.items()}
+    samples = measure_interleaved(timed, repeats=rounds, warmup=2)
+    return [statistics.median(samples[name]) for name in calls]
+
+
+# -- the results database ----------------------------------------------------------------------
+
+
+def calibrate(inventory: Any = None, *, store: str | Path | None = None) -> CpuCalibration:
+    """Calibrate this CPU (:func:`calibrate_cpu`) and store the result in the results database
+    under this machine's fingerprint, where every later plan on this machine reads it
+    (``tfaccel plan --calibrate``).
+
+    Raises:
+        StoreError: the database cannot be written.
+    """
+    from tfaccel import inventory as inventory_module
+
+    inv = inventory if inventory is not None else inventory_module.current()
+    calibration = calibrate_cpu()
+    run_id = save_calibration(
+        calibration, inv.fingerprint.digest, inv.fingerprint.data, store=store
+    )
+    calibration.source = f"measured on this machine now (results database run {run_id})"
+    return calibration
+
+
+def save_calibration(
+    calibration: CpuCalibration,
+    fingerprint: str,
+    fingerprint_data: dict[str, Any],
+    *,
+    store: str | Path | None = None,
+) -> int:
+    """Store ``calibration`` in the results database as a run of kind
+    :data:`CALIBRATION_KIND` under the machine ``fingerprint``; returns the run's id.
+
+    Raises:
+        StoreError: the database cannot be written.
+    """
+    from tfaccel._version import __version__
+
+    try:
+        import tensorflow as tf
+
+        tf_version: str | None = tf.__version__
+    except ImportError:  # pragma: no cover - the calibration itself needs TensorFlow
+        tf_version = None
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    config = {"device": "cpu", "precision": calibration.precision, "onednn": calibration.onednn}
+    results = [
+        ResultRecord(
+            benchmark="plan_calibration",
+            config=config,
+            metric=metric,
+            unit=unit,
+            median=float(getattr(calibration, metric)),
+            q1=float(getattr(calibration, metric)),
+            q3=float(getattr(calibration, metric)),
+            n=1,
+            samples=[float(getattr(calibration, metric))],
+            extra={"cost_s": calibration.cost_s},
+        )
+        for metric, unit in _CALIBRATION_METRICS.items()
+    ]
+    with ResultsStore(store) as db:
+        run_id = db.begin_run(
+            fingerprint,
+            fingerprint_data=fingerprint_data,
+            started_at=now,
+            tfaccel_version=__version__,
+            tf_version=tf_version,
+            details={"kind": CALIBRATION_KIND, "cost_s": calibration.cost_s},
+        )
+        db.finish_run(run_id, results, finished_at=now)
+    return run_id
+
+
+def load_calibration(
+    fingerprint: str, *, onednn: str | None = None, store: str | Path | None = None
+) -> CpuCalibration | None:
+    """The newest calibration of this machine stored under ``onednn`` (default: this
+    process's setting), or None (none stored, or the database cannot be read: a plan never
+    fails for it)."""
+    path = Path(store).expanduser() if store is not None else default_path()
+    if not path.is_file():
+        return None
+    setting = onednn if onednn is not None else onednn_setting()
+    try:
+        with ResultsStore(path, read_only=True) as db:
+            for run in db.runs(fingerprint, limit=200):
+                if run.status != "complete" or run.details.get("kind") != CALIBRATION_KIND:
+                    continue
+                figures = {r.metric: r for r in db.results(run.id, "plan_calibration")}
+                if not figures or not set(_CALIBRATION_METRICS) <= set(figures):
+                    continue
+                config = next(iter(figures.values())).config
+                if config.get("onednn") != setting:
+                    continue
+                return CpuCalibration(
+                    **{metric: figures[metric].median for metric in _CALIBRATION_METRICS},
+                    precision=str(config.get("precision", "float32")),
+                    onednn=setting,
+                    cost_s=float(run.details.get("cost_s", 0.0)),
+                    source=f"measured on this machine {run.started_at} (results database run "
+                    f"{run.id})",
+                )
+    except Exception:  # an unreadable store means no calibration, never a failed plan
+        return None
+    return None
 
 
 def measured_cpu_utilisation(

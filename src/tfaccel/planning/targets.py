@@ -9,6 +9,7 @@ labelled default).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from tfaccel import inventory
 from tfaccel.core.errors import UsageError, argument
@@ -58,6 +59,9 @@ class Target(Record):
         utilisation: share of the peak a training step reaches, and ``utilisation_source``.
         source: where the figures come from.
         this_machine: a device of this machine.
+        calibration: this machine's CPU only: its measured per-step and per-op costs and
+            rates (a :class:`~tfaccel.planning.roofline.CpuCalibration`; None: not
+            calibrated, and its time is not predicted).
     """
 
     key: str
@@ -71,6 +75,7 @@ class Target(Record):
     utilisation_source: str
     source: str
     this_machine: bool = False
+    calibration: Any = None
 
 
 @dataclass(frozen=True)
@@ -176,8 +181,14 @@ def spec_target(spec: AcceleratorSpec, precision: str) -> Target:
     )
 
 
-def cpu_target(inv: Inventory, precision: str, measured: tuple[float, str] | None = None) -> Target:
-    """This machine's CPU: its RAM, the peak estimate, and a measured utilisation if stored."""
+def cpu_target(
+    inv: Inventory,
+    precision: str,
+    measured: tuple[float, str] | None = None,
+    calibration: Any = None,
+) -> Target:
+    """This machine's CPU: its RAM, the peak estimate, a measured utilisation if stored, and
+    its time calibration (:func:`tfaccel.planning.roofline.load_calibration`) if stored."""
     cpu = inv.cpu
     peak = cpu.peak
     rate = peak.bf16_tflops if "bfloat16" in precision and peak.bf16_tflops else peak.fp32_tflops
@@ -199,6 +210,7 @@ def cpu_target(inv: Inventory, precision: str, measured: tuple[float, str] | Non
         utilisation_source=how,
         source=peak.formula or "CPU peak estimate",
         this_machine=True,
+        calibration=calibration,
     )
 
 
@@ -208,9 +220,11 @@ def targets(
     *,
     inv: Inventory | None = None,
     measured_cpu: tuple[float, str] | None = None,
+    calibration: Any = None,
 ) -> list[Target]:
     """The targets of a plan: every GPU and TPU row of the database and this CPU (and this
-    machine's GPUs, matched to their rows), or only the ``devices`` named by key.
+    machine's GPUs, matched to their rows), or only the ``devices`` named by key;
+    ``calibration`` is this CPU's time calibration, if any.
 
     Raises:
         UsageError: a key in ``devices`` that the database does not know.
@@ -218,7 +232,7 @@ def targets(
     specs = {s.key: s for s in load_specs()}
     here: list[Target] = []
     if inv is not None:
-        here.append(cpu_target(inv, precision, measured_cpu))
+        here.append(cpu_target(inv, precision, measured_cpu, calibration))
         for index, gpu in enumerate(inv.gpus):
             if gpu.peak is None or gpu.peak.spec is None:
                 continue
