@@ -228,13 +228,6 @@ def _op_terms(step: StepGraph, batch: int, calibration: CpuCalibration) -> dict[
     and its memory traffic."""
     terms = dict.fromkeys(("compute", "bandwidth", "per-op overhead"), 0.0)
     sizes: dict[int, int] = {}
-    # A depthwise convolution's input gradient does the forward's multiply-adds (the trace
-    # counts it as a full convolution over the channels): take the forward's, by its filter.
-    depthwise = {
-        op.inputs[1]: op.flops_fixed + op.flops_per_example * batch
-        for op in step.ops
-        if op.type == "DepthwiseConv2dNative" and len(op.inputs) > 1
-    }
     for op in step.ops:
         for t in op.outputs:
             sizes[t.index] = t.bytes_at(batch)
@@ -242,8 +235,6 @@ def _op_terms(step: StepGraph, batch: int, calibration: CpuCalibration) -> dict[
             continue
         nbytes = sum(sizes[t.index] for t in op.outputs) + sum(sizes.get(i, 0) for i in op.inputs)
         flops = op.flops_fixed + op.flops_per_example * batch
-        if op.type == "DepthwiseConv2dNativeBackpropInput" and len(op.inputs) > 1:
-            flops = min(flops, depthwise.get(op.inputs[1], flops))
         rate = calibration.conv_flops_per_s if "Conv" in op.type else calibration.matmul_flops_per_s
         compute, memory = flops / rate, nbytes / calibration.bandwidth_bytes_per_s
         split = nbytes >= PARALLEL_BYTES or compute > calibration.parallel_op_s

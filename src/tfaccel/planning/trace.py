@@ -658,7 +658,10 @@ def _op_flops(op: Any) -> int:
             if op.type.endswith(("BackpropInput", "BackpropInputV2")):
                 kernel = op.inputs[1].shape.as_list()
                 dy = op.inputs[2].shape.as_list()
-                return 2 * int(math.prod(dy)) * int(math.prod(kernel[:-1]))
+                # a depthwise filter (h, w, channels, multiplier) reaches one input channel
+                # for each output: the window alone, as in the forward
+                window = kernel[:-2] if op.type.startswith("Depthwise") else kernel[:-1]
+                return 2 * int(math.prod(dy)) * int(math.prod(window))
             kernel = op.inputs[1].shape.as_list()
             if op.type.startswith("Depthwise"):
                 return 2 * int(math.prod(out)) * int(math.prod(kernel[:-2]))
