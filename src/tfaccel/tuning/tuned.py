@@ -476,6 +476,8 @@ def _batch_of(arguments: dict[str, Any]) -> int | None:
             return int(dim)
         with contextlib.suppress(Exception):
             return int(tf.nest.flatten(next(iter(x.take(1))))[0].shape[0])
+    if data_forms.kind_of(x) == "pydataset":  # its batches are fixed: the first one's size
+        return data_forms.leading_dim(data_forms.first_batch(x, 0)[0])
     return None
 
 
