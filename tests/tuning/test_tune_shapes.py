@@ -164,3 +164,51 @@ def test_the_model_tune_times_is_the_one_run_tuned_finds(
     assert document["winner"] is not None, document["says"]
     assert document["took_effect"] == []
     assert "called no model.fit (its own training loop)" in captured.err
+
+
+FINE_TUNING = """
+import json
+import sys
+
+import keras
+import numpy as np
+
+x, y = np.zeros((64, 10), "float32"), np.zeros(64, "int64")
+base = keras.Sequential([keras.Input((10,)), keras.layers.Dense(8, activation="relu")])
+model = keras.Sequential([base, keras.layers.Dense(4)])
+model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(True))
+model.fit(x, y, batch_size=16, epochs=1, verbose=0)  # the new head first
+seen = [int(model.steps_per_execution)]
+base.trainable = False
+model.compile(optimizer=keras.optimizers.Adam(1e-5),
+              loss=keras.losses.SparseCategoricalCrossentropy(True))
+model.fit(x, y, batch_size=16, epochs=1, verbose=0)  # fine-tuning
+seen.append(int(model.steps_per_execution))
+json.dump(seen, open(sys.argv[1], "w"))
+"""
+
+
+def test_run_tuned_fit_n_applies_from_the_fit_tune_measured(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tfaccel.architecture import fingerprint
+    from tfaccel.tuning.script import capture_script
+    from tfaccel.tuning.trials import build_model
+
+    script = tmp_path / "finetune.py"
+    script.write_text(FINE_TUNING)
+    seen = tmp_path / "seen.json"
+    found = capture_script(script, [str(seen)], fit=2)  # tfaccel tune --fit 2
+    model = build_model(found.hooks.model_fn, "float32")
+    db = tmp_path / "results.sqlite"
+    store_tune_result(db, fingerprint(model), str(model.name), steps_per_execution=4)
+    capsys.readouterr()
+    status = main(["run", "--quiet", "--json", "--tuned", "--fit", "2", "--db", str(db),
+                   str(script), str(seen)])  # fmt: skip
+    captured = capsys.readouterr()
+    assert status == 0, captured.err[-3000:]
+    assert json.loads(captured.out)["tuned"]["fit"] == 2
+    assert json.loads(seen.read_text()) == [1, 4]  # the first fit as the script has it
+
+    assert main(["run", "--fit", "2", str(script), str(seen)]) == 2
+    assert "--fit applies to --tuned only" in capsys.readouterr().err
