@@ -37,6 +37,4 @@ model = keras.Sequential(
 model.summary()
 
 model.compile(loss="categorical_crossentropy", optimizer="adam", metrics=["accuracy"])
-model.fit(
-    x_train, y_train, batch_size=args.batch_size, epochs=args.epochs, validation_split=0.1
-)
+model.fit(x_train, y_train, batch_size=args.batch_size, epochs=args.epochs, validation_split=0.1)

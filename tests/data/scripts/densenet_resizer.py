@@ -10,18 +10,18 @@ import tensorflow as tf
 from keras import layers
 
 
-def conv_block(x, filters, kernel_size, strides, activation=layers.LeakyReLU(0.2)):
+def conv_block(x, filters, kernel_size, strides, activation=True):
     x = layers.Conv2D(filters, kernel_size, strides, padding="same", use_bias=False)(x)
     x = layers.BatchNormalization()(x)
     if activation:
-        x = activation(x)
+        x = layers.LeakyReLU(0.2)(x)
     return x
 
 
 def res_block(x):
     inputs = x
     x = conv_block(x, 8, 3, 1)
-    x = conv_block(x, 8, 3, 1, activation=None)
+    x = conv_block(x, 8, 3, 1, activation=False)
     return layers.Add()([inputs, x])
 
 
@@ -49,7 +49,7 @@ def get_model(input_shape, target_size, num_classes):
         weights=None,
         include_top=True,
         classes=num_classes,
-        input_shape=target_size + (3,),
+        input_shape=(*target_size, 3),
     )
     backbone.trainable = True
     inputs = layers.Input(input_shape)

@@ -78,7 +78,7 @@ def main():
     train_ds = train_ds.prefetch(tf.data.AUTOTUNE)
     val_ds = val_ds.prefetch(tf.data.AUTOTUNE)
 
-    model = make_model(input_shape=image_size + (3,), num_classes=2)
+    model = make_model(input_shape=(*image_size, 3), num_classes=2)
     model.compile(
         optimizer=keras.optimizers.Adam(3e-4),
         loss=keras.losses.BinaryCrossentropy(from_logits=True),

@@ -23,9 +23,7 @@ BATCH_SIZE = args.batch_size_per_replica * strategy.num_replicas_in_sync
 rng = np.random.default_rng(0)
 images = rng.random((2048, 28, 28, 1)).astype("float32")
 labels = rng.integers(0, 10, size=2048)
-train_dataset = (
-    tf.data.Dataset.from_tensor_slices((images, labels)).shuffle(2048).batch(BATCH_SIZE)
-)
+train_dataset = tf.data.Dataset.from_tensor_slices((images, labels)).shuffle(2048).batch(BATCH_SIZE)
 
 with strategy.scope():
     model = keras.Sequential(
