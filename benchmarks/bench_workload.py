@@ -79,14 +79,10 @@ about 30 s here): their budget is this many times --budget."""
 
 
 def _writes(name: str, folder: Path) -> list[str]:
-    """The arguments that point a script's own files into its benchmark folder."""
-    if name == "conv1d_timeseries":
-        return ["--out", str(folder)]
-    if name == "mirrored":
-        return ["--checkpoint-dir", str(folder / "ckpt"), "--backup-dir", str(folder / "backup")]
-    if name == "image_folder":
-        return ["--data-dir", str(folder / "images")]
-    return []
+    """The options that point a script's own files into its benchmark folder (shapes.json)."""
+    shapes = json.loads((SCRIPTS_DIR / "shapes.json").read_text())
+    pairs = shapes[name].get("writes", [])
+    return [w for option, path in pairs for w in (option, str(folder / path))]
 
 
 # Runs the script as `tfaccel run [--tuned]` does, with each epoch timed from outside it.

@@ -159,7 +159,7 @@ def test_subclassed_model_on_a_mapped_dataset_is_built_again_per_precision(
         str(script),
     )  # fmt: skip
     models = result["workload"]["models"]
-    assert set(models) == {"float32", "mixed_bfloat16"}, models
+    assert set(models) == {"float32", "mixed_bfloat16"}, (models, result.get("notes"))
     assert all(how.startswith("the script captured again") for how in models.values())
     timed = {t["config"]["precision"] for t in result["trials"] if t["rung_samples"]}
     assert timed == {"float32", "mixed_bfloat16"}, result["trials"]

@@ -45,37 +45,26 @@ def _files(folder: Path) -> dict[str, int]:
     return {str(p.relative_to(folder)): p.stat().st_mtime_ns for p in folder.rglob("*")}
 
 
-# script, its arguments, its own batch, files its run writes (in tmp/out)
-TUNED: list[tuple[str, list[str], int, list[str]]] = [
-    ("cnn_arrays.py", ["--examples", "512"], 128, []),
-    ("vae.py", ["--examples", "512"], 128, []),
-    ("mirrored.py", [], 64, ["ckpt/ckpt_1.weights.h5"]),
-]
+SHAPES = json.loads((SCRIPTS / "shapes.json").read_text())
+# tuned for real: arrays; a VAE fit on x alone; a strategy, whose run writes its checkpoint
+TUNED = {"cnn_arrays": [], "vae": [], "mirrored": ["ckpt/ckpt_1.weights.h5"]}
 
 
 def _where(name: str, folder: Path) -> list[str]:
-    if name == "conv1d_timeseries.py":
-        return ["--out", str(folder)]
-    if name == "mirrored.py":
-        return ["--checkpoint-dir", str(folder / "ckpt"), "--backup-dir", str(folder / "backup")]
-    if name == "image_folder.py":
-        return ["--data-dir", str(folder / "images")]
-    return []
+    """The options that point the script's own files into ``folder`` (shapes.json)."""
+    pairs = SHAPES[name].get("writes", [])
+    return [w for option, path in pairs for w in (option, str(folder / path))]
 
 
-@pytest.mark.parametrize(("name", "args", "batch", "writes"), TUNED, ids=[s[0] for s in TUNED])
+@pytest.mark.parametrize("name", list(TUNED))
 def test_tune_then_run_tuned_on_an_unchanged_script(
-    name: str,
-    args: list[str],
-    batch: int,
-    writes: list[str],
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    batch, writes = SHAPES[name]["batch"], TUNED[name]
     out = tmp_path / "out"
     out.mkdir()
     db = tmp_path / "results.sqlite"
-    words = [str(SCRIPTS / name), *args, *_where(name, out)]
+    words = [str(SCRIPTS / f"{name}.py"), *SHAPES[name]["small"], *_where(name, out)]
     space = [f"batch_size={batch}", "precision=float32", "jit=off", "steps_per_execution=1,4"]
     spaces = [w for s in space for w in ("--space", s)]
     before = _files(out)
@@ -84,7 +73,7 @@ def test_tune_then_run_tuned_on_an_unchanged_script(
     captured = capsys.readouterr()
     assert status == 0, captured.err[-3000:]
     result: dict[str, Any] = json.loads(captured.out)
-    assert result["workload"]["origin"]["script"].endswith(name)
+    assert result["workload"]["origin"]["script"].endswith(f"{name}.py")
     best = result["best"]
     assert best["batch_size"] == batch and best["precision"] == "float32"
     verdict = result["baseline_verdict"]
@@ -92,10 +81,10 @@ def test_tune_then_run_tuned_on_an_unchanged_script(
     assert verdict["kept"] or verdict["ratio"] > 1
     after = _files(out)
     assert after == before, "tune wrote the script's files"
-    if name == "mirrored.py":
+    if name == "mirrored":
         assert any("MirroredStrategy" in n for n in result["workload"]["notes"])
         assert set(result["not_run"]) >= {"callback BackupAndRestore", "callback ModelCheckpoint"}
-    if name == "vae.py":
+    if name == "vae":
         assert any("placeholder labels" in n for n in result["workload"]["notes"])
 
     capsys.readouterr()
@@ -115,19 +104,19 @@ def test_tune_then_run_tuned_on_an_unchanged_script(
 # the other shapes: the model tune's trials build (the script captured, its model function
 # called under a precision of its own, built as at fit) is the one the first pass of run
 # --tuned finds; the search and the tuned fit are left out (tested above)
-FOUND: list[tuple[str, list[str], int]] = [
-    ("image_folder.py", ["--per-class", "24"], 32),
-    ("bilstm_text.py", ["--examples", "64"], 32),
-    ("conv1d_timeseries.py", ["--examples", "128"], 32),
-    ("feature_space.py", ["--rows", "64"], 32),
-    ("gradient_tape_marked.py", ["--examples", "256"], 64),
-    ("pydataset_train_step.py", [], 32),
+FOUND = [
+    "image_folder",
+    "bilstm_text",
+    "conv1d_timeseries",
+    "feature_space",
+    "gradient_tape_marked",
+    "pydataset_train_step",
 ]
 
 
-@pytest.mark.parametrize(("name", "args", "batch"), FOUND, ids=[s[0] for s in FOUND])
+@pytest.mark.parametrize("name", FOUND)
 def test_the_model_tune_times_is_the_one_run_tuned_finds(
-    name: str, args: list[str], batch: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from tfaccel.architecture import fingerprint
     from tfaccel.tuning.script import capture_script
@@ -136,28 +125,29 @@ def test_the_model_tune_times_is_the_one_run_tuned_finds(
 
     out = tmp_path / "out"
     out.mkdir()
-    words = [*args, *_where(name, out)]
+    script = str(SCRIPTS / f"{name}.py")
+    words = [*SHAPES[name]["small"], *_where(name, out)]
     before = _files(out)
-    found = capture_script(SCRIPTS / name, words)
-    assert found.batch_size == batch
+    found = capture_script(script, words)
+    assert found.batch_size == SHAPES[name]["batch"]
     model = build_model(found.hooks.model_fn, "float32")  # a trial's model, as tune builds it
     after = _files(out)
-    if name == "image_folder.py":  # its images, written before its fit, are its data
+    if name == "image_folder":  # its images, written before its fit, are its data
         after = {k: v for k, v in after.items() if not k.startswith("images")}
     assert after == before, "tune's capture wrote the script's files"
     db = tmp_path / "results.sqlite"
     digest = fingerprint(model)
     store_tune_result(db, digest, str(model.name), steps_per_execution=2)
 
-    if name != "gradient_tape_marked.py":  # the first pass of run --tuned finds it
-        tuned = prepare(str(SCRIPTS / name), words, db=db, out=io.StringIO())
+    if name != "gradient_tape_marked":  # the first pass of run --tuned finds it
+        tuned = prepare(script, words, db=db, out=io.StringIO())
         assert tuned.model_fingerprint == digest
         assert tuned.winner is not None and tuned.winner.config["steps_per_execution"] == 2
         return
     # a run of its own loop: the winner found, nothing to apply it at but the precision
     capsys.readouterr()
-    status = main(["run", "--quiet", "--json", "--tuned", "--db", str(db), str(SCRIPTS / name),
-                   *words, "--epochs", "1"])  # fmt: skip
+    status = main(["run", "--quiet", "--json", "--tuned", "--db", str(db), script, *words,
+                   "--epochs", "1"])  # fmt: skip
     captured = capsys.readouterr()
     assert status == 0, captured.err[-3000:]
     document = json.loads(captured.out)["tuned"]

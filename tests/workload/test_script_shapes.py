@@ -35,53 +35,53 @@ def _plan(capsys: pytest.CaptureFixture[str], *words: str) -> tuple[int, dict[st
     return status, (json.loads(out.out) if status == 0 else {}), out.err
 
 
-# script, its arguments (besides those naming where it writes), the batch plan must read
+SHAPES = json.loads((SCRIPTS / "shapes.json").read_text())
 PLANNED = [
-    ("cnn_arrays.py", [], 128),
-    ("image_folder.py", ["--per-class", "24"], 32),
-    ("bilstm_text.py", ["--examples", "64"], 32),
-    ("conv1d_timeseries.py", ["--examples", "128"], 32),
-    ("feature_space.py", ["--rows", "64"], 32),
-    ("gradient_tape_marked.py", ["--examples", "256"], 64),
-    ("pydataset_train_step.py", [], 32),
-    ("mirrored.py", [], 64),
+    "cnn_arrays",
+    "image_folder",
+    "bilstm_text",
+    "conv1d_timeseries",
+    "feature_space",
+    "gradient_tape_marked",
+    "pydataset_train_step",
+    "mirrored",
 ]
 
 
-@pytest.mark.parametrize(("name", "args", "batch"), PLANNED, ids=[p[0] for p in PLANNED])
+@pytest.mark.parametrize("name", PLANNED)
 def test_an_unchanged_script_is_planned_at_its_own_batch_and_writes_nothing(
-    name: str, args: list[str], batch: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     where = _where(name, tmp_path)
     before = _files(tmp_path)
-    status, document, err = _plan(capsys, str(SCRIPTS / name), *args, *where)
+    status, document, err = _plan(capsys, str(SCRIPTS / f"{name}.py"), *_small(name), *where)
     assert status == 0, err[-3000:]
-    assert document["batch_size"] == batch
-    assert document["workload"]["origin"]["script"].endswith(name)
+    assert document["batch_size"] == SHAPES[name]["batch"]
+    assert document["workload"]["origin"]["script"].endswith(f"{name}.py")
     assert document["devices"][0]["needed_bytes"] > 0
-    if name == "mirrored.py":
+    if name == "mirrored":
         assert any("MirroredStrategy" in note for note in document["notes"])
     after = _files(tmp_path)
-    if name == "image_folder.py":  # its images, written before its fit, are its data
+    if name == "image_folder":  # its images, written before its fit, are its data
         after = {k: v for k, v in after.items() if not k.startswith("images")}
     assert after == before  # no checkpoint, no backup, no saved model
 
 
+def _small(name: str) -> list[str]:
+    small: list[str] = SHAPES[name]["small"]
+    return small
+
+
 def _where(name: str, folder: Path) -> list[str]:
-    """The arguments that point the script's own files into ``folder``."""
-    if name == "conv1d_timeseries.py":
-        return ["--out", str(folder)]
-    if name == "mirrored.py":
-        return ["--checkpoint-dir", str(folder / "ckpt"), "--backup-dir", str(folder / "backup")]
-    if name == "image_folder.py":
-        return ["--data-dir", str(folder / "images")]
-    return []
+    """The options that point the script's own files into ``folder`` (shapes.json)."""
+    pairs = SHAPES[name].get("writes", [])
+    return [w for option, path in pairs for w in (option, str(folder / path))]
 
 
 def test_a_gradient_tape_loop_is_told_the_one_line_to_add(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    status, _, err = _plan(capsys, str(SCRIPTS / "gradient_tape.py"), "--examples", "64")
+    status, _, err = _plan(capsys, str(SCRIPTS / "gradient_tape.py"), *_small("gradient_tape"))
     assert status == 2
     assert "tfaccel.workload.mark(model, dataset, optimizer=optimizer, loss=loss_fn)" in err
     # the copy with that line added (and nothing else) is planned: test above, and here
@@ -96,7 +96,7 @@ def test_a_gradient_tape_loop_is_told_the_one_line_to_add(
 def test_a_vae_without_call_is_refused_by_plan_with_the_reason(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    status, _, err = _plan(capsys, str(SCRIPTS / "vae.py"), "--examples", "64")
+    status, _, err = _plan(capsys, str(SCRIPTS / "vae.py"), *_small("vae"))
     assert status == 2
     assert "could not be called on inputs shaped like its training data" in err
     assert "VAE" in err and "Traceback" not in err
@@ -105,28 +105,23 @@ def test_a_vae_without_call_is_refused_by_plan_with_the_reason(
 def test_densenet_behind_a_learned_resizer_is_captured_at_its_fit() -> None:
     # planned and tuned by benchmarks/bench_workload.py: tracing DenseNet121's training step
     # takes a minute on two cores
-    workload = capture(SCRIPTS / "densenet_resizer.py", ["--examples", "32"], command="test")
-    assert workload.batch_size == 16
+    workload = capture(SCRIPTS / "densenet_resizer.py", _small("densenet_resizer"), command="test")
+    assert workload.batch_size == SHAPES["densenet_resizer"]["batch"]
     assert workload.data_kind == "dataset"
     assert type(workload.compile.optimizer).__name__ == "SGD"
     assert any(getattr(layer, "name", "") == "densenet121" for layer in workload.model.layers)
 
 
 # the shapes whose fit differs most from arrays (the others' fit is profiled elsewhere)
-PROFILED = [
-    ("image_folder.py", ["--per-class", "24"]),
-    ("pydataset_train_step.py", []),
-    ("vae.py", ["--examples", "512"]),
-    ("mirrored.py", []),
-]
+PROFILED = ["image_folder", "pydataset_train_step", "vae", "mirrored"]
 
 
-@pytest.mark.parametrize(("name", "args"), PROFILED, ids=[p[0] for p in PROFILED])
+@pytest.mark.parametrize("name", PROFILED)
 def test_an_unchanged_script_is_profiled(
-    name: str, args: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     capsys.readouterr()
-    words = [str(SCRIPTS / name), *args, "--epochs", "1", *_where(name, tmp_path)]
+    words = [str(SCRIPTS / f"{name}.py"), *_small(name), "--epochs", "1", *_where(name, tmp_path)]
     status = main(["profile", "--steps", "2", "--warmup", "1", "--json", *words])
     out = capsys.readouterr()
     assert status == 0, out.err[-3000:]
@@ -139,7 +134,7 @@ def test_an_unchanged_script_is_profiled(
 def test_a_gradient_tape_loop_without_a_step_timer_is_told_how_to_profile_it(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    status = main(["profile", str(SCRIPTS / "gradient_tape.py"), "--examples", "64"])
+    status = main(["profile", str(SCRIPTS / "gradient_tape.py"), *_small("gradient_tape")])
     err = capsys.readouterr().err
     assert status == 2
     assert "StepTimer" in err and "Traceback" not in err
