@@ -280,7 +280,8 @@ def plan_workload(
                 fix="pass the batch size: tfaccel plan --batch N SCRIPT",
             )
         notes.append(f"batch {batch}: {workload.batch_source}")
-        replicas = int(getattr(workload.model.distribute_strategy, "num_replicas_in_sync", 1))
+        strategy = getattr(workload.model, "distribute_strategy", None)
+        replicas = int(getattr(strategy, "num_replicas_in_sync", 1))
         if workload.strategy is not None and replicas > 1:
             batch = max(1, batch // replicas)
             notes.append(f"batch {batch} per replica: the global batch over {replicas} replicas")
