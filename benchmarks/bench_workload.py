@@ -1,48 +1,85 @@
 """Unchanged scripts, end to end: plan's predicted peak, tune's wall time, and the tuned run
 against the script's own.
 
-For each small script (written as people write them: argparse, arrays or a ``tf.data``
-pipeline, ``model.fit``), in a temporary directory of its own:
+For each script of ``tests/data/scripts/`` (the ten shapes of issue 26, written as keras.io and
+tensorflow.org write them; the ``GradientTape`` one with its ``tfaccel.workload.mark`` line),
+with its benchmark arguments (``SCRIPTS``) and its files pointed into a temporary directory of
+its own:
 
-* **plan**: ``tfaccel plan --device this-cpu --json SCRIPT`` predicts the training step's peak
-  memory on this CPU; a fresh process runs the script up to its ``fit``
+* **plan**: ``tfaccel plan --device this-cpu --json SCRIPT ARGS`` predicts the training step's
+  peak memory on this CPU; a fresh process runs the script up to its ``fit``
   (``tfaccel.workload.capture``), trains three steps of that workload and reads the CPU
   allocator's peak (``get_memory_info("CPU:0")["peak"]``, after ``reset_memory_stats``;
   ``TF_ENABLE_ONEDNN_OPTS=1``, which the CPU allocator's statistics need);
-* **tune**: ``tfaccel tune --budget B --db DB SCRIPT``: its wall time (the command, TensorFlow's
-  import included) against the budget, and the winner it stored;
+* **tune**: ``tfaccel tune --budget B --db DB SCRIPT ARGS`` with the batch fixed to the
+  script's own (``run --tuned`` keeps it), XLA off/on and 1 or 8 steps per execution: its wall
+  time (the command: TensorFlow's import and the capture included) against the budget, the
+  winner it stored and its own measured ratio over the script's configuration;
 * **tuned against own**: the script run in full, ``--rounds`` times each, interleaved (own,
   tuned, tuned, own, ...), each run a fresh process: ``tfaccel run SCRIPT`` against ``tfaccel
-  run --tuned SCRIPT`` (the batch kept: the script's optimisation unchanged). Timed: the epochs
-  after the first (the first holds tracing and XLA compilation), examples/s, median and IQR.
+  run --tuned SCRIPT``. Timed: the epochs after the first (the first holds tracing and XLA
+  compilation), median and IQR; for the ``GradientTape`` loop, which calls no ``fit``, the
+  whole run (``per run``: the first pass of ``--tuned`` included).
 
-    python benchmarks/bench_workload.py [--budget 40] [--rounds 5] [--json]
+    python benchmarks/bench_workload.py [--budget 30] [--rounds 3] [--epochs 3] [--json]
     python benchmarks/bench_workload.py --smoke     # one script, a short tune, 2 rounds
 
-Measured on a loaded 2-core AMD EPYC (load average 9: other work on the same cores), CPU
-only, ``--rounds 5 --budget 40 --epochs 4``:
+Measured on the 2-core AMD EPYC, CPU only, ``--budget 20 --rounds 3 --epochs 3`` (DenseNet's
+budget 4x: 80 s), 04:00-04:43 UTC; load average 7.6 at the start and 6-7 throughout (other
+benchmarks on the same two cores), 0.5 at the end:
 
-    script       plan MiB peak MiB   error
-    mlp_arrays       1.7     3.2  -48.0%
-    cnn_dataset      3.8     6.0  -36.2%
+    script                plan MiB peak MiB   error
+    cnn_arrays                7.8    24.4  -68.1%
+    image_folder              8.2    10.0  -17.7%
+    bilstm_text               3.0     0.0       -
+    conv1d_timeseries         2.5     2.0  +26.4%
+    feature_space             0.1     0.0       -
+    gradient_tape_marked      0.7    32.0  -97.8%
+    pydataset_train_step      0.1     0.0       -
+    vae                         -    14.1       -  (plan refused: VAE has no call())
+    densenet_resizer        132.9   105.9  +25.5%
+    mirrored                  8.9    16.3  -45.3%
 
-    script       tune wall budget  winner
-    mlp_arrays       35.0s    40s  bs32 float32 xla=False spe=8 pipeline
-    cnn_dataset      37.3s    40s  bs32 float32 xla=False spe=1 as-given
+    script                tune wall budget  winner
+    cnn_arrays                24.5s    20s  bs128 float32 xla=False spe=1 numpy  (tune: x1.00)
+    image_folder              38.4s    20s  bs32 float32 xla=False spe=1 as-given  (tune: x1.09)
+    bilstm_text               17.7s    20s  bs32 float32 xla=False spe=1 numpy  (tune: x1.00)
+    conv1d_timeseries         25.4s    20s  bs32 float32 xla=False spe=1 numpy  (tune: x1.00)
+    feature_space             36.1s    20s  bs32 float32 xla=False spe=1 as-given  (tune: x0.63)
+    gradient_tape_marked      30.0s    20s  bs64 float32 xla=False spe=8 pipeline  (tune: x2.21)
+    pydataset_train_step      26.4s    20s  bs32 float32 xla=False spe=8 pipeline  (tune: x2.91)
+    vae                       25.8s    20s  bs128 float32 xla=False spe=1 numpy  (tune: x1.00)
+    densenet_resizer         145.8s    80s  bs16 float32 xla=False spe=1 as-given  (tune: x1.16)
+    mirrored                  20.8s    20s  bs64 float32 xla=False spe=1 as-given  (tune: x0.48)
 
-    script              own epoch s (IQR)      tuned epoch s (IQR) speedup
-    mlp_arrays      0.567 (0.486-0.768)    0.342 (0.284-0.440)  x1.65
-    cnn_dataset     0.703 (0.696-0.728)    0.645 (0.546-0.681)  x1.09  (IQRs overlap: noise)
+    script                             own s (IQR)            tuned s (IQR) speedup
+    cnn_arrays               0.595 (0.567-0.685)    1.297 (0.994-1.346)  x0.46
+    image_folder             0.685 (0.605-0.696)    0.647 (0.643-0.677)  x1.06  (overlap: noise)
+    bilstm_text              1.537 (1.497-2.327)    1.311 (1.225-1.318)  x1.17
+    conv1d_timeseries        0.921 (0.739-1.190)    0.618 (0.597-0.860)  x1.49  (overlap: noise)
+    feature_space            1.300 (1.186-1.599)    1.052 (0.973-1.073)  x1.24
+    gradient_tape_marked     1.674 (1.642-1.713)    3.810 (3.744-4.000)  x0.44 per run
+    pydataset_train_step     0.148 (0.145-0.163)    0.102 (0.081-0.127)  x1.45
+    vae                      1.023 (1.007-1.126)    1.036 (0.992-1.090)  x0.99  (overlap: noise)
+    densenet_resizer         8.359 (7.471-8.493)    5.974 (5.405-7.733)  x1.40  (overlap: noise)
+    mirrored                 0.328 (0.324-0.337)    0.336 (0.324-0.471)  x0.98  (overlap: noise)
+    median speedup over the scripts: x1.12
 
-The MLP's winner (8 steps per execution, the pipeline feed) is faster beyond the noise, by
-less than the x3.49 its tune measured in its 5 final rounds (tune times short fits of the
-model alone, this the script's whole epochs). For the CNN the tune kept the script's own
-configuration, so both columns run the same thing: x1.09 is this machine's noise. The
-measured peaks of models this small are not stable: the MLP's read 1.25 MiB in an earlier run
-(``--smoke``) and in a separate check with arrays and with a dataset, and 3.2 MiB here, so at
-these sizes plan's error says little (why the peak moves was not looked into; the order the
-ops ran in on the loaded cores is a guess); bench_plan.py checks the memory model on larger
-models.
+Against the issue's targets, honestly: **not met**. The median gain is x1.12 (target >= 1.5);
+the tune kept the script's own configuration for 8 of the 10, so their two columns run the same
+thing and their ratios (x0.46 to x1.49) are this loaded machine's noise in 3 rounds: cnn_arrays'
+x0.46 did not come back in a check of 3+3 runs right after (a first pass of the capture then
+the script, against the script alone: epochs of 0.48-1.16 s against 0.43-0.87 s). Where the
+tune found a winner, its gain carried over to the real run for the PyDataset (x2.91 in tune,
+x1.45 in the run: 8 steps per execution) but not for the ``GradientTape`` loop, which calls
+no ``fit`` (only the precision can apply; the run is slower by the first pass of ``--tuned``,
+the script's pre-fit work done twice). Tune's search (``elapsed_s``) stayed within its budget
+for 9 of 10 (DenseNet: 131 s for 80 s: its first trial's tracing and the final comparison
+each take tens of seconds); the command's wall time, with TensorFlow's import and the capture,
+is 0.9-1.9x the budget. Plan's peak is within 20% of the measured one for image_folder only
+(conv1d +26%, DenseNet +26%; the small models -45% to -98%); the allocator reported a peak of 0
+for bilstm_text, feature_space and pydataset_train_step (not looked into), and plan refuses the
+VAE (no ``call``). No ``precision`` trial ran: on this CPU the space's precision is float32.
 """
 
 from __future__ import annotations
@@ -292,7 +329,7 @@ def report(rows: list[dict[str, Any]]) -> str:
             f"{r['script']:<21} {o['median']:8.3f} ({o['q1']:.3f}-{o['q3']:.3f}) "
             f"{t['median']:8.3f} ({t['q1']:.3f}-{t['q3']:.3f})  x{r['speedup']:.2f}"
             + (" per run" if r.get("timed") == "run" else "")
-            + ("  (IQRs overlap: noise)" if r["overlap"] else "")
+            + ("  (overlap: noise)" if r["overlap"] else "")
         )
     if speedups:
         lines.append(f"median speedup over the scripts: x{statistics.median(speedups):.2f}")
