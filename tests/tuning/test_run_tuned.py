@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tune_helpers import store_tune_result
 
 pytest.importorskip("tensorflow")
 
@@ -124,48 +125,15 @@ def _run(capsys: pytest.CaptureFixture[str], *words: str) -> tuple[int, dict[str
 
 def _store_winner(script: Path, db: Path, **config: Any) -> None:
     """Write a tune result for the model ``script`` builds, as ``tfaccel tune`` records it."""
-    from tfaccel import inventory
     from tfaccel.architecture import fingerprint
-    from tfaccel.store import ResultRecord, ResultsStore
     from tfaccel.tuning.script import settled_runtime
     from tfaccel.workload import capture
+    from tfaccel.workload.record import build_like_fit
 
     with settled_runtime():
         workload = capture(script, [], command="test")
-    digest = fingerprint(workload.model)
-    full = {
-        "device": "cpu",
-        "batch_size": 16,
-        "precision": "float32",
-        "jit": False,
-        "feed": "numpy",
-        "cache": "auto",
-        "prefetch": "auto",
-        "num_parallel_calls": "auto",
-        "threads": None,
-        "steps_per_execution": 1,
-        **config,
-    }
-    fp = inventory.current().fingerprint
-    details = {
-        "kind": "tune",
-        "speedup": {"ratio": 1.8, "baseline": "bs16 float32 numpy xla=off", "rung": 2},
-        "baseline_verdict": {"kept": False, "ratio": 1.8, "noise": 0.05, "says": "x1.80"},
-    }
-    with ResultsStore(db) as store:
-        run = store.begin_run(
-            fp.digest,
-            fingerprint_data=fp.data,
-            started_at="2026-11-26T00:59:00+00:00",
-            tfaccel_version="test",
-            tf_version=None,
-            details=details,
-        )
-        record = ResultRecord(
-            "tiny_mlp", full, "images_per_s", "images/s", 1000.0, 950.0, 1050.0, 5,
-            [1000.0] * 5, model_fingerprint=digest,
-        )  # fmt: skip
-        store.finish_run(run, [record], finished_at="2026-11-26T01:00:00+00:00", details=details)
+    build_like_fit(workload.model, workload.first_batch())  # as tune builds it
+    store_tune_result(db, fingerprint(workload.model), "tiny_mlp", **config)
 
 
 def test_the_stored_winner_takes_effect_in_the_scripts_model(

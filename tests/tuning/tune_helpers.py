@@ -2,6 +2,7 @@
 
 - ``dense_model``: the tiny compiled Keras model a trial builds: 8 inputs, one hidden layer,
   3 classes.
+- ``store_tune_result``: a tune run written to a database as tune writes it.
 - ``FakeRunner``, ``FakeClock``, ``FakeOom`` and ``run_search``: the search on injected
   timings (no TensorFlow).
 
@@ -130,3 +131,45 @@ def run_search(
         is_oom=is_fake_oom,
         clock=runner.clock,
     )
+
+
+def store_tune_result(db: Any, digest: str, model_name: str, **config: Any) -> None:
+    """Write a complete tune run to the database ``db`` as ``tfaccel tune`` records it: its
+    winner ``config`` (over the defaults of a batch-16 float32 numpy trial on the CPU) for the
+    model of architecture ``digest``, x1.8 over the script's own configuration."""
+    from tfaccel import inventory
+    from tfaccel.store import ResultRecord, ResultsStore
+
+    full = {
+        "device": "cpu",
+        "batch_size": 16,
+        "precision": "float32",
+        "jit": False,
+        "feed": "numpy",
+        "cache": "auto",
+        "prefetch": "auto",
+        "num_parallel_calls": "auto",
+        "threads": None,
+        "steps_per_execution": 1,
+        **config,
+    }
+    fp = inventory.current().fingerprint
+    details = {
+        "kind": "tune",
+        "speedup": {"ratio": 1.8, "baseline": "bs16 float32 numpy xla=off", "rung": 2},
+        "baseline_verdict": {"kept": False, "ratio": 1.8, "noise": 0.05, "says": "x1.80"},
+    }
+    with ResultsStore(db) as store:
+        run = store.begin_run(
+            fp.digest,
+            fingerprint_data=fp.data,
+            started_at="2026-11-26T00:59:00+00:00",
+            tfaccel_version="test",
+            tf_version=None,
+            details=details,
+        )
+        record = ResultRecord(
+            model_name, full, "images_per_s", "images/s", 1000.0, 950.0, 1050.0, 5,
+            [1000.0] * 5, model_fingerprint=digest,
+        )  # fmt: skip
+        store.finish_run(run, [record], finished_at="2026-11-26T01:00:00+00:00", details=details)

@@ -122,7 +122,7 @@ def test_a_subclassed_model_on_a_dataset_is_planned_on_its_first_batch(
     assert any("Net has its own train_step" in n for n in document["notes"])
 
 
-def test_a_model_built_under_a_distribution_strategy_is_refused_clearly(
+def test_a_model_built_under_a_distribution_strategy_is_planned_for_one_replica(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     script = _script(
@@ -138,9 +138,12 @@ def test_a_model_built_under_a_distribution_strategy_is_refused_clearly(
         model.fit(np.ones((8, 3), "float32"), np.zeros((8, 1), "float32"))
         """,
     )
-    assert main(["plan", str(script)]) == 2
-    err = capsys.readouterr().err
-    assert "was built under a MirroredStrategy: the plan traces the training step of one" in err
+    document = _plan_json(capsys, str(script))
+    assert document["batch_size"] == 32  # one replica here: the global batch
+    assert (
+        "built under MirroredStrategy: one replica's training step is planned"
+        in (document["notes"])
+    )
 
 
 def test_a_sequential_without_input_and_sequences_of_any_length_are_planned_on_their_data(

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tfaccel.cli._args import integer
 from tfaccel.cli._output import print_json, warn_options_after_script
 from tfaccel.core.errors import UsageError
 from tfaccel.core.files import check_writable_file, write_atomic
@@ -23,7 +24,7 @@ from tfaccel.scripts import run_script, split_command
 
 __all__ = ["add_parser", "run"]
 
-FLAGS = {"json_config": "--json-config"}
+FLAGS = {"json_config": "--json-config", "fit": "--fit"}
 
 # option -> the setup() setting it sets; values are parsed by tfaccel.runtime.parse_setting
 _OPTIONS = {
@@ -102,6 +103,15 @@ def add_parser(sub: Any) -> None:
         metavar="PATH",
         help="with --tuned: the results database (default $XDG_DATA_HOME/tfaccel/results.sqlite)",
     )
+    p.add_argument(
+        "--fit",
+        type=integer("--fit", example=2),
+        default=None,
+        metavar="N",
+        help="with --tuned: the script's N-th model.fit is the one tuned (tfaccel tune --fit "
+        "N), e.g. 2 for fine-tuning after a first fit; the winner applies from that call on "
+        "(default 1)",
+    )
     p.add_argument("--quiet", action="store_true", help="do not print the configuration to stderr")
     p.add_argument(
         "script_and_args",
@@ -122,6 +132,13 @@ def run(args: argparse.Namespace) -> int:
     settings = _settings(args)
     if mode is not None:
         _check_tuned(args, settings)
+    elif args.fit is not None:
+        raise UsageError(
+            "--fit applies to --tuned only",
+            expected="tfaccel run --tuned --fit 2 train.py (the fit the tune measured)",
+            received=f"--fit {args.fit} without --tuned",
+            fix="add --tuned, or drop --fit",
+        )
     if args.json_config:  # checked before anything is set up or run
         check_writable_file(args.json_config, argument_name="json_config")
     config = runtime.setup(**settings)
@@ -135,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         from tfaccel.tuning.tuned import applied, prepare
 
-        tuned = prepare(script, script_args, mode=mode, db=args.db)
+        tuned = prepare(script, script_args, mode=mode, db=args.db, fit=args.fit or 1)
         with applied(tuned):
             status = run_script(script, script_args)
     if args.json:

@@ -137,15 +137,23 @@ def workload_model(workload: Workload) -> tuple[Any, Any, list[str]]:
     compiled = workload.compile
     notes: list[str] = []
     strategy = workload.strategy
-    if strategy is not None:
-        raise PlanError(
-            f"The model {model.name!r} was built under a {strategy}: the plan traces the "
-            "training step of one device",
-            expected="a model built outside tf.distribute strategies",
-            received=f"a model of {strategy} (distribute_strategy)",
-            fix="let the script build the model without its strategy (an option of its own, "
-            "or one device), and plan the per-device batch with --batch",
-        )
+    if strategy is not None:  # one replica's step: the model cloned outside the strategy
+        try:
+            model = keras.models.clone_model(model)
+        except Exception as exc:
+            raise PlanError(
+                f"The model {model.name!r} was built under a {strategy} and cannot be "
+                f"cloned outside it to trace one replica's step ({type(exc).__name__}: {exc})",
+                expected="a Sequential or functional model under the strategy",
+                received=f"{type(model).__name__} {model.name!r} of {strategy}",
+                fix="let the script build the model without its strategy (an option of its "
+                "own), and plan the per-replica batch with --batch",
+            ) from exc
+        optimizer = compiled.optimizer
+        if optimizer is not None and not isinstance(optimizer, str):
+            optimizer = keras.optimizers.deserialize(keras.optimizers.serialize(optimizer))
+        compiled = type(compiled)(optimizer=optimizer, loss=compiled.loss)
+        notes.append(f"built under {strategy}: one replica's training step is planned")
     try:
         symbolic = bool(model.inputs) and bool(model.outputs)
     except (AttributeError, ValueError):
@@ -254,6 +262,11 @@ def plan_workload(
                 fix="pass the batch size: tfaccel plan --batch N SCRIPT",
             )
         notes.append(f"batch {batch}: {workload.batch_source}")
+        strategy = getattr(workload.model, "distribute_strategy", None)
+        replicas = int(getattr(strategy, "num_replicas_in_sync", 1))
+        if workload.strategy is not None and replicas > 1:
+            batch = max(1, batch // replicas)
+            notes.append(f"batch {batch} per replica: the global batch over {replicas} replicas")
     if examples is None and workload.examples:
         examples = workload.examples
         notes.append(

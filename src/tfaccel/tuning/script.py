@@ -44,6 +44,7 @@ from tfaccel.tuning.hooks import Hooks
 from tfaccel.tuning.search import Decision, Runner, SearchOutcome, SearchSettings, Trial
 from tfaccel.tuning.space import OWN_FEED, Config, Space
 from tfaccel.workload import DEFAULT_TIMEOUT_S, Workload, capture
+from tfaccel.workload.record import build_like_fit, own_train_step
 
 __all__ = [
     "ScriptWorkload",
@@ -160,25 +161,23 @@ def workload_hooks(workload: Workload, *, timeout: float = DEFAULT_TIMEOUT_S) ->
     model = workload.model
     name = Path(workload.origin.script).name if workload.origin.script else "the script"
     strategy = workload.strategy
-    if strategy is not None:
-        raise TuneError(
-            f"The model of {name} was built under a {strategy}: tune times the training of "
-            "one device",
-            expected="a model built outside tf.distribute strategies",
-            received=f"a model of {strategy} (distribute_strategy)",
-            fix="let the script build the model without its strategy (an option of its own, "
-            "or one device) and tune that; tfaccel launch runs it on several",
-        )
     kind = workload.data_kind
+    labels_dropped = False
     if kind in ("arrays", "dict"):
-        if workload.y is None:
+        if workload.y is None and own_train_step(model):
+            # fit(x) alone, read by the model's own train_step (a VAE): the trials feed
+            # (x, placeholder labels) and each trial's model drops the labels before its
+            # train_step, which sees x as the script's fit gives it
+            labels_dropped = True
+        elif workload.y is None:
             raise TuneError(
                 f"The script {name} gives fit arrays without labels (y)",
                 expected="model.fit(x, y, ...) on arrays, or a tf.data.Dataset of (x, y)",
                 received="model.fit(x) with x arrays and no y",
                 fix="tune a script whose fit gets (x, y), or a dataset of (x, y) pairs",
             )
-        data: Any = (workload.x, workload.y)
+        y = _placeholder_labels(workload.x) if labels_dropped else workload.y
+        data: Any = (workload.x, y)
         feed, batched = "numpy", None
     elif kind in ("dataset", "pydataset"):
         data, batched = workload.x, (True if kind == "dataset" else None)
@@ -202,7 +201,7 @@ def workload_hooks(workload: Workload, *, timeout: float = DEFAULT_TIMEOUT_S) ->
         )
     policy = _policy_of(model)
     precision = policy if policy in PRECISIONS else "float32"
-    factory = _Models(workload, timeout)
+    factory = _Models(workload, timeout, drop_labels=labels_dropped)
     origin = workload.origin
     hooks = Hooks(
         model_fn=factory,
@@ -229,6 +228,18 @@ def workload_hooks(workload: Workload, *, timeout: float = DEFAULT_TIMEOUT_S) ->
             "the script's own training loop (marked): the trials time Keras' fit with its "
             "optimizer and loss"
         )
+    notes: list[str] = []
+    if labels_dropped:
+        notes.append(
+            "fit gets x alone, read by the model's own train_step: the trials carry "
+            "placeholder labels, dropped before that train_step sees its batch"
+        )
+    if strategy is not None:
+        replicas = int(getattr(model.distribute_strategy, "num_replicas_in_sync", 1) or 1)
+        notes.append(
+            f"built under {strategy} ({replicas} replica(s) here): each trial's model is the "
+            f"script's, built again in its own strategy.scope(); batch sizes are global"
+        )
     out = ScriptWorkload(
         hooks=hooks,
         batch_size=int(batch),
@@ -238,7 +249,7 @@ def workload_hooks(workload: Workload, *, timeout: float = DEFAULT_TIMEOUT_S) ->
         feed=feed,
         batched=batched,
         not_run=list(dict.fromkeys(not_run)),
-        described=workload.describe(),
+        described={**workload.describe(), "notes": notes},
         models=factory.how,
     )
     if policy != precision:
@@ -255,24 +266,31 @@ class _Models:
     """The model function of a script's workload: a new compiled model per call, built under
     the Keras global policy in force (set by the trial)."""
 
-    def __init__(self, workload: Workload, timeout: float) -> None:
+    def __init__(self, workload: Workload, timeout: float, *, drop_labels: bool = False) -> None:
         self.workload = workload
         self.timeout = timeout
         self.policy = _policy_of(workload.model)
-        self.clone_ok: bool | None = None  # decided on the first clone
+        # a model of a tf.distribute strategy is built again by the script, under its strategy
+        self.clone_ok: bool | None = False if workload.strategy is not None else None
+        self.drop_labels = drop_labels
         self.how: dict[str, str] = {}
 
     def __call__(self) -> Any:
         import keras
 
         policy = keras.mixed_precision.global_policy().name
+        model = None
         if policy == self.policy and self.clone_ok is not False:
             model = self._clone()
             if model is not None:
                 self.how[policy] = "cloned (keras.models.clone_model), the script's compile"
-                return model
-        model = self._capture_again()
-        self.how[policy] = "the script captured again under this policy"
+        if model is None:
+            model = self._capture_again()
+            self.how[policy] = "the script captured again under this policy"
+        # built as its first fit step would build it, so its fingerprint covers its shapes
+        build_like_fit(model, self.workload.first_batch())
+        if self.drop_labels:
+            _drop_labels(model)
         return model
 
     def _clone(self) -> Any:
@@ -316,6 +334,25 @@ class _Models:
         if not getattr(model, "compiled", False) and again.compile.optimizer is not None:
             model.compile(optimizer=again.compile.optimizer, loss=again.compile.loss)
         return model
+
+
+def _placeholder_labels(x: Any) -> Any:
+    """One byte per example: the labels the trials carry for a ``fit(x)`` without labels."""
+    import numpy as np
+
+    from tfaccel.workload.data import examples
+
+    return np.zeros(int(examples(x, None) or 0), dtype="uint8")
+
+
+def _drop_labels(model: Any) -> None:
+    """``model.train_step`` given ``(x, labels)`` calls the model's own with ``x`` alone."""
+    own = type(model).train_step
+
+    def train_step(data: Any) -> Any:
+        return own(model, data[0] if isinstance(data, tuple) else data)
+
+    model.train_step = train_step
 
 
 def _functional_class() -> type:

@@ -45,7 +45,9 @@ from tfaccel.tuning.script import settled_runtime
 from tfaccel.tuning.space import OWN_FEED
 from tfaccel.tuning.trials import device_name
 from tfaccel.workload import DEFAULT_TIMEOUT_S, CaptureError, capture
+from tfaccel.workload import data as data_forms
 from tfaccel.workload.keras_fit import replaced_fit
+from tfaccel.workload.record import build_like_fit
 
 __all__ = ["MODES", "StoredWinner", "TunedRun", "applied", "find_winner", "prepare"]
 
@@ -107,6 +109,8 @@ class TunedRun:
 
     Attributes:
         mode: ``on`` or ``all``.
+        fit: the script's ``fit`` call the winner was looked up at (1: the first); the
+            winner applies from that call on, to the model of that fingerprint.
         winner: the stored result, or None.
         model_fingerprint: the fingerprint of the model the script builds (None: not captured).
         script: the script's own settings as captured (``precision``, ``batch_size``,
@@ -118,6 +122,7 @@ class TunedRun:
     """
 
     mode: str
+    fit: int = 1
     winner: StoredWinner | None = None
     model_fingerprint: str | None = None
     script: dict[str, Any] = field(default_factory=dict)
@@ -131,6 +136,7 @@ class TunedRun:
         winner = self.winner
         return {
             "mode": self.mode,
+            "fit": self.fit,
             "model_fingerprint": self.model_fingerprint,
             "script": self.script,
             "winner": None
@@ -218,9 +224,10 @@ def prepare(
     import keras
 
     stream = out if out is not None else sys.stderr
-    tuned = TunedRun(mode=mode)
+    tuned = TunedRun(mode=mode, fit=fit)
     name = Path(script).name
-    how = "tfaccel tune " + (f"--db {db} " if db is not None else "") + name
+    how = "tfaccel tune " + (f"--db {db} " if db is not None else "")
+    how += (f"--fit {fit} " if fit != 1 else "") + name
     how += "".join(f" {a}" for a in args)
     if db is not None and not Path(db).exists():
         tuned.says = f"the results database {db} does not exist yet; to get a result: {how}"
@@ -238,8 +245,9 @@ def prepare(
         _say(tuned, stream, f"{tuned.says}. Running {name} as written.")
         return tuned
     model = workload.model
-    # read at fit, before fit builds anything: a subclassed model not yet called is
-    # fingerprinted unbuilt, as tune's trials store it
+    # built as its first fit step builds it (a subclassed model not called yet), as tune's
+    # trials build it before they fingerprint it
+    build_like_fit(model, workload.first_batch())
     digest = fingerprint(model)
     policy = getattr(getattr(model, "dtype_policy", None), "name", None) or "float32"
     tuned.model_fingerprint = digest
@@ -280,12 +288,20 @@ def applied(tuned: TunedRun, *, out: TextIO | None = None) -> Iterator[TunedRun]
         yield tuned
         return
 
+    calls = 0
+
     def make(original: Any, signature: inspect.Signature) -> Any:
         def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
+            nonlocal calls
+            calls += 1
             bound = signature.bind(self, *args, **kwargs)
             arguments = dict(bound.arguments)
             arguments.pop("self", None)
+            if calls < tuned.fit:  # before the fit the tune measured (fine-tuning: --fit N)
+                return original(self, **arguments)
             try:
+                if not getattr(self, "built", True):
+                    arguments = _build_on_first_batch(self, arguments)
                 same = fingerprint(self) == tuned.model_fingerprint
             except Exception:
                 same = False
@@ -303,6 +319,15 @@ def applied(tuned: TunedRun, *, out: TextIO | None = None) -> Iterator[TunedRun]
 
     with replaced_fit(make):
         yield tuned
+    if calls == 0:  # its own training loop (marked): no fit to apply the rest at
+        wanted = tuned.precision or tuned.script.get("precision")
+        _say(
+            tuned,
+            stream,
+            f"the script called no model.fit (its own training loop): only the precision "
+            f"({wanted}) applied; XLA, steps per execution, the feed and the batch size are "
+            "applied at model.fit",
+        )
 
 
 def _apply(
@@ -376,6 +401,18 @@ def _apply(
     return arguments
 
 
+def _build_on_first_batch(model: Any, arguments: dict[str, Any]) -> dict[str, Any]:
+    """Build a model not built yet on this fit's first batch, as the fit would (and as tune
+    and :func:`prepare` did before fingerprinting it); a generator read for it is given back
+    whole."""
+    x = arguments.get("x")
+    first, replacement = data_forms.first_batch(x, int(arguments.get("batch_size") or 32))
+    build_like_fit(model, first)
+    if replacement is not None:
+        arguments = {**arguments, "x": replacement}
+    return arguments
+
+
 def _expected(tuned: TunedRun) -> str:
     winner = tuned.winner
     assert winner is not None
@@ -439,6 +476,8 @@ def _batch_of(arguments: dict[str, Any]) -> int | None:
             return int(dim)
         with contextlib.suppress(Exception):
             return int(tf.nest.flatten(next(iter(x.take(1))))[0].shape[0])
+    if data_forms.kind_of(x) == "pydataset":  # its batches are fixed: the first one's size
+        return data_forms.leading_dim(data_forms.first_batch(x, 0)[0])
     return None
 
 

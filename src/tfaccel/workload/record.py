@@ -13,7 +13,7 @@ from typing import Any
 
 from tfaccel.workload import data as data_forms
 
-__all__ = ["CompileArgs", "Origin", "Workload"]
+__all__ = ["CompileArgs", "Origin", "Workload", "build_like_fit", "own_train_step"]
 
 KERAS_DEFAULT_BATCH = 32
 """The batch ``fit`` uses for arrays when ``batch_size`` is not given."""
@@ -247,3 +247,28 @@ def _plain(value: Any) -> Any:
         return float(value)
     except (TypeError, ValueError):
         return str(value)
+
+
+def own_train_step(model: Any) -> bool:
+    """Whether ``model``'s class defines its own ``train_step`` (not Keras' standard one)."""
+    import keras
+
+    return getattr(type(model), "train_step", None) is not keras.Model.train_step
+
+
+def build_like_fit(model: Any, inputs: Any) -> bool:
+    """Build a model the script has not built yet (a subclassed model, never called), as its
+    first ``fit`` step would: called once on ``inputs`` (a first batch's inputs). Its
+    architecture fingerprint then covers its weights' shapes, not only its layer types.
+
+    Returns:
+        Whether the model is built now (a model without ``call``, such as a VAE whose
+        ``train_step`` calls its parts, stays as it is: its parts are built already).
+    """
+    if getattr(model, "built", True) or inputs is None:
+        return bool(getattr(model, "built", True))
+    try:
+        model(inputs, training=False)
+    except Exception:  # no call() of its own, or inputs it does not take this way
+        return False
+    return bool(getattr(model, "built", False))
