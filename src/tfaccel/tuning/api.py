@@ -351,7 +351,9 @@ def _tune(
         callable(getattr(runner, method, None)) for method in ("prepare", "sample", "release")
     ):
         raise _bad_option(
-            "runner", runner, "None (TensorFlow), or an object with prepare, sample and release",
+            "runner",
+            runner,
+            "None (TensorFlow), or an object with prepare, sample and release",
             None,
         )
     if script is not None and batched is None:
