@@ -295,6 +295,18 @@ def test_budget_too_small_for_one_trial_says_how_much_is_needed() -> None:
     assert "10.0 s" in text and "at least 11 s" in text and "--budget 11" in text
 
 
+def test_a_budget_too_small_names_the_users_budget_and_what_was_kept_for_the_baseline() -> None:
+    # tune SCRIPT keeps part of the budget to time the script's own configuration against the
+    # winner: the error speaks of the budget the user gave, not of the search's share
+    clock = FakeClock()
+    runner = FakeRunner(clock, lambda c: 1.0, prepare_s=10.0)
+    with pytest.raises(BudgetError) as info:
+        run_search(runner, {"batch_size": [32]}, budget_s=4.0, reserved_s=14.0)
+    text = str(info.value)
+    assert "The budget of 18 s" in text and "the 14 s kept to time your own" in text
+    assert "budget_s=18" in text and "at least 25 s" in text and "--budget 25" in text
+
+
 def test_a_small_budget_screens_what_it_can_and_says_so() -> None:
     clock = FakeClock()
     sizes = [8 * i for i in range(1, 21)]

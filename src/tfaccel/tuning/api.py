@@ -387,8 +387,9 @@ def _tune(
     full = settings
     if baseline is not None:  # time kept for the baseline against the winner
         reserve = settings.final_rounds * 2 * settings.sample_s + 4 * settings.sample_s
+        searched = max(settings.min_budget_s, settings.budget_s - reserve)
         settings = dataclasses.replace(
-            settings, budget_s=max(settings.min_budget_s, settings.budget_s - reserve)
+            settings, budget_s=searched, reserved_s=settings.budget_s - searched
         )
     began = time.monotonic()
     with _policy_kept(), _progress_bar(progress) as on_event:

@@ -235,6 +235,8 @@ class SearchSettings:
         granularity: the memory search's bisection step.
         batch_planned: the largest batch :func:`tfaccel.plan` predicts on the device: the
             memory search starts there (None: it grows from ``batch_start``).
+        reserved_s: seconds of the caller's budget kept out of ``budget_s`` for the timing of
+            the script's own configuration against the winner (``tfaccel tune SCRIPT``).
     """
 
     budget_s: float
@@ -248,6 +250,7 @@ class SearchSettings:
     margin: float = 0.1
     granularity: int = 8
     batch_planned: int | None = None
+    reserved_s: float = 0.0
 
     @property
     def min_budget_s(self) -> float:
@@ -462,15 +465,23 @@ class _Search:
         prepare_s = trial.prepare_s or 0.0
         needed = prepare_s + self.settings.sample_s
         if needed > self.settings.budget_s:
+            reserved = self.settings.reserved_s
+            given = self.settings.budget_s + reserved
+            kept = (
+                f", after the {reserved:g} s kept to time your own configuration against the winner"
+                if reserved
+                else ""
+            )
+            least = math.ceil(needed + reserved)
             raise BudgetError(
-                f"The budget of {self.settings.budget_s:g} s cannot pay for one trial: preparing "
+                f"The budget of {given:g} s cannot pay for one trial{kept}: preparing "
                 f"the first configuration ({trial.config.label()}) took {prepare_s:.1f} s and "
                 f"one timed sample lasts {self.settings.sample_s:g} s",
-                expected=f"a budget of at least {math.ceil(needed)} s for one trial",
-                received=f"budget_s={self.settings.budget_s:g}",
-                fix=f"pass a budget of {math.ceil(needed)} s or more (--budget "
-                f"{math.ceil(needed)}); screening every configuration of this space once "
-                f"needs about {math.ceil(needed * self.screen_size())} s",
+                expected=f"a budget of at least {least} s for one trial",
+                received=f"budget_s={given:g}",
+                fix=f"pass a budget of {least} s or more (--budget {least}); screening every "
+                f"configuration of this space once needs about "
+                f"{math.ceil(needed * self.screen_size() + reserved)} s",
             )
 
     def screen_size(self) -> int:
