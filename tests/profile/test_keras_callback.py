@@ -133,7 +133,9 @@ def test_python_between_steps_is_host_overhead(model: Any, data: Any) -> None:
     callback = _callback()
     _fit(model, instrument(_fast(data)), [callback, Busy()])
     figures = callback.measurement().figures()
-    assert figures.host_s is not None and 0.006 <= figures.host_s.median < 0.012
+    # the 6 ms sleep, and not the whole step: a loaded machine stretches a sleep, so the
+    # upper bound leaves room for that
+    assert figures.host_s is not None and 0.006 <= figures.host_s.median < 0.03
     finding = callback.diagnose().get("host_overhead")
     assert finding is not None and finding.status == "fail"
     assert "steps_per_execution" in (finding.fix or "")
