@@ -6,11 +6,22 @@ tensorflow.org write them; the ``GradientTape`` one with its ``tfaccel.workload.
 with its benchmark arguments (``SCRIPTS``) and its files pointed into a temporary directory of
 its own:
 
-* **plan**: ``tfaccel plan --device this-cpu --json SCRIPT ARGS`` predicts the training step's
-  peak memory on this CPU; a fresh process runs the script up to its ``fit``
-  (``tfaccel.workload.capture``), trains three steps of that workload and reads the CPU
-  allocator's peak (``get_memory_info("CPU:0")["peak"]``, after ``reset_memory_stats``;
-  ``TF_ENABLE_ONEDNN_OPTS=1``, which the CPU allocator's statistics need);
+* **plan**: ``tfaccel plan --device this-cpu --json SCRIPT ARGS``'s figure for this CPU ("plan
+  RAM": every allocation of the step, its 10% margin included, what the machine's RAM must
+  hold; the allocator's statistics cannot check it), and the same plan's peak under the
+  counting rules of the allocator it is checked against ("plan": the workload's model and
+  optimizer as ``tfaccel plan`` plans them, at the script's batch, per replica under a
+  strategy, no margin; oneDNN's CPU allocator counts allocations of 256 KiB and more only),
+  as ``benchmarks/bench_plan.py`` predicts it. Measured ("peak") as bench_plan measures it: a
+  fresh process runs the script up to its ``fit`` (``tfaccel.workload.capture``), takes one
+  ``fit`` step (traced), resets the allocator's statistics and runs the model's own compiled
+  step (its ``train_step``) three times on the first batch, without ``fit``'s input pipeline;
+  what was in use at the reset beyond the model's and optimizer's variables (the script's own
+  tensors) is taken off; ``get_memory_info("CPU:0")["peak"]``, ``TF_ENABLE_ONEDNN_OPTS=1``
+  (which the CPU allocator's statistics need). "fit" is the peak of three ``fit`` steps on the
+  data as the script gives it, for comparison only: it counts ``fit``'s conversion of whole
+  arrays to tensors and its pipeline, which a plan of the training step does not. No error is
+  given under 1 MiB measured: a small model's step is then mostly or wholly uncounted;
 * **tune**: ``tfaccel tune --budget B --db DB SCRIPT ARGS`` with the batch fixed to the
   script's own (``run --tuned`` keeps it), XLA off/on and 1 or 8 steps per execution: its wall
   time (the command: TensorFlow's import and the capture included) against the budget, the
@@ -23,22 +34,49 @@ its own:
 
     python benchmarks/bench_workload.py [--budget 30] [--rounds 3] [--epochs 3] [--json]
     python benchmarks/bench_workload.py --smoke     # one script, a short tune, 2 rounds
+    python benchmarks/bench_workload.py --plan-only # the plan against the allocator only
 
-Measured on the 2-core AMD EPYC, CPU only, ``--budget 20 --rounds 3 --epochs 3`` (DenseNet's
-budget 4x: 80 s), 04:00-04:43 UTC; load average 7.6 at the start and 6-7 throughout (other
-benchmarks on the same two cores), 0.5 at the end:
+Plan against the allocator (``--plan-only``), measured on the 2-core AMD EPYC, CPU only,
+twice: 04:55-05:00 and 05:04-05:10 UTC, load average 4.3 then 1.9 at the starts, 2-5 throughout
+(other benchmarks on the same two cores; a peak of 17 for a minute of the first), then the four
+small models at 8x their batch (``--batch-scale 8``), 05:00-05:02 and 05:10-05:11 UTC, load 2-3.
+Measured peak and error of each run, first / second; "fit" of the first run:
 
-    script                plan MiB peak MiB   error
-    cnn_arrays                7.8    24.4  -68.1%
-    image_folder              8.2    10.0  -17.7%
-    bilstm_text               3.0     0.0       -
-    conv1d_timeseries         2.5     2.0  +26.4%
-    feature_space             0.1     0.0       -
-    gradient_tape_marked      0.7    32.0  -97.8%
-    pydataset_train_step      0.1     0.0       -
-    vae                         -    14.1       -  (plan refused: VAE has no call())
-    densenet_resizer        132.9   105.9  +25.5%
-    mirrored                  8.9    16.3  -45.3%
+    script               batch plan RAM plan MiB  peak MiB          error       fit MiB
+    cnn_arrays             128      7.8      7.7   8.2 /  8.2    -6.5% / -6.5%     25.7
+    image_folder            32      8.2      8.0   6.9 /  7.4   +16.4% / +8.5%     10.9
+    bilstm_text             32      3.4      0.0   0.0 /  0.0     (uncounted)       0.3
+    conv1d_timeseries       32      2.5      2.2   2.0 /  2.0   +12.5% / +12.5%     3.0
+    feature_space           32      0.1      0.0   0.0 /  0.0     (uncounted)       0.0
+    gradient_tape_marked    64      0.7      0.0   0.0 /  0.0     (uncounted)      32.0
+    pydataset_train_step    32      0.1      0.0   0.0 /  0.0     (uncounted)       0.0
+    vae                    128        -        -  14.1 / 12.1    (plan refused)    27.1
+    densenet_resizer        16    132.9     85.9  89.2 / 87.8    -3.8% / -2.2%    108.8
+    mirrored                64      8.9      8.6  10.0 / 10.3   -13.6% / -16.4%    10.0
+    bilstm_text            256     19.6      4.5   6.0 /  6.0   -25.0% / -25.0%      4.5
+    feature_space          256      0.3      0.0   0.0 /  0.0     (uncounted)       0.0
+    gradient_tape_marked   512      2.4      2.0   1.5 /  1.5   +30.6% / +30.6%     36.6
+    pydataset_train_step   256      0.2      0.0   0.0 /  0.0     (uncounted)       0.0
+
+"plan RAM" is ``tfaccel plan``'s figure for this CPU (every allocation, 10% margin): the one
+the previous table compared with the allocator, which sees only allocations of 256 KiB and
+more, and with ``fit``'s whole-array tensors and pipeline ("fit MiB"), which a training step's
+plan does not hold. Compared as bench_plan compares, the plan is within 20% for the five
+models the allocator sees at their own batch (-16% to +16%); at 8x, the bidirectional LSTM is
+under by 25% in both runs (the step measured 6.0 MiB, three ``fit`` steps in the same
+process 4.5, the plan's figure: an RNN's iterations in flight, which bench_plan notes move
+its peak) and the ``GradientTape`` MLP over by 0.5 MiB of 1.5 (two allocator-sized buffers:
+its step is its input batch and little else that is counted).
+The small models' steps (bilstm_text, feature_space, gradient_tape_marked, pydataset_train_step
+at their batch) allocate nothing of 256 KiB: plan and allocator both say 0, which checks
+nothing. The VAE is refused by the plan: it has no ``call`` (its ``train_step`` calls its
+encoder and decoder), and the plan traces Keras' standard step through ``call``; its custom
+``train_step`` is the one measured. A ``MirroredStrategy`` (one replica here) measures 14-16%
+above the traced replica step: the strategy's own buffers, which the plan does not model.
+
+Tune and the tuned runs, measured before (not rerun), ``--budget 20 --rounds 3 --epochs 3``
+(DenseNet's budget 4x: 80 s), 04:00-04:43 UTC; load average 7.6 at the start and 6-7
+throughout (other benchmarks on the same two cores), 0.5 at the end:
 
     script                tune wall budget  winner
     cnn_arrays                24.5s    20s  bs128 float32 xla=False spe=1 numpy  (tune: x1.00)
@@ -76,10 +114,9 @@ no ``fit`` (only the precision can apply; the run is slower by the first pass of
 the script's pre-fit work done twice). Tune's search (``elapsed_s``) stayed within its budget
 for 9 of 10 (DenseNet: 131 s for 80 s: its first trial's tracing and the final comparison
 each take tens of seconds); the command's wall time, with TensorFlow's import and the capture,
-is 0.9-1.9x the budget. Plan's peak is within 20% of the measured one for image_folder only
-(conv1d +26%, DenseNet +26%; the small models -45% to -98%); the allocator reported a peak of 0
-for bilstm_text, feature_space and pydataset_train_step (not looked into), and plan refuses the
-VAE (no ``call``). No ``precision`` trial ran: on this CPU the space's precision is float32.
+is 0.9-1.9x the budget. (The plan's figures of this run were compared with the wrong
+measurement: see the table above.) No ``precision`` trial ran: on this CPU the space's
+precision is float32.
 """
 
 from __future__ import annotations
@@ -111,6 +148,9 @@ SCRIPTS: dict[str, tuple[int, list[str]]] = {
     "mirrored": (64, []),
 }
 LONG_TRACE = {"densenet_resizer": 4}
+COUNTED_ENOUGH = 1 << 20
+"""Below this measured peak (bytes) no error is given: the CPU allocator counts allocations of
+256 KiB and more only, so a small model's step is mostly or wholly uncounted (a peak of 0)."""
 """Scripts whose first trial takes longer than the budget (tracing DenseNet121's step takes
 about 30 s here): their budget is this many times --budget."""
 
@@ -165,22 +205,81 @@ total = time.perf_counter() - began
 json.dump({"status": status, "epochs": epochs, "total_s": total, **info}, open(out, "w"))
 """
 
+# The plan's peak under the counting rules of the allocator it is compared with (oneDNN's CPU
+# allocator counts allocations of 256 KiB and more only), as benchmarks/bench_plan.py predicts
+# it: the model and optimizer `tfaccel plan` gives the memory model for this workload, traced
+# at the script's batch (per replica under a strategy), no margin.
+PREDICTED = """
+import json, sys
+from tfaccel.planning import allocator_rules, estimate_memory
+from tfaccel.planning.source import workload_model
+from tfaccel.workload import capture
+
+script, out = sys.argv[1:3]
+workload = capture(script, sys.argv[3:], command="bench")
+model, optimizer, notes = workload_model(workload)
+if optimizer is not None:  # its own loop, marked: the loop's optimizer and loss
+    model.compile(optimizer=optimizer, loss=workload.compile.loss)
+batch = workload.batch_size
+strategy = getattr(workload.model, "distribute_strategy", None)
+replicas = int(getattr(strategy, "num_replicas_in_sync", 1))
+if workload.strategy is not None and replicas > 1:
+    batch = max(1, batch // replicas)
+estimate = estimate_memory(model, batch, rules=allocator_rules("cpu:0"), margin=0.0)
+json.dump({"peak": estimate.peak_bytes, "batch": batch, "parts": estimate.parts,
+           "peak_op": estimate.peak_op, "notes": notes}, open(out, "w"))
+"""
+
+# The allocator's peak of one training step, as benchmarks/bench_plan.py measures it, on the
+# first batch of the script's data: after a first `fit` step (traced; the optimizer built),
+# the statistics are reset and the model's own compiled step (`train_function`, its own
+# `train_step`) runs three times on that batch, without `fit`'s input pipeline. What was in
+# use at the reset apart from the model's and optimizer's counted variables (the script's own
+# tensors: a `from_tensor_slices` dataset's arrays) is not the step's and is taken off. Then,
+# for comparison only, the peak of three steps of `fit` on the data as the script gives it:
+# the allocator counts `fit`'s conversion of whole arrays and its pipeline, the plan does not.
 PEAK = """
 import json, sys
+import numpy as np
 import tensorflow as tf
+from tfaccel.planning import allocator_rules
 from tfaccel.workload import capture
+from tfaccel.workload.data import kind_of
 
 script, out = sys.argv[1:3]
 workload = capture(script, sys.argv[3:], command="bench")
 model = workload.model
 if not getattr(model, "compiled", False):  # its own loop, marked: its optimizer and loss
     model.compile(optimizer=workload.compile.optimizer, loss=workload.compile.loss)
+x, y, n = workload.x, workload.y, workload.batch_argument
+kind = kind_of(x)
+if kind in ("arrays", "dict"):
+    if kind == "dict":
+        xb = {k: v[:n] for k, v in x.items()}
+    elif isinstance(x, (list, tuple)):
+        xb = [a[:n] for a in x]
+    else:
+        xb = x[:n]
+    # as fit packs a batch: (x, y); without y, x alone ((x,) for a list of inputs)
+    element = (xb, y[:n]) if y is not None else ((xb,) if isinstance(xb, list) else xb)
+else:
+    element = x[0] if kind == "pydataset" else next(iter(x))
+element = tf.nest.map_structure(np.asarray, element)  # a dataset's tensors: out of the allocator
 kwargs = {k: v for k, v in workload.fit_kwargs.items() if k in ("batch_size",)}
-model.fit(workload.x, workload.y, steps_per_epoch=1, epochs=1, verbose=0, **kwargs)  # traced
+model.fit(x, y, steps_per_epoch=1, epochs=1, verbose=0, **kwargs)  # traced, optimizer built
+rules = allocator_rules("cpu:0")
+variables = [*model.variables, *model.optimizer.variables]
+counted = sum(rules.size(int(v.numpy().nbytes)) for v in variables)
 tf.config.experimental.reset_memory_stats("CPU:0")
-model.fit(workload.x, workload.y, steps_per_epoch=3, epochs=1, verbose=0, **kwargs)
-peak = tf.config.experimental.get_memory_info("CPU:0")["peak"]
-json.dump({"peak": int(peak), "batch": workload.batch_size}, open(out, "w"))
+held = tf.config.experimental.get_memory_info("CPU:0")["current"] - counted
+element = tf.nest.map_structure(tf.convert_to_tensor, element)  # counted, as the plan does
+for _ in range(3):
+    model.train_function(iter([element]))
+step_peak = tf.config.experimental.get_memory_info("CPU:0")["peak"] - max(0, held)
+tf.config.experimental.reset_memory_stats("CPU:0")
+model.fit(x, y, steps_per_epoch=3, epochs=1, verbose=0, **kwargs)
+fit_peak = tf.config.experimental.get_memory_info("CPU:0")["peak"]
+json.dump({"peak": int(step_peak), "held": int(held), "fit_peak": int(fit_peak)}, open(out, "w"))
 """
 
 
@@ -225,31 +324,58 @@ def quartiles(values: list[float]) -> tuple[float, float, float]:
     return q1, median, q3
 
 
-def bench_script(name: str, *, budget: int, rounds: int, epochs: int) -> dict[str, Any]:
-    folder = Path(tempfile.mkdtemp(prefix=f"bench_workload_{name}_"))
-    script = SCRIPTS_DIR / f"{name}.py"
-    batch, own_args = SCRIPTS[name]
-    words = [*own_args, *_writes(name, folder), "--epochs", str(epochs)]
-    db = folder / "results.sqlite"
-    budget *= LONG_TRACE.get(name, 1)
-    row: dict[str, Any] = {"script": name}
-
-    # plan's prediction against the allocator's peak, at the script's own batch
+def plan_against_allocator(script: Path, words: list[str], folder: Path) -> dict[str, Any]:
+    """``tfaccel plan``'s figure for this CPU (all allocations, its margin included: what the
+    machine's RAM must hold), the plan's peak under the CPU allocator's counting rules, and
+    the allocator's measured peaks (one training step; ``fit`` on the script's data)."""
+    row: dict[str, Any] = {}
     done, _ = _tfaccel("plan", "--device", "this-cpu", "--json", str(script), *words, cwd=folder)
     if done.returncode == 0:
         doc = json.loads(done.stdout)
         here = next((d for d in doc["devices"] if d.get("this_machine")), doc["devices"][0])
-        row["predicted_peak"] = int(here["needed_bytes"])
+        row["plan_ram"] = int(here["needed_bytes"])
     else:
         row["plan_error"] = done.stderr.strip().splitlines()[-1][:300]
+    out = str(folder / "child.json")
     try:
-        measured = _python(PEAK, str(script), str(folder / "child.json"), *words, cwd=folder)
-        row["measured_peak"] = measured["peak"]
+        if "plan_error" not in row:
+            predicted = _python(PREDICTED, str(script), out, *words, cwd=folder)
+            row["predicted_peak"], row["peak_op"] = predicted["peak"], predicted["peak_op"]
+        measured = _python(PEAK, str(script), out, *words, cwd=folder)
     except RuntimeError as exc:
         row["peak_error"] = str(exc)[-300:]
-        measured = {}
-    if row.get("predicted_peak") and measured.get("peak"):
+        return row
+    row["measured_peak"], row["fit_peak"] = measured["peak"], measured["fit_peak"]
+    row["held_at_reset"] = measured["held"]
+    if "predicted_peak" in row and measured["peak"] >= COUNTED_ENOUGH:
         row["peak_ratio"] = row["predicted_peak"] / measured["peak"] - 1
+    return row
+
+
+def bench_script(
+    name: str,
+    *,
+    budget: int,
+    rounds: int,
+    epochs: int,
+    plan_only: bool = False,
+    batch_scale: int = 1,
+) -> dict[str, Any]:
+    folder = Path(tempfile.mkdtemp(prefix=f"bench_workload_{name}_"))
+    script = SCRIPTS_DIR / f"{name}.py"
+    batch, own_args = SCRIPTS[name]
+    words = [*own_args, *_writes(name, folder), "--epochs", str(epochs)]
+    if batch_scale != 1:  # each script takes its batch as an option (per replica: mirrored)
+        option = "--batch-size-per-replica" if name == "mirrored" else "--batch-size"
+        words += [option, str(batch * batch_scale)]
+    db = folder / "results.sqlite"
+    budget *= LONG_TRACE.get(name, 1)
+    row: dict[str, Any] = {"script": name, "batch": batch * batch_scale}
+
+    # plan's prediction against the allocator's peak, at the script's own batch
+    row.update(plan_against_allocator(script, words, folder))
+    if plan_only:
+        return row
 
     # tune: its wall time against its budget, the winner stored (the batch stays the
     # script's: `run --tuned` keeps it)
@@ -296,16 +422,25 @@ def bench_script(name: str, *, budget: int, rounds: int, epochs: int) -> dict[st
 
 
 def _mib(value: Any) -> str:
-    return f"{value / 2**20:7.1f}" if isinstance(value, (int, float)) else "      -"
+    return f"{value / 2**20:8.1f}" if isinstance(value, (int, float)) else "       -"
 
 
 def report(rows: list[dict[str, Any]]) -> str:
     lines = [f"on {os.cpu_count()} CPU cores (shared with other work when loaded)"]
-    lines.append(f"{'script':<21} {'plan MiB':>8} {'peak MiB':>8} {'error':>7}")
+    heads = ("plan RAM", "plan MiB", "peak MiB")
+    lines.append(
+        f"{'script':<21} {'batch':>5} {' '.join(f'{h:>8}' for h in heads)} {'error':>7} fit MiB"
+    )
     for r in rows:
         err = f"{r['peak_ratio'] * 100:+6.1f}%" if "peak_ratio" in r else "      -"
-        plan = f"{_mib(r.get('predicted_peak'))} {_mib(r.get('measured_peak'))}"
-        lines.append(f"{r['script']:<21} {plan} {err}  {r.get('plan_error', '')}")
+        plan = " ".join(_mib(r.get(k)) for k in ("plan_ram", "predicted_peak", "measured_peak"))
+        why = r.get("plan_error") or r.get("peak_error", "")[-120:]
+        lines.append(
+            f"{r['script']:<21} {r['batch']:5d} {plan} {err} {_mib(r.get('fit_peak'))}  {why}"
+        )
+    lines.append(f"load average at the end: {os.getloadavg()[0]:.1f}")
+    if all("tune_wall_s" not in r for r in rows):
+        return "\n".join(lines)
     lines.append("")
     lines.append(f"{'script':<21} {'tune wall':>9} {'budget':>6}  winner")
     for r in rows:
@@ -344,12 +479,35 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", action="append", choices=sorted(SCRIPTS))
     p.add_argument("--smoke", action="store_true")
     p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--plan-only",
+        action="store_true",
+        help="the plan against the allocator only: no tune, no timed runs",
+    )
+    p.add_argument(
+        "--batch-scale",
+        type=int,
+        default=1,
+        help="with --plan-only: each script's batch times this (small models' steps are "
+        "uncounted by the CPU allocator at their own batch)",
+    )
     args = p.parse_args(argv)
+    if args.batch_scale != 1 and not args.plan_only:
+        p.error("--batch-scale changes the scripts' batch: with --plan-only only")
     names = args.only or (["cnn_arrays"] if args.smoke else list(SCRIPTS))
     budget, rounds = (15, 2) if args.smoke else (args.budget, args.rounds)
     rows = []
     for n in names:
-        rows.append(bench_script(n, budget=budget, rounds=rounds, epochs=args.epochs))
+        rows.append(
+            bench_script(
+                n,
+                budget=budget,
+                rounds=rounds,
+                epochs=args.epochs,
+                plan_only=args.plan_only,
+                batch_scale=args.batch_scale,
+            )
+        )
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)  # each row as it ends
     print(json.dumps(rows, indent=2) if args.json else report(rows))
     return 0
