@@ -470,9 +470,9 @@ def calibrate_child() -> dict[str, Any]:
     return roofline.calibrate().to_dict()
 
 
-def one_row(name: str, batch: int, dtype: str, device: str) -> dict[str, Any]:
+def one_row(name: str, batch: int, dtype: str, device: str, now: bool = True) -> dict[str, Any]:
     started = time.perf_counter()
-    measured_doc = child("measure-now", name, batch, dtype, device)
+    measured_doc = child("measure-now" if now else "measure", name, batch, dtype, device)
     predicted_doc = child("predict", name, batch, dtype, device)
     measured, predicted = measured_doc["peak"], predicted_doc["peak"]
     step, now = measured_doc["step_s"], measured_doc["now_step_s"]
@@ -508,13 +508,15 @@ def run(
     device: str,
     precisions: tuple[str, ...] = PRECISIONS,
     jobs: int = 1,
+    now: bool = True,
 ) -> list[dict[str, Any]]:
-    """Every row, ``jobs`` at a time (memory figures do not depend on it; step times do)."""
+    """Every row, ``jobs`` at a time (memory figures do not depend on it; step times do);
+    ``now``: calibrate again right after each row's steps."""
     from concurrent.futures import ThreadPoolExecutor
 
     keys = [(n, b, d) for n, batches in rows.items() for b in batches for d in precisions]
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(one_row, n, b, d, device) for n, b, d in keys]
+        futures = [pool.submit(one_row, n, b, d, device, now) for n, b, d in keys]
         results = []
         for future in futures:
             row = future.result()
@@ -679,7 +681,8 @@ def main(argv: list[str] | None = None) -> int:
         done = child("calibrate", "-", 0, "float32", args.device)
         print(f"calibrated ({done['cost_s']:.1f} s, stored): {_calibration_words(done)}")
     print(HEADER)
-    results = run(rows, args.device, precisions, max(1, args.jobs))
+    # --smoke checks that every part runs: no second calibration after the row's steps
+    results = run(rows, args.device, precisions, max(1, args.jobs), now=not args.smoke)
     worked = summary([r for r in results if not r["held_out"]])
     held = summary([r for r in results if r["held_out"]])
     _report("worked-from architectures", worked)
