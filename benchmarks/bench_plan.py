@@ -37,6 +37,13 @@ smallest batch only). Rows within the limits, median |error|:
 
 The same architecture's measured peak moves by up to about 10% between runs (an RNN's
 iterations in flight, the executor's order), as much as most rows' error.
+
+Step time, float32 at the smallest batch of each architecture (``--precision float32 --first
+--jobs 1``, ``benchmarks/results/bench_plan_time_first.txt``; a 2-core AMD EPYC shared with a
+test suite, load average 1.4 when the stored calibration was taken and 1.4-10.5 while the rows
+ran): 2 of 12 predicted rows within +-30% from the stored calibration, 9 of 12 (median |error|
+10%) from the calibration taken right after each row's steps; the 3 RNN rows not predicted.
+The model follows the machine; a calibration taken at another load does not.
 """
 
 from __future__ import annotations
