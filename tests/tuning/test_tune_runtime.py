@@ -179,6 +179,16 @@ print(json.dumps({
 """
 
 
+def test_the_reproduce_lines_of_a_scripts_own_dataset_assume_that_dataset() -> None:
+    from tfaccel.tuning.result import CODE_NAMES_DATASET
+    from tfaccel.tuning.space import OWN_FEED
+
+    result = _tuned(Config(32, "float32", feed=OWN_FEED))
+    lines = result.code().splitlines()
+    assert lines[: len(CODE_NAMES_DATASET)] == [f"# {line}" for line in CODE_NAMES_DATASET]
+    assert "arrays" not in result.code() and lines[-1].startswith("model.fit(dataset)")
+
+
 @pytest.mark.parametrize(
     "best, steps",
     [

@@ -14,7 +14,7 @@ from tfaccel.tuning.batch import BatchSearch
 from tfaccel.tuning.search import Trial
 from tfaccel.tuning.space import KNOB_DEFAULTS, OWN_FEED, Config, Space, simplicity
 
-__all__ = ["CLAIMED", "CODE_NAMES", "Speedup", "TuneResult"]
+__all__ = ["CLAIMED", "CODE_NAMES", "CODE_NAMES_DATASET", "Speedup", "TuneResult"]
 
 CLAIMED = {"precision": "precision", "jit": "XLA"}
 """The settings a result may state a measured verdict on (``setup(...="auto")`` reads them
@@ -25,6 +25,11 @@ CODE_NAMES = (
     "what you compile it with; x and y are your training arrays (NumPy)",
 )
 """The names :meth:`TuneResult.code` assumes are defined, as its first comment says."""
+CODE_NAMES_DATASET = (
+    CODE_NAMES[0],
+    "what you compile it with; dataset is your training dataset, as your script builds it",
+)
+"""The same, when the winner feeds the script's own dataset as it is (``as-given``)."""
 
 
 @dataclass(frozen=True)
@@ -206,13 +211,15 @@ class TuneResult:
 
         They start with a comment naming what they assume is defined (:data:`CODE_NAMES`):
         ``build_model()`` returning the Keras model (not compiled), the ``optimizer`` and
-        ``loss`` it is compiled with, and the training arrays ``x`` and ``y``.
+        ``loss`` it is compiled with, and the training arrays ``x`` and ``y`` (or, for a
+        winner that feeds the script's own dataset, that ``dataset``: :data:`CODE_NAMES_DATASET`).
         """
         if self.best is None:
             return ""
         setup, _, feed = self.apply_lines()
+        names = CODE_NAMES_DATASET if self.best.feed == OWN_FEED else CODE_NAMES
         lines = [
-            *(f"# {line}" for line in CODE_NAMES),
+            *(f"# {line}" for line in names),
             "import tfaccel",
             f"{setup}  # first, before building the model",
             "model = build_model()",
