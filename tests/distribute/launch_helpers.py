@@ -37,3 +37,35 @@ def alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+TRAINING = """\
+import tfaccel
+import tfaccel.distribute as dist
+
+choice = dist.strategy()             # first: a worker starts its gRPC server here
+tfaccel.setup(deterministic=True)
+print(choice, flush=True)
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+rng = np.random.default_rng(0)
+x = rng.normal(size=(64, 3)).astype("float32")
+y = (x @ np.array([[1.0], [2.0], [-1.0]], "float32") + 0.5).astype("float32")
+
+
+def model_fn():
+    return keras.Sequential(
+        [keras.Input((3,)), keras.layers.Dense(4, activation="tanh"), keras.layers.Dense(1)]
+    )
+
+
+def dataset_fn(epoch):
+    return tf.data.Dataset.from_tensor_slices((x, y)).shuffle(64, seed=100 + epoch)
+"""
+"""The middle of the training scripts the multi-worker and Slurm tests launch: the strategy
+chosen first (a worker starts its gRPC server there), deterministic set-up, and the small
+regression model and dataset they train; each test writes its own arguments before it and its
+steps and results after it."""

@@ -23,12 +23,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from launch_helpers import alive, write_script
+from launch_helpers import TRAINING, alive, write_script
 from runtime_helpers import launch_env
 
 pytestmark = pytest.mark.slow
 
-TRAIN = """
+TRAIN = (
+    """
 import argparse, json, os, signal
 
 parser = argparse.ArgumentParser()
@@ -42,31 +43,9 @@ os.makedirs(args.out, exist_ok=True)
 with open(os.path.join(args.out, f"pid-{rank}-{attempt}"), "w") as f:
     f.write(str(os.getpid()))
 
-import tfaccel
-import tfaccel.distribute as dist
-
-choice = dist.strategy()             # first: a worker starts its gRPC server here
-tfaccel.setup(deterministic=True)
-print(choice, flush=True)
-
-import keras
-import numpy as np
-import tensorflow as tf
-
-rng = np.random.default_rng(0)
-x = rng.normal(size=(64, 3)).astype("float32")
-y = (x @ np.array([[1.0], [2.0], [-1.0]], "float32") + 0.5).astype("float32")
-
-
-def model_fn():
-    return keras.Sequential(
-        [keras.Input((3,)), keras.layers.Dense(4, activation="tanh"), keras.layers.Dense(1)]
-    )
-
-
-def dataset_fn(epoch):
-    return tf.data.Dataset.from_tensor_slices((x, y)).shuffle(64, seed=100 + epoch)
-
+"""
+    + TRAINING
+    + """
 
 def on_step(log):
     if log.step == args.kill_at and rank == "1" and attempt == "0":
@@ -83,6 +62,7 @@ with open(os.path.join(args.out, f"result-{rank}.json"), "w") as f:
     json.dump({"weights": [w.tolist() for w in result.model.get_weights()],
                "result": result.to_dict(), "is_chief": choice.is_chief}, f)
 """
+)
 
 
 @pytest.fixture(scope="module")

@@ -32,12 +32,13 @@ from typing import Any
 import numpy as np
 import pytest
 from docs_blocks import read_blocks
-from launch_helpers import alive, write_script
+from launch_helpers import TRAINING, alive, write_script
 from runtime_helpers import launch_env
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
-TRAIN = """
+TRAIN = (
+    """
 import argparse, json, os, time
 
 parser = argparse.ArgumentParser()
@@ -59,31 +60,9 @@ def mark(name, text=""):
 
 mark(f"pid-{rank}-{attempt}", str(os.getpid()))
 
-import tfaccel
-import tfaccel.distribute as dist
-
-choice = dist.strategy()             # first: a worker starts its gRPC server here
-tfaccel.setup(deterministic=True)
-print(choice, flush=True)
-
-import keras
-import numpy as np
-import tensorflow as tf
-
-rng = np.random.default_rng(0)
-x = rng.normal(size=(64, 3)).astype("float32")
-y = (x @ np.array([[1.0], [2.0], [-1.0]], "float32") + 0.5).astype("float32")
-
-
-def model_fn():
-    return keras.Sequential(
-        [keras.Input((3,)), keras.layers.Dense(4, activation="tanh"), keras.layers.Dense(1)]
-    )
-
-
-def dataset_fn(epoch):
-    return tf.data.Dataset.from_tensor_slices((x, y)).shuffle(64, seed=100 + epoch)
-
+"""
+    + TRAINING
+    + """
 
 def on_step(log):
     mark(f"step-{rank}-{attempt}-{log.step}", repr(time.time()))
@@ -102,6 +81,7 @@ mark(f"result-{rank}.json", json.dumps({
     "strategy": str(choice),
 }))
 """
+)
 
 TIMEOUT_S = 240
 
