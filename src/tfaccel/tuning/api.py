@@ -386,7 +386,9 @@ def _tune(
     baseline = baseline_config(script, resolved) if script is not None else None
     full = settings
     if baseline is not None:  # time kept for the baseline against the winner
-        reserve = settings.final_rounds * 2 * settings.sample_s + 4 * settings.sample_s
+        # both are held when the search ends (the baseline is screened first and kept
+        # prepared): the interleaved rounds and one sample of slack
+        reserve = (settings.final_rounds * 2 + 1) * settings.sample_s
         searched = max(settings.min_budget_s, settings.budget_s - reserve)
         settings = dataclasses.replace(
             settings, budget_s=searched, reserved_s=settings.budget_s - searched
@@ -400,6 +402,7 @@ def _tune(
             settings=settings,
             is_oom=is_oom,
             on_event=on_event,
+            first=baseline,
         )
         device = str(getattr(runner, "device", "cpu"))
         name = hooks.model_name or getattr(runner, "model_name", None) or "model"

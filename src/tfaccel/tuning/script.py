@@ -428,6 +428,8 @@ def against_baseline(
     trials = {t.config: t for t in outcome.trials}
     if winner == baseline:
         says = "the search's winner is your own configuration: keep yours"
+        if baseline in trials:
+            trials[baseline].note = "your own configuration, the search's winner"
         outcome.decision = Decision(
             winner, outcome.decision.fastest, f"{outcome.decision.reason}; {says}"
         )
