@@ -25,12 +25,18 @@ from runtime_helpers import tf_state
 
 import tfaccel
 from tfaccel import diagnosis, placement
-from tfaccel.core.errors import LogInputError, RuntimeSetupError, TfaccelError, UsageError
+from tfaccel.core.errors import (
+    LogInputError,
+    RuntimeSetupError,
+    SnapshotError,
+    TfaccelError,
+    UsageError,
+)
 from tfaccel.diagnosis import LogText
 from tfaccel.distribute import ClusterConfigError
 from tfaccel.planning import PlanError
 from tfaccel.runtime import parse_setting
-from tfaccel.snapshot import Snapshot
+from tfaccel.snapshot import Snapshot, load_snapshot
 from tfaccel.store import StoreError
 from tfaccel.tuning import SpaceError, TuneError
 
@@ -1115,6 +1121,22 @@ ROWS: list[tuple[str, Callable[..., Any], tuple[Any, ...], dict[str, Any], type,
         {},
         UsageError,
         "is a file, not a directory",
+    ),
+    (
+        "audit3-load-snapshot-trailing-slash-on-a-file",
+        load_snapshot,
+        (At("file/"),),
+        {},
+        SnapshotError,
+        "ends with a slash, so it names a directory",
+    ),
+    (
+        "audit3-read-log-file-trailing-slash-on-a-file",
+        diagnosis.read_log_file,
+        (At("file/"),),
+        {},
+        LogInputError,
+        "ends with a slash, so it names a directory",
     ),
     (
         "audit2-heartbeat-environ-text",

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tfaccel.core.errors import SnapshotError
-from tfaccel.core.files import file_kind, os_reason, write_atomic
+from tfaccel.core.files import file_kind, os_reason, trailing_slash, write_atomic
 from tfaccel.core.records import INT_RANGE, MAX_INT, MIN_INT, from_json, json_excerpt
 
 __all__ = [
@@ -374,8 +374,17 @@ def load_snapshot(path: str | os.PathLike[str]) -> Snapshot:
         SnapshotError: the file is missing, not a regular file, too large, not JSON, or not a
             snapshot (the message names the field and what it should hold).
     """
-    p = Path(path)
     fix = "pass a file written by 'tfaccel doctor --save-snapshot FILE'"
+    file = trailing_slash(path)
+    if file is not None:  # Path() would drop the slash and read the file it names
+        raise SnapshotError(
+            f"The snapshot path {os.fspath(path)!r} ends with a slash, so it names a "
+            "directory, not a file",
+            expected="a JSON file's path, without a trailing slash",
+            received=repr(os.fspath(path)),
+            fix=f"pass {file!r} to read that file",
+        )
+    p = Path(path)
     try:
         info = p.stat()
     except FileNotFoundError:
