@@ -13,9 +13,10 @@ bandwidth)``, and adds a per-step overhead (the Python side of ``train_on_batch`
 the function call, reading the loss back). The four figures are measured on this machine by
 :func:`calibrate_cpu` (a few seconds: two tiny Keras models and three small kernels) and stored
 in the results database under the machine fingerprint; without them the CPU time is not
-predicted, and the plan says how to get them. Each prediction names the term that bounds it:
-``compute``, ``bandwidth``, ``per-op overhead`` or ``per-step overhead``. Every figure is a
-prediction.
+predicted, and the plan says how to get them. A ``While`` loop's body counts once per
+iteration. A calibration above the CPU's peak or lost in its own noise is not stored
+(:func:`calibration_problems`). Each prediction names the term that bounds it: ``compute``,
+``bandwidth``, ``per-op overhead`` or ``per-step overhead``. Every figure is a prediction.
 """
 
 from __future__ import annotations
@@ -195,10 +196,13 @@ def cpu_step_time(
     measured matmul or convolution rate and its bytes at the measured bandwidth (operations
     run one after another; pure). The bound is the largest of the four sums.
 
+    A ``While`` loop's body (:attr:`StepGraph.loops`, nested loops too) adds its operations'
+    terms ``iterations`` times.
+
     Not predicted (``step_s`` None, ``why`` set) without a calibration, for a precision or a
     oneDNN setting other than the calibration's (``onednn``: the setting of the process that
-    will train, default this process's), and for a step with a ``While`` loop, whose body runs
-    once per iteration out of the traced graph.
+    will train, default this process's), and for a ``While`` loop whose body was not traced or
+    whose iterations the graph does not give.
     """
     if calibration is None:
         return _unpredicted(f"this CPU is not calibrated: {CALIBRATE_HINT}")
