@@ -182,9 +182,11 @@ def test_a_calibration_is_stored_and_read_back_by_fingerprint_and_onednn(tmp_pat
     db = tmp_path / "results.sqlite"
     assert load_calibration("machine-a", onednn="1", store=db) is None  # no database yet
     stored = _calibration(cost_s=3.5, scale=1.25)
+    stored.load = (2.5, 2.0, 1.5)
     save_calibration(stored, "machine-a", {"cpu_model": "test"}, store=db)
     read = load_calibration("machine-a", onednn="1", store=db)
     assert read is not None and read.cost_s == pytest.approx(3.5)
+    assert read.load == (2.5, 2.0, 1.5) and "at load average 2.50" in read.describe()
     for metric in ("step_overhead_s", "op_floor_s", "parallel_op_s", "scale"):
         assert getattr(read, metric) == pytest.approx(getattr(stored, metric))
     assert "results database run" in read.source

@@ -165,6 +165,7 @@ class CpuCalibration(Record):
             f"{self.conv_flops_per_s / 1e9:.0f} GFLOP/s (conv) and bytes / "
             f"{self.bandwidth_bytes_per_s / 1e9:.1f} GB/s, x {self.scale:.2f} (measured on a "
             f"reference step); {self.source}"
+            + (f", at load average {self.load[0]:.2f}" if self.load else "")
         )
 
 
