@@ -369,11 +369,17 @@ def test_a_rate_above_the_cpus_peak_is_a_busy_machines() -> None:
 
 
 def test_a_difference_lost_in_its_noise_or_negative_is_a_problem() -> None:
-    clean = {"per-op floor": (1e-4, 3e-4), "matmul": (9e-3, 1e-3), "bandwidth": (2e-3, 1e-4)}
+    clean = {
+        "per-op floor": (1e-4, 3e-5),
+        "per-step overhead": (1e-3, 3e-3),  # a remainder, not a quotient: sign only
+        "matmul": (9e-3, 1e-3),
+        "bandwidth": (2e-3, 1e-4),
+    }
     assert calibration_problems(_calibration(differences=clean), None) == []  # type: ignore[arg-type]
-    noisy = dict(clean, matmul=(9e-3, 12e-3))
-    (problem,) = calibration_problems(_calibration(differences=noisy), None)  # type: ignore[arg-type]
-    assert problem.startswith("matmul") and "noise" in problem
+    for name, noise in (("matmul", 12e-3), ("per-op floor", 3e-4)):
+        noisy = dict(clean, **{name: (clean[name][0], noise)})
+        (problem,) = calibration_problems(_calibration(differences=noisy), None)  # type: ignore[arg-type]
+        assert problem.startswith(name) and "noise" in problem
     backwards = dict(clean, **{"per-op floor": (-2e-5, 1e-4)})
     (problem,) = calibration_problems(_calibration(differences=backwards), None)  # type: ignore[arg-type]
     assert problem.startswith("per-op floor") and "no slower" in problem
