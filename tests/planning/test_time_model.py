@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,8 +33,8 @@ from tfaccel.store import ResultRecord, ResultsStore
 MIB = 2**20
 
 
-def _calibration(**changes: float | str) -> CpuCalibration:
-    figures: dict[str, float | str] = {
+def _calibration(**changes: Any) -> CpuCalibration:
+    figures: dict[str, Any] = {
         "step_overhead_s": 1e-3,
         "op_floor_s": 1e-6,
         "parallel_op_s": 10e-6,
@@ -43,7 +44,7 @@ def _calibration(**changes: float | str) -> CpuCalibration:
         "onednn": "1",
     }
     figures.update(changes)
-    return CpuCalibration(**figures)  # type: ignore[arg-type]
+    return CpuCalibration(**figures)
 
 
 def _op(name: str, op_type: str, inputs: tuple[int, ...], out: int, nbytes: int, flops: int = 0):
@@ -326,7 +327,7 @@ def test_an_lstm_steps_loops_are_traced_with_their_time_steps() -> None:
     unrolled = cpu_step_time(_graph(step.ops, loops=[]), 4, _calibration(), onednn="1")
     assert time.step_s is not None and unrolled.step_s is None
     body_ops = sum(1 for loop in step.loops for op in loop.ops if op.type not in _NO_KERNEL)
-    assert time.op_floor_s >= 7 * body_ops * 1e-6
+    assert time.op_floor_s is not None and time.op_floor_s >= 7 * body_ops * 1e-6
 
 
 _NO_KERNEL = frozenset({"Placeholder", "Const", "Identity", "NoOp", "ReadVariableOp"})
@@ -342,7 +343,7 @@ def test_a_loop_bound_by_a_tensor_has_unknown_iterations() -> None:
         return tf.while_loop(lambda i: i < limit, lambda i: (i + 1,), [tf.constant(0)])[0]
 
     graph = count.get_concrete_function(tf.TensorSpec((), tf.int32)).graph
-    ((name, iterations, records, nested, _, why),) = loop_records(graph)
+    ((name, iterations, records, nested, why),) = loop_records(graph)
     assert iterations is None and nested == []
     assert why is not None and name in why and "unknown number of iterations" in why
     assert "AddV2" in [record[1] for record in records]  # the body's i + 1
@@ -357,7 +358,7 @@ def test_a_rate_above_the_cpus_peak_is_a_busy_machines() -> None:
     reported = rate_ceiling(peak, "2 cores x 2.45 GHz (reported) x 32 fp32 FLOP/cycle")
     highest = rate_ceiling(peak, "2 cores x 3.50 GHz (max) x 32 fp32 FLOP/cycle")
     assert reported == pytest.approx(peak * BOOST_ALLOWANCE)
-    assert highest is not None and highest < reported
+    assert highest is not None and reported is not None and highest < reported
     assert rate_ceiling(None, None) is None
     busy = _calibration(matmul_flops_per_s=252e9)  # measured once under load on 2 cores
     (problem,) = calibration_problems(busy, reported)
@@ -375,13 +376,13 @@ def test_a_difference_lost_in_its_noise_or_negative_is_a_problem() -> None:
         "matmul": (9e-3, 1e-3),
         "bandwidth": (2e-3, 1e-4),
     }
-    assert calibration_problems(_calibration(differences=clean), None) == []  # type: ignore[arg-type]
+    assert calibration_problems(_calibration(differences=clean), None) == []
     for name, noise in (("matmul", 12e-3), ("per-op floor", 3e-4)):
         noisy = dict(clean, **{name: (clean[name][0], noise)})
-        (problem,) = calibration_problems(_calibration(differences=noisy), None)  # type: ignore[arg-type]
+        (problem,) = calibration_problems(_calibration(differences=noisy), None)
         assert problem.startswith(name) and "noise" in problem
     backwards = dict(clean, **{"per-op floor": (-2e-5, 1e-4)})
-    (problem,) = calibration_problems(_calibration(differences=backwards), None)  # type: ignore[arg-type]
+    (problem,) = calibration_problems(_calibration(differences=backwards), None)
     assert problem.startswith("per-op floor") and "no slower" in problem
 
 

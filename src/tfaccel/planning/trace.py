@@ -757,8 +757,6 @@ class LoopBody:
             indices; sizes and FLOPs affine in the batch, as the step's. A ``TensorList``
             operation moves a reference, not the tensor: no bytes (an assumption).
         loops: the loops nested in the body, each run ``iterations`` times.
-        carried: the loop's variables (one ``Merge``/``Switch``/``NextIteration`` each per
-            iteration once the loop is lowered for the executor).
         why: where ``iterations`` is None, the reason.
     """
 
@@ -766,12 +764,11 @@ class LoopBody:
     iterations: int | None
     ops: tuple[OpInfo, ...]
     loops: tuple[LoopBody, ...] = ()
-    carried: int = 0
     why: str | None = None
 
 
-_LoopRecord = tuple[str, int | None, list[_Record], list[Any], int, str | None]
-"""A loop of one traced graph: name, iterations, body records, nested loops, carried, why."""
+_LoopRecord = tuple[str, int | None, list[_Record], list[Any], str | None]
+"""A loop of one traced graph: name, iterations, body records, nested loops, why."""
 
 
 def loop_records(graph: Any, needed: set[Any] | None = None) -> list[_LoopRecord]:
@@ -810,7 +807,7 @@ def _loop_record(op: Any, iterations: int | None) -> _LoopRecord:
             "sequence length)"
         )
     if body is None:
-        return (op.name, None, [], [], 0, f"the body of the While loop {op.name} is not readable")
+        return (op.name, None, [], [], f"the body of the While loop {op.name} is not readable")
     parts = [body] + [g for g in [_function_graph(op, "cond")] if g is not None]
     index: dict[str, int] = {}
     records: list[_Record] = []
@@ -831,7 +828,7 @@ def _loop_record(op: Any, iterations: int | None) -> _LoopRecord:
             flops = _op_flops(body_op)
             records.append((body_op.name, body_op.type, "loop", inputs, outputs, flops, 0, []))
     nested = loop_records(body)
-    return (op.name, iterations, records, nested, len(body.inputs), why)
+    return (op.name, iterations, records, nested, why)
 
 
 def _function_graph(op: Any, attr: str) -> Any:
@@ -854,7 +851,7 @@ def loop_bodies(
     each body operation's sizes and FLOPs affine in the batch (as :func:`_affine`)."""
     bodies = []
     for a, b in zip(first, second, strict=False):
-        name, iterations, ops_a, nested_a, carried, why = a
+        name, iterations, ops_a, nested_a, why = a
         ops = [_affine(x, y, batch, other) for x, y in zip(ops_a, b[2], strict=False)]
         bodies.append(
             LoopBody(
@@ -862,7 +859,6 @@ def loop_bodies(
                 iterations=iterations,
                 ops=tuple(ops),
                 loops=tuple(loop_bodies(nested_a, b[3], batch, other)),
-                carried=carried,
                 why=why,
             )
         )
