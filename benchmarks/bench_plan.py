@@ -44,6 +44,16 @@ test suite, load average 1.4 when the stored calibration was taken and 1.4-10.5 
 ran): 2 of 12 predicted rows within +-30% from the stored calibration, 9 of 12 (median |error|
 10%) from the calibration taken right after each row's steps; the 3 RNN rows not predicted.
 The model follows the machine; a calibration taken at another load does not.
+
+The RNN rows are predicted now, a While loop's body counted once per time step
+(``benchmarks/results/bench_plan_time_rnn.txt``, float32, load average 6.7-8.3 throughout):
+5 of 9 rows within +-30% from the calibration taken before the rows, 3 of 7 from the one taken
+after each row's steps (2 refused as lost in their noise); step-time IQRs up to 96% of the
+median at that load. Timed interleaved in one process with a calibration right after, the
+loop term alone (an LSTM(128) at 25 and 100 time steps) came within 6% per time step; a
+bidirectional LSTM(64) was predicted 3.6x too slow with a per-op floor measured in the noise
+(3.7 us, against 1.1-1.3 us on a quieter machine), and its two directions run at once (1.6x
+one direction's time at load 7, where the model sums them).
 """
 
 from __future__ import annotations
