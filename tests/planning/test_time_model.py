@@ -7,26 +7,34 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tfaccel.planning import Target, plan_step
 from tfaccel.planning.roofline import (
+    BOOST_ALLOWANCE,
     BOUNDS,
     PARALLEL_BYTES,
+    CalibrationError,
     CpuCalibration,
+    calibrate,
     calibrate_cpu,
+    calibration_problems,
     cpu_step_time,
     load_calibration,
+    rate_ceiling,
     save_calibration,
+    stored_cpu_figures,
 )
-from tfaccel.planning.trace import OpInfo, StepGraph, TensorInfo, Variable
+from tfaccel.planning.trace import LoopBody, OpInfo, StepGraph, TensorInfo, Variable
+from tfaccel.store import ResultRecord, ResultsStore
 
 MIB = 2**20
 
 
-def _calibration(**changes: float | str) -> CpuCalibration:
-    figures: dict[str, float | str] = {
+def _calibration(**changes: Any) -> CpuCalibration:
+    figures: dict[str, Any] = {
         "step_overhead_s": 1e-3,
         "op_floor_s": 1e-6,
         "parallel_op_s": 10e-6,
@@ -36,7 +44,7 @@ def _calibration(**changes: float | str) -> CpuCalibration:
         "onednn": "1",
     }
     figures.update(changes)
-    return CpuCalibration(**figures)  # type: ignore[arg-type]
+    return CpuCalibration(**figures)
 
 
 def _op(name: str, op_type: str, inputs: tuple[int, ...], out: int, nbytes: int, flops: int = 0):
@@ -50,7 +58,9 @@ def _op(name: str, op_type: str, inputs: tuple[int, ...], out: int, nbytes: int,
     )
 
 
-def _graph(ops: list[OpInfo], policy: str = "float32") -> StepGraph:
+def _graph(
+    ops: list[OpInfo], policy: str = "float32", loops: list[LoopBody] | None = None
+) -> StepGraph:
     return StepGraph(
         ops=ops,
         inputs=(0,),
@@ -59,6 +69,7 @@ def _graph(ops: list[OpInfo], policy: str = "float32") -> StepGraph:
         weight_bytes=4,
         optimizer="SGD",
         policy=policy,
+        loops=loops or [],
     )
 
 
@@ -172,9 +183,11 @@ def test_a_calibration_is_stored_and_read_back_by_fingerprint_and_onednn(tmp_pat
     db = tmp_path / "results.sqlite"
     assert load_calibration("machine-a", onednn="1", store=db) is None  # no database yet
     stored = _calibration(cost_s=3.5, scale=1.25)
+    stored.load = (2.5, 2.0, 1.5)
     save_calibration(stored, "machine-a", {"cpu_model": "test"}, store=db)
     read = load_calibration("machine-a", onednn="1", store=db)
     assert read is not None and read.cost_s == pytest.approx(3.5)
+    assert read.load == (2.5, 2.0, 1.5) and "at load average 2.50" in read.describe()
     for metric in ("step_overhead_s", "op_floor_s", "parallel_op_s", "scale"):
         assert getattr(read, metric) == pytest.approx(getattr(stored, metric))
     assert "results database run" in read.source
@@ -244,3 +257,217 @@ def test_the_calibration_measures_this_cpu() -> None:
     assert calibration.bandwidth_bytes_per_s < 1e12
     assert calibration.op_floor_s < 1e-3 and calibration.step_overhead_s < 1.0
     assert calibration.cost_s > 0
+
+
+# -- a While loop's body: its operations x its iterations ---------------------------------------
+
+
+def _body() -> tuple[OpInfo, ...]:
+    """One iteration: a loop variable (no kernel), a MatMul of 1 MFLOP writing 4 KiB and a
+    tiny element-wise op: 10 us of compute + the floor, and 2 floors of 1 us."""
+    return (
+        _op("h", "Placeholder", (), 0, 4096),
+        _op("matmul", "MatMul", (0,), 1, 4096, flops=10**6),
+        _op("tanh", "Tanh", (1,), 2, 4096),
+    )
+
+
+def test_a_loop_adds_its_iterations_times_its_bodys_operations() -> None:
+    while_op = _op("rnn/while", "While", (), 0, 64)
+    plain = cpu_step_time(_graph([while_op]), 1, _calibration(), onednn="1")
+    assert plain.step_s is None  # a While loop whose body was not traced
+    loop = LoopBody("rnn/while", 200, _body())
+    timed = cpu_step_time(_graph([while_op], loops=[loop]), 1, _calibration(), onednn="1")
+    # The While op itself: its 64 bytes and a floor. Per iteration: the MatMul's 1e6 / 1e11
+    # = 10 us of compute; the Tanh's 8 KiB at 1e10 B/s = 0.82 us; a floor of 1 us each.
+    assert timed.compute_s == pytest.approx(200 * 10e-6)
+    assert timed.memory_s == pytest.approx((64 + 200 * 8192) / 1e10)
+    assert timed.op_floor_s == pytest.approx(1e-6 + 200 * 2e-6)
+    iterations = 200 * (10e-6 + 8192 / 1e10 + 2e-6)
+    assert timed.step_s == pytest.approx(1e-3 + 1e-6 + 64 / 1e10 + iterations)
+    assert timed.bound == "compute"  # 2 ms of the loop's MatMuls over the 1 ms per step
+    nested = LoopBody("outer", 10, (), loops=(LoopBody("inner", 3, _body()),))
+    inner = cpu_step_time(_graph([while_op], loops=[nested]), 1, _calibration(), onednn="1")
+    assert inner.compute_s == pytest.approx(30 * 10e-6)
+
+
+def test_a_loop_of_unknown_iterations_is_not_predicted_and_says_why() -> None:
+    why = "the While loop rnn/while runs an unknown number of iterations"
+    for loop in (
+        LoopBody("rnn/while", None, _body(), why=why),
+        LoopBody("outer", 5, (), loops=(LoopBody("rnn/while", None, _body(), why=why),)),
+    ):
+        graph = _graph([_op("rnn/while", "While", (), 0, 64)], loops=[loop])
+        time = cpu_step_time(graph, 1, _calibration(), onednn="1")
+        assert time.step_s is None and time.why == why
+
+
+def test_an_lstm_steps_loops_are_traced_with_their_time_steps() -> None:
+    import keras
+
+    from tfaccel.planning.trace import trace_step
+
+    model = keras.Sequential([keras.Input((7, 3)), keras.layers.LSTM(4), keras.layers.Dense(2)])
+    model.compile(optimizer="sgd", loss="mse")
+    step = trace_step(model, 4)
+    whiles = [op for op in step.ops if op.type in ("While", "StatelessWhile")]
+    assert len(whiles) == 2 and len(step.loops) == 2  # the forward loop and its gradient
+    assert [loop.name for loop in step.loops] == [op.name for op in whiles]
+    for loop in step.loops:
+        assert loop.iterations == 7 and loop.why is None
+    # The forward body: x_t @ W (3 -> 16) and h @ U (4 -> 16), FLOPs per example.
+    forward = sorted(op.flops_per_example for op in step.loops[0].ops if op.type == "MatMul")
+    assert forward == [2 * 3 * 16, 2 * 4 * 16]
+    assert all(op.flops_fixed == 0 for op in step.loops[0].ops)
+    backward = [op for op in step.loops[1].ops if op.type == "MatMul"]
+    # the gradients of W (x_t' dz), of U (h' dz) and of h (dz U'); none of x, the input
+    assert len(backward) == 3
+    assert sum(op.flops_per_example for op in backward) == 2 * 3 * 16 + 2 * (2 * 4 * 16)
+    time = cpu_step_time(step, 4, _calibration(), onednn="1")
+    unrolled = cpu_step_time(_graph(step.ops, loops=[]), 4, _calibration(), onednn="1")
+    assert time.step_s is not None and unrolled.step_s is None
+    body_ops = sum(1 for loop in step.loops for op in loop.ops if op.type not in _NO_KERNEL)
+    assert time.op_floor_s is not None and time.op_floor_s >= 7 * body_ops * 1e-6
+
+
+_NO_KERNEL = frozenset({"Placeholder", "Const", "Identity", "NoOp", "ReadVariableOp"})
+
+
+def test_a_loop_bound_by_a_tensor_has_unknown_iterations() -> None:
+    import tensorflow as tf
+
+    from tfaccel.planning.trace import loop_records
+
+    @tf.function
+    def count(limit: tf.Tensor) -> tf.Tensor:
+        return tf.while_loop(lambda i: i < limit, lambda i: (i + 1,), [tf.constant(0)])[0]
+
+    graph = count.get_concrete_function(tf.TensorSpec((), tf.int32)).graph
+    ((name, iterations, records, nested, why),) = loop_records(graph)
+    assert iterations is None and nested == []
+    assert why is not None and name in why and "unknown number of iterations" in why
+    assert "AddV2" in [record[1] for record in records]  # the body's i + 1
+    assert "Less" in [record[1] for record in records]  # the condition's i < limit
+
+
+# -- a calibration that exceeds the CPU or its own noise is not stored ---------------------------
+
+
+def test_a_rate_above_the_cpus_peak_is_a_busy_machines() -> None:
+    peak = 156.5e9  # 2 cores x 2.45 GHz x 32 FLOP/cycle
+    reported = rate_ceiling(peak, "2 cores x 2.45 GHz (reported) x 32 fp32 FLOP/cycle")
+    highest = rate_ceiling(peak, "2 cores x 3.50 GHz (max) x 32 fp32 FLOP/cycle")
+    assert reported == pytest.approx(peak * BOOST_ALLOWANCE)
+    assert highest is not None and reported is not None and highest < reported
+    assert rate_ceiling(None, None) is None
+    busy = _calibration(matmul_flops_per_s=252e9)  # measured once under load on 2 cores
+    (problem,) = calibration_problems(busy, reported)
+    assert "matmul" in problem and "252 GFLOP/s" in problem
+    boosted = _calibration(matmul_flops_per_s=1.3 * peak, conv_flops_per_s=1.3 * peak)
+    assert calibration_problems(boosted, reported) == []
+    assert len(calibration_problems(boosted, highest)) == 2
+    assert calibration_problems(_calibration(conv_flops_per_s=1e15), None) == []  # no peak
+
+
+def test_a_difference_lost_in_its_noise_or_negative_is_a_problem() -> None:
+    clean = {
+        "per-op floor": (1e-4, 3e-5),
+        "per-step overhead": (1e-3, 3e-3),  # a remainder, not a quotient: sign only
+        "matmul": (9e-3, 1e-3),
+        "bandwidth": (2e-3, 1e-4),
+    }
+    assert calibration_problems(_calibration(differences=clean), None) == []
+    for name, noise in (("matmul", 12e-3), ("per-op floor", 3e-4)):
+        noisy = dict(clean, **{name: (clean[name][0], noise)})
+        (problem,) = calibration_problems(_calibration(differences=noisy), None)
+        assert problem.startswith(name) and "noise" in problem
+    backwards = dict(clean, **{"per-op floor": (-2e-5, 1e-4)})
+    (problem,) = calibration_problems(_calibration(differences=backwards), None)
+    assert problem.startswith("per-op floor") and "no slower" in problem
+
+
+@pytest.mark.parametrize(("scale", "problems"), [(0.2, 1), (0.84, 0), (2.56, 0), (3.34, 1)])
+def test_a_scale_far_from_the_reference_steps_model_is_a_problem(
+    scale: float, problems: int
+) -> None:
+    found = calibration_problems(_calibration(scale=scale), None)
+    assert len(found) == problems
+    assert all("reference step" in problem for problem in found)
+
+
+def test_calibrate_measures_again_and_refuses_to_store_a_busy_machines_figures(
+    tmp_path: Path,
+) -> None:
+    from tfaccel import inventory
+
+    db = tmp_path / "results.sqlite"
+    machine = inventory.current()
+    busy = _calibration(matmul_flops_per_s=1e15, differences={"matmul": (-1e-3, 1e-3)})
+    busy.load = (5.5, 4.1, 3.0)
+    quiet = _calibration(differences={"matmul": (9e-3, 1e-4)})
+    measured = iter([busy, quiet])
+    done = calibrate(machine, store=db, measure=lambda: next(measured))
+    assert done is quiet and "results database run" in done.source
+    assert load_calibration(machine.fingerprint.digest, onednn="1", store=db) is not None
+    calls = []
+
+    def always_busy() -> CpuCalibration:
+        calls.append(1)
+        return busy
+
+    other = tmp_path / "other.sqlite"
+    with pytest.raises(CalibrationError) as refused:
+        calibrate(machine, store=other, measure=always_busy, attempts=2)
+    assert len(calls) == 2
+    message = str(refused.value)
+    assert "too busy" in message and "load average 5.50 4.10 3.00" in message
+    assert "matmul" in message and "nothing stored" in message and "--calibrate" in message
+    assert load_calibration(machine.fingerprint.digest, onednn="1", store=other) is None
+
+
+def test_the_plan_reads_the_utilisation_and_the_calibration_in_one_opening(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "results.sqlite"
+    assert stored_cpu_figures("machine-a", "float32", onednn="1", store=db) == (None, None)
+    save_calibration(_calibration(scale=1.5), "machine-a", {"tf_version": "2.99"}, store=db)
+    mfu = ResultRecord(
+        benchmark="mlp",
+        config={"device": "cpu", "precision": "float32"},
+        metric="examples_per_s",
+        unit="1/s",
+        median=1.0,
+        q1=1.0,
+        q3=1.0,
+        n=1,
+        samples=[1.0],
+        extra={"mfu_percent": 40.0},
+    )
+    with ResultsStore(db) as store:
+        run = store.begin_run(
+            "machine-a",
+            fingerprint_data={},
+            started_at="2026-01-01T00:00:00+00:00",
+            tfaccel_version="0",
+            tf_version=None,
+        )
+        store.finish_run(run, [mfu], finished_at="2026-01-01T00:00:01+00:00")
+        (calibration_run,) = [r for r in store.runs("machine-a") if r.id != run]
+    assert calibration_run.tf_version == "2.99"  # the probe's, not an import's
+    measured, calibration = stored_cpu_figures("machine-a", "float32", onednn="1", store=db)
+    assert measured is not None and measured[0] == pytest.approx(0.40)
+    assert calibration is not None and calibration.scale == pytest.approx(1.5)
+    assert stored_cpu_figures("machine-a", "mixed_bfloat16", onednn="1", store=db)[0] is None
+
+
+def test_storing_a_calibration_imports_no_tensorflow(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from tfaccel.planning.roofline import CpuCalibration, save_calibration; "
+        "save_calibration(CpuCalibration(1e-3, 1e-6, 1e-5, 1e11, 1e11, 1e10), 'm', {}, "
+        f"store={str(tmp_path / 'r.sqlite')!r}); print('tensorflow' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"

@@ -24,9 +24,8 @@ from tfaccel.planning.roofline import (
     CALIBRATE_HINT,
     StepTime,
     cpu_step_time,
-    load_calibration,
-    measured_cpu_utilisation,
     step_time,
+    stored_cpu_figures,
 )
 from tfaccel.planning.targets import Target, targets
 from tfaccel.planning.trace import StepGraph, check_input_shape, trace_step
@@ -126,8 +125,7 @@ def plan(
     built, model_notes = _prepare(model, precision, optimizer)
     notes += model_notes
     step = traced(built, batch_size)
-    measured = measured_cpu_utilisation(inv.fingerprint.digest, step.policy)
-    calibration = load_calibration(inv.fingerprint.digest)
+    measured, calibration = stored_cpu_figures(inv.fingerprint.digest, step.policy)
     chosen = targets(step.policy, wanted, inv=inv, measured_cpu=measured, calibration=calibration)
     return plan_step(
         step,

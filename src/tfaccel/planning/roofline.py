@@ -13,26 +13,29 @@ bandwidth)``, and adds a per-step overhead (the Python side of ``train_on_batch`
 the function call, reading the loss back). The four figures are measured on this machine by
 :func:`calibrate_cpu` (a few seconds: two tiny Keras models and three small kernels) and stored
 in the results database under the machine fingerprint; without them the CPU time is not
-predicted, and the plan says how to get them. Each prediction names the term that bounds it:
-``compute``, ``bandwidth``, ``per-op overhead`` or ``per-step overhead``. Every figure is a
-prediction.
+predicted, and the plan says how to get them. A ``While`` loop's body counts once per
+iteration. A calibration above the CPU's peak or lost in its own noise is not stored
+(:func:`calibration_problems`). Each prediction names the term that bounds it: ``compute``,
+``bandwidth``, ``per-op overhead`` or ``per-step overhead``. Every figure is a prediction.
 """
 
 from __future__ import annotations
 
 import os
 import statistics
+import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from tfaccel.core.errors import TfaccelError
 from tfaccel.core.records import Record
 from tfaccel.core.timing import measure_interleaved
 from tfaccel.planning.targets import BANDWIDTH_UTILISATION, Target
-from tfaccel.planning.trace import ALIASING, StepGraph
+from tfaccel.planning.trace import ALIASING, LoopBody, OpInfo, StepGraph
 from tfaccel.store import ResultRecord, ResultsStore, default_path
 
 __all__ = [
@@ -40,16 +43,20 @@ __all__ = [
     "CALIBRATION_KIND",
     "LOOP_OPS",
     "OP_OVERHEAD_S",
+    "CalibrationError",
     "CpuCalibration",
     "StepTime",
     "calibrate",
     "calibrate_cpu",
+    "calibration_problems",
     "cpu_step_time",
     "load_calibration",
     "measured_cpu_utilisation",
     "onednn_setting",
+    "rate_ceiling",
     "save_calibration",
     "step_time",
+    "stored_cpu_figures",
 ]
 
 OP_OVERHEAD_S = {"gpu": 5e-6, "tpu": 0.0, "cpu": 0.0}
@@ -127,6 +134,11 @@ class CpuCalibration(Record):
             every kernel's speed, so a calibration applies only under the same setting.
         cost_s: seconds the calibration took (TensorFlow's import not counted).
         source: where it came from (the results database run).
+        load: the 1, 5 and 15-minute load averages when the measurement ended.
+        differences: each measured difference of two medians the figures come from, with
+            its noise: name -> (seconds of the difference, the larger interquartile range
+            of the two medians' samples) (not stored; :func:`calibration_problems` judges
+            them).
     """
 
     step_overhead_s: float
@@ -140,6 +152,8 @@ class CpuCalibration(Record):
     onednn: str = "default"
     cost_s: float = 0.0
     source: str = "measured now"
+    load: tuple[float, ...] = ()
+    differences: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def describe(self) -> str:
         """The calibration in words, for a plan's notes."""
@@ -151,6 +165,7 @@ class CpuCalibration(Record):
             f"{self.conv_flops_per_s / 1e9:.0f} GFLOP/s (conv) and bytes / "
             f"{self.bandwidth_bytes_per_s / 1e9:.1f} GB/s, x {self.scale:.2f} (measured on a "
             f"reference step); {self.source}"
+            + (f", at load average {self.load[0]:.2f}" if self.load else "")
         )
 
 
@@ -182,10 +197,13 @@ def cpu_step_time(
     measured matmul or convolution rate and its bytes at the measured bandwidth (operations
     run one after another; pure). The bound is the largest of the four sums.
 
+    A ``While`` loop's body (:attr:`StepGraph.loops`, nested loops too) adds its operations'
+    terms ``iterations`` times.
+
     Not predicted (``step_s`` None, ``why`` set) without a calibration, for a precision or a
     oneDNN setting other than the calibration's (``onednn``: the setting of the process that
-    will train, default this process's), and for a step with a ``While`` loop, whose body runs
-    once per iteration out of the traced graph.
+    will train, default this process's), and for a ``While`` loop whose body was not traced or
+    whose iterations the graph does not give.
     """
     if calibration is None:
         return _unpredicted(f"this CPU is not calibrated: {CALIBRATE_HINT}")
@@ -204,12 +222,20 @@ def cpu_step_time(
             f"{setting}: {CALIBRATE_HINT} under the same setting"
         )
     loops = sum(1 for op in step.ops if op.type in LOOP_OPS)
-    if loops:
+    if loops > len(step.loops):
         return _unpredicted(
-            f"the step runs {loops} While loop{'s' if loops > 1 else ''} (a recurrent layer): "
-            "the loop body's operations run once per iteration and are not in the traced graph"
+            f"the step runs {loops} While loop{'s' if loops > 1 else ''} (a recurrent layer) "
+            f"and {len(step.loops)} traced: the body's operations, run once per iteration, are "
+            "not known"
         )
-    terms = {k: v * calibration.scale for k, v in _op_terms(step, batch, calibration).items()}
+    unknown = next((why for loop in step.loops if (why := _unknown_iterations(loop))), None)
+    if unknown:
+        return _unpredicted(unknown)
+    terms = _op_terms(step.ops, batch, calibration)
+    for loop in step.loops:
+        for term, seconds in _loop_terms(loop, batch, calibration).items():
+            terms[term] += seconds
+    terms = {k: v * calibration.scale for k, v in terms.items()}
     terms["per-step overhead"] = calibration.step_overhead_s
     bound = max(terms, key=lambda k: terms[k])
     return StepTime(
@@ -222,13 +248,13 @@ def cpu_step_time(
     )
 
 
-def _op_terms(step: StepGraph, batch: int, calibration: CpuCalibration) -> dict[str, float]:
-    """The modelled seconds of the step's operations, by the term that bounds each, before
+def _op_terms(ops: list[OpInfo], batch: int, calibration: CpuCalibration) -> dict[str, float]:
+    """The modelled seconds of ``ops`` (run once each), by the term that bounds each, before
     :attr:`CpuCalibration.scale`: per operation its latency and the longer of its compute
     and its memory traffic."""
     terms = dict.fromkeys(("compute", "bandwidth", "per-op overhead"), 0.0)
     sizes: dict[int, int] = {}
-    for op in step.ops:
+    for op in ops:
         for t in op.outputs:
             sizes[t.index] = t.bytes_at(batch)
         if op.type in _NOT_RUN:
@@ -241,6 +267,24 @@ def _op_terms(step: StepGraph, batch: int, calibration: CpuCalibration) -> dict[
         terms["per-op overhead"] += calibration.parallel_op_s if split else calibration.op_floor_s
         terms["compute" if compute > memory else "bandwidth"] += max(compute, memory)
     return terms
+
+
+def _loop_terms(loop: LoopBody, batch: int, calibration: CpuCalibration) -> dict[str, float]:
+    """The modelled seconds of a While loop's iterations, before the scale: ``iterations`` x
+    (its body's and condition's operations, each with the same terms as the step's, and its
+    nested loops)."""
+    terms = _op_terms(list(loop.ops), batch, calibration)
+    for inner in loop.loops:
+        for term, seconds in _loop_terms(inner, batch, calibration).items():
+            terms[term] += seconds
+    return {term: (loop.iterations or 0) * seconds for term, seconds in terms.items()}
+
+
+def _unknown_iterations(loop: LoopBody) -> str | None:
+    """Why a loop's (or a nested loop's) time is not known, or None."""
+    if loop.iterations is None:
+        return loop.why or f"the While loop {loop.name} runs an unknown number of iterations"
+    return next((why for inner in loop.loops if (why := _unknown_iterations(inner))), None)
 
 
 def _unpredicted(why: str) -> StepTime:
@@ -299,11 +343,16 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
         "small": lambda: small.train_on_batch(x, y),
         "large": lambda: large.train_on_batch(x, y),
     }
-    t_small, t_large = _medians(steps, rounds)
+    differences: dict[str, tuple[float, float]] = {}
+    t_small, t_large = _pair("per-op floor", steps, rounds, differences)
     ops_small = trace_step(small, 8).launches
     ops_large = trace_step(large, 8).launches
     floor = max((t_large - t_small) / max(ops_large - ops_small, 1), 1e-7)
     overhead = max(t_small - ops_small * floor, 0.0)
+    differences["per-step overhead"] = (
+        t_small - ops_small * floor,
+        differences["per-op floor"][1],
+    )
 
     chain_ops = 50
 
@@ -320,7 +369,7 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
         return lambda: run().numpy()
 
     sizes = (2**16, 2**22)
-    t_few, t_many = _medians({str(n): chain(n) for n in sizes}, rounds)
+    t_few, t_many = _pair("bandwidth", {str(n): chain(n) for n in sizes}, rounds, differences)
     moved = [8 * n for n in sizes]  # each operation reads and writes n floats
     bandwidth = (moved[1] - moved[0]) / max((t_many - t_few) / chain_ops, 1e-9)
     parallel = max(t_few / chain_ops - moved[0] / bandwidth, floor)
@@ -338,7 +387,7 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
 
         return lambda: run().numpy()
 
-    t_64, t_1024 = _medians({"64": dense(64), "1024": dense(1024)}, rounds)
+    t_64, t_1024 = _pair("matmul", {"64": dense(64), "1024": dense(1024)}, rounds, differences)
     matmul_rate = 3 * 2 * (1024 - 64) * 512 * 512 / max(t_1024 - t_64, 1e-9)
 
     def conv(batch: int) -> Callable[[], Any]:
@@ -354,7 +403,7 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
 
         return lambda: run().numpy()
 
-    t_4, t_32 = _medians({"4": conv(4), "32": conv(32)}, rounds)
+    t_4, t_32 = _pair("convolution", {"4": conv(4), "32": conv(32)}, rounds, differences)
     conv_rate = 3 * 2 * (32 - 4) * 32 * 32 * 64 * 9 * 32 / max(t_32 - t_4, 1e-9)
     calibration = CpuCalibration(
         step_overhead_s=overhead,
@@ -383,9 +432,11 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
     (t_reference,) = _medians(
         {"reference": lambda: reference.train_on_batch(images, labels)}, rounds
     )
-    modelled = sum(_op_terms(trace_step(reference, 64), 64, calibration).values())
+    modelled = sum(_op_terms(trace_step(reference, 64).ops, 64, calibration).values())
     calibration.scale = max(t_reference - overhead, 1e-6) / max(modelled, 1e-9)
     calibration.cost_s = time.perf_counter() - started
+    calibration.load = tuple(round(v, 2) for v in os.getloadavg())
+    calibration.differences = differences
     return calibration
 
 
@@ -400,26 +451,155 @@ def _untimed(call: Callable[[], Any]) -> Callable[[], None]:
 
 def _medians(calls: dict[str, Callable[[], Any]], rounds: int) -> list[float]:
     """The median seconds of each call, after two warm-up calls, run in turn (interleaved)."""
+    return [statistics.median(s) for s in _samples(calls, rounds).values()]
+
+
+def _samples(calls: dict[str, Callable[[], Any]], rounds: int) -> dict[str, list[float]]:
     timed = {name: _untimed(call) for name, call in calls.items()}
-    samples = measure_interleaved(timed, repeats=rounds, warmup=2)
-    return [statistics.median(samples[name]) for name in calls]
+    return measure_interleaved(timed, repeats=rounds, warmup=2)
+
+
+def _pair(
+    name: str,
+    calls: dict[str, Callable[[], Any]],
+    rounds: int,
+    differences: dict[str, tuple[float, float]],
+) -> list[float]:
+    """The median seconds of a smaller and a larger call (:func:`_medians`); records in
+    ``differences[name]`` the larger's median less the smaller's, and the larger
+    interquartile range of the two (0 with fewer than two samples)."""
+    samples = _samples(calls, rounds)
+    medians = [statistics.median(samples[key]) for key in calls]
+    noise = max(_iqr(samples[key]) for key in calls)
+    differences[name] = (medians[1] - medians[0], noise)
+    return medians
+
+
+def _iqr(samples: list[float]) -> float:
+    if len(samples) < 2:
+        return 0.0
+    q1, _, q3 = statistics.quantiles(samples, n=4)
+    return q3 - q1
+
+
+# -- is a calibration one to keep ----------------------------------------------------------------
+
+BOOST_ALLOWANCE = 1.45
+"""How far a measured FLOP rate may exceed the CPU's peak estimate where that estimate uses
+the reported (nominal) clock: boost clocks run above it (AMD EPYC 7763 and 7B13: 3.5 GHz over
+a nominal 2.45 GHz, 1.43x). Where the estimate uses the maximum clock: 1.05 (timing noise)."""
+SCALE_RANGE = (1 / 3, 3.0)
+"""The reference step's measured time over its modelled time that a kept calibration may
+have: beyond it, the kernels and the reference step were measured under different loads
+(0.84-2.56 between calibrations on a shared 2-core machine; 3.34 in one taken at load 4)."""
+CALIBRATION_ATTEMPTS = 3
+"""Measurements :func:`calibrate` takes before it refuses to store one."""
+_NOISE_CHECKED = ("per-op floor", "bandwidth", "matmul", "convolution")
+"""The differences a figure is the quotient of: each must be larger than its noise (measured
+on 2 cores at load 7: the tiny models' difference, 0.6-3.3 ms, under their IQR, 2.2-8.0 ms,
+gave floors of 1.6 and 8.2 us, against 1.1-1.3 us at load 1.4)."""
+
+
+class CalibrationError(TfaccelError):
+    """This CPU's calibration was not self-consistent (a busy machine): nothing stored."""
+
+
+def rate_ceiling(peak_flops: float | None, formula: str | None) -> float | None:
+    """The highest FLOP rate a calibration may measure on a CPU whose peak estimate is
+    ``peak_flops`` FLOP/s (``formula`` says which clock it used), or None (unknown)."""
+    if not peak_flops:
+        return None
+    return peak_flops * (1.05 if formula and "(max)" in formula else BOOST_ALLOWANCE)
+
+
+def calibration_problems(calibration: CpuCalibration, ceiling: float | None) -> list[str]:
+    """Why ``calibration`` is not one to store (empty: it is one); pure.
+
+    - A FLOP rate above ``ceiling`` (:func:`rate_ceiling`): no core runs above its peak, so
+      the difference of two medians it came from was shrunk by a busy machine.
+    - A difference of two medians (:attr:`CpuCalibration.differences`) that is not positive
+      (the larger workload measured no slower), or, for the per-op floor, a rate or the
+      bandwidth, not larger than the noise of its two medians (the larger interquartile
+      range): the figure is the load's, not the CPU's.
+    - A :attr:`CpuCalibration.scale` outside :data:`SCALE_RANGE`.
+    """
+    problems = []
+    if ceiling:
+        for label, rate in (
+            ("matmul", calibration.matmul_flops_per_s),
+            ("convolution", calibration.conv_flops_per_s),
+        ):
+            if rate > ceiling:
+                problems.append(
+                    f"the {label} rate measured {rate / 1e9:.0f} GFLOP/s, above the "
+                    f"{ceiling / 1e9:.0f} GFLOP/s this CPU can reach (its peak estimate, "
+                    "boost allowed)"
+                )
+    for name, (difference, noise) in calibration.differences.items():
+        if difference <= 0:
+            problems.append(
+                f"{name}: the larger workload measured no slower than the smaller "
+                f"({difference * 1e3:+.3f} ms)"
+            )
+        elif name in _NOISE_CHECKED and difference <= noise:
+            problems.append(
+                f"{name}: the difference it is measured from ({difference * 1e3:.3f} ms) is "
+                f"within the noise of its timings (IQR {noise * 1e3:.3f} ms)"
+            )
+    low, high = SCALE_RANGE
+    if not low <= calibration.scale <= high:
+        problems.append(
+            f"the reference step took {calibration.scale:.2f}x its modelled time (expected "
+            f"{low:.2f}-{high:.1f}x)"
+        )
+    return problems
 
 
 # -- the results database ----------------------------------------------------------------------
 
 
-def calibrate(inventory: Any = None, *, store: str | Path | None = None) -> CpuCalibration:
-    """Calibrate this CPU (:func:`calibrate_cpu`) and store the result in the results database
-    under this machine's fingerprint, where every later plan on this machine reads it
-    (``tfaccel plan --calibrate``).
+def calibrate(
+    inventory: Any = None,
+    *,
+    store: str | Path | None = None,
+    measure: Callable[[], CpuCalibration] = calibrate_cpu,
+    attempts: int = CALIBRATION_ATTEMPTS,
+) -> CpuCalibration:
+    """Calibrate this CPU (``measure``, default :func:`calibrate_cpu`) and store the result in
+    the results database under this machine's fingerprint, where every later plan on this
+    machine reads it (``tfaccel plan --calibrate``). A measurement with problems
+    (:func:`calibration_problems`: rates above the CPU's peak, differences lost in the noise)
+    is measured again, up to ``attempts`` times in all; none is stored silently.
 
     Raises:
+        CalibrationError: every attempt had problems (a busy machine): what they were and
+            the load, nothing stored.
         StoreError: the database cannot be written.
     """
     from tfaccel import inventory as inventory_module
 
     inv = inventory if inventory is not None else inventory_module.current()
-    calibration = calibrate_cpu()
+    peak = getattr(inv.cpu, "peak", None)
+    ceiling = rate_ceiling(
+        (peak.fp32_tflops or 0.0) * 1e12 if peak else None, peak.formula if peak else None
+    )
+    problems: list[str] = []
+    for _ in range(max(attempts, 1)):
+        calibration = measure()
+        problems = calibration_problems(calibration, ceiling)
+        if not problems:
+            break
+    else:
+        load = " ".join(f"{v:.2f}" for v in (calibration.load or os.getloadavg()))
+        cores = getattr(inv.cpu, "usable_cores", None) or os.cpu_count()
+        raise CalibrationError(
+            f"This machine was too busy to calibrate its CPU: {max(attempts, 1)} measurements, "
+            f"none self-consistent; nothing stored (load average {load} on {cores} cores)",
+            expected="rates under the CPU's peak and differences larger than their noise",
+            received="; ".join(problems),
+            fix="run `tfaccel plan --calibrate` again when the machine is quieter (`uptime`: "
+            "a load average under the core count)",
+        )
     run_id = save_calibration(
         calibration, inv.fingerprint.digest, inv.fingerprint.data, store=store
     )
@@ -442,12 +622,10 @@ def save_calibration(
     """
     from tfaccel._version import __version__
 
-    try:
-        import tensorflow as tf
-
-        tf_version: str | None = tf.__version__
-    except ImportError:  # pragma: no cover - the calibration itself needs TensorFlow
-        tf_version = None
+    # the probe's version (read from the installed files); else the module's, if imported
+    tf_version = fingerprint_data.get("tf_version") or getattr(
+        sys.modules.get("tensorflow"), "__version__", None
+    )
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     config = {"device": "cpu", "precision": calibration.precision, "onednn": calibration.onednn}
     results = [
@@ -472,7 +650,11 @@ def save_calibration(
             started_at=now,
             tfaccel_version=__version__,
             tf_version=tf_version,
-            details={"kind": CALIBRATION_KIND, "cost_s": calibration.cost_s},
+            details={
+                "kind": CALIBRATION_KIND,
+                "cost_s": calibration.cost_s,
+                "load": list(calibration.load),
+            },
         )
         db.finish_run(run_id, results, finished_at=now)
     return run_id
@@ -484,32 +666,7 @@ def load_calibration(
     """The newest calibration of this machine stored under ``onednn`` (default: this
     process's setting), or None (none stored, or the database cannot be read: a plan never
     fails for it)."""
-    path = Path(store).expanduser() if store is not None else default_path()
-    if not path.is_file():
-        return None
-    setting = onednn if onednn is not None else onednn_setting()
-    try:
-        with ResultsStore(path, read_only=True) as db:
-            for run in db.runs(fingerprint, limit=200):
-                if run.status != "complete" or run.details.get("kind") != CALIBRATION_KIND:
-                    continue
-                figures = {r.metric: r for r in db.results(run.id, "plan_calibration")}
-                if not figures or not set(_CALIBRATION_METRICS) <= set(figures):
-                    continue
-                config = next(iter(figures.values())).config
-                if config.get("onednn") != setting:
-                    continue
-                return CpuCalibration(
-                    **{metric: figures[metric].median for metric in _CALIBRATION_METRICS},
-                    precision=str(config.get("precision", "float32")),
-                    onednn=setting,
-                    cost_s=float(run.details.get("cost_s", 0.0)),
-                    source=f"measured on this machine {run.started_at} (results database run "
-                    f"{run.id})",
-                )
-    except Exception:  # an unreadable store means no calibration, never a failed plan
-        return None
-    return None
+    return stored_cpu_figures(fingerprint, None, onednn=onednn, store=store)[1]
 
 
 def measured_cpu_utilisation(
@@ -517,29 +674,72 @@ def measured_cpu_utilisation(
 ) -> tuple[float, str] | None:
     """The best model-FLOPs utilisation a stored bench run of this machine measured on the
     CPU for ``precision`` (``mfu_percent`` of its training figures), with where it came from."""
-    path = store if store is not None else default_path()
-    if store is None and not default_path().is_file():
-        return None
+    return stored_cpu_figures(fingerprint, precision, store=store)[0]
+
+
+def stored_cpu_figures(
+    fingerprint: str,
+    precision: str | None,
+    *,
+    onednn: str | None = None,
+    store: str | Path | None = None,
+) -> tuple[tuple[float, str] | None, CpuCalibration | None]:
+    """What the results database holds on this machine's CPU, read in one opening: the best
+    utilisation its last bench run measured for ``precision`` (None: not looked for; see
+    :func:`measured_cpu_utilisation`) and its newest calibration under ``onednn`` (see
+    :func:`load_calibration`). Either is None where none is stored, or where the database
+    cannot be read (a plan never fails for it)."""
+    path = Path(store).expanduser() if store is not None else default_path()
+    if not path.is_file():
+        return None, None
+    setting = onednn if onednn is not None else onednn_setting()
     try:
-        with ResultsStore(path) as db:
-            run = db.last_run(fingerprint)
-            if run is None or "smoke" in str(run.details.get("notes", "")):
-                return None  # a smoke run's tiny models say nothing of a real one
-            best: tuple[float, str] | None = None
-            for result in db.results(run.id):
-                mfu = result.extra.get("mfu_percent")
-                config = result.config
-                if not mfu or config.get("device") != "cpu":
-                    continue
-                if config.get("precision", "float32") != precision:
-                    continue
-                share = float(mfu) / 100.0
-                if best is None or share > best[0]:
-                    best = (
-                        share,
-                        f"measured on this machine: {result.benchmark} trained at "
-                        f"{share:.0%} of the CPU peak estimate (bench run {run.id})",
-                    )
-            return best
-    except Exception:  # an unreadable store means no measurement, never a failed plan
-        return None
+        with ResultsStore(path, read_only=True) as db:
+            measured = _utilisation(db, fingerprint, precision) if precision else None
+            return measured, _calibration(db, fingerprint, setting)
+    except Exception:  # an unreadable store means nothing stored, never a failed plan
+        return None, None
+
+
+def _calibration(db: ResultsStore, fingerprint: str, setting: str) -> CpuCalibration | None:
+    for run in db.runs(fingerprint, limit=200):
+        if run.status != "complete" or run.details.get("kind") != CALIBRATION_KIND:
+            continue
+        figures = {r.metric: r for r in db.results(run.id, "plan_calibration")}
+        if not figures or not set(_CALIBRATION_METRICS) <= set(figures):
+            continue
+        config = next(iter(figures.values())).config
+        if config.get("onednn") != setting:
+            continue
+        measured: dict[str, Any] = {m: figures[m].median for m in _CALIBRATION_METRICS}
+        return CpuCalibration(
+            **measured,
+            precision=str(config.get("precision", "float32")),
+            onednn=setting,
+            cost_s=float(run.details.get("cost_s", 0.0)),
+            source=f"measured on this machine {run.started_at} (results database run {run.id})",
+            load=tuple(float(v) for v in run.details.get("load", ())),
+        )
+    return None
+
+
+def _utilisation(db: ResultsStore, fingerprint: str, precision: str) -> tuple[float, str] | None:
+    run = db.last_run(fingerprint)
+    if run is None or "smoke" in str(run.details.get("notes", "")):
+        return None  # a smoke run's tiny models say nothing of a real one
+    best: tuple[float, str] | None = None
+    for result in db.results(run.id):
+        mfu = result.extra.get("mfu_percent")
+        config = result.config
+        if not mfu or config.get("device") != "cpu":
+            continue
+        if config.get("precision", "float32") != precision:
+            continue
+        share = float(mfu) / 100.0
+        if best is None or share > best[0]:
+            best = (
+                share,
+                f"measured on this machine: {result.benchmark} trained at "
+                f"{share:.0%} of the CPU peak estimate (bench run {run.id})",
+            )
+    return best

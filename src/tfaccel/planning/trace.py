@@ -143,6 +143,7 @@ class StepGraph:
     optimizer: str
     policy: str
     notes: list[str] = field(default_factory=list)
+    loops: list[LoopBody] = field(default_factory=list)
 
     def flops(self, batch: int) -> int:
         """Matmul-class FLOPs of one training step at ``batch`` (forward, backward, update)."""
@@ -192,8 +193,8 @@ def trace_step(model: Any, batch_size: int, *, probe_batch: int | None = None) -
     specs = _input_specs(model)
     model.optimizer.build(model.trainable_variables)
     second = probe_batch or batch_size + 8
-    first_ops, inputs = _trace(model, specs, batch_size, tf)
-    second_ops, _ = _trace(model, specs, second, tf)
+    first_ops, inputs, first_loops = _trace(model, specs, batch_size, tf)
+    second_ops, _, second_loops = _trace(model, specs, second, tf)
     if [o[1] for o in first_ops] != [o[1] for o in second_ops]:
         raise RuntimeError("the training step traced to different graphs at two batch sizes")
     ops = [_affine(a, b, batch_size, second) for a, b in zip(first_ops, second_ops, strict=False)]
@@ -211,6 +212,7 @@ def trace_step(model: Any, batch_size: int, *, probe_batch: int | None = None) -
         weight_bytes=weight_bytes,
         optimizer=type(model.optimizer).__name__,
         policy=policy,
+        loops=loop_bodies(first_loops, second_loops, batch_size, second),
     )
 
 
@@ -298,7 +300,7 @@ def _targets(model: Any, batch: int, tf: Any) -> Any:
 
 def _trace(
     model: Any, specs: list[tuple[tuple[int, ...], str]], batch: int, tf: Any
-) -> tuple[list[_Record], tuple]:
+) -> tuple[list[_Record], tuple, list[_LoopRecord]]:
     x_specs = [tf.TensorSpec((batch, *shape), dtype) for shape, dtype in specs]
     y_spec = _targets(model, batch, tf)
 
@@ -355,7 +357,7 @@ def _trace(
     placeholders = tuple(
         index[t.name] for t in graph.inputs if t.dtype != tf.resource and t.name in index
     )
-    return records, placeholders
+    return records, placeholders, loop_records(graph, needed)
 
 
 def _needed(graph: Any) -> set[Any]:
@@ -737,3 +739,127 @@ def _dtype_size(dtype: Any) -> int:
     import numpy as np
 
     return int(np.dtype(str(dtype)).itemsize) if str(dtype) != "bfloat16" else 2
+
+
+# -- the operations a While loop runs per iteration (its body), for the step time --------------
+
+
+@dataclass(frozen=True)
+class LoopBody:
+    """A ``While`` loop of the step: the operations its body (and its condition) runs once per
+    iteration, which are not among the step's own operations.
+
+    Attributes:
+        name: the ``While`` operation's name in the step (a nested loop: in its outer body).
+        iterations: how many times the body runs (the time steps of an RNN), or None when
+            the graph cannot tell (``why`` says so).
+        ops: the body's and the condition's operations, in graph order, with their own tensor
+            indices; sizes and FLOPs affine in the batch, as the step's. A ``TensorList``
+            operation moves a reference, not the tensor: no bytes (an assumption).
+        loops: the loops nested in the body, each run ``iterations`` times.
+        why: where ``iterations`` is None, the reason.
+    """
+
+    name: str
+    iterations: int | None
+    ops: tuple[OpInfo, ...]
+    loops: tuple[LoopBody, ...] = ()
+    why: str | None = None
+
+
+_LoopRecord = tuple[str, int | None, list[_Record], list[Any], str | None]
+"""A loop of one traced graph: name, iterations, body records, nested loops, why."""
+
+
+def loop_records(graph: Any, needed: set[Any] | None = None) -> list[_LoopRecord]:
+    """The ``While`` loops among the operations of ``graph`` that run (``needed``, default all
+    :func:`_needed`), in graph order, each with its body's operations and nested loops.
+
+    Iterations: the loop's static ``maximum_iterations``, else the largest element count of
+    the ``TensorList``s it reads (an RNN's unstacked time steps; a gradient loop's forward
+    accumulators), as :func:`_tensor_lists` records them; else unknown (None, with why)."""
+    import tensorflow as tf
+
+    needed = _needed(graph) if needed is None else needed
+    elements: dict[str, int] = {}
+    found: list[_LoopRecord] = []
+    for op in graph.get_operations():
+        if op not in needed:
+            continue
+        if op.type in ("While", "StatelessWhile"):
+            iterations = tf.get_static_value(op.inputs[1]) if len(op.inputs) > 1 else None
+            iterations = int(iterations) if iterations is not None and iterations >= 0 else None
+            if iterations is None:
+                known = [elements[t.name] for t in op.inputs if t.name in elements]
+                iterations = max(known) if known else None
+            found.append(_loop_record(op, iterations))
+        _tensor_lists(op, elements)
+    return found
+
+
+def _loop_record(op: Any, iterations: int | None) -> _LoopRecord:
+    body = _function_graph(op, "body")
+    why = None
+    if iterations is None:
+        why = (
+            f"the While loop {op.name} runs an unknown number of iterations (no static "
+            "maximum_iterations, no input list of known length: give the layer a fixed "
+            "sequence length)"
+        )
+    if body is None:
+        return (op.name, None, [], [], f"the body of the While loop {op.name} is not readable")
+    parts = [body] + [g for g in [_function_graph(op, "cond")] if g is not None]
+    index: dict[str, int] = {}
+    records: list[_Record] = []
+    for part in parts:
+        keep = _needed(part) if part is body else set(part.get_operations())
+        for body_op in part.get_operations():
+            if body_op not in keep or body_op.type in ("While", "StatelessWhile"):
+                continue
+            listed = body_op.type.startswith("TensorList")
+            outputs = []
+            for t in body_op.outputs:
+                index[t.name] = len(index)
+                size = 0 if listed else max(_nbytes(t), 0)
+                outputs.append((index[t.name], t.dtype.name, size, 1))
+            inputs = (
+                () if listed else tuple(index[t.name] for t in body_op.inputs if t.name in index)
+            )
+            flops = _op_flops(body_op)
+            records.append((body_op.name, body_op.type, "loop", inputs, outputs, flops, 0, []))
+    nested = loop_records(body)
+    return (op.name, iterations, records, nested, why)
+
+
+def _function_graph(op: Any, attr: str) -> Any:
+    """The graph of a ``While`` operation's ``body`` or ``cond`` function: the one built with
+    it, else the function library's."""
+    built = getattr(op, f"_{attr}_graph", None)
+    if built is not None:
+        return built
+    try:
+        function = op.graph._get_function(op.get_attr(attr).name)
+    except (AttributeError, ValueError):
+        return None
+    return getattr(function, "graph", None)
+
+
+def loop_bodies(
+    first: list[_LoopRecord], second: list[_LoopRecord], batch: int, other: int
+) -> list[LoopBody]:
+    """The loops of the step traced at ``batch`` (``first``) and ``other`` (``second``), with
+    each body operation's sizes and FLOPs affine in the batch (as :func:`_affine`)."""
+    bodies = []
+    for a, b in zip(first, second, strict=False):
+        name, iterations, ops_a, nested_a, why = a
+        ops = [_affine(x, y, batch, other) for x, y in zip(ops_a, b[2], strict=False)]
+        bodies.append(
+            LoopBody(
+                name=name,
+                iterations=iterations,
+                ops=tuple(ops),
+                loops=tuple(loop_bodies(nested_a, b[3], batch, other)),
+                why=why,
+            )
+        )
+    return bodies
