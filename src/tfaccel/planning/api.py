@@ -489,7 +489,7 @@ def unpack_batch(element: Any) -> tuple[Any, Any, Any]:
     """``(x, y, sample_weight)`` of a batch, as Keras' standard ``train_step`` unpacks it."""
     import keras
 
-    return tuple(keras.utils.unpack_x_y_sample_weight(element))  # type: ignore[return-value]
+    return tuple(keras.utils.unpack_x_y_sample_weight(element))
 
 
 def _build(model_fn: Callable[[], Any], precision: str | None) -> Any:

@@ -403,9 +403,7 @@ def optimizers_of(model: Any) -> list[Any]:
     return list(found.values())
 
 
-def _trace_own_step(
-    model: Any, batch_size: int, second: int, data: StepData, tf: Any
-) -> StepGraph:
+def _trace_own_step(model: Any, batch_size: int, second: int, data: StepData, tf: Any) -> StepGraph:
     """The model's own ``train_step`` traced on ``data`` at two batch sizes. Its optimizers
     are built as ``fit`` builds them: ``model.optimizer`` on the trainable variables, any
     other (a GAN's) on the variables it is first applied to, in the first trace (which is
@@ -442,9 +440,7 @@ def _optimizer_name(model: Any, optimizers: list[Any]) -> str:
     names = {id(v): k for k, v in vars(model).items() if not k.startswith("_")}
     if getattr(model, "optimizer", None) is not None:
         names[id(model.optimizer)] = "optimizer"
-    return " + ".join(
-        f"{names.get(id(o), o.name)} {type(o).__name__}" for o in optimizers
-    )
+    return " + ".join(f"{names.get(id(o), o.name)} {type(o).__name__}" for o in optimizers)
 
 
 def _layer_policies(model: Any) -> list[str]:
@@ -483,9 +479,10 @@ def _no_input_shape(model: Any) -> UsageError:
         )
     else:
         fix = (
-            "plan a functional model around it: x = keras.Input(shape=(...)); "
-            f"tfaccel.plan(keras.Model(x, {kind}()(x))) (model.build() alone gives a "
-            "subclassed model no symbolic inputs)"
+            "pass one batch of its training data, as fit gets it: tfaccel.plan(model, "
+            "data=(x[:32], y[:32])) (its train_step is traced on it), or plan a functional "
+            f"model around it: x = keras.Input(shape=(...)); tfaccel.plan(keras.Model(x, "
+            f"{kind}()(x))) (model.build() alone gives a subclassed model no symbolic inputs)"
         )
     return UsageError(
         f"The planner cannot trace {kind} {name!r}: its input shape is unknown",
@@ -624,7 +621,9 @@ def _own_phases(model: Any) -> Any:
     optimizers = "|".join(re.escape(o.name) for o in optimizers_of(model))
     layers = [model.name]
     try:
-        layers += [layer.name for layer in model._flatten_layers(include_self=False, recursive=False)]
+        layers += [
+            layer.name for layer in model._flatten_layers(include_self=False, recursive=False)
+        ]
     except AttributeError:
         pass
     backward = re.compile(r"gradient_tape(_\d+)?/")

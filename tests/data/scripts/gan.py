@@ -90,7 +90,9 @@ class GAN(keras.Model):
             predictions = self.discriminator(combined_images)
             d_loss = self.loss_fn(labels, predictions)
         grads = tape.gradient(d_loss, self.discriminator.trainable_weights)
-        self.d_optimizer.apply_gradients(zip(grads, self.discriminator.trainable_weights))
+        self.d_optimizer.apply_gradients(
+            zip(grads, self.discriminator.trainable_weights, strict=True)
+        )
 
         # Sample random points in the latent space
         random_latent_vectors = keras.random.normal(
@@ -106,7 +108,7 @@ class GAN(keras.Model):
             predictions = self.discriminator(self.generator(random_latent_vectors))
             g_loss = self.loss_fn(misleading_labels, predictions)
         grads = tape.gradient(g_loss, self.generator.trainable_weights)
-        self.g_optimizer.apply_gradients(zip(grads, self.generator.trainable_weights))
+        self.g_optimizer.apply_gradients(zip(grads, self.generator.trainable_weights, strict=True))
 
         # Update metrics
         self.d_loss_metric.update_state(d_loss)
