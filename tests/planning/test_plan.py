@@ -404,6 +404,7 @@ def _gan() -> Any:
             self.discriminator = keras.Sequential(
                 [keras.Input((6,)), keras.layers.Dense(8, activation="relu"),
                  keras.layers.Dense(1)], name="discriminator")  # fmt: skip
+            self.seed_generator = keras.random.SeedGenerator(1337)
 
         def compile(self, d_optimizer: Any, g_optimizer: Any) -> None:  # type: ignore[override]
             super().compile()
@@ -412,7 +413,7 @@ def _gan() -> Any:
 
         def train_step(self, real: Any) -> Any:
             n = tf.shape(real)[0]
-            fake = self.generator(tf.random.normal((n, 4)))
+            fake = self.generator(keras.random.normal((n, 4), seed=self.seed_generator))
             both = tf.concat([fake, real], axis=0)
             labels = tf.concat([tf.ones((n, 1)), tf.zeros((n, 1))], axis=0)
             with tf.GradientTape() as tape:
@@ -422,7 +423,8 @@ def _gan() -> Any:
                 zip(tape.gradient(d_loss, weights), weights, strict=True)
             )
             with tf.GradientTape() as tape:
-                fooled = self.discriminator(self.generator(tf.random.normal((n, 4))))
+                noise = keras.random.normal((n, 4), seed=self.seed_generator)
+                fooled = self.discriminator(self.generator(noise))
                 g_loss = self.loss_fn(tf.zeros((n, 1)), fooled)
             weights = self.generator.trainable_weights
             self.g_optimizer.apply_gradients(
@@ -463,6 +465,16 @@ def test_a_gans_own_step_is_traced_with_every_optimizer_it_holds() -> None:
     }
     assert {n.rstrip("_0123456789") for n in by_phase["backward"]} == {"gradient_tape"}
     assert by_phase["update"] == {gan.d_optimizer.name, gan.g_optimizer.name}
+    # the generator's second call (new noise, weights the first update does not change) is
+    # ready from the start: simulated alongside the first tape, before its backward pass;
+    # the discriminator's second call reads the weights the first update changed: after it
+    phases = [op.phase for op in step.ops]
+    first_backward, first_update = phases.index("backward"), phases.index("update")
+    before = {op.name.split("/")[0] for op in step.ops[:first_backward] if op.phase == "forward"}
+    assert len([n for n in before if n.startswith("generator")]) == 2
+    after = {op.name.split("/")[0] for op in step.ops[first_update:] if op.phase == "forward"}
+    assert [n for n in after if n.startswith("discriminator")]
+    assert not [n for n in after if n.startswith("generator")]
     # what fit builds is what the plan counted: the optimizers' variables after a real step
     planned = sorted(v.bytes for v in step.variables if v.kind == "slot")
     gan.fit(images, batch_size=8, steps_per_epoch=1, epochs=1, verbose=0)

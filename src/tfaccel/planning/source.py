@@ -146,7 +146,7 @@ def workload_model(workload: Workload) -> tuple[Any, Any, list[str]]:
     compiled = workload.compile
     notes: list[str] = []
     strategy = workload.strategy
-    if own_train_step(model) and compiled.optimizer is not None and workload.origin.fit:
+    if own_train_step(model) and workload.origin.fit:  # not a marked loop: its fit's step
         return _own_step_model(workload), None, notes
     if strategy is not None:  # one replica's step: the model cloned outside the strategy
         try:

@@ -296,6 +296,8 @@ class StepData:
         for value in tf.nest.flatten(element):
             if isinstance(value, tf.TensorSpec):
                 shape, dtype = tuple(value.shape), value.dtype.name
+            elif isinstance(value, np.ndarray) and value.dtype.kind in "USO":
+                shape, dtype = tuple(value.shape), "string"  # text, as TensorFlow holds it
             elif isinstance(value, (tf.Tensor, np.ndarray)) and not isinstance(
                 value, (tf.RaggedTensor, tf.SparseTensor)
             ):
@@ -310,6 +312,13 @@ class StepData:
                     "them), as fit hands them to train_step",
                     received=f"a {type(value).__name__} in the batch",
                     fix="plan on a batch of dense arrays (densify ragged or sparse inputs)",
+                )
+            if any(d is None for d in shape[1:]):
+                raise UsageError(
+                    "A shape of the training batch is not fully known",
+                    expected="every dimension but the batch known",
+                    received=f"a tensor of shape {shape}",
+                    fix="plan on a batch of arrays (data=(x[:32], y[:32])), not open specs",
                 )
             leaves.append((shape, dtype))
         sized = [shape[0] for shape, _ in leaves if shape]
@@ -350,7 +359,7 @@ class StepData:
 
         def one(leaf: Any) -> str:
             if isinstance(leaf, _Leaf):
-                shape = (self.batch, *leaf.shape) if leaf.batched else leaf.shape
+                shape = (self.batch or None, *leaf.shape) if leaf.batched else leaf.shape
                 return f"{tuple(shape)} {leaf.dtype}"
             if isinstance(leaf, dict):
                 return "{" + ", ".join(f"{k}: {one(v)}" for k, v in leaf.items()) + "}"
@@ -577,7 +586,48 @@ def _trace(
     placeholders = tuple(
         index[t.name] for t in graph.inputs if t.dtype != tf.resource and t.name in index
     )
+    if isinstance(specs, StepData):
+        records = _ready_early(graph, needed, records)
     return records, placeholders
+
+
+def _ready_early(graph: Any, needed: set[Any], records: list[_Record]) -> list[_Record]:
+    """``records`` with the operations that are ready from the step's start, though the
+    graph holds them after the first optimizer update, moved before the first backward
+    operation.
+
+    In a step of several tapes (a GAN: the discriminator's, then the generator's), the second
+    tape's forward through a model the first update does not change (the generator, on new
+    noise) depends on nothing of the first tape's backward pass or update, through its inputs
+    or its control inputs: TensorFlow's executor runs it alongside the first tape's work, and
+    its activations are live through the first backward pass. The optimizers' own operations
+    stay where they are. Measured on
+    ``tests/data/scripts/gan.py`` (CPU allocator, float32): in graph order the plan was 7% under
+    the peak at batch 64 and 17% under at 256; moved, 8% over and 1% under. An operation that
+    reads anything of the first backward pass or of an update stays where it is.
+    """
+    ops = [op for op in graph.get_operations() if op in needed]
+    phases = [record[2] for record in records]
+    if "update" not in phases or "backward" not in phases:
+        return records
+    first_update, first_backward = phases.index("update"), phases.index("backward")
+    if first_backward > first_update:
+        return records
+    late: set[Any] = set()  # at or after the first backward operation, and what reads them
+    movable: list[int] = []
+    for position, op in enumerate(ops):
+        sources = [t.op for t in op.inputs] + list(op.control_inputs)
+        reads_late = any(source in late for source in sources)
+        if position >= first_update and not reads_late and phases[position] != "update":
+            movable.append(position)
+        elif position >= first_backward or reads_late:
+            late.add(op)
+    if not movable:
+        return records
+    moved = set(movable)
+    kept = [record for position, record in enumerate(records) if position not in moved]
+    early = [records[position] for position in movable]
+    return kept[:first_backward] + early + kept[first_backward:]
 
 
 def _standard_step_graph(
