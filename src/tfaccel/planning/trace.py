@@ -415,8 +415,8 @@ def optimizers_of(model: Any) -> list[Any]:
 def _trace_own_step(model: Any, batch_size: int, second: int, data: StepData, tf: Any) -> StepGraph:
     """The model's own ``train_step`` traced on ``data`` at two batch sizes. Its optimizers
     are built as ``fit`` builds them: ``model.optimizer`` on the trainable variables, any
-    other (a GAN's) on the variables it is first applied to, in the first trace (which is
-    then traced again, on built optimizers)."""
+    other (a GAN's) on the variables it is first applied to, in the first trace (traced again
+    where that made a graph other than the built optimizers' second trace)."""
     optimizers = optimizers_of(model)
     if not optimizers:
         raise _not_compiled(model)
@@ -424,9 +424,9 @@ def _trace_own_step(model: Any, batch_size: int, second: int, data: StepData, tf
         model.optimizer.build(model.trainable_variables)  # as fit does before its first step
     unbuilt = [o for o in optimizers if not o.built]
     first_ops, inputs = _trace(model, data, batch_size, tf)
-    if any(o.built for o in unbuilt):  # built in the trace: traced again, built
-        first_ops, inputs = _trace(model, data, batch_size, tf)
     second_ops, _ = _trace(model, data, second, tf)
+    if any(o.built for o in unbuilt) and [o[1] for o in first_ops] != [o[1] for o in second_ops]:
+        first_ops, inputs = _trace(model, data, batch_size, tf)  # built in it: traced again
     used = [o for o in optimizers if o.built]
     step = _step_graph(model, first_ops, second_ops, inputs, batch_size, second, used)
     main = getattr(model, "optimizer", None)
