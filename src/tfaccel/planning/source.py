@@ -147,7 +147,8 @@ def workload_model(workload: Workload) -> tuple[Any, Any, list[str]]:
     notes: list[str] = []
     strategy = workload.strategy
     if own_train_step(model) and workload.origin.fit:  # not a marked loop: its fit's step
-        return _own_step_model(workload), None, notes
+        model = _own_step_model(workload)
+        return model, None, [own_step_note(model) or ""]
     if strategy is not None:  # one replica's step: the model cloned outside the strategy
         try:
             model = keras.models.clone_model(model)
@@ -351,9 +352,6 @@ def plan_workload(
     """
     model, own_optimizer, notes = workload_model(workload)
     notes.insert(0, origin_note(workload))
-    own_step = own_step_note(model)
-    if own_step:
-        notes.append(own_step)
     batch = batch_size
     if batch is None:
         batch = workload.batch_size
