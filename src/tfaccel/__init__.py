@@ -363,6 +363,7 @@ def plan(
     examples: int | None = None,
     prices: Mapping[str, float] | None = None,
     inventory: Any = None,
+    data: Any = None,
 ) -> Plan:
     """Predict memory, fit, largest batch and step time of training on each accelerator.
 
@@ -382,6 +383,9 @@ def plan(
         examples: training examples per epoch (default: none, no epoch time).
         prices: device key -> price per hour, for the cost of an epoch.
         inventory: this machine's Inventory (default: probed once).
+        data: one batch as ``fit`` hands it to ``train_step`` (``x``, ``(x, y)``, dicts), or
+            a dataset whose first batch is taken: the model's own ``train_step`` is traced on
+            it, with every optimizer it holds (a subclassed model, a VAE, a GAN).
 
     Returns:
         A :class:`~tfaccel.planning.Plan`; every figure in it is a prediction.
@@ -405,4 +409,5 @@ def plan(
         examples=examples,
         prices=prices,
         inventory=inventory,
+        data=data,
     )

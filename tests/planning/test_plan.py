@@ -17,11 +17,13 @@ import pytest
 
 import tfaccel
 from tfaccel.cli import main
+from tfaccel.core.errors import UsageError
 from tfaccel.inventory import load_specs, match_spec
 from tfaccel.planning import (
     CPU_ONEDNN_RULES,
     GPU_BFC_RULES,
     AllocatorRules,
+    PlanError,
     Target,
     plan_step,
     simulate,
@@ -382,3 +384,146 @@ def test_16_bit_peaks_only_where_the_device_computes_the_policy_natively() -> No
     assert peaks("mixed_float16") == {"t4": t4.fp16_tflops, "a100-40gb": a100.fp16_tflops}
     assert peaks("mixed_bfloat16") == {"t4": t4.fp32_tflops, "a100-40gb": a100.bf16_tflops}
     assert peaks("float32") == {"t4": t4.fp32_tflops, "a100-40gb": a100.tf32_tflops}
+
+
+# --- a model's own train_step -----------------------------------------------------------------
+
+
+def _gan() -> Any:
+    """A GAN written as keras.io writes one, tiny: no call(), its own compile keeping two
+    optimizers, a train_step with two tapes."""
+    import keras
+    import tensorflow as tf
+
+    class GAN(keras.Model):
+        def __init__(self) -> None:
+            super().__init__(name="tiny_gan")
+            self.generator = keras.Sequential(
+                [keras.Input((4,)), keras.layers.Dense(16, activation="relu"),
+                 keras.layers.Dense(6)], name="generator")  # fmt: skip
+            self.discriminator = keras.Sequential(
+                [keras.Input((6,)), keras.layers.Dense(8, activation="relu"),
+                 keras.layers.Dense(1)], name="discriminator")  # fmt: skip
+            self.seed_generator = keras.random.SeedGenerator(1337)
+
+        def compile(self, d_optimizer: Any, g_optimizer: Any) -> None:  # type: ignore[override]
+            super().compile()
+            self.d_optimizer, self.g_optimizer = d_optimizer, g_optimizer
+            self.loss_fn = keras.losses.BinaryCrossentropy(from_logits=True)
+
+        def train_step(self, real: Any) -> Any:
+            n = tf.shape(real)[0]
+            fake = self.generator(keras.random.normal((n, 4), seed=self.seed_generator))
+            both = tf.concat([fake, real], axis=0)
+            labels = tf.concat([tf.ones((n, 1)), tf.zeros((n, 1))], axis=0)
+            with tf.GradientTape() as tape:
+                d_loss = self.loss_fn(labels, self.discriminator(both))
+            weights = self.discriminator.trainable_weights
+            self.d_optimizer.apply_gradients(
+                zip(tape.gradient(d_loss, weights), weights, strict=True)
+            )
+            with tf.GradientTape() as tape:
+                noise = keras.random.normal((n, 4), seed=self.seed_generator)
+                fooled = self.discriminator(self.generator(noise))
+                g_loss = self.loss_fn(tf.zeros((n, 1)), fooled)
+            weights = self.generator.trainable_weights
+            self.g_optimizer.apply_gradients(
+                zip(tape.gradient(g_loss, weights), weights, strict=True)
+            )
+            return {"d_loss": d_loss, "g_loss": g_loss}
+
+    gan = GAN()
+    gan.compile(keras.optimizers.Adam(), keras.optimizers.SGD(momentum=0.9))
+    return gan
+
+
+GENERATOR = 4 * 16 + 16 + 16 * 6 + 6
+DISCRIMINATOR = 6 * 8 + 8 + 8 + 1
+
+
+def test_a_gans_own_step_is_traced_with_every_optimizer_it_holds() -> None:
+    from tfaccel.planning import trace_step
+    from tfaccel.planning.trace import StepData, optimizers_of
+
+    gan = _gan()
+    images = np.random.default_rng(0).random((64, 6), dtype=np.float32)
+    step = trace_step(gan, 8, data=StepData.of(images[:8]))
+    assert step.trainable_parameters == GENERATOR + DISCRIMINATOR
+    assert step.optimizer == "optimizer RMSprop + d_optimizer Adam + g_optimizer SGD"
+    assert any("RMSprop (model.optimizer" in note for note in step.notes)
+    # slots: the RMSprop fit builds on every weight (1), Adam's on the discriminator's (2),
+    # SGD with momentum's on the generator's (1); each variable rounded up to 256 bytes
+    slots = 4 * (GENERATOR + DISCRIMINATOR + 2 * DISCRIMINATOR + GENERATOR)
+    parts = simulate(step, 8, rules=GPU_BFC_RULES).parts
+    assert slots <= parts["optimizer_slots"] <= slots + 16 * 256
+    by_phase: dict[str, set[str]] = {}
+    for op in step.ops:
+        by_phase.setdefault(op.phase, set()).add(op.name.split("/")[0])
+    assert {n.rstrip("_0123456789") for n in by_phase["forward"]} == {
+        "generator",
+        "discriminator",
+    }
+    assert {n.rstrip("_0123456789") for n in by_phase["backward"]} == {"gradient_tape"}
+    assert by_phase["update"] == {gan.d_optimizer.name, gan.g_optimizer.name}
+    # the generator's second call (new noise, weights the first update does not change) is
+    # ready from the start: simulated alongside the first tape, before its backward pass;
+    # the discriminator's second call reads the weights the first update changed: after it
+    phases = [op.phase for op in step.ops]
+    first_backward, first_update = phases.index("backward"), phases.index("update")
+    before = {op.name.split("/")[0] for op in step.ops[:first_backward] if op.phase == "forward"}
+    assert len([n for n in before if n.startswith("generator")]) == 2
+    after = {op.name.split("/")[0] for op in step.ops[first_update:] if op.phase == "forward"}
+    assert [n for n in after if n.startswith("discriminator")]
+    assert not [n for n in after if n.startswith("generator")]
+    # what fit builds is what the plan counted: the optimizers' variables after a real step
+    planned = sorted(v.bytes for v in step.variables if v.kind == "slot")
+    gan.fit(images, batch_size=8, steps_per_epoch=1, epochs=1, verbose=0)
+    real = [v for o in optimizers_of(gan) for v in o.variables if len(v.shape)]
+    assert planned == sorted(int(np.prod(v.shape)) * 4 for v in real)
+
+
+def test_a_step_that_reads_a_value_in_python_is_refused_with_the_reason() -> None:
+    import keras
+
+    class Eager(keras.Model):
+        def train_step(self, data: Any) -> Any:
+            x, y = data
+            loss = keras.ops.mean(keras.ops.square(self(x) - y))
+            print("loss", loss.numpy())  # runs only eagerly
+            return {"loss": loss}
+
+    inputs = keras.Input((3,))
+    model = Eager(inputs, keras.layers.Dense(1)(inputs))
+    model.compile(optimizer="adam")
+    data = (np.ones((4, 3), "float32"), np.ones((4, 1), "float32"))
+    with pytest.raises(PlanError) as caught:
+        tfaccel.plan(model, batch_size=4, data=data, devices=["t4"])
+    text = str(caught.value)
+    assert "cannot trace Eager.train_step into a graph" in text
+    assert ".numpy()" in text and "Fix:" in text and "Traceback" not in text
+    with pytest.raises(PlanError, match="cannot rebuild it as mixed_bfloat16"):
+        tfaccel.plan(model, batch_size=4, data=data, precision="mixed_bfloat16")
+
+
+def test_the_batch_is_traced_as_fit_hands_it_over() -> None:
+    from tfaccel.planning.trace import StepData
+
+    element = (
+        {"image": np.zeros((5, 8, 8, 3), "float32"), "ids": np.zeros((5, 2), "int32")},
+        np.zeros((5,), "int64"),
+        np.ones((5,), "float32"),
+    )
+    data = StepData.of(element)
+    assert data.batch == 5
+    image, ids = data.specs(12)[0]["image"], data.specs(12)[0]["ids"]
+    assert (tuple(image.shape), image.dtype.name) == ((12, 8, 8, 3), "float32")
+    assert (tuple(ids.shape), ids.dtype.name) == ((12, 2), "int32")
+    assert [tuple(s.shape) for s in data.specs(12)[1:]] == [(12,), (12,)]
+    assert data.describe() == (
+        "({image: (5, 8, 8, 3) float32, ids: (5, 2) int32}, (5,) int64, (5,) float32)"
+    )
+    # a tensor without the batch dimension keeps its shape
+    fixed = StepData.of((np.zeros((5, 3), "float32"), np.zeros((7,), "float32")))
+    assert [tuple(s.shape) for s in fixed.specs(9)] == [(9, 3), (7,)]
+    with pytest.raises(UsageError, match="not a dense array"):
+        StepData.of((np.zeros((5, 3)), "labels"))

@@ -77,7 +77,7 @@ def test_an_unchanged_script_is_planned_at_its_batch_with_its_optimizer(
     assert not out.exists()
 
 
-def test_a_subclassed_model_on_a_dataset_is_planned_on_its_first_batch(
+def test_a_subclassed_model_with_its_own_step_is_planned_through_it_on_its_first_batch(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     script = _script(
@@ -118,8 +118,16 @@ def test_a_subclassed_model_on_a_dataset_is_planned_on_its_first_batch(
     )
     assert document["trainable_parameters"] == 5 * 6 + 6 + 6 * 3 + 3
     assert document["examples_per_epoch"] == 40
-    assert any("no symbolic inputs" in n and "(20, 5)" in n for n in document["notes"])
-    assert any("Net has its own train_step" in n for n in document["notes"])
+    # its own train_step, traced as fit runs it: on (x, y) as the dataset gives them
+    assert any(
+        "Net has its own train_step: traced as fit runs it" in n
+        and "((20, 5) float32, (20,) int64)" in n
+        for n in document["notes"]
+    )
+    capsys.readouterr()
+    assert main(["plan", "--precision", "mixed_bfloat16", str(script)]) == 2
+    err = capsys.readouterr().err
+    assert "cannot rebuild it as mixed_bfloat16" in err and "Traceback" not in err
 
 
 def test_a_model_built_under_a_distribution_strategy_is_planned_for_one_replica(

@@ -28,7 +28,14 @@ from tfaccel.planning.roofline import (
     stored_cpu_figures,
 )
 from tfaccel.planning.targets import Target, targets
-from tfaccel.planning.trace import StepGraph, check_input_shape, trace_step
+from tfaccel.planning.trace import (
+    StepData,
+    StepGraph,
+    check_input_shape,
+    optimizers_of,
+    remembered_step_data,
+    trace_step,
+)
 
 __all__ = ["PRECISIONS", "PlanError", "plan", "plan_step"]
 
@@ -64,6 +71,7 @@ def plan(
     examples: int | None = None,
     prices: Mapping[str, float] | None = None,
     inventory: Any = None,
+    data: Any = None,
 ) -> Plan:
     """Plan training of ``model`` at ``batch_size``: will it fit, where, how long.
 
@@ -84,6 +92,14 @@ def plan(
         examples: training examples per epoch (default: none, no epoch time).
         prices: device key -> price per hour, for the cost of an epoch.
         inventory: this machine's Inventory (default: probed once).
+        data: one batch of training data as ``fit`` hands it to ``train_step`` (``x``,
+            ``(x, y)``, ``(x, y, sample_weight)``, dicts of arrays), or a ``tf.data.Dataset``
+            or ``keras.utils.PyDataset`` whose first batch is taken. The model's own
+            ``train_step`` is traced on its structure and dtypes (at ``batch_size``), with
+            every optimizer the step applies: needed for a model with no symbolic inputs (a
+            subclassed model, a VAE or GAN without ``call``), and for a ``train_step`` that
+            reads something other than ``(x, y)``. The model is built on it first, as ``fit``
+            builds it.
 
     Returns:
         A :class:`Plan`; every figure in it is a prediction.
@@ -122,9 +138,10 @@ def plan(
     wanted = list(devices) if devices else None
     targets(precision or "float32", wanted, inv=inv)  # an unknown key is refused before building
     notes: list[str] = []
-    built, model_notes = _prepare(model, precision, optimizer)
+    built, model_notes = _prepare(model, precision, optimizer, data)
     notes += model_notes
     step = traced(built, batch_size)
+    notes += step.notes
     measured, calibration = stored_cpu_figures(inv.fingerprint.digest, step.policy)
     chosen = targets(step.policy, wanted, inv=inv, measured_cpu=measured, calibration=calibration)
     return plan_step(
@@ -149,12 +166,36 @@ def traced(built: Any, batch_size: int) -> StepGraph:
     except TfaccelError:
         raise
     except Exception as exc:
+        if remembered_step_data(built) is not None:
+            raise _own_step_error(built, exc) from exc
         raise PlanError(
             f"The training step of the model could not be traced: {type(exc).__name__}: {exc}",
             expected="a model whose train_step runs under tf.function",
             received=f"model {getattr(built, 'name', '?')!r}",
             fix="check that model.fit runs on one batch; fix the error it raises",
         ) from exc
+
+
+def _own_step_error(model: Any, exc: Exception) -> PlanError:
+    """Why a model's own ``train_step`` did not trace into a graph, and what to change."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    kind = type(exc).__name__
+    if "numpy" in text:
+        why = "it reads a tensor's value in Python (.numpy()), which a graph does not have"
+    elif kind == "OperatorNotAllowedInGraphError" or "Python bool" in text:
+        why = "it uses a tensor's value as a Python bool or loop bound"
+    else:
+        why = "it does not run under tf.function"
+    cls = type(model).__name__
+    return PlanError(
+        f"The plan cannot trace {cls}.train_step into a graph: {why}",
+        expected="a train_step that runs under tf.function, as fit runs it unless "
+        "compile(run_eagerly=True): TensorFlow or keras.ops operations on tensors",
+        received=f"{cls} {getattr(model, 'name', '?')!r}: {kind}: {shown(text, quoted=False)}",
+        fix="keep the step's values as tensors (no .numpy(); tf.cond or keras.ops.cond for a "
+        "branch on a value), or plan a model whose train_step does; a step that runs only "
+        "eagerly cannot be planned",
+    )
 
 
 def plan_step(
@@ -338,9 +379,12 @@ def _accumulation(batch: int, largest: int) -> int | None:
     return None
 
 
-def _prepare(model: Any, precision: str | None, optimizer: Any) -> tuple[Any, list[str]]:
+def _prepare(
+    model: Any, precision: str | None, optimizer: Any, data: Any = None
+) -> tuple[Any, list[str]]:
     """A compiled model of ``precision`` with ``optimizer``: the model itself when it already
-    is one, else a clone (the caller's model is left as it was)."""
+    is one, else a clone (the caller's model is left as it was). With ``data`` (or data a
+    captured workload remembers for the model): its own step, :func:`_prepare_own_step`."""
     import keras
 
     notes: list[str] = []
@@ -353,6 +397,8 @@ def _prepare(model: Any, precision: str | None, optimizer: Any) -> tuple[Any, li
                 fix="pass the model, or the function that builds it",
             )
         model = _build(model, precision)
+    if data is not None or remembered_step_data(model) is not None:
+        return _prepare_own_step(model, precision, optimizer, data), notes
     check_input_shape(model)
     policy = _policy_of(model)
     if precision is not None and precision != policy:
@@ -372,6 +418,76 @@ def _prepare(model: Any, precision: str | None, optimizer: Any) -> tuple[Any, li
         if opt is None:
             notes.append("no optimizer given: planned with Adam")
     return model, notes
+
+
+def _prepare_own_step(model: Any, precision: str | None, optimizer: Any, data: Any) -> Any:
+    """The model, built on ``data`` as ``fit`` builds it and set to have its own
+    ``train_step`` traced on it (:func:`tfaccel.planning.trace.remember_step_data`), as it was
+    compiled: its step applies the optimizers it holds, computes the losses it computes, in
+    the precision it was built in.
+
+    Raises:
+        UsageError: the model holds no optimizer; ``data`` is not a batch of arrays.
+        PlanError: another precision or optimizer asked for (the model cannot be rebuilt).
+    """
+    from tfaccel.planning.trace import remember_step_data
+    from tfaccel.workload.record import build_like_fit
+
+    cls = type(model).__name__
+    if data is not None:
+        element = _first_element(data)
+        remember_step_data(model, StepData.of(element))
+        x, _, _ = unpack_batch(element)
+        build_like_fit(model, x)
+    policy = _policy_of(model)
+    if precision is not None and precision != policy:
+        raise PlanError(
+            f"The plan traces {cls}.train_step as the model was built ({policy}) and cannot "
+            f"rebuild it as {precision}",
+            expected="the precision the model was built in, or a model_fn",
+            received=argument("precision", precision),
+            fix=f"build the model under keras.mixed_precision.set_global_policy({precision!r}) "
+            "and plan that model, or pass model_fn and precision",
+        )
+    own = optimizers_of(model)
+    if optimizer is not None and not any(optimizer is o for o in own):
+        raise PlanError(
+            f"The plan traces {cls}.train_step with the optimizers it applies and cannot "
+            "give it another",
+            expected="the model as compiled (its optimizers: "
+            + (", ".join(type(o).__name__ for o in own) or "none")
+            + ")",
+            received=argument("optimizer", optimizer),
+            fix="compile the model with the optimizer wanted and leave optimizer out",
+        )
+    if not own:
+        raise UsageError(
+            f"The model {getattr(model, 'name', '?')!r} is not compiled",
+            expected="a model compiled with its optimizer(s), as before model.fit",
+            received=f"{cls} without an optimizer",
+            fix="call model.compile(...) (the model's own compile, for a GAN) before planning",
+        )
+    return model
+
+
+def _first_element(data: Any) -> Any:
+    """The first batch of ``data`` as ``fit`` hands it to ``train_step``: a dataset's or
+    PyDataset's first element, else ``data`` itself (a batch)."""
+    from tfaccel.workload import data as data_forms
+
+    kind = data_forms.kind_of(data)
+    if kind == "dataset":
+        return next(iter(data))
+    if kind == "pydataset":
+        return data[0]
+    return data
+
+
+def unpack_batch(element: Any) -> tuple[Any, Any, Any]:
+    """``(x, y, sample_weight)`` of a batch, as Keras' standard ``train_step`` unpacks it."""
+    import keras
+
+    return tuple(keras.utils.unpack_x_y_sample_weight(element))
 
 
 def _build(model_fn: Callable[[], Any], precision: str | None) -> Any:

@@ -17,12 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from tfaccel import models
-from tfaccel.core.errors import TfaccelError
-from tfaccel.planning.api import PlanError, plan
+from tfaccel.core.errors import TfaccelError, UsageError
+from tfaccel.planning.api import PlanError, plan, unpack_batch
 from tfaccel.planning.result import Plan
+from tfaccel.planning.trace import StepData, remember_step_data, remembered_step_data
 from tfaccel.scripts import check_script, read_hooks
 from tfaccel.workload import DEFAULT_TIMEOUT_S, Workload
+from tfaccel.workload import data as data_forms
 from tfaccel.workload.isolated import run_isolated
+from tfaccel.workload.record import build_like_fit, own_train_step
 
 __all__ = [
     "REFERENCE_EXAMPLES",
@@ -121,15 +124,21 @@ def reference_plans(batch_size: int, inventory: Any = None) -> list[dict[str, An
 def workload_model(workload: Workload) -> tuple[Any, Any, list[str]]:
     """``(model, optimizer, notes)``: what :func:`tfaccel.plan` is given for ``workload``.
 
-    A model with symbolic inputs of known shape (Sequential on ``keras.Input``, functional) is
-    planned as the script built and compiled it. A model without them (subclassed, a Sequential
-    never built) or with an open dimension (``keras.Input((None,))`` for sequences of any
-    length) is called on ``keras.Input`` tensors shaped like the first training batch, inside a
-    functional model compiled with the script's optimizer and loss. A model the script did not
-    compile (its own loop, :func:`tfaccel.workload.mark`) gets the loop's optimizer and loss.
+    A model whose class has its own ``train_step`` (a VAE's, a GAN's, keras.io's "customizing
+    fit" model) is planned through that step: built as ``fit`` builds it, and traced on the
+    first batch as ``fit`` hands it to the step (its structure and dtypes: ``x`` alone,
+    ``(x, y)``, ``(x, y, sample_weight)``, dicts), with every optimizer it holds
+    (:func:`tfaccel.planning.trace.remember_step_data`). Any other model with symbolic inputs
+    of known shape (Sequential on ``keras.Input``, functional) is planned as the script built
+    and compiled it. A model without them (subclassed, a Sequential never built) or with an
+    open dimension (``keras.Input((None,))`` for sequences of any length) is called on
+    ``keras.Input`` tensors shaped like the first training batch, inside a functional model
+    compiled with the script's optimizer and loss. A model the script did not compile (its own
+    loop, :func:`tfaccel.workload.mark`) gets the loop's optimizer and loss.
 
     Raises:
-        PlanError: the model cannot be called on inputs shaped like its data.
+        PlanError: the model cannot be called on inputs shaped like its data; a model with its
+            own ``train_step`` built under a ``tf.distribute`` strategy.
     """
     import keras
 
@@ -137,6 +146,9 @@ def workload_model(workload: Workload) -> tuple[Any, Any, list[str]]:
     compiled = workload.compile
     notes: list[str] = []
     strategy = workload.strategy
+    if own_train_step(model) and workload.origin.fit:  # not a marked loop: its fit's step
+        model = _own_step_model(workload)
+        return model, None, [own_step_note(model) or ""]
     if strategy is not None:  # one replica's step: the model cloned outside the strategy
         try:
             model = keras.models.clone_model(model)
@@ -181,11 +193,6 @@ def workload_model(workload: Workload) -> tuple[Any, Any, list[str]]:
             f"{type(workload.model).__name__} {workload.model.name!r} has {why}: "
             f"planned on inputs shaped like its first batch, {_shapes(batch)}"
         )
-        if getattr(type(workload.model), "train_step", None) is not keras.Model.train_step:
-            notes.append(
-                f"{type(workload.model).__name__} has its own train_step: the plan traces "
-                "Keras' standard one (forward, loss, gradients, one optimizer update)"
-            )
     optimizer = None
     if compiled.optimizer is not None and compiled.loss is not None:
         if model is not workload.model or not getattr(model, "compiled", False):
@@ -193,6 +200,100 @@ def workload_model(workload: Workload) -> tuple[Any, Any, list[str]]:
     elif compiled.optimizer is not None:
         optimizer = compiled.optimizer
     return model, optimizer, notes
+
+
+def _own_step_model(workload: Workload) -> Any:
+    """The workload's model, built as ``fit`` builds it, with the first batch as ``fit`` hands
+    it to its own ``train_step`` remembered for the trace; a note says so.
+
+    Raises:
+        PlanError: the model was built under a ``tf.distribute`` strategy (its step cannot
+            be traced as one replica's outside it).
+    """
+    model = workload.model
+    cls = type(model).__name__
+    if workload.strategy is not None:
+        raise PlanError(
+            f"{cls} has its own train_step and was built under a {workload.strategy}: the plan "
+            "cannot trace one replica's step outside the strategy",
+            expected="a model with its own train_step built without a tf.distribute strategy",
+            received=f"{cls} {model.name!r} of {workload.strategy}",
+            fix="let the script build the model without its strategy (an option of its own), "
+            "and plan the per-replica batch with --batch",
+        )
+    element = fit_element(workload)
+    try:
+        data = StepData.of(element)
+    except UsageError as exc:
+        raise PlanError(
+            f"The first training batch of {cls} cannot be traced: {exc.what}",
+            expected=exc.expected,
+            received=exc.received,
+            fix=exc.fix,
+        ) from exc
+    x, _, _ = unpack_batch(element)
+    build_like_fit(model, x)
+    remember_step_data(model, data)
+    return model
+
+
+def own_step_note(model: Any) -> str | None:
+    """The note of a model planned through its own ``train_step`` (None: it is not)."""
+    data = remembered_step_data(model)
+    if data is None:
+        return None
+    return (
+        f"{type(model).__name__} has its own train_step: traced as fit runs it, on the first "
+        f"batch as fit hands it to the step, {data.describe()}, with every optimizer it applies"
+    )
+
+
+def fit_element(workload: Workload) -> Any:
+    """The first batch as ``fit`` hands it to ``train_step``: arrays cut at ``fit``'s batch
+    and packed as Keras packs them (``x`` alone, ``(x, y)``, ``(x, y, sample_weight)``; a
+    ``class_weight`` becomes a sample weight), a dataset's first element, a ``PyDataset``'s
+    first item, a generator's first item (yielded again first)."""
+    import itertools
+
+    import keras
+
+    kind = workload.data_kind
+    if kind in ("arrays", "dict"):
+        x = workload.first_batch()
+        n = workload.batch_argument
+        y = _cut(workload.y, n)
+        weight = _cut(workload.fit_kwargs.get("sample_weight"), n)
+        if weight is None and workload.fit_kwargs.get("class_weight") and y is not None:
+            import numpy as np
+
+            rows = data_forms.leading_dim(x) or n
+            weight = np.ones((rows,), "float32")
+        return keras.utils.pack_x_y_sample_weight(x, y, weight)
+    if kind == "dataset":
+        return next(iter(workload.x))
+    if kind == "pydataset":
+        return workload.x[0]
+    if kind == "generator":
+        workload.first_batch()  # x is now an iterator that yields the first item again
+        first = next(workload.x)
+        workload.x = itertools.chain([first], workload.x)
+        return first
+    raise PlanError(
+        "The training data of the workload cannot be read",
+        expected="arrays, a dict of arrays, a tf.data.Dataset, a generator or a PyDataset",
+        received=f"model.fit given a {type(workload.x).__name__}",
+        fix="give fit one of those",
+    )
+
+
+def _cut(value: Any, n: int) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, Mapping):
+        return {k: v[:n] for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(v[:n] for v in value)
+    return value[:n]
 
 
 def _inputs_like(batch: Any, keras: Any) -> Any:

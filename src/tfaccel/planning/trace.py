@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import math
 import os
+import re
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +32,18 @@ _Record = tuple[
 """A traced operation: name, type, phase, inputs, outputs (index, dtype, bytes, count), FLOPs,
 scratch bytes, buffers held for a loop's iterations in flight (count, bytes of each, what)."""
 
-__all__ = ["OpInfo", "StepGraph", "TensorInfo", "Variable", "check_input_shape", "trace_step"]
+__all__ = [
+    "OpInfo",
+    "StepData",
+    "StepGraph",
+    "TensorInfo",
+    "Variable",
+    "check_input_shape",
+    "optimizers_of",
+    "remember_step_data",
+    "remembered_step_data",
+    "trace_step",
+]
 
 # Operations whose output is a view of their first input (no new buffer).
 ALIASING = frozenset(
@@ -169,36 +182,80 @@ class StepGraph:
         return total
 
 
-def trace_step(model: Any, batch_size: int, *, probe_batch: int | None = None) -> StepGraph:
+def trace_step(
+    model: Any,
+    batch_size: int,
+    *,
+    probe_batch: int | None = None,
+    data: StepData | None = None,
+) -> StepGraph:
     """Trace one training step of a compiled, built Keras model at two batch sizes.
 
     Args:
-        model: a compiled ``keras.Model`` whose inputs have known shapes (apart from the batch).
+        model: a compiled ``keras.Model``: one whose inputs have known shapes (apart from the
+            batch), or one whose training data is given (``data``).
         batch_size: the batch the plan is for.
         probe_batch: the second batch size traced (default ``batch_size + 8``) to separate
             each tensor's per-example part from its fixed part.
+        data: the structure and dtypes of a batch as ``fit`` hands it to ``train_step``
+            (:class:`StepData`; default: what :func:`remember_step_data` holds for ``model``):
+            the model's own ``train_step`` is traced on it, with every optimizer the step
+            applies. Without it, ``train_step((x, y))`` on ``model.inputs`` and a ``y`` the
+            compiled loss accepts.
 
     Raises:
         UsageError: the model has no optimizer, or no fully known input shape.
     """
     import tensorflow as tf
 
+    data = data if data is not None else remembered_step_data(model)
+    if data is not None:
+        return _trace_own_step(model, batch_size, probe_batch or batch_size + 8, data, tf)
     if getattr(model, "optimizer", None) is None:
-        raise UsageError(
-            "The model is not compiled",
-            expected="a keras.Model after model.compile(optimizer=..., loss=...)",
-            received=f"{type(model).__name__} {getattr(model, 'name', '')!r} without optimizer",
-            fix="compile the model in model_fn() before returning it",
-        )
+        raise _not_compiled(model)
     specs = _input_specs(model)
     model.optimizer.build(model.trainable_variables)
     second = probe_batch or batch_size + 8
     first_ops, inputs, first_loops = _trace(model, specs, batch_size, tf)
     second_ops, _, second_loops = _trace(model, specs, second, tf)
+    return _step_graph(
+        model,
+        (first_ops, second_ops),
+        inputs,
+        batch_size,
+        second,
+        [model.optimizer],
+        (first_loops, second_loops),
+    )
+
+
+def _not_compiled(model: Any) -> UsageError:
+    return UsageError(
+        "The model is not compiled",
+        expected="a keras.Model after model.compile(optimizer=..., loss=...)",
+        received=f"{type(model).__name__} {getattr(model, 'name', '')!r} without optimizer",
+        fix="compile the model in model_fn() before returning it",
+    )
+
+
+def _step_graph(
+    model: Any,
+    traced: tuple[list[_Record], list[_Record]],
+    inputs: tuple,
+    batch_size: int,
+    second: int,
+    optimizers: list[Any],
+    loops: tuple[list[_LoopRecord], list[_LoopRecord]],
+) -> StepGraph:
+    """The step traced at ``batch_size`` and ``second`` (``traced``: its operations, ``loops``:
+    its loops' bodies, at each), as affine sizes; ``optimizers``: those whose variables live
+    through the step."""
+    first_ops, second_ops = traced
+    first_loops, second_loops = loops
     if [o[1] for o in first_ops] != [o[1] for o in second_ops]:
         raise RuntimeError("the training step traced to different graphs at two batch sizes")
     ops = [_affine(a, b, batch_size, second) for a, b in zip(first_ops, second_ops, strict=False)]
-    variables = _variables(model)
+    variables = _variables(model, optimizers)
     weight_bytes = sum(v.bytes for v in variables if v.kind in ("weight", "frozen"))
     parameters = sum(int(math.prod(v.shape)) for v in model.trainable_variables)
     policy = getattr(getattr(model, "dtype_policy", None), "name", None) or "float32"
@@ -210,10 +267,211 @@ def trace_step(model: Any, batch_size: int, *, probe_batch: int | None = None) -
         variables=variables,
         trainable_parameters=parameters,
         weight_bytes=weight_bytes,
-        optimizer=type(model.optimizer).__name__,
+        optimizer=_optimizer_name(model, optimizers),
         policy=policy,
         loops=loop_bodies(first_loops, second_loops, batch_size, second),
     )
+
+
+@dataclass(frozen=True)
+class _Leaf:
+    """One tensor of a batch: its shape after the batch dimension (the whole shape when it
+    has none) and its dtype."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    batched: bool
+
+
+@dataclass(frozen=True)
+class StepData:
+    """The structure and dtypes of one batch as ``fit`` hands it to ``train_step``: ``x``
+    alone, ``(x, y)``, ``(x, y, sample_weight)``, dicts and lists of them (what
+    ``keras.utils.pack_x_y_sample_weight`` makes of ``fit``'s arrays, or a dataset's
+    element). A tensor whose first dimension is the batch's is traced at the batch planned;
+    any other keeps its shape."""
+
+    structure: Any
+    batch: int
+
+    @classmethod
+    def of(cls, element: Any) -> StepData:
+        """The StepData of one batch (arrays, tensors or ``tf.TensorSpec``s, nested).
+
+        Raises:
+            UsageError: a part of it is not a dense array (a RaggedTensor, a SparseTensor,
+                an object), or it holds no array with a batch dimension.
+        """
+        import numpy as np
+        import tensorflow as tf
+
+        leaves = []
+        for value in tf.nest.flatten(element):
+            if isinstance(value, tf.TensorSpec):
+                shape, dtype = tuple(value.shape), value.dtype.name
+            elif isinstance(value, np.ndarray) and value.dtype.kind in "USO":
+                shape, dtype = tuple(value.shape), "string"  # text, as TensorFlow holds it
+            elif isinstance(value, (tf.Tensor, np.ndarray)) and not isinstance(
+                value, (tf.RaggedTensor, tf.SparseTensor)
+            ):
+                shape, dtype = tuple(value.shape), tf.as_dtype(value.dtype).name
+            elif isinstance(value, (int, float, bool, np.generic)):
+                array = np.asarray(value)
+                shape, dtype = tuple(array.shape), tf.as_dtype(array.dtype).name
+            else:
+                raise UsageError(
+                    "A part of the training batch is not a dense array",
+                    expected="arrays or tensors (x, (x, y), (x, y, sample_weight), dicts of "
+                    "them), as fit hands them to train_step",
+                    received=f"a {type(value).__name__} in the batch",
+                    fix="plan on a batch of dense arrays (densify ragged or sparse inputs)",
+                )
+            if any(d is None for d in shape[1:]):
+                raise UsageError(
+                    "A shape of the training batch is not fully known",
+                    expected="every dimension but the batch known",
+                    received=f"a tensor of shape {shape}",
+                    fix="plan on a batch of arrays (data=(x[:32], y[:32])), not open specs",
+                )
+            leaves.append((shape, dtype))
+        sized = [shape[0] for shape, _ in leaves if shape]
+        if not sized:
+            raise UsageError(
+                "The training batch has no batch dimension",
+                expected="one batch of arrays whose first dimension is the batch",
+                received="scalars only" if leaves else "no arrays",
+                fix="pass one batch as fit would read it, e.g. data=(x[:32], y[:32])",
+            )
+        batch = sized[0]
+        structure = tf.nest.pack_sequence_as(
+            element,
+            [
+                _Leaf(
+                    tuple(int(d) for d in shape[1:]) if batched else _whole(shape),
+                    dtype,
+                    batched,
+                )
+                for shape, dtype in leaves
+                for batched in [bool(shape) and (shape[0] == batch or shape[0] is None)]
+            ],
+        )
+        return cls(structure, int(batch) if batch is not None else 0)
+
+    def specs(self, batch: int) -> Any:
+        """The ``tf.TensorSpec``s of a batch of ``batch`` examples, in the batch's structure."""
+        import tensorflow as tf
+
+        def spec(leaf: _Leaf) -> Any:
+            shape = (batch, *leaf.shape) if leaf.batched else leaf.shape
+            return tf.TensorSpec(shape, tf.as_dtype(leaf.dtype))
+
+        return tf.nest.map_structure(spec, self.structure)
+
+    def describe(self) -> str:
+        """The batch's shapes, ``((128, 28, 28, 1) float32, (128,) int64)``."""
+
+        def one(leaf: Any) -> str:
+            if isinstance(leaf, _Leaf):
+                shape = (self.batch or None, *leaf.shape) if leaf.batched else leaf.shape
+                return f"{tuple(shape)} {leaf.dtype}"
+            if isinstance(leaf, dict):
+                return "{" + ", ".join(f"{k}: {one(v)}" for k, v in leaf.items()) + "}"
+            return "(" + ", ".join(one(v) for v in leaf) + ")"
+
+        return one(self.structure)
+
+
+def _whole(shape: tuple[Any, ...]) -> tuple[int, ...]:
+    return tuple(int(d) for d in shape)
+
+
+_REMEMBERED: weakref.WeakKeyDictionary[Any, StepData] = weakref.WeakKeyDictionary()
+
+
+def remember_step_data(model: Any, data: StepData) -> None:
+    """Have :func:`trace_step` trace ``model``'s own ``train_step`` on ``data`` from now on,
+    wherever it is called from (``tfaccel.plan``, ``estimate_memory``): what a captured
+    workload knows of its data (:func:`tfaccel.planning.source.workload_model`) travels
+    with its model."""
+    _REMEMBERED[model] = data
+
+
+def remembered_step_data(model: Any) -> StepData | None:
+    """What :func:`remember_step_data` holds for ``model`` (None: nothing)."""
+    try:
+        return _REMEMBERED.get(model)
+    except TypeError:  # not weakly referable: nothing remembered
+        return None
+
+
+def optimizers_of(model: Any) -> list[Any]:
+    """Every optimizer the model holds: ``model.optimizer`` and those its own ``compile``
+    keeps as attributes (a GAN's ``d_optimizer`` and ``g_optimizer``), in lists and dicts
+    too, once each."""
+    import keras
+
+    found: dict[int, Any] = {}
+    candidates = [getattr(model, "optimizer", None)]
+    for value in list(vars(model).values()):
+        if isinstance(value, dict):
+            candidates += list(value.values())
+        elif isinstance(value, (list, tuple)):
+            candidates += list(value)
+        else:
+            candidates.append(value)
+    for value in candidates:
+        if isinstance(value, keras.optimizers.Optimizer):
+            found.setdefault(id(value), value)
+    return list(found.values())
+
+
+def _trace_own_step(model: Any, batch_size: int, second: int, data: StepData, tf: Any) -> StepGraph:
+    """The model's own ``train_step`` traced on ``data`` at two batch sizes. Its optimizers
+    are built as ``fit`` builds them: ``model.optimizer`` on the trainable variables, any
+    other (a GAN's) on the variables it is first applied to, in the first trace (traced again
+    where that made a graph other than the built optimizers' second trace)."""
+    optimizers = optimizers_of(model)
+    if not optimizers:
+        raise _not_compiled(model)
+    if getattr(model, "optimizer", None) is not None and not model.optimizer.built:
+        model.optimizer.build(model.trainable_variables)  # as fit does before its first step
+    unbuilt = [o for o in optimizers if not o.built]
+    first_ops, inputs, first_loops = _trace(model, data, batch_size, tf)
+    second_ops, _, second_loops = _trace(model, data, second, tf)
+    if any(o.built for o in unbuilt) and [o[1] for o in first_ops] != [o[1] for o in second_ops]:
+        # built in it: traced again
+        first_ops, inputs, first_loops = _trace(model, data, batch_size, tf)
+    used = [o for o in optimizers if o.built]
+    step = _step_graph(
+        model,
+        (first_ops, second_ops),
+        inputs,
+        batch_size,
+        second,
+        used,
+        (first_loops, second_loops),
+    )
+    main = getattr(model, "optimizer", None)
+    if main is not None and len(used) > 1:
+        scope = re.compile(rf"{re.escape(main.name)}(_\d+)?/")
+        if not any(scope.match(record[0]) for record in first_ops):
+            step.notes.append(
+                f"{type(main).__name__} (model.optimizer, {type(model).__name__}'s compile "
+                "left it to Keras) is built by fit on every trainable weight, and its slots "
+                "counted, though the step applies other optimizers"
+            )
+    return step
+
+
+def _optimizer_name(model: Any, optimizers: list[Any]) -> str:
+    """``Adam``; for several, each with the attribute that holds it: ``d_optimizer Adam +
+    g_optimizer Adam``."""
+    if len(optimizers) == 1:
+        return type(optimizers[0]).__name__
+    names = {id(v): k for k, v in vars(model).items() if not k.startswith("_")}
+    if getattr(model, "optimizer", None) is not None:
+        names[id(model.optimizer)] = "optimizer"
+    return " + ".join(f"{names.get(id(o), o.name)} {type(o).__name__}" for o in optimizers)
 
 
 def _layer_policies(model: Any) -> list[str]:
@@ -252,9 +510,10 @@ def _no_input_shape(model: Any) -> UsageError:
         )
     else:
         fix = (
-            "plan a functional model around it: x = keras.Input(shape=(...)); "
-            f"tfaccel.plan(keras.Model(x, {kind}()(x))) (model.build() alone gives a "
-            "subclassed model no symbolic inputs)"
+            "pass one batch of its training data, as fit gets it: tfaccel.plan(model, "
+            "data=(x[:32], y[:32])) (its train_step is traced on it), or plan a functional "
+            f"model around it: x = keras.Input(shape=(...)); tfaccel.plan(keras.Model(x, "
+            f"{kind}()(x))) (model.build() alone gives a subclassed model no symbolic inputs)"
         )
     return UsageError(
         f"The planner cannot trace {kind} {name!r}: its input shape is unknown",
@@ -299,8 +558,104 @@ def _targets(model: Any, batch: int, tf: Any) -> Any:
 
 
 def _trace(
-    model: Any, specs: list[tuple[tuple[int, ...], str]], batch: int, tf: Any
+    model: Any, specs: list[tuple[tuple[int, ...], str]] | StepData, batch: int, tf: Any
 ) -> tuple[list[_Record], tuple, list[_LoopRecord]]:
+    if isinstance(specs, StepData):
+        graph = _own_step_graph(model, specs, batch, tf)
+        phase_of = _own_phases(model)
+    else:
+        graph = _standard_step_graph(model, specs, batch, tf)
+        optimizer_scope = model.optimizer.name + "/"
+
+        def phase_of(name: str) -> str:
+            return (
+                "backward"
+                if name.startswith("gradient_tape/")
+                else "update"
+                if name.startswith(optimizer_scope)
+                else "forward"
+                if name.startswith(model.name)
+                else "other"
+            )
+
+    index: dict[str, int] = {}
+    records = []
+    elements: dict[str, int] = {}  # TensorList tensor name -> elements it holds (when known)
+    needed = _needed(graph)
+    for op in graph.get_operations():
+        if op not in needed:
+            continue
+        outputs = []
+        lists = _tensor_lists(op, elements)
+        for n, t in enumerate(op.outputs):
+            index[t.name] = len(index)
+            count, element = lists.get(n, (1, -2))
+            size = _nbytes(t) if element == -2 else count * element
+            outputs.append((index[t.name], t.dtype.name, size, max(count, 1)))
+        inputs = tuple(index[t.name] for t in op.inputs if t.name in index)
+        records.append(
+            (
+                op.name,
+                op.type,
+                phase_of(op.name),
+                inputs,
+                outputs,
+                _op_flops(op),
+                _scratch(op),
+                _in_flight(op, elements) + _cpu_16_bit_buffers(op),
+            )
+        )
+    placeholders = tuple(
+        index[t.name] for t in graph.inputs if t.dtype != tf.resource and t.name in index
+    )
+    if isinstance(specs, StepData):
+        records = _ready_early(graph, needed, records)
+    return records, placeholders, loop_records(graph, needed)
+
+
+def _ready_early(graph: Any, needed: set[Any], records: list[_Record]) -> list[_Record]:
+    """``records`` with the operations that are ready from the step's start, though the
+    graph holds them after the first optimizer update, moved before the first backward
+    operation.
+
+    In a step of several tapes (a GAN: the discriminator's, then the generator's), the second
+    tape's forward through a model the first update does not change (the generator, on new
+    noise) depends on nothing of the first tape's backward pass or update, through its inputs
+    or its control inputs: TensorFlow's executor runs it alongside the first tape's work, and
+    its activations are live through the first backward pass. The optimizers' own operations
+    stay where they are. Measured on
+    ``tests/data/scripts/gan.py`` (CPU allocator, float32): in graph order the plan was 7% under
+    the peak at batch 64 and 17% under at 256; moved, 8% over and 1% under. An operation that
+    reads anything of the first backward pass or of an update stays where it is.
+    """
+    ops = [op for op in graph.get_operations() if op in needed]
+    phases = [record[2] for record in records]
+    if "update" not in phases or "backward" not in phases:
+        return records
+    first_update, first_backward = phases.index("update"), phases.index("backward")
+    if first_backward > first_update:
+        return records
+    late: set[Any] = set()  # at or after the first backward operation, and what reads them
+    movable: list[int] = []
+    for position, op in enumerate(ops):
+        sources = [t.op for t in op.inputs] + list(op.control_inputs)
+        reads_late = any(source in late for source in sources)
+        if position >= first_update and not reads_late and phases[position] != "update":
+            movable.append(position)
+        elif position >= first_backward or reads_late:
+            late.add(op)
+    if not movable:
+        return records
+    moved = set(movable)
+    kept = [record for position, record in enumerate(records) if position not in moved]
+    early = [records[position] for position in movable]
+    return kept[:first_backward] + early + kept[first_backward:]
+
+
+def _standard_step_graph(
+    model: Any, specs: list[tuple[tuple[int, ...], str]], batch: int, tf: Any
+) -> Any:
+    """``model.train_step((x, y))`` traced on ``model.inputs`` and a ``y`` of its loss."""
     x_specs = [tf.TensorSpec((batch, *shape), dtype) for shape, dtype in specs]
     y_spec = _targets(model, batch, tf)
 
@@ -316,48 +671,45 @@ def _trace(
             x_arg = keras.tree.pack_sequence_as(model.input, x_specs)
         except (AttributeError, ValueError, TypeError):
             pass
-    graph = tf.function(step).get_concrete_function(x_arg, y_spec).graph
-    index: dict[str, int] = {}
-    optimizer_scope = model.optimizer.name + "/"
-    records = []
-    elements: dict[str, int] = {}  # TensorList tensor name -> elements it holds (when known)
-    needed = _needed(graph)
-    for op in graph.get_operations():
-        if op not in needed:
-            continue
-        outputs = []
-        lists = _tensor_lists(op, elements)
-        for n, t in enumerate(op.outputs):
-            index[t.name] = len(index)
-            count, element = lists.get(n, (1, -2))
-            size = _nbytes(t) if element == -2 else count * element
-            outputs.append((index[t.name], t.dtype.name, size, max(count, 1)))
-        inputs = tuple(index[t.name] for t in op.inputs if t.name in index)
-        phase = (
-            "backward"
-            if op.name.startswith("gradient_tape/")
-            else "update"
-            if op.name.startswith(optimizer_scope)
-            else "forward"
-            if op.name.startswith(model.name)
-            else "other"
-        )
-        records.append(
-            (
-                op.name,
-                op.type,
-                phase,
-                inputs,
-                outputs,
-                _op_flops(op),
-                _scratch(op),
-                _in_flight(op, elements) + _cpu_16_bit_buffers(op),
-            )
-        )
-    placeholders = tuple(
-        index[t.name] for t in graph.inputs if t.dtype != tf.resource and t.name in index
-    )
-    return records, placeholders, loop_records(graph, needed)
+    return tf.function(step).get_concrete_function(x_arg, y_spec).graph
+
+
+def _own_step_graph(model: Any, data: StepData, batch: int, tf: Any) -> Any:
+    """``model.train_step(data)`` traced on a batch of ``batch`` shaped as ``data``, as the
+    function ``fit`` compiles calls it (AutoGraph on, as there)."""
+
+    def step(batch_data: Any) -> Any:
+        return model.train_step(batch_data)
+
+    return tf.function(step).get_concrete_function(data.specs(batch)).graph
+
+
+def _own_phases(model: Any) -> Any:
+    """The phase of an operation of a step of the model's own: ``backward`` under any
+    ``tf.GradientTape``'s gradient (``gradient_tape/``, ``gradient_tape_1/``...), ``update``
+    under any of its optimizers' names, ``forward`` under the model's name or a layer's it
+    holds (a VAE's ``encoder``, ``decoder_1``: each call of a nested model has a scope of
+    its own), else ``other`` (the losses, the metrics)."""
+    optimizers = "|".join(re.escape(o.name) for o in optimizers_of(model))
+    layers = [model.name]
+    try:
+        layers += [
+            layer.name for layer in model._flatten_layers(include_self=False, recursive=False)
+        ]
+    except AttributeError:
+        pass
+    backward = re.compile(r"gradient_tape(_\d+)?/")
+    update = re.compile(rf"({optimizers})(_\d+)?/") if optimizers else None
+    forward = re.compile("(" + "|".join(re.escape(n) for n in layers) + r")(_\d+)?/")
+
+    def phase_of(name: str) -> str:
+        if backward.match(name):
+            return "backward"
+        if update is not None and update.match(name):
+            return "update"
+        return "forward" if forward.match(name) else "other"
+
+    return phase_of
 
 
 def _needed(graph: Any) -> set[Any]:
@@ -718,12 +1070,13 @@ def _affine(
     )
 
 
-def _variables(model: Any) -> list[Variable]:
+def _variables(model: Any, optimizers: list[Any]) -> list[Variable]:
     seen: set[int] = set()
     result = []
     trainable = {id(v) for v in model.trainable_variables}
     groups = [("weight" if id(v) in trainable else "frozen", v) for v in model.variables]
-    groups += [("slot" if len(v.shape) else "state", v) for v in model.optimizer.variables]
+    for optimizer in optimizers:
+        groups += [("slot" if len(v.shape) else "state", v) for v in optimizer.variables]
     for var in getattr(model, "metrics_variables", []) or []:
         groups.append(("state", var))
     for kind, var in groups:
