@@ -483,6 +483,8 @@ def _simulate(
         replace(op, inputs=(), outputs=())
         if op.type == "IdentityN"
         else replace(op, inputs=tuple(passed.get(i, i) for i in op.inputs))
+        if any(i in passed for i in op.inputs)
+        else op
         for op in (step.ops[n] for n in schedule.order)
     ]
     done = schedule.done
@@ -511,6 +513,7 @@ def _simulate(
             last_use[i] = max(last_use.get(i, -1), done[position])
             last_reader[i] = position
     buffer_end: dict[int, int] = {}
+    ending: list[tuple[int, int]] = []  # (end, buffer) for every end set: due ones are freed
     owned: set[int] = set(step.inputs)  # input buffers belong to the caller
     for i in step.inputs:
         buffer_of[i] = i
@@ -519,6 +522,7 @@ def _simulate(
     live_kind: dict[int, str] = {i: "input_batch" for i in step.inputs}
     for i in step.inputs:
         buffer_end[i] = last_use.get(i, -1)
+        heapq.heappush(ending, (buffer_end[i], i))
     persistent = _variable_parts(step, rules)
     events: list[Event] = [Event(i, size) for i, size in live.items() if size]
     current = sum(live.values())
@@ -536,6 +540,7 @@ def _simulate(
                     base = buffer_of[op.inputs[0]]
                     buffer_of[t.index] = base
                     buffer_end[base] = max(buffer_end.get(base, -1), last_use[t.index])
+                    heapq.heappush(ending, (buffer_end[base], base))
                 continue
             reuse = _forwardable(
                 op,
@@ -550,10 +555,12 @@ def _simulate(
             if reuse is not None:
                 buffer_of[t.index] = reuse
                 buffer_end[reuse] = max(buffer_end[reuse], last_use[t.index])
+                heapq.heappush(ending, (buffer_end[reuse], reuse))
                 live_kind[reuse] = kinds.get(t.index, _kind_by_phase(op.phase))
                 continue
             buffer_of[t.index] = t.index
             buffer_end[t.index] = last_use[t.index]
+            heapq.heappush(ending, (buffer_end[t.index], t.index))
             live[t.index] = sizes[t.index]
             if sizes[t.index]:
                 events += _allocations(t.index, sizes[t.index], pieces.get(t.index, 1))
@@ -576,7 +583,10 @@ def _simulate(
             peak_parts = _by_kind(live, live_kind)
         for at, buffers in held.pop(position, []):
             current -= _release(buffers, at, live, events)
-        for base in [b for b, end in buffer_end.items() if end <= position and b in live]:
+        while ending and ending[0][0] <= position:
+            end, base = heapq.heappop(ending)
+            if base not in live or buffer_end.get(base) != end:
+                continue  # not a buffer, or kept longer since (by a view or a forward)
             current -= live.pop(base)
             buffer_end.pop(base)
             events += _allocations(base, 0, pieces.get(base, 1))
