@@ -48,11 +48,15 @@ __all__ = [
     "CPU_ONEDNN_RULES",
     "FRAGMENTATION_MARGIN",
     "GPU_BFC_RULES",
+    "ORDERS",
     "PARTS",
     "RAM_RULES",
     "AllocatorRules",
     "MemoryEstimate",
+    "Schedule",
+    "executor_schedule",
     "fit_rules",
+    "graph_schedule",
     "simulate",
 ]
 
