@@ -1,29 +1,36 @@
 """The memory of one training step, simulated over the traced step (pure Python).
 
-The step's operations run in graph order; each output takes a buffer when its operation runs
-and gives it back after the last operation that reads it. A view (``Reshape``,
-``ReadVariableOp``...) shares its input's buffer; a unary element-wise operation writes over an
-input buffer of its own size that nothing reads later (TensorFlow's
-``forward_input_or_allocate_output``). What the graph does not size is added by rule: a While
-loop's TensorLists (one buffer per iteration, see :func:`tfaccel.planning.trace._tensor_lists`)
-and the buffers of its iterations in flight (:func:`tfaccel.planning.trace._in_flight`), an
-operation's own temporaries (an Einsum's transposed operands) and, on a CPU, the float32 copies
-a 16-bit MatMul is computed in (:data:`UPCAST_16_BIT`) and the work buffers of 16-bit
-convolution and pooling gradients (:func:`tfaccel.planning.trace._cpu_16_bit_buffers`), held
-while the operation runs. Operations the step does not need are not in the trace
-(:func:`tfaccel.planning.trace._needed`). The variables (weights, optimizer slots, metric
-state) live throughout. The peak of that simulation, split by what each live buffer is, is the
-prediction; an allocator's own rules (:class:`AllocatorRules`: the size it rounds to, and for
-the CPU's oneDNN allocator the allocations below 256 KiB it serves from a pool that
-``get_memory_info`` does not count) are applied so that the prediction is comparable to what
-that allocator reports.
+The step's operations run in two orders, and the higher peak is the prediction (see
+:data:`ORDERS`): graph order, and the order TensorFlow's executor would start them in on two
+inter-op threads (:func:`executor_schedule`: an operation starts once what it reads is done, and
+the variables' reads and writes keep their order), where operations overlap. Each output takes a
+buffer when its operation starts and gives it back once the last operation that reads it is
+done. A view (``Reshape``, ``ReadVariableOp``...) shares its input's buffer; a unary
+element-wise operation writes over an input buffer of its own size that no running or later
+operation reads (TensorFlow's ``forward_input_or_allocate_output``). What the graph does not
+size is added by rule: a While loop's TensorLists (one buffer per iteration, see
+:func:`tfaccel.planning.trace._tensor_lists`) and the buffers of its iterations in flight
+(:func:`tfaccel.planning.trace._in_flight`), an operation's own temporaries (an Einsum's
+transposed operands) and, on a CPU, the float32 copies a 16-bit MatMul is computed in
+(:data:`UPCAST_16_BIT`) and the work buffers of 16-bit convolution and pooling gradients
+(:func:`tfaccel.planning.trace._cpu_16_bit_buffers`), held while the operation runs. Operations
+the step does not need are not in the trace (:func:`tfaccel.planning.trace._needed`). The
+variables (weights, optimizer slots, metric state) live throughout. The peak of that simulation,
+split by what each live buffer is, is the prediction; an allocator's own rules
+(:class:`AllocatorRules`: the size it rounds to, and for the CPU's oneDNN allocator the
+allocations below 256 KiB it serves from a pool that ``get_memory_info`` does not count) are
+applied so that the prediction is comparable to what that allocator reports.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+import functools
+import heapq
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
 
+from tfaccel.core.errors import UsageError
 from tfaccel.planning.bfc import Event, replay
 from tfaccel.planning.trace import (
     AHEAD,
@@ -41,11 +48,15 @@ __all__ = [
     "CPU_ONEDNN_RULES",
     "FRAGMENTATION_MARGIN",
     "GPU_BFC_RULES",
+    "ORDERS",
     "PARTS",
     "RAM_RULES",
     "AllocatorRules",
     "MemoryEstimate",
+    "Schedule",
+    "executor_schedule",
     "fit_rules",
+    "graph_schedule",
     "simulate",
 ]
 
@@ -96,10 +107,15 @@ PARTS = (
 
 FRAGMENTATION_MARGIN = 0.10
 """Fraction added on top of the simulated peak for allocator fragmentation and library
-workspaces (cuDNN/oneDNN scratch) that the graph does not show. Source: the spread of
-measured/simulated peak in ``benchmarks/bench_plan.py`` on the CPU (TensorFlow's BFC allocator
-hands out a whole free chunk when it is less than twice the request, so a step's buffers take
-a few percent to tens of percent more than their sizes)."""
+workspaces (cuDNN/oneDNN scratch) that the graph does not show. Checked on the CPU
+(``benchmarks/results/bench_plan_order.txt``, 33 worked-from rows): the allocator's peak over the
+live buffers the plan simulates without replaying the allocator is a median 1.08 (quartiles
+1.02-1.12, 9 rows above 1.10, max 1.28), which 10% covers for the median row, not the top
+quarter; where the allocator is replayed (:data:`CPU_ONEDNN_RULES`, the figure compared with
+``get_memory_info``) the measured/predicted ratio is a median 0.98 (0.79-1.12) and no margin is
+needed. Kept at 10%: the checks that use it (the RAM and GPU fit) count allocations the CPU
+measurement does not (those under 256 KiB, a GPU's BFC without growing regions), so the CPU
+ratios do not size it for them."""
 
 
 @dataclass(frozen=True)
@@ -162,6 +178,238 @@ max-pooling gradient's work buffers: :func:`tfaccel.planning.trace._cpu_16_bit_b
 REPLAYED_STEPS = 3
 """Steps replayed on a growing allocator: its chunks settle after the first step or two."""
 
+ORDERS = ("graph", "executor")
+"""The orders a step is simulated in; the prediction is the higher peak. ``graph``: the order
+the graph holds its operations (the order the training step built them). ``executor``: the
+order TensorFlow's executor (``tensorflow/core/common_runtime/executor.cc``) would start them
+in, emulated by :func:`executor_schedule`. The real order depends on thread timing and moves
+between runs, and with it how the allocator's chunks are split; neither order bounds the other,
+so both are simulated and the higher peak kept (the high side)."""
+
+INLINE_KERNELS = frozenset(
+    {
+        "Const",
+        "Placeholder",
+        "VarHandleOp",
+        "ReadVariableOp",
+        "Identity",
+        "IdentityN",
+        "Reshape",
+        "Squeeze",
+        "ExpandDims",
+        "Shape",
+        "ShapeN",
+        "Rank",
+        "Size",
+        "StopGradient",
+        "PreventGradient",
+        "EnsureShape",
+        "Snapshot",
+        "NoOp",
+    }
+)
+"""Operations whose kernels TensorFlow does not call expensive (``OpKernel::IsExpensive()``
+false: constants, views, shapes, variable reads): the executor runs them inline on the thread
+that made them ready. Every other kernel on a CPU is expensive until it has run about 90 times
+(``KernelStats``: its cost estimate starts at 10^8 cycles and decays by 1/10 per run towards
+the measured cost, against a threshold of 8,000 cycles), so, in the first steps of a training
+run, all of them."""
+
+RESOURCE_READS = frozenset(
+    {"ReadVariableOp", "ResourceGather", "ResourceGatherNd", "VariableShape", "VarIsInitializedOp"}
+)
+"""Operations that read a variable without writing it; any other operation given a variable
+handle is taken to write it."""
+
+EXECUTOR_THREADS = 2
+"""Inter-op threads emulated: TensorFlow's inter-op pool has one per core by default; two is
+the least with which operations overlap."""
+
+OP_LATENCY_S = 5e-6
+FLOP_RATE = 50e9
+BYTE_RATE = 10e9
+"""A rough duration of an expensive operation for the emulated executor: ``OP_LATENCY_S +
+FLOPs / FLOP_RATE + bytes written and read / BYTE_RATE``. Only the relative durations matter:
+which of two threads finishes first."""
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """The order a step's operations start in, and when each is done.
+
+    Attributes:
+        order: indices into ``StepGraph.ops``, in the order the operations start.
+        done: for each position of ``order``, the last position that starts before the
+            operation there has finished (itself when nothing starts meanwhile); its inputs
+            are given back, and its temporaries released, from then on.
+    """
+
+    order: list[int]
+    done: list[int]
+
+
+def graph_schedule(step: StepGraph) -> Schedule:
+    """The operations in graph order, each done before the next starts."""
+    count = len(step.ops)
+    return Schedule(list(range(count)), list(range(count)))
+
+
+def _schedule(step: StepGraph, name: str, batch: int) -> Schedule:
+    if name == "graph":
+        return graph_schedule(step)
+    if name == "executor":
+        return executor_schedule(step, batch)
+    raise UsageError(
+        "Unknown order to simulate the step in",
+        expected=f"one of {', '.join(ORDERS)}",
+        received=repr(name),
+        fix="pass orders= a tuple of those names",
+    )
+
+
+def _dependencies(step: StepGraph) -> tuple[list[list[int]], list[list[int]]]:
+    """For each operation, the operations that must be done before it starts, and those that
+    wait for it (each once, in graph order).
+
+    - The operations it reads a tensor from. A reader of an ``IdentityN`` output reads the
+      tensor it passes on: the graph optimiser removes ``IdentityN`` (an optimizer's, over
+      all the gradients), so that no update waits for every gradient.
+    - The order of the operations on one variable, as TensorFlow's automatic control
+      dependencies keep it in a ``tf.function``: a read (:data:`RESOURCE_READS`) after the
+      write before it, a write after the write and the reads before it (an optimizer reads
+      its slot after updating it, not at the start of the step).
+    - A backward operation that reads no gradient (``x - mean`` in the gradient of a
+      squared difference) after the backward operation before it in graph order that does:
+      TensorFlow's gradient functions hold such work back with ``control_dependencies([grad])``
+      so that it does not run, and hold its buffer, during the forward pass. The traced step
+      keeps no control edges; this stands in for them (assumed: the gradient reaching an
+      operation is the one computed just before its gradient function in graph order).
+    """
+    producer = {t.index: n for n, op in enumerate(step.ops) for t in op.outputs}
+    resources = {t.index for op in step.ops for t in op.outputs if t.dtype == "resource"}
+    passed = _passed_on(step)
+    last_write: dict[int, int] = {}
+    reads: dict[int, list[int]] = {}
+    deps: list[list[int]] = []
+    gradient_at = -1  # the last backward operation so far that reads a gradient
+    for n, op in enumerate(step.ops):
+        inputs = () if op.type == "IdentityN" else op.inputs
+        found = {producer[passed.get(i, i)] for i in inputs if passed.get(i, i) in producer}
+        if op.phase == "backward":
+            if any(step.ops[p].phase == "backward" for p in found):
+                gradient_at = n
+            elif gradient_at >= 0:
+                found.add(gradient_at)
+        for handle in (i for i in inputs if i in resources):
+            if handle in last_write:
+                found.add(last_write[handle])
+            if op.type in RESOURCE_READS:
+                reads.setdefault(handle, []).append(n)
+            else:
+                found.update(reads.pop(handle, []))
+                last_write[handle] = n
+        found.discard(n)
+        deps.append(sorted(found))
+    users: list[list[int]] = [[] for _ in step.ops]
+    for n, before in enumerate(deps):
+        for p in before:
+            users[p].append(n)
+    return deps, users
+
+
+def _passed_on(step: StepGraph) -> dict[int, int]:
+    """``IdentityN`` outputs -> the input each passes on."""
+    passed: dict[int, int] = {}
+    for op in step.ops:
+        if op.type == "IdentityN":
+            for t, i in zip(op.outputs, op.inputs, strict=False):
+                passed[t.index] = passed.get(i, i)
+    return passed
+
+
+def executor_schedule(step: StepGraph, batch: int, threads: int = EXECUTOR_THREADS) -> Schedule:
+    """The order TensorFlow's executor would start the step's operations in, on ``threads``
+    inter-op threads (``ExecutorState::ScheduleReady`` and ``ProcessInline``).
+
+    An operation is ready when every operation it reads from is done. When one is done, the
+    thread that ran it takes the operations it made ready, in graph order: those in
+    :data:`INLINE_KERNELS` go to the back of its inline queue; of the expensive ones, the last
+    is run next by the same thread when its inline queue is empty, and the others (and that
+    one too, when the queue is not empty) go to the thread pool. The pool (Eigen's
+    non-blocking pool) puts a task on the front of the scheduling thread's own queue; a thread
+    takes work from its inline queue, then the front of its own queue (the newest), then the
+    back of another's (the oldest). The roots (operations that read nothing) start on the
+    pool, spread over the threads. Durations: :data:`OP_LATENCY_S`, :data:`FLOP_RATE`,
+    :data:`BYTE_RATE` (assumed; only which thread finishes first matters).
+    """
+    ops = step.ops
+    deps, users = _dependencies(step)
+    sizes = {t.index: t.bytes_at(batch) for op in ops for t in op.outputs}
+    pending = [len(found) for found in deps]
+    queues: list[deque[int]] = [deque() for _ in range(threads)]
+    inline: list[deque[int]] = [deque() for _ in range(threads)]
+    for k, n in enumerate(n for n in range(len(ops)) if not pending[n]):
+        queues[k % threads].append(n)
+    idle = [True] * threads
+    started: list[int] = []
+    finishing: list[tuple[float, int, int]] = []  # (time, thread, operation)
+    ended: list[tuple[int, int]] = []  # (operation, operations started by then)
+
+    def take(thread: int) -> int | None:
+        if inline[thread]:
+            return inline[thread].popleft()
+        if queues[thread]:
+            return queues[thread].popleft()
+        for other in range(threads):
+            if other != thread and queues[other]:
+                return queues[other].pop()
+        return None
+
+    def start(thread: int, now: float) -> None:
+        n = take(thread)
+        if n is None:
+            return
+        idle[thread] = False
+        started.append(n)
+        heapq.heappush(finishing, (now + _duration(ops[n], sizes, batch), thread, n))
+
+    for thread in range(threads):
+        start(thread, 0.0)
+    while finishing:
+        now, thread, n = heapq.heappop(finishing)
+        idle[thread] = True
+        ended.append((n, len(started)))
+        ready = []
+        for user in users[n]:
+            pending[user] -= 1
+            if not pending[user]:
+                ready.append(user)
+        expensive = [u for u in ready if ops[u].type not in INLINE_KERNELS]
+        inline[thread].extend(u for u in ready if ops[u].type in INLINE_KERNELS)
+        if expensive and not inline[thread]:
+            inline[thread].append(expensive.pop())
+        for user in expensive:
+            queues[thread].appendleft(user)
+        for other in [thread] + [t for t in range(threads) if t != thread]:
+            if idle[other]:
+                start(other, now)
+    if len(started) != len(ops):
+        raise ValueError("the step's operations do not form an acyclic graph")
+    position = {n: p for p, n in enumerate(started)}
+    done = list(range(len(ops)))
+    for n, count in ended:
+        done[position[n]] = max(position[n], count - 1)
+    return Schedule(started, done)
+
+
+def _duration(op: OpInfo, sizes: dict[int, int], batch: int) -> float:
+    """The emulated duration of ``op`` (seconds; see :data:`OP_LATENCY_S`)."""
+    if op.type in INLINE_KERNELS:
+        return 0.0
+    moved = sum(t.bytes_at(batch) for t in op.outputs) + sum(sizes.get(i, 0) for i in op.inputs)
+    flops = op.flops_fixed + op.flops_per_example * batch
+    return OP_LATENCY_S + flops / FLOP_RATE + moved / BYTE_RATE
+
 
 @dataclass
 class MemoryEstimate:
@@ -209,9 +457,45 @@ def simulate(
     *,
     rules: AllocatorRules = GPU_BFC_RULES,
     margin: float = FRAGMENTATION_MARGIN,
+    orders: tuple[str, ...] = ORDERS,
 ) -> MemoryEstimate:
-    """Simulate one training step of ``step`` at ``batch_size`` and return its peak memory."""
-    ops = step.ops
+    """Simulate one training step of ``step`` at ``batch_size`` and return its peak memory:
+    the higher of the peaks under each of ``orders`` (:data:`ORDERS`), the one that gave it
+    named in the notes."""
+    best: MemoryEstimate | None = None
+    for name in orders:
+        estimate = _simulate(step, batch_size, rules, margin, _schedule(step, name, batch_size))
+        estimate.notes.append(f"order: {name}")
+        if best is None or estimate.peak_bytes > best.peak_bytes:
+            best = estimate
+    if best is None:
+        raise UsageError(
+            "No order to simulate the step in",
+            expected=f"orders= one or more of {', '.join(ORDERS)}",
+            received="an empty tuple",
+            fix="leave orders out to simulate both",
+        )
+    return best
+
+
+def _simulate(
+    step: StepGraph,
+    batch_size: int,
+    rules: AllocatorRules,
+    margin: float,
+    schedule: Schedule,
+) -> MemoryEstimate:
+    """The peak of one step whose operations start in ``schedule.order``."""
+    passed = _passed_on(step)
+    ops = [
+        replace(op, inputs=(), outputs=())
+        if op.type == "IdentityN"
+        else replace(op, inputs=tuple(passed.get(i, i) for i in op.inputs))
+        if any(i in passed for i in op.inputs)
+        else op
+        for op in (step.ops[n] for n in schedule.order)
+    ]
+    done = schedule.done
     sizes: dict[int, int] = {}
     pieces: dict[int, int] = {}  # tensors held in several buffers: index -> how many
     for op in ops:
@@ -224,13 +508,20 @@ def simulate(
     kinds = _tensor_kinds(step)
     info = {t.index: t for op in ops for t in op.outputs}
 
-    # Each tensor points at the buffer it lives in; a buffer dies after its last reader.
+    # Each tensor points at the buffer it lives in; a buffer dies once its last reader is done
+    # (``done``: the position by which the operation at a position has finished).
     buffer_of: dict[int, int] = {}
     last_use: dict[int, int] = {}
+    last_reader: dict[int, int] = {}  # tensor -> the position of the reader that starts last
+    others_done: dict[int, int] = {}  # tensor -> by when its other readers are done
     for position, op in enumerate(ops):
         for i in op.inputs:
-            last_use[i] = position
+            if i in last_reader and last_reader[i] != position:
+                others_done[i] = max(others_done.get(i, -1), done[last_reader[i]])
+            last_use[i] = max(last_use.get(i, -1), done[position])
+            last_reader[i] = position
     buffer_end: dict[int, int] = {}
+    ending: list[tuple[int, int]] = []  # (end, buffer) for every end set: due ones are freed
     owned: set[int] = set(step.inputs)  # input buffers belong to the caller
     for i in step.inputs:
         buffer_of[i] = i
@@ -239,12 +530,14 @@ def simulate(
     live_kind: dict[int, str] = {i: "input_batch" for i in step.inputs}
     for i in step.inputs:
         buffer_end[i] = last_use.get(i, -1)
+        heapq.heappush(ending, (buffer_end[i], i))
     persistent = _variable_parts(step, rules)
     events: list[Event] = [Event(i, size) for i, size in live.items() if size]
     current = sum(live.values())
     peak, peak_parts, peak_op = -1, {}, ""
-    held: list[tuple[int, int]] = []  # the previous operation's temporaries, and its position
-    held_at = 0
+    # Temporaries held until their operation is done, and at least through the next operation
+    # (the executor runs independent operations side by side): release position -> buffers.
+    held: dict[int, list[tuple[int, list[tuple[int, int]]]]] = {}
 
     for position, op in enumerate(ops):
         for t in op.outputs:
@@ -255,15 +548,27 @@ def simulate(
                     base = buffer_of[op.inputs[0]]
                     buffer_of[t.index] = base
                     buffer_end[base] = max(buffer_end.get(base, -1), last_use[t.index])
+                    heapq.heappush(ending, (buffer_end[base], base))
                 continue
-            reuse = _forwardable(op, t.index, sizes, buffer_of, buffer_end, position, owned)
+            reuse = _forwardable(
+                op,
+                t.index,
+                sizes,
+                buffer_of,
+                buffer_end,
+                done[position],
+                owned,
+                functools.partial(_alone, last_reader, others_done, position),
+            )
             if reuse is not None:
                 buffer_of[t.index] = reuse
                 buffer_end[reuse] = max(buffer_end[reuse], last_use[t.index])
+                heapq.heappush(ending, (buffer_end[reuse], reuse))
                 live_kind[reuse] = kinds.get(t.index, _kind_by_phase(op.phase))
                 continue
             buffer_of[t.index] = t.index
             buffer_end[t.index] = last_use[t.index]
+            heapq.heappush(ending, (buffer_end[t.index], t.index))
             live[t.index] = sizes[t.index]
             if sizes[t.index]:
                 events += _allocations(t.index, sizes[t.index], pieces.get(t.index, 1))
@@ -279,18 +584,23 @@ def simulate(
             live_kind[_scratch_key(position, n)] = "temporaries"
             events += [Event(("scratch", position, n, k), size) for k in range(count)]
         current += sum(size * count for size, count in scratch)
+        if scratch:
+            held.setdefault(max(done[position], position + 1), []).append((position, scratch))
         if current > peak:
             peak, peak_op = current, f"{op.type} {op.name}"
             peak_parts = _by_kind(live, live_kind)
-        # The executor runs independent operations side by side (two inter-op threads at
-        # least): an operation's temporaries are held through the next operation too.
-        current -= _release(held, held_at, live, events)
-        held, held_at = scratch, position
-        for base in [b for b, end in buffer_end.items() if end <= position and b in live]:
+        for at, buffers in held.pop(position, []):
+            current -= _release(buffers, at, live, events)
+        while ending and ending[0][0] <= position:
+            end, base = heapq.heappop(ending)
+            if base not in live or buffer_end.get(base) != end:
+                continue  # not a buffer, or kept longer since (by a view or a forward)
             current -= live.pop(base)
             buffer_end.pop(base)
             events += _allocations(base, 0, pieces.get(base, 1))
-    _release(held, held_at, live, events)
+    for pending in held.values():
+        for at, buffers in pending:
+            _release(buffers, at, live, events)
     for base in live:
         events += _allocations(base, 0, pieces.get(base, 1))
 
@@ -387,23 +697,32 @@ def _replayed_peak(step: StepGraph, rules: AllocatorRules, events: list[Event]) 
     return replay(replay_events)
 
 
+def _alone(last_reader: dict[int, int], others_done: dict[int, int], at: int, i: int) -> bool:
+    """Whether the operation at ``at`` is the last to read tensor ``i`` and its other readers
+    are done before it starts (TensorFlow forwards a buffer whose reference count is 1)."""
+    return last_reader.get(i) == at and others_done.get(i, -1) < at
+
+
 def _forwardable(
     op: object,
     tensor: int,
     sizes: dict[int, int],
     buffer_of: dict[int, int],
     buffer_end: dict[int, int],
-    position: int,
+    done: int,
     owned: set[int],
+    alone: Callable[[int], bool],
 ) -> int | None:
-    """The buffer of a dying input the element-wise ``op`` may write ``tensor`` over."""
+    """The buffer of a dying input the element-wise ``op`` may write ``tensor`` over: one that
+    ``op`` is the last to read (``alone``: no other reader still running), done when ``op`` is
+    (``done``)."""
     if getattr(op, "type", "") not in FORWARDING:
         return None
     for i in getattr(op, "inputs", ()):
         base = buffer_of.get(i)
         if base is None or base in owned or base != i:
             continue  # a view or a caller's buffer is never written over
-        if sizes.get(i) == sizes[tensor] and buffer_end.get(base) == position:
+        if sizes.get(i) == sizes[tensor] and buffer_end.get(base) == done and alone(i):
             return base
     return None
 
