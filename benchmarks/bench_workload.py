@@ -35,6 +35,7 @@ its own:
     python benchmarks/bench_workload.py [--budget 30] [--rounds 3] [--epochs 3] [--json]
     python benchmarks/bench_workload.py --smoke     # one script, a short tune, 2 rounds
     python benchmarks/bench_workload.py --plan-only # the plan against the allocator only
+    python benchmarks/bench_workload.py --no-plan --only mirrored --rounds 5  # no plan
 
 Plan against the allocator (``--plan-only``), measured on the 2-core AMD EPYC, CPU only,
 twice: 04:55-05:00 and 05:04-05:10 UTC, load average 4.3 then 1.9 at the starts, 2-5 throughout
@@ -393,6 +394,7 @@ def bench_script(
     epochs: int,
     plan_only: bool = False,
     batch_scale: int = 1,
+    plan: bool = True,
 ) -> dict[str, Any]:
     folder = Path(tempfile.mkdtemp(prefix=f"bench_workload_{name}_"))
     script = SCRIPTS_DIR / f"{name}.py"
@@ -406,7 +408,8 @@ def bench_script(
     row: dict[str, Any] = {"script": name, "batch": batch * batch_scale}
 
     # plan's prediction against the allocator's peak, at the script's own batch
-    row.update(plan_against_allocator(script, words, folder))
+    if plan:
+        row.update(plan_against_allocator(script, words, folder))
     if plan_only:
         return row
 
@@ -461,10 +464,12 @@ def _mib(value: Any) -> str:
 def report(rows: list[dict[str, Any]]) -> str:
     lines = [f"on {os.cpu_count()} CPU cores (shared with other work when loaded)"]
     heads = ("plan RAM", "plan MiB", "peak MiB")
-    lines.append(
-        f"{'script':<21} {'batch':>5} {' '.join(f'{h:>8}' for h in heads)} {'error':>7} fit MiB"
-    )
-    for r in rows:
+    planned = [r for r in rows if {"plan_ram", "plan_error", "measured_peak"} & set(r)]
+    if planned:
+        lines.append(
+            f"{'script':<21} {'batch':>5} {' '.join(f'{h:>8}' for h in heads)} {'error':>7} fit MiB"
+        )
+    for r in planned:
         err = f"{r['peak_ratio'] * 100:+6.1f}%" if "peak_ratio" in r else "      -"
         plan = " ".join(_mib(r.get(k)) for k in ("plan_ram", "predicted_peak", "measured_peak"))
         why = r.get("plan_error") or r.get("peak_error", "")[-120:]
@@ -518,6 +523,11 @@ def main(argv: list[str] | None = None) -> int:
         help="the plan against the allocator only: no tune, no timed runs",
     )
     p.add_argument(
+        "--no-plan",
+        action="store_true",
+        help="tune and the timed runs only: no plan against the allocator",
+    )
+    p.add_argument(
         "--batch-scale",
         type=int,
         default=1,
@@ -527,6 +537,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.batch_scale != 1 and not args.plan_only:
         p.error("--batch-scale changes the scripts' batch: with --plan-only only")
+    if args.no_plan and args.plan_only:
+        p.error("--no-plan and --plan-only leave nothing to run: give one of them")
     names = args.only or (["cnn_arrays"] if args.smoke else list(SCRIPTS))
     budget, rounds = (15, 2) if args.smoke else (args.budget, args.rounds)
     rows = []
@@ -539,6 +551,7 @@ def main(argv: list[str] | None = None) -> int:
                 epochs=args.epochs,
                 plan_only=args.plan_only,
                 batch_scale=args.batch_scale,
+                plan=not args.no_plan,
             )
         )
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)  # each row as it ends
