@@ -94,6 +94,43 @@ with open("{out}/seen.json", "w") as f:
                "compute": model.hidden.compute_dtype, "jit": bool(model.jit_compile)}}, f)
 """
 
+STRATEGY_SCRIPT = """
+import gc
+import json
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+# what an earlier run of this script in this process (run --tuned's first pass) left alive
+left = [type(o).__name__ for o in gc.get_objects() if isinstance(o, tf.distribute.Strategy)
+        and not type(o).__name__.startswith("_Default")]
+strategy = tf.distribute.MirroredStrategy()
+rng = np.random.default_rng(0)
+ds = tf.data.Dataset.from_tensor_slices(
+    (rng.random((64, 10)).astype("float32"), rng.integers(0, 4, size=64))).batch(16)
+with strategy.scope():
+    model = keras.Sequential([keras.Input((10,)), keras.layers.Dense(8, activation="relu"),
+                              keras.layers.Dense(4)], name="tiny_mirrored")
+    model.compile(optimizer="adam",
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+seen = {{"left": left, "fits": []}}
+
+
+class Seen(keras.callbacks.Callback):
+    def on_train_begin(self, logs=None):
+        seen["fits"].append({{
+            "train_function": id(self.model.train_function), "jit": self.model.jit_compile,
+            "spe": self.model.steps_per_execution,
+            "strategy": self.model.distribute_strategy is strategy}})
+
+
+for _ in range(2):  # one epoch a call, as scripts with their own epoch loop do
+    model.fit(ds, epochs=1, verbose=0, callbacks=[Seen()])
+with open("{out}/seen.json", "w") as f:
+    json.dump(seen, f)
+"""
+
 
 @pytest.fixture(autouse=True)
 def _float32_after() -> Iterator[None]:
@@ -352,3 +389,25 @@ def test_tuned_with_an_explicit_precision_is_refused(
     assert status == 2
     assert "--tuned and --precision both set what the tune measured" in err
     assert not (tmp_path / "seen.json").exists()
+
+
+def test_a_strategy_script_whose_own_configuration_won_runs_as_without_tuned(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The first pass leaves no strategy of its own behind, and the winner, being the
+    script's own configuration, changes nothing on the model: its train function is the one
+    Keras makes and keeps from one fit call to the next, as without --tuned."""
+    script = _script(tmp_path, STRATEGY_SCRIPT)
+    db = tmp_path / "results.sqlite"
+    _store_winner(script, db, jit=False, steps_per_execution=1, feed="as-given")
+    status, document, err = _run(capsys, "--tuned", "--db", str(db), str(script))
+    assert status == 0, err
+    assert document["tuned"]["found_by"] == "first pass"
+    seen = _seen(tmp_path)
+    assert seen["left"] == []  # the first pass's MirroredStrategy is gone
+    first, second = seen["fits"]
+    assert first["strategy"] and second["strategy"]  # the script's own strategy trains it
+    assert first["jit"] is False and first["spe"] == 1
+    # Keras built one train function and kept it: --tuned did not make it trace again
+    assert first["train_function"] == second["train_function"]
+    assert document["tuned"]["took_effect"][0]["steps_per_execution"] == 1

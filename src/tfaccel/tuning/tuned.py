@@ -471,15 +471,23 @@ def _apply(
     config = tuned.winner.config
     changed: list[str] = []
     kept: list[str] = []
+    # only what differs is set: a model already as the winner has it (the script's own
+    # configuration won) keeps its train function, traced or not, exactly as without --tuned
+    rebuild = False
     if "jit" in config:
-        model.jit_compile = bool(config["jit"])
+        if bool(getattr(model, "jit_compile", False)) != bool(config["jit"]):
+            model.jit_compile = bool(config["jit"])
+            rebuild = True
     else:
         kept.append("XLA (not compared by the tune)")
     spe = int(config.get("steps_per_execution") or 1)
-    model.steps_per_execution = spe
-    if hasattr(model, "_steps_per_execution") and hasattr(model._steps_per_execution, "assign"):
-        model._steps_per_execution.assign(spe)
-    model.train_function = None  # built again with these settings
+    if int(getattr(model, "steps_per_execution", 1) or 1) != spe:
+        model.steps_per_execution = spe
+        if hasattr(model, "_steps_per_execution") and hasattr(model._steps_per_execution, "assign"):
+            model._steps_per_execution.assign(spe)
+        rebuild = True
+    if rebuild:
+        model.train_function = None  # built again with these settings
     batch = _batch_of(arguments)
     x = arguments.get("x")
     wanted_batch = int(config.get("batch_size") or 0)
