@@ -205,13 +205,14 @@ from tfaccel.scripts import run_script
 
 tuned_mode, db, script, out = sys.argv[1:5]
 args = sys.argv[5:]
-epochs, examples = [], {}
+epochs, cpu, examples = [], [], {}
 
 class Clock(keras.callbacks.Callback):
     def on_epoch_begin(self, epoch, logs=None):
-        self.began = time.perf_counter()
+        self.began, self.cpu = time.perf_counter(), time.process_time()
     def on_epoch_end(self, epoch, logs=None):
         epochs.append(time.perf_counter() - self.began)
+        cpu.append(time.process_time() - self.cpu)
 
 original = keras.Model.fit
 def fit(self, *a, **kw):
@@ -220,7 +221,7 @@ def fit(self, *a, **kw):
 
 runtime.setup()
 info = {}
-began = time.perf_counter()
+began, began_cpu = time.perf_counter(), time.process_time()
 if tuned_mode == "on":
     from tfaccel.tuning.tuned import applied, prepare
     tuned = prepare(script, args, mode="on", db=db)
@@ -231,12 +232,13 @@ if tuned_mode == "on":
             return inner(self, *a, **kw)
         keras.Model.fit = timed
         status = run_script(script, args)
-    info = {"took_effect": tuned.took_effect, "says": tuned.says}
+    info = {"took_effect": tuned.took_effect, "says": tuned.says, "found_by": tuned.found_by}
 else:
     keras.Model.fit = fit
     status = run_script(script, args)
-total = time.perf_counter() - began
-json.dump({"status": status, "epochs": epochs, "total_s": total, **info}, open(out, "w"))
+total, total_cpu = time.perf_counter() - began, time.process_time() - began_cpu
+json.dump({"status": status, "epochs": epochs, "cpu": cpu, "total_s": total,
+           "total_cpu_s": total_cpu, **info}, open(out, "w"))
 """
 
 # The plan's peak under the counting rules of the allocator it is compared with (oneDNN's CPU
@@ -434,23 +436,38 @@ def bench_script(
 
     # the script's own configuration against the tuned one, interleaved, a process each
     samples: dict[str, list[float]] = {"own": [], "tuned": []}
+    cpu: dict[str, list[float]] = {"own": [], "tuned": []}
+    loads: list[float] = []
     orders = [("own", "tuned"), ("tuned", "own")]
     effect = None
     for i in range(rounds):
         for which in orders[i % 2]:
             out = folder / "child.json"
             mode = "on" if which == "tuned" else "off"
+            loads.append(os.getloadavg()[0])
             result = _python(TIMED_RUN, mode, str(db), str(script), str(out), *words, cwd=folder)
             steady = result["epochs"][1:] or result["epochs"]
+            steady_cpu = result["cpu"][1:] or result["cpu"]
             # its own loop (no fit): the whole run, its first epoch's tracing included
             samples[which].append(statistics.median(steady) if steady else result["total_s"])
+            cpu[which].append(
+                statistics.median(steady_cpu) if steady_cpu else result["total_cpu_s"]
+            )
             if which == "tuned":
                 effect = result.get("took_effect")
+                row["found_by"] = result.get("found_by")
     row["timed"] = "epoch" if result["epochs"] else "run"
     row["took_effect"] = effect
+    row["load"] = [min(loads), max(loads)]
     for which, values in samples.items():
         q1, median, q3 = quartiles(values)
-        row[which] = {"epoch_s": {"q1": q1, "median": median, "q3": q3}, "samples": values}
+        c1, cm, c3 = quartiles(cpu[which])
+        row[which] = {
+            "epoch_s": {"q1": q1, "median": median, "q3": q3},
+            "samples": values,
+            "cpu_s": {"q1": c1, "median": cm, "q3": c3},
+            "cpu_samples": cpu[which],
+        }
     own, tuned_s = row["own"]["epoch_s"], row["tuned"]["epoch_s"]
     row["speedup"] = own["median"] / tuned_s["median"] if tuned_s["median"] else None
     row["overlap"] = not (tuned_s["q3"] < own["q1"] or own["q3"] < tuned_s["q1"])
@@ -504,6 +521,13 @@ def report(rows: list[dict[str, Any]]) -> str:
             + (" per run" if r.get("timed") == "run" else "")
             + ("  (overlap: noise)" if r["overlap"] else "")
         )
+        if "cpu_s" in r["own"]:  # the process's CPU time: less moved by other work's load
+            oc, tc = r["own"]["cpu_s"], r["tuned"]["cpu_s"]
+            lines.append(
+                f"{'  CPU s':<21} {oc['median']:8.3f} ({oc['q1']:.3f}-{oc['q3']:.3f}) "
+                f"{tc['median']:8.3f} ({tc['q1']:.3f}-{tc['q3']:.3f})  "
+                f"x{oc['median'] / tc['median']:.2f}; load {r['load'][0]:.1f}-{r['load'][1]:.1f}"
+            )
     if speedups:
         lines.append(f"median speedup over the scripts: x{statistics.median(speedups):.2f}")
     return "\n".join(lines)
