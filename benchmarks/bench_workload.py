@@ -232,7 +232,8 @@ if tuned_mode == "on":
             return inner(self, *a, **kw)
         keras.Model.fit = timed
         status = run_script(script, args)
-    info = {"took_effect": tuned.took_effect, "says": tuned.says, "found_by": tuned.found_by}
+    info = {"took_effect": tuned.took_effect, "says": tuned.says,
+            "found_by": getattr(tuned, "found_by", None)}
 else:
     keras.Model.fit = fit
     status = run_script(script, args)

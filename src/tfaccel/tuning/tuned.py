@@ -26,7 +26,8 @@ script's run):
    real run, which then builds the model under it from its first line. It is never set from a
    record alone: an edited script could not be caught until its layers were built.
 3. **At ``fit``**, on a model of that fingerprint only: ``jit_compile`` and
-   ``steps_per_execution`` (set on the compiled model, its train function rebuilt), the
+   ``steps_per_execution`` (set on the compiled model where they differ from its own, its
+   train function then rebuilt; a model already as the winner has it is left untouched), the
    pipeline feed on arrays (``tfaccel.data.pipeline`` with the tuned knobs) and, with
    ``--tuned=all`` only, the batch size (it changes the optimisation: scale the learning rate
    with it, linearly, with a warm-up). What took effect is read back from the model.
