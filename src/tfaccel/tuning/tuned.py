@@ -325,11 +325,12 @@ def prepare(
         tuned.says = f"the results database {db} does not exist yet; to get a result: {how}"
         _say(tuned, stream, f"{tuned.says}. Running {name} as written.")
         return tuned
-    if not _has_tune_runs(db):
+    machine = inventory.current().fingerprint.digest  # probed once: it reads every package
+    if not _has_tune_runs(db, machine):
         tuned.says = f"no tune result stored for this machine; to get one: {how}"
         _say(tuned, stream, f"{tuned.says}. Running {name} as written.")
         return tuned
-    if _from_record(tuned, script, args, db=db, stream=stream):
+    if _from_record(tuned, script, args, db=db, machine=machine, stream=stream):
         return tuned
     try:
         with settled_runtime():
@@ -357,7 +358,7 @@ def prepare(
     keras.backend.clear_session()  # the run numbers its layers as a fresh process would
     gc.collect()
     device = device_name()
-    winner = find_winner(digest, device=device, path=db)
+    winner = find_winner(digest, device=device, path=db, machine=machine)
     if winner is None:
         tuned.says = (
             f"no tune result stored for the model {tuned.script['model_name']!r} "
@@ -375,15 +376,21 @@ def prepare(
 
 
 def _from_record(
-    tuned: TunedRun, script: str, args: Sequence[str], *, db: str | Path | None, stream: TextIO
+    tuned: TunedRun,
+    script: str,
+    args: Sequence[str],
+    *,
+    db: str | Path | None,
+    machine: str,
+    stream: TextIO,
 ) -> bool:
     """Fill ``tuned`` from the tune's script record of this script, when one matches and its
     winner needs no precision change (nothing to set before the script builds its model);
     False: the first pass is needed."""
-    found = find_script_record(script, args, fit=tuned.fit, path=db)
+    found = find_script_record(script, args, fit=tuned.fit, path=db, machine=machine)
     if found is None or found.precision is None:
         return False
-    winner = find_winner(found.model_fingerprint, device=device_name(), path=db)
+    winner = find_winner(found.model_fingerprint, device=device_name(), path=db, machine=machine)
     wanted = None if winner is None else winner.config.get("precision")
     if winner is None or (wanted and wanted != found.precision):
         return False
@@ -575,7 +582,7 @@ def _say(tuned: TunedRun, stream: TextIO, line: str) -> None:
     print(f"tfaccel run --tuned: {line}", file=stream)
 
 
-def _has_tune_runs(db: str | Path | None) -> bool:
+def _has_tune_runs(db: str | Path | None, digest: str) -> bool:
     """Whether the database holds a complete tune run of this machine (cheap: no capture)."""
     try:
         opened = store.open_read_only(db)
@@ -585,7 +592,6 @@ def _has_tune_runs(db: str | Path | None) -> bool:
         return False
     if opened is None:
         return False
-    digest = inventory.current().fingerprint.digest
     with opened:
         return any(
             r.status == "complete" and r.details.get("kind") == "tune"
