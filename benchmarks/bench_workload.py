@@ -151,6 +151,39 @@ search ended inside its budget (5.8-16.8 s of 20). Two rows are defects to chase
 ``MirroredStrategy`` script runs x0.71 under ``run --tuned`` with the script's own
 configuration as the winner (beyond the noise), and the ``GradientTape`` loop pays
 ``--tuned``'s first pass on every run.
+
+Those two rows chased (``--no-plan --only mirrored --only gradient_tape_marked --rounds 6``,
+each run's CPU time per epoch beside its wall time: the process's own work, which other
+processes on the two cores move less than its wall time). The current code, 07:33-07:37 UTC,
+load 1.5-3.2, ``--budget 40``; then the code before the fix (the same harness on the previous
+commit's source), 07:37-07:41 UTC, load 1.8-2.8:
+
+    script                 code    own s (IQR)            tuned s (IQR)          speedup
+    mirrored               now     0.539 (0.461-0.613)    0.822 (0.636-0.852)    x0.66
+      CPU s                        0.408 (0.385-0.430)    0.420 (0.387-0.443)    x0.97
+    gradient_tape_marked   now     1.175 (1.006-1.239)    1.594 (1.421-1.619)    x0.74 per run
+      CPU s                        0.876 (0.825-0.990)    1.072 (1.033-1.129)    x0.82
+    gradient_tape_marked   before  1.292 (1.139-1.339)    2.102 (1.997-2.167)    x0.61 per run
+      CPU s                        0.835 (0.804-0.887)    1.457 (1.365-1.543)    x0.57
+
+The ``MirroredStrategy`` row is this machine's two-speed wall time, not ``--tuned``'s work: the
+tuned run does the same CPU work per epoch (x0.97, IQRs overlapping), and its wall time swings
+both ways. Run the same way at 07:28-07:30 (load 2.6-3.0) it was x1.52 the other way (own 0.931
+(0.926-0.945), tuned 0.611 (0.603-0.649), CPU 0.400 against 0.390, x1.02), and one tuned
+configuration of the earlier code gave epochs of 0.28 and 0.93 s in neighbouring runs. A bisection
+under load 7-9 (06:50-07:04, 6 rounds, --epochs 6, CPU s per epoch: the script as written
+0.921 (0.919-0.944); the first pass of ``--tuned`` then the script 0.936 (0.930-0.952); the
+``fit`` wrapper alone 0.995 (0.955-1.023); both 0.958 (0.941-0.982); wall times 2.0-2.5 s,
+IQRs 1.4-3.3) found no step that changes it beyond a few percent. Two mechanisms were
+fixed all the same: the first pass leaves no strategy behind (tested), and a winner equal to
+the model's own settings no longer resets its train function (which made Keras trace it again
+at every ``fit`` call); an unchanged script now skips the first pass (below).
+
+The ``GradientTape`` loop, unchanged since its tune, now finds its winner by tune's script record
+and runs without the first pass: +0.20 s CPU per run instead of +0.62 s. What is left (0.2-0.4
+s) is fixed per run: importing ``tfaccel.tuning`` (0.33 s: its package imports ``api``, which
+imports ``planning`` and ``diagnosis``) and one probe of this machine's fingerprint (0.13 s:
+it reads every installed package's metadata); on a run of minutes it is nothing.
 """
 
 from __future__ import annotations
