@@ -35,6 +35,7 @@ its own:
     python benchmarks/bench_workload.py [--budget 30] [--rounds 3] [--epochs 3] [--json]
     python benchmarks/bench_workload.py --smoke     # one script, a short tune, 2 rounds
     python benchmarks/bench_workload.py --plan-only # the plan against the allocator only
+    python benchmarks/bench_workload.py --no-plan --only mirrored --rounds 5  # no plan
 
 Plan against the allocator (``--plan-only``), measured on the 2-core AMD EPYC, CPU only,
 twice: 04:55-05:00 and 05:04-05:10 UTC, load average 4.3 then 1.9 at the starts, 2-5 throughout
@@ -150,6 +151,39 @@ search ended inside its budget (5.8-16.8 s of 20). Two rows are defects to chase
 ``MirroredStrategy`` script runs x0.71 under ``run --tuned`` with the script's own
 configuration as the winner (beyond the noise), and the ``GradientTape`` loop pays
 ``--tuned``'s first pass on every run.
+
+Those two rows chased (``--no-plan --only mirrored --only gradient_tape_marked --rounds 6``,
+each run's CPU time per epoch beside its wall time: the process's own work, which other
+processes on the two cores move less than its wall time). The current code, 07:33-07:37 UTC,
+load 1.5-3.2, ``--budget 40``; then the code before the fix (the same harness on the previous
+commit's source), 07:37-07:41 UTC, load 1.8-2.8:
+
+    script                 code    own s (IQR)            tuned s (IQR)          speedup
+    mirrored               now     0.539 (0.461-0.613)    0.822 (0.636-0.852)    x0.66
+      CPU s                        0.408 (0.385-0.430)    0.420 (0.387-0.443)    x0.97
+    gradient_tape_marked   now     1.175 (1.006-1.239)    1.594 (1.421-1.619)    x0.74 per run
+      CPU s                        0.876 (0.825-0.990)    1.072 (1.033-1.129)    x0.82
+    gradient_tape_marked   before  1.292 (1.139-1.339)    2.102 (1.997-2.167)    x0.61 per run
+      CPU s                        0.835 (0.804-0.887)    1.457 (1.365-1.543)    x0.57
+
+The ``MirroredStrategy`` row is this machine's two-speed wall time, not ``--tuned``'s work: the
+tuned run does the same CPU work per epoch (x0.97, IQRs overlapping), and its wall time swings
+both ways. Run the same way at 07:28-07:30 (load 2.6-3.0) it was x1.52 the other way (own 0.931
+(0.926-0.945), tuned 0.611 (0.603-0.649), CPU 0.400 against 0.390, x1.02), and one tuned
+configuration of the earlier code gave epochs of 0.28 and 0.93 s in neighbouring runs. A bisection
+under load 7-9 (06:50-07:04, 6 rounds, --epochs 6, CPU s per epoch: the script as written
+0.921 (0.919-0.944); the first pass of ``--tuned`` then the script 0.936 (0.930-0.952); the
+``fit`` wrapper alone 0.995 (0.955-1.023); both 0.958 (0.941-0.982); wall times 2.0-2.5 s,
+IQRs 1.4-3.3) found no step that changes it beyond a few percent. Two mechanisms were
+fixed all the same: the first pass leaves no strategy behind (tested), and a winner equal to
+the model's own settings no longer resets its train function (which made Keras trace it again
+at every ``fit`` call); an unchanged script now skips the first pass (below).
+
+The ``GradientTape`` loop, unchanged since its tune, now finds its winner by tune's script record
+and runs without the first pass: +0.20 s CPU per run instead of +0.62 s. What is left (0.2-0.4
+s) is fixed per run: importing ``tfaccel.tuning`` (0.33 s: its package imports ``api``, which
+imports ``planning`` and ``diagnosis``) and one probe of this machine's fingerprint (0.13 s:
+it reads every installed package's metadata); on a run of minutes it is nothing.
 """
 
 from __future__ import annotations
@@ -204,13 +238,14 @@ from tfaccel.scripts import run_script
 
 tuned_mode, db, script, out = sys.argv[1:5]
 args = sys.argv[5:]
-epochs, examples = [], {}
+epochs, cpu, examples = [], [], {}
 
 class Clock(keras.callbacks.Callback):
     def on_epoch_begin(self, epoch, logs=None):
-        self.began = time.perf_counter()
+        self.began, self.cpu = time.perf_counter(), time.process_time()
     def on_epoch_end(self, epoch, logs=None):
         epochs.append(time.perf_counter() - self.began)
+        cpu.append(time.process_time() - self.cpu)
 
 original = keras.Model.fit
 def fit(self, *a, **kw):
@@ -219,7 +254,7 @@ def fit(self, *a, **kw):
 
 runtime.setup()
 info = {}
-began = time.perf_counter()
+began, began_cpu = time.perf_counter(), time.process_time()
 if tuned_mode == "on":
     from tfaccel.tuning.tuned import applied, prepare
     tuned = prepare(script, args, mode="on", db=db)
@@ -230,12 +265,14 @@ if tuned_mode == "on":
             return inner(self, *a, **kw)
         keras.Model.fit = timed
         status = run_script(script, args)
-    info = {"took_effect": tuned.took_effect, "says": tuned.says}
+    info = {"took_effect": tuned.took_effect, "says": tuned.says,
+            "found_by": getattr(tuned, "found_by", None)}
 else:
     keras.Model.fit = fit
     status = run_script(script, args)
-total = time.perf_counter() - began
-json.dump({"status": status, "epochs": epochs, "total_s": total, **info}, open(out, "w"))
+total, total_cpu = time.perf_counter() - began, time.process_time() - began_cpu
+json.dump({"status": status, "epochs": epochs, "cpu": cpu, "total_s": total,
+           "total_cpu_s": total_cpu, **info}, open(out, "w"))
 """
 
 # The plan's peak under the counting rules of the allocator it is compared with (oneDNN's CPU
@@ -393,6 +430,7 @@ def bench_script(
     epochs: int,
     plan_only: bool = False,
     batch_scale: int = 1,
+    plan: bool = True,
 ) -> dict[str, Any]:
     folder = Path(tempfile.mkdtemp(prefix=f"bench_workload_{name}_"))
     script = SCRIPTS_DIR / f"{name}.py"
@@ -406,7 +444,8 @@ def bench_script(
     row: dict[str, Any] = {"script": name, "batch": batch * batch_scale}
 
     # plan's prediction against the allocator's peak, at the script's own batch
-    row.update(plan_against_allocator(script, words, folder))
+    if plan:
+        row.update(plan_against_allocator(script, words, folder))
     if plan_only:
         return row
 
@@ -431,23 +470,38 @@ def bench_script(
 
     # the script's own configuration against the tuned one, interleaved, a process each
     samples: dict[str, list[float]] = {"own": [], "tuned": []}
+    cpu: dict[str, list[float]] = {"own": [], "tuned": []}
+    loads: list[float] = []
     orders = [("own", "tuned"), ("tuned", "own")]
     effect = None
     for i in range(rounds):
         for which in orders[i % 2]:
             out = folder / "child.json"
             mode = "on" if which == "tuned" else "off"
+            loads.append(os.getloadavg()[0])
             result = _python(TIMED_RUN, mode, str(db), str(script), str(out), *words, cwd=folder)
             steady = result["epochs"][1:] or result["epochs"]
+            steady_cpu = result["cpu"][1:] or result["cpu"]
             # its own loop (no fit): the whole run, its first epoch's tracing included
             samples[which].append(statistics.median(steady) if steady else result["total_s"])
+            cpu[which].append(
+                statistics.median(steady_cpu) if steady_cpu else result["total_cpu_s"]
+            )
             if which == "tuned":
                 effect = result.get("took_effect")
+                row["found_by"] = result.get("found_by")
     row["timed"] = "epoch" if result["epochs"] else "run"
     row["took_effect"] = effect
+    row["load"] = [min(loads), max(loads)]
     for which, values in samples.items():
         q1, median, q3 = quartiles(values)
-        row[which] = {"epoch_s": {"q1": q1, "median": median, "q3": q3}, "samples": values}
+        c1, cm, c3 = quartiles(cpu[which])
+        row[which] = {
+            "epoch_s": {"q1": q1, "median": median, "q3": q3},
+            "samples": values,
+            "cpu_s": {"q1": c1, "median": cm, "q3": c3},
+            "cpu_samples": cpu[which],
+        }
     own, tuned_s = row["own"]["epoch_s"], row["tuned"]["epoch_s"]
     row["speedup"] = own["median"] / tuned_s["median"] if tuned_s["median"] else None
     row["overlap"] = not (tuned_s["q3"] < own["q1"] or own["q3"] < tuned_s["q1"])
@@ -461,10 +515,12 @@ def _mib(value: Any) -> str:
 def report(rows: list[dict[str, Any]]) -> str:
     lines = [f"on {os.cpu_count()} CPU cores (shared with other work when loaded)"]
     heads = ("plan RAM", "plan MiB", "peak MiB")
-    lines.append(
-        f"{'script':<21} {'batch':>5} {' '.join(f'{h:>8}' for h in heads)} {'error':>7} fit MiB"
-    )
-    for r in rows:
+    planned = [r for r in rows if {"plan_ram", "plan_error", "measured_peak"} & set(r)]
+    if planned:
+        lines.append(
+            f"{'script':<21} {'batch':>5} {' '.join(f'{h:>8}' for h in heads)} {'error':>7} fit MiB"
+        )
+    for r in planned:
         err = f"{r['peak_ratio'] * 100:+6.1f}%" if "peak_ratio" in r else "      -"
         plan = " ".join(_mib(r.get(k)) for k in ("plan_ram", "predicted_peak", "measured_peak"))
         why = r.get("plan_error") or r.get("peak_error", "")[-120:]
@@ -499,6 +555,13 @@ def report(rows: list[dict[str, Any]]) -> str:
             + (" per run" if r.get("timed") == "run" else "")
             + ("  (overlap: noise)" if r["overlap"] else "")
         )
+        if "cpu_s" in r["own"]:  # the process's CPU time: less moved by other work's load
+            oc, tc = r["own"]["cpu_s"], r["tuned"]["cpu_s"]
+            lines.append(
+                f"{'  CPU s':<21} {oc['median']:8.3f} ({oc['q1']:.3f}-{oc['q3']:.3f}) "
+                f"{tc['median']:8.3f} ({tc['q1']:.3f}-{tc['q3']:.3f})  "
+                f"x{oc['median'] / tc['median']:.2f}; load {r['load'][0]:.1f}-{r['load'][1]:.1f}"
+            )
     if speedups:
         lines.append(f"median speedup over the scripts: x{statistics.median(speedups):.2f}")
     return "\n".join(lines)
@@ -518,6 +581,11 @@ def main(argv: list[str] | None = None) -> int:
         help="the plan against the allocator only: no tune, no timed runs",
     )
     p.add_argument(
+        "--no-plan",
+        action="store_true",
+        help="tune and the timed runs only: no plan against the allocator",
+    )
+    p.add_argument(
         "--batch-scale",
         type=int,
         default=1,
@@ -527,6 +595,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.batch_scale != 1 and not args.plan_only:
         p.error("--batch-scale changes the scripts' batch: with --plan-only only")
+    if args.no_plan and args.plan_only:
+        p.error("--no-plan and --plan-only leave nothing to run: give one of them")
     names = args.only or (["cnn_arrays"] if args.smoke else list(SCRIPTS))
     budget, rounds = (15, 2) if args.smoke else (args.budget, args.rounds)
     rows = []
@@ -539,6 +609,7 @@ def main(argv: list[str] | None = None) -> int:
                 epochs=args.epochs,
                 plan_only=args.plan_only,
                 batch_scale=args.batch_scale,
+                plan=not args.no_plan,
             )
         )
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)  # each row as it ends

@@ -94,6 +94,43 @@ with open("{out}/seen.json", "w") as f:
                "compute": model.hidden.compute_dtype, "jit": bool(model.jit_compile)}}, f)
 """
 
+STRATEGY_SCRIPT = """
+import gc
+import json
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+# what an earlier run of this script in this process (run --tuned's first pass) left alive
+left = [type(o).__name__ for o in gc.get_objects() if isinstance(o, tf.distribute.Strategy)
+        and not type(o).__name__.startswith("_Default")]
+strategy = tf.distribute.MirroredStrategy()
+rng = np.random.default_rng(0)
+ds = tf.data.Dataset.from_tensor_slices(
+    (rng.random((64, 10)).astype("float32"), rng.integers(0, 4, size=64))).batch(16)
+with strategy.scope():
+    model = keras.Sequential([keras.Input((10,)), keras.layers.Dense(8, activation="relu"),
+                              keras.layers.Dense(4)], name="tiny_mirrored")
+    model.compile(optimizer="adam",
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+seen = {{"left": left, "fits": []}}
+
+
+class Seen(keras.callbacks.Callback):
+    def on_train_begin(self, logs=None):
+        seen["fits"].append({{
+            "train_function": id(self.model.train_function), "jit": self.model.jit_compile,
+            "spe": self.model.steps_per_execution,
+            "strategy": self.model.distribute_strategy is strategy}})
+
+
+for _ in range(2):  # one epoch a call, as scripts with their own epoch loop do
+    model.fit(ds, epochs=1, verbose=0, callbacks=[Seen()])
+with open("{out}/seen.json", "w") as f:
+    json.dump(seen, f)
+"""
+
 
 @pytest.fixture(autouse=True)
 def _float32_after() -> Iterator[None]:
@@ -123,9 +160,11 @@ def _run(capsys: pytest.CaptureFixture[str], *words: str) -> tuple[int, dict[str
     return status, document, out.err
 
 
-def _store_winner(script: Path, db: Path, **config: Any) -> None:
-    """Write a tune result for the model ``script`` builds, as ``tfaccel tune`` records it."""
+def _store_winner(script: Path, db: Path, *, recorded: bool = False, **config: Any) -> None:
+    """Write a tune result for the model ``script`` builds, as ``tfaccel tune`` records it
+    (``recorded``: with the script record of ``script`` run without arguments)."""
     from tfaccel.architecture import fingerprint
+    from tfaccel.tuning.record import script_digest
     from tfaccel.tuning.script import settled_runtime
     from tfaccel.workload import capture
     from tfaccel.workload.record import build_like_fit
@@ -133,7 +172,23 @@ def _store_winner(script: Path, db: Path, **config: Any) -> None:
     with settled_runtime():
         workload = capture(script, [], command="test")
     build_like_fit(workload.model, workload.first_batch())  # as tune builds it
-    store_tune_result(db, fingerprint(workload.model), "tiny_mlp", **config)
+    digest = fingerprint(workload.model)
+    record = {
+        "path": str(script.resolve()), "sha256": script_digest(script), "args": [], "fit": 1,
+        "model_fingerprint": digest, "model_name": "tiny_mlp", "precision": "float32",
+        "batch_size": 16, "jit": False, "steps_per_execution": 1,
+    }  # fmt: skip
+    store_tune_result(db, digest, "tiny_mlp", script=record if recorded else None, **config)
+
+
+def _no_first_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The script may not be run before the run: a first pass fails the test."""
+    import tfaccel.tuning.tuned as tuned
+
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("run --tuned ran the script up to its fit before the run")
+
+    monkeypatch.setattr(tuned, "capture", refused)
 
 
 def test_the_stored_winner_takes_effect_in_the_scripts_model(
@@ -142,10 +197,19 @@ def test_the_stored_winner_takes_effect_in_the_scripts_model(
     script = _script(tmp_path)
     db = tmp_path / "results.sqlite"
     _store_winner(
-        script, db, precision="mixed_bfloat16", jit=True, steps_per_execution=4, batch_size=64
+        script,
+        db,
+        recorded=True,
+        precision="mixed_bfloat16",
+        jit=True,
+        steps_per_execution=4,
+        batch_size=64,
     )
     status, document, err = _run(capsys, "--tuned", "--db", str(db), str(script))
     assert status == 0, err
+    # the script is recorded, but the precision must be set before it builds its model: the
+    # first pass finds its model
+    assert document["tuned"]["found_by"] == "first pass"
     seen = _seen(tmp_path)
     # the policy was set before the script built its layers: the model computes in bfloat16
     assert seen["policy"] == "mixed_bfloat16" and seen["layer_policy"] == "mixed_bfloat16"
@@ -171,8 +235,9 @@ def test_tuned_all_changes_the_batch_and_says_how_to_scale_the_learning_rate(
     script = _script(tmp_path)
     db = tmp_path / "results.sqlite"
     _store_winner(script, db, batch_size=64)
-    status, _, err = _run(capsys, "--tuned=all", "--db", str(db), str(script))
+    status, document, err = _run(capsys, "--tuned=all", "--db", str(db), str(script))
     assert status == 0, err
+    assert document["tuned"]["found_by"] == "first pass"  # stored without a script record
     assert _seen(tmp_path)["steps"] == 4  # 256 / 64
     assert "batch size 16 -> 64" in err and "scale your learning rate by 4" in err
     assert "linear scaling rule" in err and "warm-up" in err
@@ -250,7 +315,9 @@ def test_another_models_result_is_not_applied(
     assert _seen(tmp_path)["policy"] == "float32"
 
 
-def test_a_real_tune_then_run_tuned(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_real_tune_then_run_tuned(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     from tfaccel.cli import main
 
     script = _script(tmp_path)
@@ -267,14 +334,52 @@ def test_a_real_tune_then_run_tuned(tmp_path: Path, capsys: pytest.CaptureFixtur
     tuned = json.loads(capsys.readouterr().out)
     assert status == 0
     best = tuned["best"]
-    status, document, err = _run(capsys, "--tuned", "--db", str(db), str(script))
+    assert tuned["workload"]["source"]["args"] == [] and tuned["workload"]["source"]["fit"] == 1
+    with monkeypatch.context() as patched:  # the script, unchanged: found by tune's record
+        _no_first_pass(patched)
+        status, document, err = _run(capsys, "--tuned", "--db", str(db), str(script))
     assert status == 0, err
+    assert document["tuned"]["found_by"] == "record", err
+    assert f"script record of tune run {tuned['run_id']}" in err
     seen = _seen(tmp_path)
     assert document["tuned"]["winner"]["run_id"] == tuned["run_id"]
     assert seen["jit"] is best["jit"]
     assert seen["spe"] == best["steps_per_execution"]
     assert seen["steps"] == 16  # the script's batch, whatever the tune's
     assert seen["policy"] == "float32"  # one precision searched: not stored, the script's
+
+    # other arguments, then an edited script: not the recorded run, the first pass reads it
+    status, document, err = _run(
+        capsys, "--tuned", "--db", str(db), str(script), "--batch-size", "32"
+    )
+    assert status == 0, err
+    assert document["tuned"]["found_by"] == "first pass"
+    script.write_text(script.read_text() + "# edited after the tune\n")
+    status, document, err = _run(capsys, "--tuned", "--db", str(db), str(script))
+    assert status == 0, err
+    assert document["tuned"]["found_by"] == "first pass"
+    assert document["tuned"]["winner"]["run_id"] == tuned["run_id"]  # the same model
+    assert _seen(tmp_path)["spe"] == best["steps_per_execution"]
+
+
+def test_a_recorded_script_whose_model_changed_is_left_as_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The record matches the script's content and arguments, but what it builds is read
+    only at its fit: a model of another architecture there (the script reads a file that
+    changed) gets nothing."""
+    script = _script(tmp_path, SCRIPT.replace("Dense(8,", "Dense(int(open('{out}/width').read()),"))
+    (tmp_path / "width").write_text("8")
+    db = tmp_path / "results.sqlite"
+    _store_winner(script, db, recorded=True, steps_per_execution=4)
+    (tmp_path / "width").write_text("12")
+    _no_first_pass(monkeypatch)
+    status, document, err = _run(capsys, "--tuned", "--db", str(db), str(script))
+    assert status == 0, err
+    assert document["tuned"]["found_by"] == "record"
+    assert "this fit's model is not the one tuned: left as the script has it" in err
+    assert document["tuned"]["took_effect"] == []
+    assert _seen(tmp_path)["spe"] == 1
 
 
 def test_tuned_with_an_explicit_precision_is_refused(
@@ -284,3 +389,25 @@ def test_tuned_with_an_explicit_precision_is_refused(
     assert status == 2
     assert "--tuned and --precision both set what the tune measured" in err
     assert not (tmp_path / "seen.json").exists()
+
+
+def test_a_strategy_script_whose_own_configuration_won_runs_as_without_tuned(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The first pass leaves no strategy of its own behind, and the winner, being the
+    script's own configuration, changes nothing on the model: its train function is the one
+    Keras makes and keeps from one fit call to the next, as without --tuned."""
+    script = _script(tmp_path, STRATEGY_SCRIPT)
+    db = tmp_path / "results.sqlite"
+    _store_winner(script, db, jit=False, steps_per_execution=1, feed="as-given")
+    status, document, err = _run(capsys, "--tuned", "--db", str(db), str(script))
+    assert status == 0, err
+    assert document["tuned"]["found_by"] == "first pass"
+    seen = _seen(tmp_path)
+    assert seen["left"] == []  # the first pass's MirroredStrategy is gone
+    first, second = seen["fits"]
+    assert first["strategy"] and second["strategy"]  # the script's own strategy trains it
+    assert first["jit"] is False and first["spe"] == 1
+    # Keras built one train function and kept it: --tuned did not make it trace again
+    assert first["train_function"] == second["train_function"]
+    assert document["tuned"]["took_effect"][0]["steps_per_execution"] == 1

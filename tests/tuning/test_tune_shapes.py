@@ -64,7 +64,9 @@ def test_tune_then_run_tuned_on_an_unchanged_script(
     out = tmp_path / "out"
     out.mkdir()
     db = tmp_path / "results.sqlite"
+    # the run's arguments (--epochs 1: tune trains none of the script's epochs)
     words = [str(SCRIPTS / f"{name}.py"), *SHAPES[name]["small"], *_where(name, out)]
+    words += ["--epochs", "1"]
     space = [f"batch_size={batch}", "precision=float32", "jit=off", "steps_per_execution=1,4"]
     spaces = [w for s in space for w in ("--space", s)]
     before = _files(out)
@@ -88,12 +90,13 @@ def test_tune_then_run_tuned_on_an_unchanged_script(
         assert any("placeholder labels" in n for n in result["workload"]["notes"])
 
     capsys.readouterr()
-    status = main(["run", "--quiet", "--json", "--tuned", "--db", str(db), *words,
-                   "--epochs", "1"])  # fmt: skip
+    status = main(["run", "--quiet", "--json", "--tuned", "--db", str(db), *words])
     captured = capsys.readouterr()
     assert status == 0, captured.err[-3000:]
     tuned = json.loads(captured.out)["tuned"]
     assert tuned["winner"] is not None, tuned["says"]
+    # the same script and arguments as tuned: found by tune's script record, no first pass
+    assert tuned["found_by"] == "record", captured.err[-3000:]
     effect = tuned["took_effect"][0]
     assert effect["steps_per_execution"] == best["steps_per_execution"]
     assert effect["batch_size"] == batch  # --tuned keeps the script's batch
@@ -109,7 +112,10 @@ FOUND = [n for n in SHAPES if n not in ("about", "gradient_tape", "densenet_resi
 
 @pytest.mark.parametrize("name", FOUND)
 def test_the_model_tune_times_is_the_one_run_tuned_finds(
-    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    name: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from tfaccel.architecture import fingerprint
     from tfaccel.tuning.script import capture_script
@@ -145,8 +151,32 @@ def test_the_model_tune_times_is_the_one_run_tuned_finds(
     assert status == 0, captured.err[-3000:]
     document = json.loads(captured.out)["tuned"]
     assert document["winner"] is not None, document["says"]
+    assert document["found_by"] == "first pass"  # a result stored without a script record
     assert document["took_effect"] == []
-    assert "called no model.fit (its own training loop)" in captured.err
+    assert "called no model.fit (its own training loop): nothing applied" in captured.err
+
+    # with the script record tune stores: no first pass, nothing applies, said before the run
+    from tfaccel.tuning.record import script_digest
+
+    record = {
+        "sha256": script_digest(script), "args": [*words, "--epochs", "1"], "fit": 0, "model_fingerprint": digest,
+        "precision": "float32",
+    }  # fmt: skip
+    store_tune_result(db, digest, str(model.name), script=record, steps_per_execution=2)
+    import tfaccel.tuning.tuned as tuned_module
+
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("run --tuned ran the script up to its mark before the run")
+
+    monkeypatch.setattr(tuned_module, "capture", refused)
+    status = main(["run", "--quiet", "--json", "--tuned", "--db", str(db), script, *words,
+                   "--epochs", "1"])  # fmt: skip
+    captured = capsys.readouterr()
+    assert status == 0, captured.err[-3000:]
+    document = json.loads(captured.out)["tuned"]
+    assert document["found_by"] == "record" and document["own_loop"] is True
+    assert document["precision"] is None and document["took_effect"] == []
+    assert "its own loop (no model.fit)" in captured.err and "nothing applies" in captured.err
 
 
 FINE_TUNING = """

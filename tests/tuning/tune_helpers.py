@@ -133,10 +133,14 @@ def run_search(
     )
 
 
-def store_tune_result(db: Any, digest: str, model_name: str, **config: Any) -> None:
+def store_tune_result(
+    db: Any, digest: str, model_name: str, *, script: Any = None, **config: Any
+) -> None:
     """Write a complete tune run to the database ``db`` as ``tfaccel tune`` records it: its
     winner ``config`` (over the defaults of a batch-16 float32 numpy trial on the CPU) for the
-    model of architecture ``digest``, x1.8 over the script's own configuration."""
+    model of architecture ``digest``, x1.8 over the script's own configuration; ``script``:
+    its script record (``tfaccel.tuning.record.script_record``), or none (a result stored
+    before tune recorded its scripts)."""
     from tfaccel import inventory
     from tfaccel.store import ResultRecord, ResultsStore
 
@@ -159,6 +163,8 @@ def store_tune_result(db: Any, digest: str, model_name: str, **config: Any) -> N
         "speedup": {"ratio": 1.8, "baseline": "bs16 float32 numpy xla=off", "rung": 2},
         "baseline_verdict": {"kept": False, "ratio": 1.8, "noise": 0.05, "says": "x1.80"},
     }
+    if script is not None:
+        details["script"] = script
     with ResultsStore(db) as store:
         run = store.begin_run(
             fp.digest,

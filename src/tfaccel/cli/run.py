@@ -87,8 +87,9 @@ def add_parser(sub: Any) -> None:
         const="on",
         help="apply the configuration `tfaccel tune SCRIPT` stored for the model the script "
         "builds (found by its architecture): precision, XLA, steps per execution, feed; "
-        "--tuned=all also its batch size (scale your learning rate with it). Without a stored "
-        "result the script runs as written",
+        "--tuned=all also its batch size (scale your learning rate with it). A script unchanged "
+        "since its tune (same content and arguments) starts at once; otherwise it is first run "
+        "up to its fit to read its model. Without a stored result the script runs as written",
     )
     # its own option string, so that `--tuned train.py` never reads the script as a value
     p.add_argument(

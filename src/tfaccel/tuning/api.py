@@ -36,7 +36,7 @@ from tfaccel.tuning._errors import BudgetError, SpaceError, TuneError
 from tfaccel.tuning.batch import DEFAULT_BATCH_CAP, is_oom_error
 from tfaccel.tuning.data import TuneData, classify, fit_space, resolve
 from tfaccel.tuning.hooks import Hooks, load_script, reference_hooks
-from tfaccel.tuning.record import record
+from tfaccel.tuning.record import record, script_digest
 from tfaccel.tuning.result import TuneResult
 from tfaccel.tuning.script import ScriptWorkload, against_baseline, baseline_config
 from tfaccel.tuning.search import (
@@ -273,6 +273,7 @@ def tune_script(
 
         parse_space(space)  # a bad space or database is refused before the script runs
         _check_store(options.get("store", True))
+        digest = script_digest(script)  # the content measured (read before it runs)
         with no_fit_explained(
             script,
             what="tune",
@@ -280,6 +281,7 @@ def tune_script(
             "defining model_fn() and data(), or tfaccel_tune()",
         ):
             found = capture_script(script, [str(a) for a in args], fit=fit, timeout=timeout)
+        found.described["source"] = _script_source(found, script, digest)
         if options.get("model_name"):
             found.hooks.model_name = options.pop("model_name")
         options.pop("model_name", None)
@@ -297,6 +299,23 @@ def tune_script(
         hooks.model_name = options.pop("model_name")
     options.pop("model_name", None)
     return _tune(hooks, budget_s, merged, **options)
+
+
+def _script_source(found: ScriptWorkload, script: Path, digest: str) -> dict[str, Any]:
+    """What :func:`tfaccel.tuning.record.script_record` stores of the script measured."""
+    origin = found.described.get("origin") or {}
+    own_policy = not any(n.startswith("the script's dtype policy") for n in found.not_run)
+    return {
+        "path": str(script.resolve()),
+        "sha256": digest,
+        "args": [str(a) for a in origin.get("args") or ()],
+        "fit": int(origin.get("fit", 1)),
+        "model_name": (found.described.get("model") or {}).get("name"),
+        "precision": found.precision if own_policy else None,
+        "batch_size": found.batch_size,
+        "jit": found.jit,
+        "steps_per_execution": found.steps_per_execution,
+    }
 
 
 def tune_model(

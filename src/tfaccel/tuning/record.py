@@ -10,11 +10,18 @@ that architecture and, finding one value per key, returns the winner's: the sear
 decided, beyond the noise or by simplicity, so ``setup(jit="auto", precision="auto",
 model=model)`` applies exactly the configuration tune chose, to that model and to no other. An
 interrupted search is recorded as ``incomplete``, which the lookups never read.
+
+A script tuned as written also gets its **script record** in the run's details
+(``details["script"]``, :func:`script_record`): the script it measured (resolved path, the
+SHA-256 of its content, its arguments, which ``fit``), the fingerprint of the model it built
+and that model's own precision and compile settings. ``tfaccel run --tuned`` reads it
+(:func:`tfaccel.tuning.tuned.prepare`) to skip its first pass of an unchanged script.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,7 +34,27 @@ from tfaccel.tuning.result import CLAIMED, TuneResult
 if TYPE_CHECKING:
     from tfaccel.inventory import Inventory
 
-__all__ = ["record", "store_config"]
+__all__ = ["record", "script_digest", "script_record", "store_config"]
+
+
+def script_digest(path: str | Path) -> str:
+    """The SHA-256 of a script file's content (hex): what a script record is matched by."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def script_record(result: TuneResult) -> dict[str, Any] | None:
+    """The script record of a tune of a script as written, JSON-ready, or None (a model
+    function, a reference model, a search that never built the model).
+
+    Keys: ``path`` (resolved), ``sha256`` (:func:`script_digest`, taken before the script
+    ran), ``args``, ``fit`` (0: the script's own loop, marked), ``model_fingerprint``,
+    ``model_name``, ``precision`` (the model's own dtype policy; None when the script set one
+    the trials did not take as it is), ``batch_size``, ``jit``, ``steps_per_execution``.
+    """
+    source = (result.workload or {}).get("source")
+    if not source or not result.model_fingerprint:
+        return None
+    return {**source, "model_fingerprint": result.model_fingerprint}
 
 
 def store_config(result: TuneResult) -> dict[str, Any]:
@@ -80,6 +107,7 @@ def record(
         "baseline": result.baseline.to_dict() if result.baseline is not None else None,
         "baseline_verdict": result.baseline_verdict,
         "speedup": _speedup(result),
+        "script": script_record(result),
     }
     records = []
     summary = result.best_summary

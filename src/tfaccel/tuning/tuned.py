@@ -4,20 +4,30 @@
 script's run):
 
 1. **Which model.** The stored winner is keyed by the architecture fingerprint of the model
-   (:mod:`tfaccel.architecture`), which exists only once the script has built it. The script is
-   first run up to its first ``fit`` (:func:`tfaccel.workload.capture`: nothing trains, the
-   script stops there), the fingerprint of the model it builds with these arguments is read,
-   and the newest complete tune result of that architecture on this machine and device is
-   looked up.
+   (:mod:`tfaccel.architecture`), which exists only once the script has built it.
+
+   * **The tune's script record first.** ``tfaccel tune`` stores, with its run, the script it
+     measured: the SHA-256 of its content, its arguments, which ``fit``, the fingerprint of
+     the model it built and that model's own precision (:func:`tfaccel.tuning.record.
+     script_record`). When this script's content and arguments are the recorded ones, the
+     recorded fingerprint's winner is looked up and, if it asks for no precision change,
+     nothing has to be set before the script builds its model: the run starts at once, with
+     no first pass, and the model is checked at its ``fit`` (a model of another fingerprint
+     is left as the script has it). A script with its own training loop (marked, no ``fit``)
+     whose winner needs no precision change gets nothing: it is said, and it runs as written.
+   * **Else the first pass.** With no matching record (an edited script, other arguments, a
+     result stored before the records), or when the winner's precision is not the script's,
+     the script is first run up to its first ``fit`` (:func:`tfaccel.workload.capture`:
+     nothing trains, the script stops there), the fingerprint of the model it builds with
+     these arguments is read, and the newest complete tune result of that architecture on
+     this machine and device is looked up.
 2. **The precision** is the Keras global policy, which a layer reads when it is built: it has
    to be set before the script builds its model, so it is set between that first pass and the
-   real run, which then builds the model under it from its first line. A mapping from script
-   path and arguments to a fingerprint, written by tune, would save the first pass but could
-   not be checked until the layers were already built (an edited script, another argument):
-   the first pass looks at the model this run really builds, and the run's model is checked
-   again at its ``fit``.
+   real run, which then builds the model under it from its first line. It is never set from a
+   record alone: an edited script could not be caught until its layers were built.
 3. **At ``fit``**, on a model of that fingerprint only: ``jit_compile`` and
-   ``steps_per_execution`` (set on the compiled model, its train function rebuilt), the
+   ``steps_per_execution`` (set on the compiled model where they differ from its own, its
+   train function then rebuilt; a model already as the winner has it is left untouched), the
    pipeline feed on arrays (``tfaccel.data.pipeline`` with the tuned knobs) and, with
    ``--tuned=all`` only, the batch size (it changes the optimisation: scale the learning rate
    with it, linearly, with a warm-up). What took effect is read back from the model.
@@ -41,6 +51,7 @@ from typing import Any, TextIO
 from tfaccel import inventory, store
 from tfaccel.architecture import fingerprint, short
 from tfaccel.core.errors import TfaccelError
+from tfaccel.tuning.record import script_digest
 from tfaccel.tuning.script import settled_runtime
 from tfaccel.tuning.space import OWN_FEED
 from tfaccel.tuning.trials import device_name
@@ -49,7 +60,16 @@ from tfaccel.workload import data as data_forms
 from tfaccel.workload.keras_fit import replaced_fit
 from tfaccel.workload.record import build_like_fit
 
-__all__ = ["MODES", "StoredWinner", "TunedRun", "applied", "find_winner", "prepare"]
+__all__ = [
+    "MODES",
+    "ScriptRecord",
+    "StoredWinner",
+    "TunedRun",
+    "applied",
+    "find_script_record",
+    "find_winner",
+    "prepare",
+]
 
 MODES = ("on", "all")
 """``--tuned`` (everything but the batch size) and ``--tuned=all`` (the batch size too)."""
@@ -116,6 +136,11 @@ class TunedRun:
         script: the script's own settings as captured (``precision``, ``batch_size``,
             ``jit``, ``steps_per_execution``).
         precision: the global policy set before the run (None: left as the script's).
+        found_by: how the model was found: ``first pass`` (the script run up to its
+            ``fit`` before the run), ``record`` (the tune's script record of this script's
+            content and arguments: no first pass) or None (not found).
+        own_loop: the script trains in its own loop (no ``fit``), known from the record:
+            nothing is applied to it.
         says: why nothing is applied, when nothing is.
         took_effect: what was read back from the model at each tuned ``fit``.
         messages: the lines printed (also to stderr).
@@ -127,6 +152,8 @@ class TunedRun:
     model_fingerprint: str | None = None
     script: dict[str, Any] = field(default_factory=dict)
     precision: str | None = None
+    found_by: str | None = None
+    own_loop: bool = False
     says: str = ""
     took_effect: list[dict[str, Any]] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)
@@ -153,6 +180,8 @@ class TunedRun:
                 "verdict": winner.verdict,
             },
             "precision": self.precision,
+            "found_by": self.found_by,
+            "own_loop": self.own_loop,
             "says": self.says,
             "took_effect": self.took_effect,
         }
@@ -199,6 +228,66 @@ def find_winner(
     return None
 
 
+@dataclass
+class ScriptRecord:
+    """The script a tune measured, as its run stored it (:func:`tfaccel.tuning.record.
+    script_record`), with the run it came from."""
+
+    run_id: int
+    model_fingerprint: str
+    precision: str | None
+    fit: int
+    settings: dict[str, Any]
+
+
+def find_script_record(
+    script: str | Path,
+    args: Sequence[str] = (),
+    *,
+    fit: int = 1,
+    path: str | Path | None = None,
+    machine: str | None = None,
+) -> ScriptRecord | None:
+    """The newest complete tune run on this machine whose script record has this script's
+    content (SHA-256) and these arguments, tuned at this ``fit`` (or marked: its own loop);
+    None when there is none (results stored before script records included)."""
+    try:
+        digest = script_digest(script)
+    except OSError:
+        return None
+    db = store.open_read_only(path)
+    if db is None:
+        return None
+    machine = machine or inventory.current().fingerprint.digest
+    wanted_args = [str(a) for a in args]
+    with db:
+        for run in db.runs(machine, limit=500):
+            if run.status != "complete" or run.details.get("kind") != "tune":
+                continue
+            found = run.details.get("script")
+            if not isinstance(found, dict) or found.get("sha256") != digest:
+                continue
+            if list(found.get("args") or []) != wanted_args:
+                continue
+            recorded_fit = int(found.get("fit", 1))
+            if recorded_fit not in (fit, 0) or not found.get("model_fingerprint"):
+                continue
+            return ScriptRecord(
+                run_id=run.id,
+                model_fingerprint=str(found["model_fingerprint"]),
+                precision=found.get("precision"),
+                fit=recorded_fit,
+                settings={
+                    "model_name": str(found.get("model_name") or ""),
+                    "precision": found.get("precision") or "float32",
+                    "batch_size": found.get("batch_size"),
+                    "jit": bool(found.get("jit", False)),
+                    "steps_per_execution": int(found.get("steps_per_execution") or 1),
+                },
+            )
+    return None
+
+
 def prepare(
     script: str,
     args: Sequence[str] = (),
@@ -211,9 +300,12 @@ def prepare(
 ) -> TunedRun:
     """Find the stored winner for the model ``script`` builds and set its precision.
 
-    Runs the script up to its ``fit`` in this process (nothing trains), reads the fingerprint
-    of its model, looks the winner up and, when it has a precision other than the script's,
-    sets the Keras global policy (after clearing Keras' session: the real run starts clean).
+    When a tune recorded this script (same content, same arguments: :func:`find_script_record`)
+    and the winner needs no precision change, that record gives the fingerprint and nothing
+    runs before the script: its model is checked at its ``fit``. Otherwise runs the script up
+    to its ``fit`` in this process (nothing trains), reads the fingerprint of its model, looks
+    the winner up and, when it has a precision other than the script's, sets the Keras global
+    policy (after clearing Keras' session: the real run starts clean).
 
     A script that does not reach its ``fit`` here (it reads standard input, exits, raises or
     runs past ``timeout`` first) is said and left to run as written.
@@ -233,9 +325,12 @@ def prepare(
         tuned.says = f"the results database {db} does not exist yet; to get a result: {how}"
         _say(tuned, stream, f"{tuned.says}. Running {name} as written.")
         return tuned
-    if not _has_tune_runs(db):
+    machine = inventory.current().fingerprint.digest  # probed once: it reads every package
+    if not _has_tune_runs(db, machine):
         tuned.says = f"no tune result stored for this machine; to get one: {how}"
         _say(tuned, stream, f"{tuned.says}. Running {name} as written.")
+        return tuned
+    if _from_record(tuned, script, args, db=db, machine=machine, stream=stream):
         return tuned
     try:
         with settled_runtime():
@@ -251,6 +346,7 @@ def prepare(
     digest = fingerprint(model)
     policy = getattr(getattr(model, "dtype_policy", None), "name", None) or "float32"
     tuned.model_fingerprint = digest
+    tuned.found_by = "first pass"
     tuned.script = {
         "model_name": str(getattr(model, "name", "")),
         "precision": str(policy),
@@ -262,7 +358,7 @@ def prepare(
     keras.backend.clear_session()  # the run numbers its layers as a fresh process would
     gc.collect()
     device = device_name()
-    winner = find_winner(digest, device=device, path=db)
+    winner = find_winner(digest, device=device, path=db, machine=machine)
     if winner is None:
         tuned.says = (
             f"no tune result stored for the model {tuned.script['model_name']!r} "
@@ -279,12 +375,53 @@ def prepare(
     return tuned
 
 
+def _from_record(
+    tuned: TunedRun,
+    script: str,
+    args: Sequence[str],
+    *,
+    db: str | Path | None,
+    machine: str,
+    stream: TextIO,
+) -> bool:
+    """Fill ``tuned`` from the tune's script record of this script, when one matches and its
+    winner needs no precision change (nothing to set before the script builds its model);
+    False: the first pass is needed."""
+    found = find_script_record(script, args, fit=tuned.fit, path=db, machine=machine)
+    if found is None or found.precision is None:
+        return False
+    winner = find_winner(found.model_fingerprint, device=device_name(), path=db, machine=machine)
+    wanted = None if winner is None else winner.config.get("precision")
+    if winner is None or (wanted and wanted != found.precision):
+        return False
+    tuned.winner = winner
+    tuned.model_fingerprint = found.model_fingerprint
+    tuned.script = dict(found.settings)
+    tuned.found_by = "record"
+    _say(
+        tuned,
+        stream,
+        f"tuned configuration for {winner.model_name!r}: {winner.measured()}; found by the "
+        f"script record of tune run {found.run_id} (this script's content and arguments, "
+        "unchanged): no first pass, the model is checked at its fit",
+    )
+    if found.fit == 0:
+        tuned.own_loop = True
+        tuned.says = (
+            f"the script trains in its own loop (no model.fit) and the winner keeps its "
+            f"precision ({found.precision}): nothing applies (XLA, steps per execution, the "
+            "feed and the batch size are applied at model.fit)"
+        )
+        _say(tuned, stream, f"{tuned.says}. Running {Path(script).name} as written.")
+    return True
+
+
 @contextlib.contextmanager
 def applied(tuned: TunedRun, *, out: TextIO | None = None) -> Iterator[TunedRun]:
     """While the script runs: its ``fit`` calls on the tuned model get the winner's XLA,
     steps per execution, feed and (``all``) batch size; what took effect is recorded."""
     stream = out if out is not None else sys.stderr
-    if tuned.winner is None or tuned.model_fingerprint is None:
+    if tuned.winner is None or tuned.model_fingerprint is None or tuned.own_loop:
         yield tuned
         return
 
@@ -320,13 +457,17 @@ def applied(tuned: TunedRun, *, out: TextIO | None = None) -> Iterator[TunedRun]
     with replaced_fit(make):
         yield tuned
     if calls == 0:  # its own training loop (marked): no fit to apply the rest at
-        wanted = tuned.precision or tuned.script.get("precision")
+        applies = (
+            f"only the precision ({tuned.precision}) applied"
+            if tuned.precision
+            else f"nothing applied (the precision stayed the script's, "
+            f"{tuned.script.get('precision')})"
+        )
         _say(
             tuned,
             stream,
-            f"the script called no model.fit (its own training loop): only the precision "
-            f"({wanted}) applied; XLA, steps per execution, the feed and the batch size are "
-            "applied at model.fit",
+            f"the script called no model.fit (its own training loop): {applies}; XLA, steps "
+            "per execution, the feed and the batch size are applied at model.fit",
         )
 
 
@@ -338,15 +479,23 @@ def _apply(
     config = tuned.winner.config
     changed: list[str] = []
     kept: list[str] = []
+    # only what differs is set: a model already as the winner has it (the script's own
+    # configuration won) keeps its train function, traced or not, exactly as without --tuned
+    rebuild = False
     if "jit" in config:
-        model.jit_compile = bool(config["jit"])
+        if bool(getattr(model, "jit_compile", False)) != bool(config["jit"]):
+            model.jit_compile = bool(config["jit"])
+            rebuild = True
     else:
         kept.append("XLA (not compared by the tune)")
     spe = int(config.get("steps_per_execution") or 1)
-    model.steps_per_execution = spe
-    if hasattr(model, "_steps_per_execution") and hasattr(model._steps_per_execution, "assign"):
-        model._steps_per_execution.assign(spe)
-    model.train_function = None  # built again with these settings
+    if int(getattr(model, "steps_per_execution", 1) or 1) != spe:
+        model.steps_per_execution = spe
+        if hasattr(model, "_steps_per_execution") and hasattr(model._steps_per_execution, "assign"):
+            model._steps_per_execution.assign(spe)
+        rebuild = True
+    if rebuild:
+        model.train_function = None  # built again with these settings
     batch = _batch_of(arguments)
     x = arguments.get("x")
     wanted_batch = int(config.get("batch_size") or 0)
@@ -433,7 +582,7 @@ def _say(tuned: TunedRun, stream: TextIO, line: str) -> None:
     print(f"tfaccel run --tuned: {line}", file=stream)
 
 
-def _has_tune_runs(db: str | Path | None) -> bool:
+def _has_tune_runs(db: str | Path | None, digest: str) -> bool:
     """Whether the database holds a complete tune run of this machine (cheap: no capture)."""
     try:
         opened = store.open_read_only(db)
@@ -443,7 +592,6 @@ def _has_tune_runs(db: str | Path | None) -> bool:
         return False
     if opened is None:
         return False
-    digest = inventory.current().fingerprint.digest
     with opened:
         return any(
             r.status == "complete" and r.details.get("kind") == "tune"
