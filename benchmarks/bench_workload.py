@@ -213,6 +213,7 @@ SCRIPTS: dict[str, tuple[int, list[str]]] = {
     "vae": (128, ["--examples", "4096"]),
     "densenet_resizer": (16, ["--examples", "256"]),
     "mirrored": (64, []),
+    "gan": (64, ["--examples", "1024"]),
 }
 LONG_TRACE = {"densenet_resizer": 4}
 COUNTED_ENOUGH = 1 << 20
@@ -338,7 +339,8 @@ element = tf.nest.map_structure(np.asarray, element)  # a dataset's tensors: out
 kwargs = {k: v for k, v in workload.fit_kwargs.items() if k in ("batch_size",)}
 model.fit(x, y, steps_per_epoch=1, epochs=1, verbose=0, **kwargs)  # traced, optimizer built
 rules = allocator_rules("cpu:0")
-variables = [*model.variables, *model.optimizer.variables]
+from tfaccel.planning.trace import optimizers_of
+variables = [*model.variables, *(v for o in optimizers_of(model) for v in o.variables)]
 counted = sum(rules.size(int(v.numpy().nbytes)) for v in variables)
 tf.config.experimental.reset_memory_stats("CPU:0")
 held = tf.config.experimental.get_memory_info("CPU:0")["current"] - counted
