@@ -271,6 +271,38 @@ def test_a_model_built_under_a_strategy_is_built_again_in_it_not_cloned() -> Non
     assert any("built under OneDeviceStrategy" in n for n in found.described["notes"])
 
 
+def test_a_dataset_of_images_alone_for_an_own_train_step_gets_placeholder_labels() -> None:
+    # a GAN as keras.io writes it: gan.fit(dataset) on batches of images, no labels, read by
+    # its own train_step; the trials get (x, labels) pairs and the model is given x alone
+    tf = pytest.importorskip("tensorflow")
+    import keras
+    import numpy as np
+
+    from tfaccel.tuning.script import _drop_labels, workload_hooks
+    from tfaccel.workload import CompileArgs, Origin, Workload
+
+    seen: list = []
+
+    class Critic(keras.Model):
+        def train_step(self, data):  # type: ignore[no-untyped-def]
+            seen.append(data)
+            return {"loss": keras.ops.mean(self(data))}
+
+    inputs = keras.Input((4,))
+    model = Critic(inputs, keras.layers.Dense(1)(inputs))
+    images = tf.data.Dataset.from_tensor_slices(np.ones((12, 4), "float32")).batch(4)
+    workload = Workload(model, CompileArgs(), images, origin=Origin("gan.py"))
+    found = workload_hooks(workload)
+    x, y = next(iter(found.hooks.data))
+    assert tuple(x.shape) == (4, 4) and tuple(y.shape) == (4,)
+    assert any("placeholder labels" in n for n in found.described["notes"])
+    assert found.hooks.model_fn.drop_labels is True  # type: ignore[attr-defined]
+    _drop_labels(model)  # what each trial's model gets
+    model.compile(optimizer="sgd")
+    model.fit(found.hooks.data, epochs=1, verbose=0)
+    assert seen and not isinstance(seen[-1], tuple)  # x alone, as the script's
+
+
 def test_a_bad_timeout_is_refused_before_tensorflow_starts(tmp_path: Path) -> None:
     import subprocess
     import sys

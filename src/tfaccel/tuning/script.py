@@ -182,6 +182,10 @@ def workload_hooks(workload: Workload, *, timeout: float = DEFAULT_TIMEOUT_S) ->
     elif kind in ("dataset", "pydataset"):
         data, batched = workload.x, (True if kind == "dataset" else None)
         feed = OWN_FEED if kind == "dataset" else "pipeline"  # a PyDataset is read as it is
+        if kind == "dataset" and not _pairs(data) and own_train_step(model):
+            # batches of x alone, read by the model's own train_step (a GAN on images): as
+            # for fit(x) on arrays, the trials carry placeholder labels the model drops
+            data, labels_dropped = _with_placeholder_labels(data), True
     else:
         raise TuneError(
             f"The script {name} gives fit its data as a {kind}, which the trials cannot read again",
@@ -343,6 +347,24 @@ def _placeholder_labels(x: Any) -> Any:
     from tfaccel.workload.data import examples
 
     return np.zeros(int(examples(x, None) or 0), dtype="uint8")
+
+
+def _pairs(dataset: Any) -> bool:
+    """Whether a dataset's elements are ``(x, y)`` or ``(x, y, sample_weight)``."""
+    spec = dataset.element_spec
+    return isinstance(spec, tuple) and len(spec) in (2, 3)
+
+
+def _with_placeholder_labels(dataset: Any) -> Any:
+    """``dataset`` of batches of x alone as ``(x, labels)``: one float 0 per example."""
+    import tensorflow as tf
+
+    def pair(*parts: Any) -> Any:
+        x = parts[0] if len(parts) == 1 else parts
+        first = tf.nest.flatten(x)[0]
+        return x, tf.zeros(tf.shape(first)[:1], tf.float32)
+
+    return dataset.map(pair)
 
 
 def _drop_labels(model: Any) -> None:
