@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tfaccel.core.errors import SnapshotError
-from tfaccel.core.files import file_kind, os_reason, trailing_slash, write_atomic
+from tfaccel.core.files import check_file_name, file_kind, os_reason, write_atomic
 from tfaccel.core.records import INT_RANGE, MAX_INT, MIN_INT, from_json, json_excerpt
 
 __all__ = [
@@ -375,15 +375,8 @@ def load_snapshot(path: str | os.PathLike[str]) -> Snapshot:
             snapshot (the message names the field and what it should hold).
     """
     fix = "pass a file written by 'tfaccel doctor --save-snapshot FILE'"
-    file = trailing_slash(path)
-    if file is not None:  # Path() would drop the slash and read the file it names
-        raise SnapshotError(
-            f"The snapshot path {os.fspath(path)!r} ends with a slash, so it names a "
-            "directory, not a file",
-            expected="a JSON file's path, without a trailing slash",
-            received=repr(os.fspath(path)),
-            fix=f"pass {file!r} to read that file",
-        )
+    # Path() would drop a trailing slash and read the file it names
+    check_file_name(path, reading=True, error=SnapshotError)
     p = Path(path)
     try:
         info = p.stat()

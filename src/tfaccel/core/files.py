@@ -363,7 +363,11 @@ def trailing_slash(path: str | os.PathLike[str]) -> str | None:
 
 
 def check_file_name(
-    path: str | os.PathLike[str], *, argument_name: str = "path", reading: bool = False
+    path: str | os.PathLike[str],
+    *,
+    argument_name: str = "path",
+    reading: bool = False,
+    error: type[TfaccelError] = UsageError,
 ) -> None:
     """Refuse a file path that ends with a slash (:func:`trailing_slash`), before the file it
     would name without the slash is replaced or, ``reading``, read.
@@ -372,9 +376,10 @@ def check_file_name(
         path: the file's path, as given.
         argument_name: the argument that gave it, named as the caller spells it.
         reading: the file is to be read, not written.
+        error: the error class raised (the reader's own: ``SnapshotError``, ``LogInputError``).
 
     Raises:
-        UsageError: ``path`` ends with a slash.
+        UsageError (or ``error``): ``path`` ends with a slash.
     """
     file = trailing_slash(path)
     if file is None:
@@ -386,7 +391,7 @@ def check_file_name(
     if not reading:
         inside = argument(argument_name, os.path.join(text, "FILE"))
         fix += f", or {inside} to write inside a directory"
-    raise UsageError(
+    raise error(
         f"Cannot {verb} {text!r} ({_given(flag)}): the name ends with a slash, so it names "
         "a directory, not a file",
         expected="the path of a file, without a trailing slash",

@@ -430,15 +430,9 @@ def _prepare_own_step(model: Any, precision: str | None, optimizer: Any, data: A
         UsageError: the model holds no optimizer; ``data`` is not a batch of arrays.
         PlanError: another precision or optimizer asked for (the model cannot be rebuilt).
     """
-    from tfaccel.planning.trace import remember_step_data
-    from tfaccel.workload.record import build_like_fit
-
     cls = type(model).__name__
     if data is not None:
-        element = _first_element(data)
-        remember_step_data(model, StepData.of(element))
-        x, _, _ = unpack_batch(element)
-        build_like_fit(model, x)
+        own_step_data(model, _first_element(data))
     policy = _policy_of(model)
     if precision is not None and precision != policy:
         raise PlanError(
@@ -480,6 +474,25 @@ def _first_element(data: Any) -> Any:
         return next(iter(data))
     if kind == "pydataset":
         return data[0]
+    return data
+
+
+def own_step_data(model: Any, element: Any) -> StepData:
+    """Make ``model``'s own ``train_step`` the step its plans trace, on batches shaped as
+    ``element`` (a first batch as ``fit`` hands it): the model is built as its first ``fit``
+    step builds it, and the batch's structure is remembered for the trace
+    (:func:`tfaccel.planning.trace.remember_step_data`).
+
+    Raises:
+        UsageError: ``element`` is not a batch the step can be traced on.
+    """
+    from tfaccel.planning.trace import remember_step_data
+    from tfaccel.workload.record import build_like_fit
+
+    data = StepData.of(element)
+    x, _, _ = unpack_batch(element)
+    build_like_fit(model, x)
+    remember_step_data(model, data)
     return data
 
 

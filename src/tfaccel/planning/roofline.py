@@ -51,7 +51,6 @@ __all__ = [
     "calibration_problems",
     "cpu_step_time",
     "load_calibration",
-    "measured_cpu_utilisation",
     "onednn_setting",
     "rate_ceiling",
     "save_calibration",
@@ -682,14 +681,6 @@ def load_calibration(
     return stored_cpu_figures(fingerprint, None, onednn=onednn, store=store)[1]
 
 
-def measured_cpu_utilisation(
-    fingerprint: str, precision: str, store: Any = None
-) -> tuple[float, str] | None:
-    """The best model-FLOPs utilisation a stored bench run of this machine measured on the
-    CPU for ``precision`` (``mfu_percent`` of its training figures), with where it came from."""
-    return stored_cpu_figures(fingerprint, precision, store=store)[0]
-
-
 def stored_cpu_figures(
     fingerprint: str,
     precision: str | None,
@@ -698,10 +689,10 @@ def stored_cpu_figures(
     store: str | Path | None = None,
 ) -> tuple[tuple[float, str] | None, CpuCalibration | None]:
     """What the results database holds on this machine's CPU, read in one opening: the best
-    utilisation its last bench run measured for ``precision`` (None: not looked for; see
-    :func:`measured_cpu_utilisation`) and its newest calibration under ``onednn`` (see
-    :func:`load_calibration`). Either is None where none is stored, or where the database
-    cannot be read (a plan never fails for it)."""
+    utilisation (model-FLOPs, ``mfu_percent``) its last bench run measured on the CPU for
+    ``precision``, with where it came from (None: not looked for), and its newest
+    calibration under ``onednn`` (see :func:`load_calibration`). Either is None where none
+    is stored, or where the database cannot be read (a plan never fails for it)."""
     path = Path(store).expanduser() if store is not None else default_path()
     if not path.is_file():
         return None, None

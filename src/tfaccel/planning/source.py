@@ -18,14 +18,14 @@ from typing import Any
 
 from tfaccel import models
 from tfaccel.core.errors import TfaccelError, UsageError
-from tfaccel.planning.api import PlanError, plan, unpack_batch
+from tfaccel.planning.api import PlanError, own_step_data, plan
 from tfaccel.planning.result import Plan
-from tfaccel.planning.trace import StepData, remember_step_data, remembered_step_data
+from tfaccel.planning.trace import remembered_step_data
 from tfaccel.scripts import check_script, read_hooks
 from tfaccel.workload import DEFAULT_TIMEOUT_S, Workload
 from tfaccel.workload import data as data_forms
 from tfaccel.workload.isolated import run_isolated
-from tfaccel.workload.record import build_like_fit, own_train_step
+from tfaccel.workload.record import own_train_step
 
 __all__ = [
     "REFERENCE_EXAMPLES",
@@ -223,7 +223,7 @@ def _own_step_model(workload: Workload) -> Any:
         )
     element = fit_element(workload)
     try:
-        data = StepData.of(element)
+        own_step_data(model, element)
     except UsageError as exc:
         raise PlanError(
             f"The first training batch of {cls} cannot be traced: {exc.what}",
@@ -231,9 +231,6 @@ def _own_step_model(workload: Workload) -> Any:
             received=exc.received,
             fix=exc.fix,
         ) from exc
-    x, _, _ = unpack_batch(element)
-    build_like_fit(model, x)
-    remember_step_data(model, data)
     return model
 
 

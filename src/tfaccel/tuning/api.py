@@ -304,14 +304,14 @@ def tune_script(
 def _script_source(found: ScriptWorkload, script: Path, digest: str) -> dict[str, Any]:
     """What :func:`tfaccel.tuning.record.script_record` stores of the script measured."""
     origin = found.described.get("origin") or {}
-    own_policy = not any(n.startswith("the script's dtype policy") for n in found.not_run)
     return {
         "path": str(script.resolve()),
         "sha256": digest,
         "args": [str(a) for a in origin.get("args") or ()],
         "fit": int(origin.get("fit", 1)),
         "model_name": (found.described.get("model") or {}).get("name"),
-        "precision": found.precision if own_policy else None,
+        # unknown when the trials did not take the script's own policy as it is
+        "precision": found.precision if found.policy == found.precision else None,
         "batch_size": found.batch_size,
         "jit": found.jit,
         "steps_per_execution": found.steps_per_execution,

@@ -74,6 +74,8 @@ class ScriptWorkload:
         not_run: what the script does at its ``fit`` that the trials do not run.
         described: :meth:`Workload.describe` of the first capture.
         models: how each precision's models were made (``cloned`` or ``captured again``).
+        policy: the script's own dtype policy (``precision`` is float32 when the trials could
+            not take it as it is).
     """
 
     hooks: Hooks
@@ -86,6 +88,7 @@ class ScriptWorkload:
     not_run: list[str]
     described: dict[str, Any]
     models: dict[str, str] = field(default_factory=dict)
+    policy: str = "float32"
 
 
 def capture_script(
@@ -255,6 +258,7 @@ def workload_hooks(workload: Workload, *, timeout: float = DEFAULT_TIMEOUT_S) ->
         not_run=list(dict.fromkeys(not_run)),
         described={**workload.describe(), "notes": notes},
         models=factory.how,
+        policy=policy,
     )
     if policy != precision:
         out.not_run.append(f"the script's dtype policy {policy} (tried as float32)")

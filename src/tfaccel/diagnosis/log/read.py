@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import IO
 
 from tfaccel.core.errors import LogInputError
-from tfaccel.core.files import trailing_slash
+from tfaccel.core.files import check_file_name
 
 __all__ = ["LogText", "count_lines", "detect_encoding", "read_log_file", "window_text"]
 
@@ -128,14 +128,8 @@ def read_log_file(path: str | os.PathLike[str]) -> LogText:
     name = os.fspath(path)
     if name == "-":
         return _decode(_read_stdin(), "<stdin>")
-    file = trailing_slash(name)
-    if file is not None:  # a read would find the file it names without the slash
-        raise LogInputError(
-            f"The log path {name!r} ends with a slash, so it names a directory, not a file",
-            expected="the path of a log file, without a trailing slash",
-            received=repr(name),
-            fix=f"pass {file!r} to read that file",
-        )
+    # a read would find the file it names without the slash
+    check_file_name(name, reading=True, error=LogInputError)
     return _decode(_read_path(name), name)
 
 
