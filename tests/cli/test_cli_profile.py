@@ -123,7 +123,9 @@ def test_script_fit_gets_the_callback_and_host_overhead_is_found(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     script = _script(tmp_path, FIT_SCRIPT)
-    assert main(["profile", "--quiet", "--warmup", "3", script, "0.006", "0"]) == 0
+    # 50 ms of Python after each step: above the 15% a "fail" needs even when a loaded machine
+    # makes the tiny step itself take 70-200 ms (6 ms was not: 8% beside a 70 ms step)
+    assert main(["profile", "--quiet", "--warmup", "3", script, "0.05", "0"]) == 0
     out = capsys.readouterr().out
     assert "trained" in out
     assert "17 steps measured (3 warm-up excluded), keras fit on CPU" in out
