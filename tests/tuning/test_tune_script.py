@@ -303,6 +303,42 @@ def test_a_dataset_of_images_alone_for_an_own_train_step_gets_placeholder_labels
     assert seen and not isinstance(seen[-1], tuple)  # x alone, as the script's
 
 
+def test_a_loss_its_layers_add_takes_dicts_alone_and_the_memory_search_plans_the_script() -> None:
+    # keras.io's OCR model: the labels are an input, a layer adds the loss, compile(optimizer)
+    # alone, and fit(dataset of dicts). The trials carry placeholder labels the model drops,
+    # and the memory search plans the model as `tfaccel plan SCRIPT` does, on its first batch
+    # (its label input has no fixed length: a plan of the model alone is refused)
+    tf = pytest.importorskip("tensorflow")
+    import keras
+    import numpy as np
+
+    from tfaccel import inventory
+    from tfaccel.tuning.api import _planned_batch
+    from tfaccel.tuning.script import workload_hooks
+    from tfaccel.workload import CompileArgs, Origin, Workload
+
+    class Penalty(keras.layers.Layer):
+        def call(self, labels, scores):  # type: ignore[no-untyped-def]
+            self.add_loss(keras.ops.mean(keras.ops.square(scores - labels[:, :1])))
+            return scores
+
+    image = keras.Input((6,), name="image")
+    label = keras.Input((None,), name="label")
+    model = keras.Model([image, label], Penalty()(label, keras.layers.Dense(1)(image)))
+    optimizer = keras.optimizers.Adam()
+    model.compile(optimizer=optimizer)
+    elements = {"image": np.ones((12, 6), "float32"), "label": np.ones((12, 3), "float32")}
+    data = tf.data.Dataset.from_tensor_slices(elements).batch(4)
+    workload = Workload(model, CompileArgs(optimizer=optimizer), data, origin=Origin("ocr.py"))
+    found = workload_hooks(workload)
+    x, y = next(iter(found.hooks.data))
+    assert set(x) == {"image", "label"} and tuple(y.shape) == (4,)
+    assert found.hooks.model_fn.drop_labels is True  # type: ignore[attr-defined]
+    planned, note = _planned_batch(found.hooks, "float32", inventory.current(), script=found)
+    assert planned is not None and planned > 1000, note
+    assert note.startswith("memory search started at the planned largest batch"), note
+
+
 def test_a_bad_timeout_is_refused_before_tensorflow_starts(tmp_path: Path) -> None:
     import subprocess
     import sys

@@ -120,7 +120,7 @@ def test_a_subclassed_model_with_its_own_step_is_planned_through_it_on_its_first
     assert document["examples_per_epoch"] == 40
     # its own train_step, traced as fit runs it: on (x, y) as the dataset gives them
     assert any(
-        "Net has its own train_step: traced as fit runs it" in n
+        "Net has its own train_step: its train_step traced as fit runs it" in n
         and "((20, 5) float32, (20,) int64)" in n
         for n in document["notes"]
     )
@@ -128,6 +128,75 @@ def test_a_subclassed_model_with_its_own_step_is_planned_through_it_on_its_first
     assert main(["plan", "--precision", "mixed_bfloat16", str(script)]) == 2
     err = capsys.readouterr().err
     assert "cannot rebuild it as mixed_bfloat16" in err and "Traceback" not in err
+
+
+LOSS_OF_ITS_OWN_SCRIPT = """
+import keras
+import numpy as np
+from keras import layers, ops
+
+
+class PenaltyLayer(layers.Layer):  # keras.io's OCR model: the loss is added by a layer
+    def call(self, labels, scores):
+        self.add_loss(ops.mean(ops.square(ops.mean(scores, axis=-1) - labels)))
+        return scores
+
+
+class Distiller(keras.Model):  # keras.io's knowledge distillation: the teacher in the loss
+    def __init__(self, student, teacher):
+        super().__init__()
+        self.student, self.teacher = student, teacher
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, allow_empty=False):
+        soft = ops.softmax(self.teacher(x, training=False))
+        return ops.mean(keras.losses.kl_divergence(soft, ops.softmax(y_pred)))
+
+    def call(self, x):
+        return self.student(x)
+
+
+image = keras.Input((12, 6), name="image")
+label = keras.Input((12,), name="label")
+scores = PenaltyLayer()(label, layers.Dense(4)(layers.Dense(16, activation="relu")(image)))
+ocr = keras.Model([image, label], scores, name="ocr")
+ocr.compile(optimizer="adam")
+data = {"image": np.random.rand(64, 12, 6).astype("float32"),
+        "label": np.random.rand(64, 12).astype("float32")}
+ocr.fit(data, batch_size=16, epochs=1)
+
+def mlp(width, name):
+    return keras.Sequential([keras.Input((6,)), layers.Dense(width, activation="relu"),
+                             layers.Dense(3)], name=name)
+
+teacher = mlp(64, "teacher")
+distiller = Distiller(mlp(8, "student"), teacher)
+distiller.compile(optimizer="sgd", metrics=["accuracy"])
+distiller.fit(np.random.rand(64, 6).astype("float32"), np.zeros((64,), "int64"), epochs=1)
+"""
+
+
+def test_a_loss_of_the_models_own_is_planned_through_its_step(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A model compiled without a loss (its layers add it) and a model with its own
+    compute_loss are planned through the step fit runs, not given a loss of the plan's."""
+    script = _script(tmp_path, LOSS_OF_ITS_OWN_SCRIPT)
+    first = _plan_json(capsys, str(script))
+    assert (first["model"], first["batch_size"], first["optimizer"]) == ("ocr", 16, "Adam")
+    assert not any("not compiled" in n for n in first["notes"])
+    assert any(
+        "has a loss its layers add (compiled without a loss): its train_step traced" in n
+        and "{image: (16, 12, 6) float32, label: (16, 12) float32}" in n
+        for n in first["notes"]
+    )
+    second = _plan_json(capsys, "--fit", "2", str(script))
+    assert (second["batch_size"], second["optimizer"]) == (32, "SGD")
+    assert any("Distiller has its own compute_loss" in n for n in second["notes"])
+    # the teacher's forward pass runs inside the loss: the step's FLOPs are the student's
+    # forward and backward (3x its forward) and the teacher's forward, both counted
+    student = 2 * 32 * (6 * 8 + 8 * 3)
+    teacher = 2 * 32 * (6 * 64 + 64 * 3)
+    assert second["flops_per_step"] >= 3 * student + teacher
 
 
 def test_a_model_built_under_a_distribution_strategy_is_planned_for_one_replica(

@@ -25,7 +25,7 @@ from tfaccel.scripts import check_script, read_hooks
 from tfaccel.workload import DEFAULT_TIMEOUT_S, Workload
 from tfaccel.workload import data as data_forms
 from tfaccel.workload.isolated import run_isolated
-from tfaccel.workload.record import own_train_step
+from tfaccel.workload.record import own_step_reason
 
 __all__ = [
     "REFERENCE_EXAMPLES",
@@ -146,9 +146,10 @@ def workload_model(workload: Workload) -> tuple[Any, Any, list[str]]:
     compiled = workload.compile
     notes: list[str] = []
     strategy = workload.strategy
-    if own_train_step(model) and workload.origin.fit:  # not a marked loop: its fit's step
+    why = own_step_reason(model, compiled) if workload.origin.fit else None  # not a marked loop
+    if why is not None:
         model = _own_step_model(workload)
-        return model, None, [own_step_note(model) or ""]
+        return model, None, [own_step_note(model, why) or ""]
     if strategy is not None:  # one replica's step: the model cloned outside the strategy
         try:
             model = keras.models.clone_model(model)
@@ -234,14 +235,16 @@ def _own_step_model(workload: Workload) -> Any:
     return model
 
 
-def own_step_note(model: Any) -> str | None:
-    """The note of a model planned through its own ``train_step`` (None: it is not)."""
+def own_step_note(model: Any, why: str = "its own train_step") -> str | None:
+    """The note of a model planned through its own step (None: it is not); ``why``: what
+    of its own the step runs (:func:`tfaccel.workload.record.own_step_reason`)."""
     data = remembered_step_data(model)
     if data is None:
         return None
     return (
-        f"{type(model).__name__} has its own train_step: traced as fit runs it, on the first "
-        f"batch as fit hands it to the step, {data.describe()}, with every optimizer it applies"
+        f"{type(model).__name__} has {why}: its train_step traced as fit runs it, on the "
+        f"first batch as fit hands it to the step, {data.describe()}, with every optimizer "
+        "it applies"
     )
 
 

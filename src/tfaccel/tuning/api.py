@@ -29,6 +29,7 @@ from tfaccel.core.checks import (
 from tfaccel.core.errors import UsageError, argument, shown
 from tfaccel.inventory import Inventory
 from tfaccel.planning.advice import memory_advice
+from tfaccel.planning.source import workload_model
 from tfaccel.planning.targets import training_device
 from tfaccel.scripts import check_script, defines_hooks
 from tfaccel.store import ResultsStore, StoreError
@@ -400,7 +401,9 @@ def _tune(
     resolved = _resolve_precision(parsed, hardware)
     plan_note = None
     if tf_runner is not None and resolved.batch_size == "auto":
-        planned, plan_note = _planned_batch(hooks, str(resolved.precision[0]), hardware())
+        planned, plan_note = _planned_batch(
+            hooks, str(resolved.precision[0]), hardware(), script=script
+        )
         settings = dataclasses.replace(settings, batch_planned=planned)
     baseline = baseline_config(script, resolved) if script is not None else None
     full = settings
@@ -447,15 +450,31 @@ def _tune(
     return result
 
 
-def _planned_batch(hooks: Hooks, precision: str, inv: Inventory) -> tuple[int | None, str]:
+def _planned_batch(
+    hooks: Hooks, precision: str, inv: Inventory, script: ScriptWorkload | None = None
+) -> tuple[int | None, str]:
     """The largest batch :func:`tfaccel.plan` predicts on the device the trials train on, and
-    a note for the result (None and why when the plan cannot be made)."""
+    a note for the result (None and why when the plan cannot be made). A script's model in its
+    own precision is planned as ``tfaccel plan SCRIPT`` plans it (its step of its own, its
+    inputs shaped like its data)."""
     device = training_device(inv)
     if device.usable_bytes is None:
         return None, f"memory search: {device.words}, so it grew from batch 32"
+    model: Any = hooks.model_fn
+    optimizer: Any = None
     try:
+        if script is not None and script.workload is not None and precision == script.precision:
+            model, optimizer, _ = workload_model(script.workload)
+            precision_arg: str | None = None
+        else:
+            precision_arg = precision
         advice = memory_advice(
-            hooks.model_fn, 1, device.usable_bytes, precision=precision, rules=device.rules
+            model,
+            1,
+            device.usable_bytes,
+            precision=precision_arg,
+            optimizer=optimizer,
+            rules=device.rules,
         )
     except Exception as exc:  # the search finds the limit by trials anyway
         return None, f"memory search: no plan ({type(exc).__name__}: {exc}), grew from batch 32"

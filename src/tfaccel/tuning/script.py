@@ -44,7 +44,7 @@ from tfaccel.tuning.hooks import Hooks
 from tfaccel.tuning.search import Decision, Runner, SearchOutcome, SearchSettings, Trial
 from tfaccel.tuning.space import OWN_FEED, Config, Space
 from tfaccel.workload import DEFAULT_TIMEOUT_S, Workload, capture
-from tfaccel.workload.record import build_like_fit, own_train_step
+from tfaccel.workload.record import build_like_fit, own_step_reason
 
 __all__ = [
     "ScriptWorkload",
@@ -76,6 +76,8 @@ class ScriptWorkload:
         models: how each precision's models were made (``cloned`` or ``captured again``).
         policy: the script's own dtype policy (``precision`` is float32 when the trials could
             not take it as it is).
+        workload: the captured workload itself (the memory search plans its model as
+            ``tfaccel plan SCRIPT`` does).
     """
 
     hooks: Hooks
@@ -89,6 +91,7 @@ class ScriptWorkload:
     described: dict[str, Any]
     models: dict[str, str] = field(default_factory=dict)
     policy: str = "float32"
+    workload: Workload | None = None
 
 
 def capture_script(
@@ -166,8 +169,11 @@ def workload_hooks(workload: Workload, *, timeout: float = DEFAULT_TIMEOUT_S) ->
     strategy = workload.strategy
     kind = workload.data_kind
     labels_dropped = False
+    # a step of the model's own (its train_step or compute_loss, or a loss its layers add with
+    # labels among its inputs, as keras.io's OCR model) may take x alone
+    x_alone = own_step_reason(model, workload.compile) is not None
     if kind in ("arrays", "dict"):
-        if workload.y is None and own_train_step(model):
+        if workload.y is None and x_alone:
             # fit(x) alone, read by the model's own train_step (a VAE): the trials feed
             # (x, placeholder labels) and each trial's model drops the labels before its
             # train_step, which sees x as the script's fit gives it
@@ -185,7 +191,7 @@ def workload_hooks(workload: Workload, *, timeout: float = DEFAULT_TIMEOUT_S) ->
     elif kind in ("dataset", "pydataset"):
         data, batched = workload.x, (True if kind == "dataset" else None)
         feed = OWN_FEED if kind == "dataset" else "pipeline"  # a PyDataset is read as it is
-        if kind == "dataset" and not _pairs(data) and own_train_step(model):
+        if kind == "dataset" and not _pairs(data) and x_alone:
             # batches of x alone, read by the model's own train_step (a GAN on images): as
             # for fit(x) on arrays, the trials carry placeholder labels the model drops
             data, labels_dropped = _with_placeholder_labels(data), True
@@ -259,6 +265,7 @@ def workload_hooks(workload: Workload, *, timeout: float = DEFAULT_TIMEOUT_S) ->
         described={**workload.describe(), "notes": notes},
         models=factory.how,
         policy=policy,
+        workload=workload,
     )
     if policy != precision:
         out.not_run.append(f"the script's dtype policy {policy} (tried as float32)")

@@ -13,7 +13,14 @@ from typing import Any
 
 from tfaccel.workload import data as data_forms
 
-__all__ = ["CompileArgs", "Origin", "Workload", "build_like_fit", "own_train_step"]
+__all__ = [
+    "CompileArgs",
+    "Origin",
+    "Workload",
+    "build_like_fit",
+    "own_step_reason",
+    "own_train_step",
+]
 
 KERAS_DEFAULT_BATCH = 32
 """The batch ``fit`` uses for arrays when ``batch_size`` is not given."""
@@ -254,6 +261,28 @@ def own_train_step(model: Any) -> bool:
     import keras
 
     return getattr(type(model), "train_step", None) is not keras.Model.train_step
+
+
+def own_step_reason(model: Any, compiled: CompileArgs | None = None) -> str | None:
+    """Why ``fit`` runs code of the model's own in its step, which only the step itself
+    shows (None: Keras' standard step on ``model(x)`` and the compiled loss):
+
+    - its class defines ``train_step`` (a VAE, a GAN, keras.io's "customizing fit");
+    - its class defines ``compute_loss`` (keras.io's knowledge distillation: a teacher's
+      forward pass inside the loss);
+    - it was compiled with an optimizer and no loss (``compiled``): its loss is what its
+      layers add with ``add_loss`` (keras.io's OCR model and its CTC layer), and it may take
+      its labels as an input.
+    """
+    import keras
+
+    if own_train_step(model):
+        return "its own train_step"
+    if getattr(type(model), "compute_loss", None) is not keras.Model.compute_loss:
+        return "its own compute_loss"
+    if compiled is not None and compiled.optimizer is not None and compiled.loss is None:
+        return "a loss its layers add (compiled without a loss)"
+    return None
 
 
 def build_like_fit(model: Any, inputs: Any) -> bool:
