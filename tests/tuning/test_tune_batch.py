@@ -204,6 +204,20 @@ def test_a_planned_start_beyond_the_cap_tries_the_cap_once() -> None:
     assert found.result == 500 and not found.boundary_found
 
 
+def test_a_plan_far_beyond_the_limit_is_trusted_when_asked_and_nothing_is_tried() -> None:
+    tried: list[int] = []
+    found = find_batch_size(
+        boundary(10**9, tried), dataset_size=512, is_oom=is_fake_oom, planned=1024, trust_plan=2
+    )
+    assert tried == [] and found.planned_only and found.result == 512
+    assert not found.boundary_found and found.to_dict()["planned_only"] is True
+    # below the factor the limit is tried as before
+    near = find_batch_size(
+        boundary(10**9, tried), dataset_size=512, is_oom=is_fake_oom, planned=1000, trust_plan=2
+    )
+    assert tried == [512] and not near.planned_only and near.result == 512
+
+
 def test_a_planned_start_far_too_high_still_finds_the_boundary() -> None:
     tried: list[int] = []
     found = find_batch_size(

@@ -336,7 +336,7 @@ def test_a_loss_its_layers_add_takes_dicts_alone_and_the_memory_search_plans_the
     assert found.hooks.model_fn.drop_labels is True  # type: ignore[attr-defined]
     planned, note = _planned_batch(found.hooks, "float32", inventory.current(), script=found)
     assert planned is not None and planned > 1000, note
-    assert note.startswith("memory search started at the planned largest batch"), note
+    assert note.startswith("memory search: the plan predicts the largest batch that fits is"), note
 
 
 def test_a_bad_timeout_is_refused_before_tensorflow_starts(tmp_path: Path) -> None:

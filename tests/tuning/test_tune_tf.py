@@ -65,13 +65,20 @@ def test_function_form_finds_and_explains_the_best() -> None:
 
 
 def test_the_memory_search_starts_at_the_planned_largest_batch() -> None:
-    """On the CPU the plan predicts far more than the data: the first trial is the limit."""
+    """On the CPU the plan predicts far more than the data: no trial is spent on memory, the
+    limit (the data) is the largest batch the screen times."""
     space = {"batch_size": "auto", "precision": ["float32"], "jit": [False], "feed": ["numpy"]}
     result = tfaccel.tune(tiny_model_fn, tiny_data(), 60, space, **FAST)  # type: ignore[operator]
     assert result.batch_search is not None
     # the numpy feed keeps half the data for batches: 256; without the plan 32, 64, 128, 256
-    assert result.batch_search.tried == ((256, "ok"),)
-    assert result.notes[0].startswith("memory search started at the planned largest batch")
+    # were trials of the memory search, with a plan not far beyond the limit 256 alone
+    assert result.batch_search.tried == () and result.batch_search.planned_only
+    assert result.batch_search.result == 256
+    assert result.notes[0].startswith(
+        "memory search: the plan predicts the largest batch that fits is"
+    )
+    assert any(n.startswith("memory search: none run; the plan predicts") for n in result.notes)
+    assert {t.config.batch_size for t in result.trials} <= {32, 64, 128, 256}
 
 
 def test_module_function_and_tune_tune_are_the_same_call() -> None:

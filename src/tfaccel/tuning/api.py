@@ -481,7 +481,7 @@ def _planned_batch(
     if advice.max_batch < 1:
         return None, f"memory search: the plan predicts not even batch 1 fits on {device.words}"
     return advice.max_batch, (
-        f"memory search started at the planned largest batch {advice.max_batch:,} on "
+        f"memory search: the plan predicts the largest batch that fits is {advice.max_batch:,} on "
         f"{device.words} (tfaccel.plan, a prediction)"
     )
 

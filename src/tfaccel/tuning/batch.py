@@ -61,6 +61,8 @@ class BatchSearch:
         result: the size to use: ``largest_fit``, less the margin when a boundary was found.
         limit: the most the search would try: min(cap, data set size).
         tried: (batch size, "ok" or "oom") in the order tried.
+        planned_only: ``result`` is the limit, taken from the plan untried (it predicted
+            several times the limit fits: ``trust_plan``).
     """
 
     largest_fit: int
@@ -68,6 +70,7 @@ class BatchSearch:
     result: int
     limit: int
     tried: tuple[tuple[int, str], ...]
+    planned_only: bool = False
 
     @property
     def boundary_found(self) -> bool:
@@ -82,6 +85,7 @@ class BatchSearch:
             "result": self.result,
             "limit": self.limit,
             "tried": [list(t) for t in self.tried],
+            "planned_only": self.planned_only,
         }
 
 
@@ -95,6 +99,7 @@ def find_batch_size(
     granularity: int = 8,
     is_oom: Callable[[BaseException], bool] = is_oom_error,
     planned: int | None = None,
+    trust_plan: float | None = None,
 ) -> BatchSearch:
     """Find the largest batch size that fits in memory, never beyond the data or the cap.
 
@@ -118,6 +123,11 @@ def find_batch_size(
         is_oom: classifies an exception from ``try_batch``: True continues the search, False
             re-raises it.
         planned: the predicted largest size that fits (None: grow from ``start``).
+        trust_plan: when ``planned`` is at least this many times the limit, the limit is
+            the result without a trial (None: always tried). The plan's memory error is
+            within +-25%; a trial at the limit costs the most of any (on a CPU with tens of
+            GiB, the limit is the data set or the cap, far below the memory), and the
+            timing screen runs that size anyway if the budget reaches it.
 
     Returns:
         A :class:`BatchSearch`; ``result == 0`` when even the smallest size did not fit.
@@ -144,6 +154,8 @@ def find_batch_size(
     if not 0.0 <= margin < 1.0:
         raise ValueError(f"margin must be in [0, 1), got {margin}")
     limit = dataset_size if cap is None else min(cap, dataset_size)
+    if planned is not None and trust_plan is not None and planned >= trust_plan * limit:
+        return BatchSearch(0, None, limit, limit, (), planned_only=True)
     tried: list[tuple[int, str]] = []
 
     def attempt(size: int) -> bool:

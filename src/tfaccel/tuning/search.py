@@ -67,6 +67,9 @@ __all__ = [
 ]
 
 STATUSES = ("ok", "oom", "error", "not applied", "dropped", "skipped", "pending")
+PLAN_TRUSTED = 2.0
+"""The memory search runs no trial when the plan predicts this many times its largest batch
+(the data or the cap) fits: twice the plan's worst measured error, and more."""
 
 
 # --------------------------------------------------------------------------- decision
@@ -555,6 +558,7 @@ class _Search:
                 granularity=s.granularity,
                 is_oom=self.is_oom,
                 planned=s.batch_planned,
+                trust_plan=PLAN_TRUSTED,
             )
         except _OutOfBudget:
             fitted = [c.batch_size for c, t in self.trials.items() if t.status == "ok"]
@@ -568,6 +572,12 @@ class _Search:
                 received="out of memory at batch size "
                 + ", ".join(str(b) for b, _ in self.batch_search.tried),
                 fix="use a smaller model or input, or free the device (tfaccel doctor)",
+            )
+        if self.batch_search.planned_only:
+            self.notes.append(
+                f"memory search: none run; the plan predicts {s.batch_planned:,} fits, at least "
+                f"{PLAN_TRUSTED:g}x the largest batch searched ({self.batch_search.limit:,}: "
+                "the data or the cap), which the screen times if the budget reaches it"
             )
         if self.batch_search.boundary_found:
             self.notes.append(
