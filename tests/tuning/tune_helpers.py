@@ -70,8 +70,10 @@ class FakeRunner:
         oom_at_sample: Callable[[Config, int], bool] = lambda c, n: False,
         error_at_prepare: Callable[[Config], bool] = lambda c: False,
         interrupt_after: int | None = None,
+        example_s: Callable[[Config], float] | None = None,
     ) -> None:
         self.clock = clock
+        self.example_s = example_s  # seconds per example of a step: steps cost batch x this
         self.speed = speed
         self.prepare_s = prepare_s
         self.sample_s = sample_s
@@ -86,14 +88,18 @@ class FakeRunner:
         self.samples: dict[Config, int] = {}
         self.total_samples = 0
 
-    def prepare(self, config: Config) -> None:
-        self.clock.now += self.prepare_s
+    def step_s(self, config: Config) -> float:
+        return 0.0 if self.example_s is None else self.example_s(config) * config.batch_size
+
+    def prepare(self, config: Config) -> float | None:
+        self.clock.now += self.prepare_s + 3 * self.step_s(config)  # the warm-up's 3 steps
         self.prepared.append(config)
         if self.oom_at_prepare(config):
             raise FakeOom("OOM when allocating tensor")
         if self.error_at_prepare(config):
             raise ValueError("Input 0 of layer 'dense' is incompatible with the layer")
         self.held.add(config)
+        return None if self.example_s is None else self.example_s(config)
 
     def sample(self, config: Config) -> float:
         assert config in self.held, f"{config.label()} timed after it was released"
@@ -102,7 +108,7 @@ class FakeRunner:
         self.total_samples += 1
         if self.interrupt_after is not None and self.total_samples > self.interrupt_after:
             raise KeyboardInterrupt
-        self.clock.now += self.sample_s
+        self.clock.now += max(self.sample_s, 2 * self.step_s(config))
         if self.oom_at_sample(config, count):
             raise FakeOom("OOM when allocating tensor")
         rate = self.speed(config) * self.wobble[count % len(self.wobble)]

@@ -67,6 +67,8 @@ __all__ = [
 ]
 
 STATUSES = ("ok", "oom", "error", "not applied", "dropped", "skipped", "pending")
+WARM_CALLS = 3
+"""Training calls a configuration's warm-up runs (``tfaccel.bench.training``: 3 steps)."""
 PLAN_TRUSTED = 2.0
 """The memory search runs no trial when the plan predicts this many times its largest batch
 (the data or the cap) fits: twice the plan's worst measured error, and more."""
@@ -141,8 +143,9 @@ def pick_winner(summaries: Mapping[Config, Summary]) -> Decision:
 class Runner(Protocol):
     """What the search needs from the code that trains: TensorFlow, or a fake in tests."""
 
-    def prepare(self, config: Config) -> None:
-        """Build the model for ``config`` and run its first steps (tracing, warm-up)."""
+    def prepare(self, config: Config) -> float | None:
+        """Build the model for ``config`` and run its first steps (tracing, warm-up); the
+        warm-up's seconds per training example where it timed them (None: not known)."""
 
     def sample(self, config: Config) -> float:
         """Time one sample of a prepared configuration: seconds per training example."""
@@ -166,6 +169,8 @@ class Trial:
         note: why the status is what it is.
         prepare_s: seconds to build and warm it up.
         order: when it was first tried (0 = first).
+        warm_example_s: seconds per example of its warm-up steps (None: not known), which
+            the budget scales to estimate what a larger batch's steps will cost.
     """
 
     config: Config
@@ -174,6 +179,7 @@ class Trial:
     note: str = ""
     prepare_s: float | None = None
     order: int = -1
+    warm_example_s: float | None = None
 
     @property
     def last_rung(self) -> int | None:
@@ -378,6 +384,32 @@ class _Search:
         times = [t.prepare_s for t in self.trials.values() if t.prepare_s is not None]
         return statistics.median(times) if times else 2.0 * self.settings.sample_s
 
+    def est_step(self, config: Config) -> float:
+        """Seconds of one training call of ``config``, from the warm-up of a prepared
+        configuration of the same or the nearest smaller batch (else the smallest): its
+        seconds per example times this batch. Throughput rarely falls as the batch grows, so
+        this errs long for a larger batch. 0 when no warm-up was timed."""
+        known = sorted(
+            (t.config.batch_size, t.warm_example_s)
+            for t in self.trials.values()
+            if t.warm_example_s is not None
+        )
+        if not known:
+            return 0.0
+        below = [per for batch, per in known if batch <= config.batch_size]
+        per_example = below[-1] if below else known[0][1]
+        return per_example * config.batch_size * config.steps_per_execution
+
+    def prepare_cost(self, config: Config) -> float:
+        """Preparing ``config``: the median preparation so far, plus the warm-up's steps at
+        its batch (``WARM_CALLS`` calls of its training function)."""
+        return self.est_prepare() + WARM_CALLS * self.est_step(config)
+
+    def sample_cost(self, config: Config) -> float:
+        """One timed sample of ``config``: the median sample, or two training calls (a sample
+        runs at least two) where its steps are longer."""
+        return max(self.est_sample(), 2 * self.est_step(config))
+
     # -- progress ---------------------------------------------------------------------------
 
     def emit(self, phase: str | None = None) -> None:
@@ -414,7 +446,7 @@ class _Search:
             return False
         began = self.clock()
         try:
-            self.runner.prepare(config)
+            warm = self.runner.prepare(config)
         except NotAppliedError as exc:
             trial.prepare_s = self.clock() - began
             self.not_applied(trial, exc)
@@ -429,6 +461,7 @@ class _Search:
                 raise
             return False
         trial.prepare_s = self.clock() - began
+        trial.warm_example_s = warm if isinstance(warm, float) and warm > 0 else None
         trial.status = "ok"
         self.ready.add(config)
         if first:
@@ -530,7 +563,8 @@ class _Search:
         precisions = [str(p) for p in space.precision]
 
         def try_batch(batch_size: int) -> None:
-            if self.tried_count() and self.remaining() < self.est_prepare():
+            config = space.base(batch_size, precisions[0], feed)
+            if self.tried_count() and self.remaining() < self.prepare_cost(config):
                 raise _OutOfBudget
             for precision in precisions:  # the first one that takes effect on the model
                 config = space.base(batch_size, precision, feed)
@@ -649,7 +683,7 @@ class _Search:
                 trial.status = "skipped"
                 trial.note = _numpy_needs(config)
                 continue
-            if trial.order < 0 and self.tried_count() and self.over_screen(share, len(ready)):
+            if trial.order < 0 and self.tried_count() and self.over_screen(share, ready, config):
                 trial.status, trial.note = "skipped", "no budget left to screen it"
                 continue
             if self.prepare(config):
@@ -659,7 +693,7 @@ class _Search:
         if skipped:
             self.notes.append(
                 f"{skipped} configuration(s) not screened for lack of budget: screening all of "
-                f"them needs about {math.ceil(len(candidates) * self.trial_cost())} s"
+                f"them needs about {math.ceil(sum(self.trial_cost(c) for c in candidates))} s"
             )
         if not ready:
             raise TuneError(
@@ -670,13 +704,14 @@ class _Search:
             )
         return self.measure(ready, rung=0)
 
-    def trial_cost(self) -> float:
-        return self.est_prepare() + self.est_sample()
+    def trial_cost(self, config: Config) -> float:
+        return self.prepare_cost(config) + self.sample_cost(config)
 
-    def over_screen(self, share: float, ready: int) -> bool:
-        """Would preparing one more configuration (and timing all once) exceed the share?"""
-        projected = self.elapsed() + self.trial_cost() + ready * self.est_sample()
-        return projected > share
+    def over_screen(self, share: float, ready: list[Config], config: Config) -> bool:
+        """Would preparing ``config`` (and timing it and the ``ready`` ones once) exceed the
+        share?"""
+        timing = sum(self.sample_cost(c) for c in ready)
+        return self.elapsed() + self.trial_cost(config) + timing > share
 
     def measure(self, configs: list[Config], rung: int) -> list[Config]:
         """Time ``configs`` in interleaved rounds; return those still standing, fastest first."""
@@ -813,7 +848,9 @@ class _Search:
         while survivors:
             count = len(survivors) + len(new)
             rounds = self.rounds(rung, count)
-            cost = len(new) * self.est_prepare() + count * rounds * self.est_sample()
+            cost = sum(self.prepare_cost(c) for c in new) + rounds * sum(
+                self.sample_cost(c) for c in [*survivors, *new]
+            )
             if cost <= self.remaining():
                 return survivors, new
             if new:

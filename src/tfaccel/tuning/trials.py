@@ -337,8 +337,9 @@ class TfRunner:
         """Where the trials train (``cpu`` or ``gpu:0``)."""
         return device_name()
 
-    def prepare(self, config: Config) -> None:
-        """Build the model for ``config`` and run the warm-up call (tracing, first steps)."""
+    def prepare(self, config: Config) -> float | None:
+        """Build the model for ``config`` and run the warm-up call (tracing, first steps);
+        the warm-up's seconds per example."""
         from tfaccel.bench.datasets import ImageData  # local: tfaccel.bench imports numpy
         from tfaccel.bench.training import TrainConfig, TrainingSampler
 
@@ -362,8 +363,9 @@ class TfRunner:
             1,
             self.sample_s,
         )
-        sampler()  # the warm-up: traces the train step, adapts the step count
+        warm = sampler()  # the warm-up: traces the train step, adapts the step count
         self._samplers[config] = sampler
+        return warm
 
     def _check_new(self, model: Any) -> None:
         """Refuse a model_fn that returned the model of its previous call: each trial would
