@@ -131,6 +131,10 @@ def test_numpy_script_with_argparse_and_a_checkpoint(
     assert verdict["says"]
     if verdict["kept"]:
         assert result["best"] == result["baseline"]
+        assert result["apply"].startswith("nothing to apply: ")
+    else:  # the command that applies it to the script as it is, with the script's arguments
+        tuned = "--tuned=all" if result["best"]["batch_size"] != 24 else "--tuned"
+        assert result["apply"].startswith(f"tfaccel run {tuned} {script} --batch-size 24")
     assert any(t["note"].startswith("your own configuration") for t in result["trials"])
     # what the trials did not run is said, and did not happen
     assert "callback ModelCheckpoint" in result["not_run"]
@@ -440,3 +444,37 @@ def test_a_model_slow_to_prepare_is_tuned_inside_the_budget_with_yours_prepared_
     untried = [t for t in outcome.trials if t.status == "skipped"]
     assert untried and all("budget" in t.note for t in untried)
     assert any("budget" in note for note in outcome.notes)
+
+
+@pytest.mark.parametrize(
+    ("best", "kept", "expected"),
+    [
+        (
+            Config(32, steps_per_execution=8),
+            False,
+            "tfaccel run --tuned --fit 2 'my train.py' --lr 0.1",
+        ),
+        (
+            Config(128),
+            False,
+            "tfaccel run --tuned=all --fit 2 'my train.py' --lr 0.1  # --tuned=all",
+        ),
+        (Config(32), True, "nothing to apply: 'my train.py' is fastest as it is"),
+    ],
+)
+def test_a_scripts_result_says_the_command_that_applies_it(
+    best: Config, kept: bool, expected: str
+) -> None:
+    from tfaccel.tuning.result import TuneResult
+    from tfaccel.tuning.space import parse_space
+
+    result = TuneResult(
+        best, "", [], "m", "cpu", parse_space({}), 10.0, 9.0,
+        baseline=Config(32),
+        baseline_verdict={"kept": kept},
+        workload={"origin": {"script": "my train.py", "args": ["--lr", "0.1"], "fit": 2}},
+    )  # fmt: skip
+    assert result.run_line().startswith(expected)  # type: ignore[union-attr]
+    assert ("apply it to the script as it is:\n  " + expected) in str(result)
+    if best.batch_size != 32:
+        assert "(32 -> 128), which changes the optimisation" in str(result.run_line())

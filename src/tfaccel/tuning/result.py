@@ -5,6 +5,7 @@ Plain data with ``to_dict`` (the ``--json`` document) and ``str()`` (the text re
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -291,6 +292,7 @@ class TuneResult:
             "baseline_verdict": self.baseline_verdict,
             "not_run": list(self.not_run),
             "workload": self.workload,
+            "apply": self.run_line(),
         }
 
     def table(self) -> list[tuple[str, str, str, str, str, str]]:
@@ -351,6 +353,9 @@ class TuneResult:
         lines += ["", *_render_table(self.table())]
         if self.best is not None:
             lines += ["", "reproduce:", *("  " + line for line in self.code().splitlines())]
+        run_line = self.run_line()
+        if run_line:
+            lines += ["", "apply it to the script as it is:", f"  {run_line}"]
         lines += [f"note: {note}" for note in self.notes]
         if self.baseline is not None:
             lines.append(
@@ -361,6 +366,30 @@ class TuneResult:
         if self.run_id is not None:
             lines.append(f"stored as run {self.run_id} in {self.db_path}")
         return "\n".join(lines)
+
+    def run_line(self) -> str | None:
+        """For a script tuned as it is: the command that runs it with the winner, and what that
+        applies (None: not a script, or no winner)."""
+        origin = (self.workload or {}).get("origin") or {}
+        script = origin.get("script")
+        if not script or self.best is None or self.baseline is None:
+            return None
+        if (self.baseline_verdict or {}).get("kept") or self.best == self.baseline:
+            return f"nothing to apply: {shlex.quote(str(script))} is fastest as it is"
+        fit = int(origin.get("fit") or 1)
+        words = ["tfaccel", "run", "--tuned"]
+        note = ""
+        if self.best.batch_size != self.baseline.batch_size:
+            words[2] = "--tuned=all"
+            note = (
+                f"  # --tuned=all: also the batch ({self.baseline.batch_size} -> "
+                f"{self.best.batch_size}), which changes the optimisation: scale the learning "
+                "rate with it; --tuned keeps your batch"
+            )
+        if fit != 1:
+            words += ["--fit", str(fit)]
+        words += [str(script), *(str(a) for a in origin.get("args") or ())]
+        return " ".join(shlex.quote(w) for w in words) + note
 
     def _baseline_text(self) -> str:
         verdict = self.baseline_verdict or {}
