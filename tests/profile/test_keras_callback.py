@@ -104,7 +104,7 @@ def test_slow_pipeline_is_input_bound_by_the_wait_it_adds(model: Any, data: Any)
     # the pipeline sleeps three times as long as a step computes: with tf.data's prefetch the
     # step waits about (sleep - compute), two thirds of each period, so a step that computes
     # slower than in the calibration (a busy machine) still leaves the wait a clear majority
-    sleep_s = min(max(3 * busy.median, 0.015), 0.09)
+    sleep_s = min(max(3 * busy.median, 0.015), 0.15)
     callback = _callback()
     _fit(model, instrument(_slow(data, sleep_s)), [callback])
     measurement = callback.measurement()
@@ -128,14 +128,15 @@ def test_slow_pipeline_is_input_bound_by_the_wait_it_adds(model: Any, data: Any)
 def test_python_between_steps_is_host_overhead(model: Any, data: Any) -> None:
     class Busy(keras.callbacks.Callback):  # type: ignore[name-defined]
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-            time.sleep(0.006)
+            time.sleep(0.03)
 
     callback = _callback()
     _fit(model, instrument(_fast(data)), [callback, Busy()])
     figures = callback.measurement().figures()
-    # the 6 ms sleep, and not the whole step: a loaded machine stretches a sleep, so the
-    # upper bound leaves room for that
-    assert figures.host_s is not None and 0.006 <= figures.host_s.median < 0.03
+    # the 30 ms sleep, and not the whole step: a loaded machine stretches a sleep, so the
+    # upper bound leaves room for that. 30 ms stays above the 15% a "fail" needs beside the
+    # 50-100 ms a loaded machine makes of the tiny step (6 ms was 14%: a "warn")
+    assert figures.host_s is not None and 0.03 <= figures.host_s.median < 0.1
     finding = callback.diagnose().get("host_overhead")
     assert finding is not None and finding.status == "fail"
     assert "steps_per_execution" in (finding.fix or "")
