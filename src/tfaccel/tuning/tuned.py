@@ -40,25 +40,29 @@ get one.
 from __future__ import annotations
 
 import contextlib
-import gc
 import inspect
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from tfaccel import inventory, store
 from tfaccel.architecture import fingerprint, short
 from tfaccel.core.errors import TfaccelError
 from tfaccel.tuning.record import script_digest
-from tfaccel.tuning.script import settled_runtime
 from tfaccel.tuning.space import OWN_FEED
-from tfaccel.tuning.trials import device_name
 from tfaccel.workload import DEFAULT_TIMEOUT_S, CaptureError, capture
 from tfaccel.workload import data as data_forms
 from tfaccel.workload.keras_fit import replaced_fit
 from tfaccel.workload.record import build_like_fit
+
+if TYPE_CHECKING:
+    from tfaccel.store import ResultsStore, RunRecord
+
+# What runs before the script, kept light: it imports the tuning package's own modules and the
+# workload, not the search (tuning.api imports planning and the doctor); the trials' device
+# name and the first pass's settled runtime are imported where they are used.
 
 __all__ = [
     "MODES",
@@ -203,35 +207,55 @@ def find_winner(
     db = store.open_read_only(path)
     if db is None:
         return None
-    digest = machine or inventory.current().fingerprint.digest
+    digest = machine or inventory.current_fingerprint().digest
     with db:
-        for run in db.runs(digest, limit=500):
-            if run.status != "complete" or run.details.get("kind") != "tune":
+        return _winner_in(db, _tune_runs(db, digest), model_fingerprint, device)
+
+
+def _tune_runs(db: ResultsStore, machine: str) -> list[RunRecord]:
+    """The complete tune runs of this machine, newest first (the lookups read no other)."""
+    return [
+        run
+        for run in db.runs(machine, limit=500)
+        if run.status == "complete" and run.details.get("kind") == "tune"
+    ]
+
+
+def _winner_in(
+    db: ResultsStore, runs: Sequence[RunRecord], model_fingerprint: str, device: str
+) -> StoredWinner | None:
+    for run in runs:
+        for result in db.results(run.id):
+            if result.model_fingerprint != model_fingerprint:
                 continue
-            for result in db.results(run.id):
-                if result.model_fingerprint != model_fingerprint:
-                    continue
-                if result.config.get("device") != device:
-                    continue
-                return StoredWinner(
-                    config=dict(result.config),
-                    model_name=result.benchmark,
-                    model_fingerprint=model_fingerprint,
-                    run_id=run.id,
-                    db_path=str(db.path),
-                    date=run.finished_at or run.started_at,
-                    images_per_s=result.median,
-                    iqr=(result.q1, result.q3),
-                    speedup=run.details.get("speedup"),
-                    verdict=run.details.get("baseline_verdict"),
-                )
+            if result.config.get("device") != device:
+                continue
+            return StoredWinner(
+                config=dict(result.config),
+                model_name=result.benchmark,
+                model_fingerprint=model_fingerprint,
+                run_id=run.id,
+                db_path=str(db.path),
+                date=run.finished_at or run.started_at,
+                images_per_s=result.median,
+                iqr=(result.q1, result.q3),
+                speedup=run.details.get("speedup"),
+                verdict=run.details.get("baseline_verdict"),
+            )
     return None
 
 
 @dataclass
 class ScriptRecord:
     """The script a tune measured, as its run stored it (:func:`tfaccel.tuning.record.
-    script_record`), with the run it came from."""
+    script_record`), with the run it came from.
+
+    Attributes:
+        precision: the model's own dtype policy, or None (the script set one the trials did
+            not take as it is).
+        settings: the script's other settings: ``model_name``, ``batch_size``, ``jit``,
+            ``steps_per_execution``.
+    """
 
     run_id: int
     model_fingerprint: str
@@ -251,40 +275,43 @@ def find_script_record(
     """The newest complete tune run on this machine whose script record has this script's
     content (SHA-256) and these arguments, tuned at this ``fit`` (or marked: its own loop);
     None when there is none (results stored before script records included)."""
+    db = store.open_read_only(path)
+    if db is None:
+        return None
+    machine = machine or inventory.current_fingerprint().digest
+    with db:
+        return _record_in(_tune_runs(db, machine), script, args, fit)
+
+
+def _record_in(
+    runs: Sequence[RunRecord], script: str | Path, args: Sequence[str], fit: int
+) -> ScriptRecord | None:
     try:
         digest = script_digest(script)
     except OSError:
         return None
-    db = store.open_read_only(path)
-    if db is None:
-        return None
-    machine = machine or inventory.current().fingerprint.digest
     wanted_args = [str(a) for a in args]
-    with db:
-        for run in db.runs(machine, limit=500):
-            if run.status != "complete" or run.details.get("kind") != "tune":
-                continue
-            found = run.details.get("script")
-            if not isinstance(found, dict) or found.get("sha256") != digest:
-                continue
-            if list(found.get("args") or []) != wanted_args:
-                continue
-            recorded_fit = int(found.get("fit", 1))
-            if recorded_fit not in (fit, 0) or not found.get("model_fingerprint"):
-                continue
-            return ScriptRecord(
-                run_id=run.id,
-                model_fingerprint=str(found["model_fingerprint"]),
-                precision=found.get("precision"),
-                fit=recorded_fit,
-                settings={
-                    "model_name": str(found.get("model_name") or ""),
-                    "precision": found.get("precision") or "float32",
-                    "batch_size": found.get("batch_size"),
-                    "jit": bool(found.get("jit", False)),
-                    "steps_per_execution": int(found.get("steps_per_execution") or 1),
-                },
-            )
+    for run in runs:
+        found = run.details.get("script")
+        if not isinstance(found, dict) or found.get("sha256") != digest:
+            continue
+        if list(found.get("args") or []) != wanted_args:
+            continue
+        recorded_fit = int(found.get("fit", 1))
+        if recorded_fit not in (fit, 0) or not found.get("model_fingerprint"):
+            continue
+        return ScriptRecord(
+            run_id=run.id,
+            model_fingerprint=str(found["model_fingerprint"]),
+            precision=found.get("precision"),
+            fit=recorded_fit,
+            settings={
+                "model_name": str(found.get("model_name") or ""),
+                "batch_size": found.get("batch_size"),
+                "jit": bool(found.get("jit", False)),
+                "steps_per_execution": int(found.get("steps_per_execution") or 1),
+            },
+        )
     return None
 
 
@@ -313,8 +340,6 @@ def prepare(
     Raises:
         StoreError: the database cannot be read.
     """
-    import keras
-
     stream = out if out is not None else sys.stderr
     tuned = TunedRun(mode=mode, fit=fit)
     name = Path(script).name
@@ -325,27 +350,88 @@ def prepare(
         tuned.says = f"the results database {db} does not exist yet; to get a result: {how}"
         _say(tuned, stream, f"{tuned.says}. Running {name} as written.")
         return tuned
-    machine = inventory.current().fingerprint.digest  # probed once: it reads every package
-    if not _has_tune_runs(db, machine):
+    opened = _open(db)
+    # the lookups read only the runs of this machine: its fingerprint, not the whole Inventory
+    runs = [] if opened is None else _tune_runs(opened, inventory.current_fingerprint().digest)
+    if opened is None or not runs:
+        if opened is not None:
+            opened.close()
         tuned.says = f"no tune result stored for this machine; to get one: {how}"
         _say(tuned, stream, f"{tuned.says}. Running {name} as written.")
         return tuned
-    if _from_record(tuned, script, args, db=db, machine=machine, stream=stream):
-        return tuned
-    try:
-        with settled_runtime():
-            workload = capture(script, args, fit=fit, timeout=timeout, command="run")
-    except CaptureError as exc:  # its own run shows the same error, or gets its keyboard
-        tuned.says = f"the model could not be read before the run ({exc.what}); nothing applied"
+    with opened:  # opened once, for every lookup (read only: the first pass may run meanwhile)
+        if _from_record(tuned, script, args, db=opened, runs=runs, stream=stream):
+            return tuned
+        if not _first_pass(tuned, script, args, timeout=timeout, stream=stream):
+            return tuned
+        from tfaccel.tuning.trials import device_name
+
+        device = device_name()
+        assert tuned.model_fingerprint is not None
+        winner = _winner_in(opened, runs, tuned.model_fingerprint, device)
+    if winner is None:
+        tuned.says = (
+            f"no tune result stored for the model {tuned.script['model_name']!r} "
+            f"(architecture {short(tuned.model_fingerprint)}) on this machine's {device}; "
+            f"to get one: {how}"
+        )
         _say(tuned, stream, f"{tuned.says}. Running {name} as written.")
         return tuned
+    tuned.winner = winner
+    _say(tuned, stream, f"tuned configuration for {winner.model_name!r}: {winner.measured()}")
+    wanted = winner.config.get("precision")
+    if wanted and wanted != tuned.script["precision"]:
+        import keras
+
+        keras.mixed_precision.set_global_policy(wanted)
+        tuned.precision = str(wanted)
+    return tuned
+
+
+def _open(db: str | Path | None) -> ResultsStore | None:
+    """The results database opened read only; None when there is none (the default one not
+    created yet, or unreadable).
+
+    Raises:
+        StoreError: ``db`` was given and cannot be read.
+    """
+    try:
+        return store.open_read_only(db)
+    except TfaccelError:
+        if db is not None:
+            raise
+        return None
+
+
+def _first_pass(
+    tuned: TunedRun,
+    script: str,
+    args: Sequence[str],
+    *,
+    timeout: float | None,
+    stream: TextIO,
+) -> bool:
+    """Run the script up to its ``fit`` (nothing trains), read its model's fingerprint and
+    settings into ``tuned``; False (said) when it does not get there."""
+    import gc
+
+    import keras
+
+    from tfaccel.tuning.script import settled_runtime
+
+    try:
+        with settled_runtime():
+            workload = capture(script, args, fit=tuned.fit, timeout=timeout, command="run")
+    except CaptureError as exc:  # its own run shows the same error, or gets its keyboard
+        tuned.says = f"the model could not be read before the run ({exc.what}); nothing applied"
+        _say(tuned, stream, f"{tuned.says}. Running {Path(script).name} as written.")
+        return False
     model = workload.model
     # built as its first fit step builds it (a subclassed model not called yet), as tune's
     # trials build it before they fingerprint it
     build_like_fit(model, workload.first_batch())
-    digest = fingerprint(model)
     policy = getattr(getattr(model, "dtype_policy", None), "name", None) or "float32"
-    tuned.model_fingerprint = digest
+    tuned.model_fingerprint = fingerprint(model)
     tuned.found_by = "first pass"
     tuned.script = {
         "model_name": str(getattr(model, "name", "")),
@@ -357,22 +443,7 @@ def prepare(
     del model, workload
     keras.backend.clear_session()  # the run numbers its layers as a fresh process would
     gc.collect()
-    device = device_name()
-    winner = find_winner(digest, device=device, path=db, machine=machine)
-    if winner is None:
-        tuned.says = (
-            f"no tune result stored for the model {tuned.script['model_name']!r} "
-            f"(architecture {short(digest)}) on this machine's {device}; to get one: {how}"
-        )
-        _say(tuned, stream, f"{tuned.says}. Running {name} as written.")
-        return tuned
-    tuned.winner = winner
-    _say(tuned, stream, f"tuned configuration for {winner.model_name!r}: {winner.measured()}")
-    wanted = winner.config.get("precision")
-    if wanted and wanted != tuned.script["precision"]:
-        keras.mixed_precision.set_global_policy(wanted)
-        tuned.precision = str(wanted)
-    return tuned
+    return True
 
 
 def _from_record(
@@ -380,23 +451,29 @@ def _from_record(
     script: str,
     args: Sequence[str],
     *,
-    db: str | Path | None,
-    machine: str,
+    db: ResultsStore,
+    runs: Sequence[RunRecord],
     stream: TextIO,
 ) -> bool:
     """Fill ``tuned`` from the tune's script record of this script, when one matches and its
     winner needs no precision change (nothing to set before the script builds its model);
     False: the first pass is needed."""
-    found = find_script_record(script, args, fit=tuned.fit, path=db, machine=machine)
+    found = _record_in(runs, script, args, tuned.fit)
     if found is None or found.precision is None:
         return False
-    winner = find_winner(found.model_fingerprint, device=device_name(), path=db, machine=machine)
+    from tfaccel.tuning.trials import device_name
+
+    winner = _winner_in(db, runs, found.model_fingerprint, device_name())
     wanted = None if winner is None else winner.config.get("precision")
     if winner is None or (wanted and wanted != found.precision):
         return False
     tuned.winner = winner
     tuned.model_fingerprint = found.model_fingerprint
-    tuned.script = dict(found.settings)
+    tuned.script = {
+        "model_name": found.settings["model_name"],
+        "precision": found.precision,
+        **found.settings,
+    }
     tuned.found_by = "record"
     _say(
         tuned,
@@ -580,23 +657,6 @@ def _expected(tuned: TunedRun) -> str:
 def _say(tuned: TunedRun, stream: TextIO, line: str) -> None:
     tuned.messages.append(line)
     print(f"tfaccel run --tuned: {line}", file=stream)
-
-
-def _has_tune_runs(db: str | Path | None, digest: str) -> bool:
-    """Whether the database holds a complete tune run of this machine (cheap: no capture)."""
-    try:
-        opened = store.open_read_only(db)
-    except TfaccelError:
-        if db is not None:
-            raise
-        return False
-    if opened is None:
-        return False
-    with opened:
-        return any(
-            r.status == "complete" and r.details.get("kind") == "tune"
-            for r in opened.runs(digest, limit=500)
-        )
 
 
 def _is_arrays(x: Any) -> bool:
