@@ -569,6 +569,111 @@ def report(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+# A tiny script with its own training loop (marked): its run is mostly the start-up of Python,
+# TensorFlow and Keras, which `tfaccel run --tuned` adds its own to.
+TINY_SCRIPT = """
+import keras
+import numpy as np
+import tensorflow as tf
+
+import tfaccel
+
+rng = np.random.default_rng(0)
+x = rng.random((256, 16)).astype("float32")
+y = rng.integers(0, 4, size=256)
+ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(32)
+model = keras.Sequential([keras.Input((16,)), keras.layers.Dense(4)], name="tiny")
+optimizer = keras.optimizers.SGD(0.01)
+loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
+@tf.function
+def step(a, b):
+    with tf.GradientTape() as tape:
+        loss = loss_fn(b, model(a, training=True))
+    optimizer.apply(tape.gradient(loss, model.trainable_weights), model.trainable_weights)
+    return loss
+
+
+tfaccel.workload.mark(model, ds, optimizer=optimizer, loss=loss_fn)
+for a, b in ds:
+    step(a, b)
+"""
+
+
+def import_ms(module: str, repeats: int = 5) -> tuple[float, float, float]:
+    """``python -X importtime -c "import MODULE"``: the module's cumulative import time (ms),
+    its quartiles over ``repeats`` fresh processes."""
+    found = []
+    for _ in range(repeats):
+        done = subprocess.run(
+            [sys.executable, "-X", "importtime", "-c", f"import {module}"],
+            env=_env(),
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        for line in done.stderr.splitlines():
+            parts = [p.strip() for p in line.split("|")]
+            if len(parts) == 3 and parts[2] == module:
+                found.append(int(parts[1]) / 1000)
+    return quartiles(found)
+
+
+def bench_startup(rounds: int) -> str:
+    """The start-up ``tfaccel run --tuned`` adds: a tiny script with its own loop, tuned once
+    (its script record found, nothing applied), run as ``python s.py``, ``tfaccel run s.py``
+    and ``tfaccel run --tuned s.py``, interleaved (the order rotates each round, after one
+    round discarded), each a fresh process timed from outside."""
+    lines = [f"on {os.cpu_count()} CPU cores; load average {_load()} at the start"]
+    for module in ("tfaccel.tuning", "tfaccel.tuning.tuned", "tfaccel.cli"):
+        q1, med, q3 = import_ms(module)
+        lines.append(f"import {module:<22} {med:7.1f} ms ({q1:.1f}-{q3:.1f}), -X importtime")
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        script = folder / "s.py"
+        script.write_text(TINY_SCRIPT)
+        db = folder / "results.sqlite"
+        done, _ = _tfaccel("tune", "--no-progress", "--db", str(db), "--budget", "10",
+                           "--rounds", "3", "--sample-seconds", "0.1", str(script),
+                           cwd=folder)  # fmt: skip
+        if done.returncode != 0:
+            raise RuntimeError(f"tune failed:\n{done.stderr[-3000:]}")
+        commands = {
+            "python s.py": [sys.executable, str(script)],
+            "tfaccel run s.py": [sys.executable, "-m", "tfaccel", "run", "--quiet", str(script)],
+            "tfaccel run --tuned s.py": [sys.executable, "-m", "tfaccel", "run", "--quiet",
+                                         "--tuned", "--db", str(db), str(script)],
+        }  # fmt: skip
+        done = subprocess.run(
+            commands["tfaccel run --tuned s.py"], env=_env(), capture_output=True, text=True
+        )
+        if "found by the script record" not in done.stderr:
+            raise RuntimeError(f"run --tuned did not find the tune's record:\n{done.stderr}")
+        samples: dict[str, list[float]] = {name: [] for name in commands}
+        names = list(commands)
+        for index in range(rounds + 1):
+            shift = index % len(names)
+            for name in names[shift:] + names[:shift]:
+                began = time.perf_counter()
+                subprocess.run(commands[name], env=_env(), capture_output=True, check=True)
+                if index:  # the first round warms the file cache: discarded
+                    samples[name].append(time.perf_counter() - began)
+    base = statistics.median(samples["python s.py"])
+    lines.append(f"{rounds} rounds interleaved; load average {_load()} at the end")
+    lines.append(f"{'command':<26} {'wall s':>7} {'(IQR)':>15} {'over python':>11}")
+    for name, values in samples.items():
+        q1, med, q3 = quartiles(values)
+        lines.append(
+            f"{name:<26} {med:7.3f} ({q1:.3f}-{q3:.3f}) {med - base:+10.3f}s  x{base / med:.2f}"
+        )
+    return "\n".join(lines)
+
+
+def _load() -> str:
+    return " ".join(f"{v:.2f}" for v in os.getloadavg())
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--budget", type=int, default=30)
@@ -576,6 +681,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--only", action="append", choices=sorted(SCRIPTS))
     p.add_argument("--smoke", action="store_true")
+    p.add_argument(
+        "--startup",
+        action="store_true",
+        help="only the start-up run --tuned adds to a tiny script, against python and run",
+    )
     p.add_argument("--json", action="store_true")
     p.add_argument(
         "--plan-only",
@@ -595,6 +705,9 @@ def main(argv: list[str] | None = None) -> int:
         "uncounted by the CPU allocator at their own batch)",
     )
     args = p.parse_args(argv)
+    if args.startup:
+        print(bench_startup(max(args.rounds, 7)))
+        return 0
     if args.batch_scale != 1 and not args.plan_only:
         p.error("--batch-scale changes the scripts' batch: with --plan-only only")
     if args.no_plan and args.plan_only:

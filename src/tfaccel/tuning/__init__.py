@@ -8,9 +8,8 @@ when it is faster beyond the noise, otherwise the simpler one does. The winner i
 results database, where ``tfaccel.setup(precision="auto", jit="auto", model=model)`` finds it.
 
 ``tfaccel.tune(model_fn, data, ...)`` calls :func:`tune` here. Importing this package does not
-import TensorFlow, nor any of its modules: each name below is imported on first use (``tfaccel
-run --tuned`` imports :mod:`tfaccel.tuning.tuned` alone, without the search, planning or the
-doctor).
+import TensorFlow, nor :func:`tune`'s module until it is first used (it imports planning and the
+doctor, which ``tfaccel run --tuned``, importing :mod:`tfaccel.tuning.tuned`, does not need).
 
 Example:
     >>> import tfaccel
@@ -26,8 +25,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-# `search` is a module here and a function of it: bound now, the function stays the package's
-# attribute, as a later import of the module would otherwise make it the module
+# The light modules, imported now (`search` is both a module here and its function: bound now,
+# the name stays the function, which a later first import of the module would overwrite).
 from tfaccel.tuning._errors import (
     BudgetError,
     ModelFnError,
@@ -38,44 +37,46 @@ from tfaccel.tuning._errors import (
     TuneError,
 )
 from tfaccel.tuning.batch import BatchSearch, find_batch_size, is_oom_error
+from tfaccel.tuning.result import Speedup, TuneResult
 from tfaccel.tuning.search import Decision, SearchSettings, Trial, pick_winner, search
 from tfaccel.tuning.space import DEFAULT_SPACE, Config, Space, parse_space, simplicity
 
-# the public names, each with the module that defines it
-_WHERE = {
-    "BudgetError": "_errors",
-    "ModelFnError": "_errors",
-    "ModelReusedError": "_errors",
-    "NotAppliedError": "_errors",
-    "SpaceError": "_errors",
-    "TrialError": "_errors",
-    "TuneError": "_errors",
+# imported on first use: the search's API, which imports planning and the doctor
+_LAZY = {
     "DEFAULT_BUDGET_S": "api",
     "tune": "api",
     "tune_model": "api",
     "tune_script": "api",
-    "BatchSearch": "batch",
-    "find_batch_size": "batch",
-    "is_oom_error": "batch",
-    "Speedup": "result",
-    "TuneResult": "result",
-    "Decision": "search",
-    "SearchSettings": "search",
-    "Trial": "search",
-    "pick_winner": "search",
-    "search": "search",
-    "DEFAULT_SPACE": "space",
-    "Config": "space",
-    "Space": "space",
-    "parse_space": "space",
-    "simplicity": "space",
 }
 
-_LAZY = {name: module for name, module in _WHERE.items() if module in ("api", "result")}
-"""The names imported on first use: the search's API (it imports planning and the doctor)
-and its result."""
-
-__all__ = sorted(_WHERE, key=lambda name: (not name[0].isupper(), name))
+__all__ = [
+    "DEFAULT_BUDGET_S",
+    "DEFAULT_SPACE",
+    "BatchSearch",
+    "BudgetError",
+    "Config",
+    "Decision",
+    "ModelFnError",
+    "ModelReusedError",
+    "NotAppliedError",
+    "SearchSettings",
+    "Space",
+    "SpaceError",
+    "Speedup",
+    "Trial",
+    "TrialError",
+    "TuneError",
+    "TuneResult",
+    "find_batch_size",
+    "is_oom_error",
+    "parse_space",
+    "pick_winner",
+    "search",
+    "simplicity",
+    "tune",
+    "tune_model",
+    "tune_script",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -93,4 +94,3 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from tfaccel.tuning.api import DEFAULT_BUDGET_S, tune, tune_model, tune_script
-    from tfaccel.tuning.result import Speedup, TuneResult

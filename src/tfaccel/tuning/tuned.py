@@ -575,26 +575,37 @@ def _apply(
         model.train_function = None  # built again with these settings
     batch = _batch_of(arguments)
     x = arguments.get("x")
+    feed = config.get("feed")
+    batching = _dataset_batching(x) if feed == "pipeline" else None
     wanted_batch = int(config.get("batch_size") or 0)
     if tuned.mode == "all" and wanted_batch and batch and wanted_batch != batch:
-        arguments = _with_batch(arguments, wanted_batch)
+        if not isinstance(batching, tuple):  # else the pipeline below batches it so
+            arguments = _with_batch(arguments, wanted_batch)
         changed.append(
             f"batch size {batch} -> {wanted_batch} (--tuned=all: scale your learning rate by "
             f"{wanted_batch / batch:.3g}, the linear scaling rule, with a few epochs of warm-up)"
         )
+        batch = wanted_batch
     elif wanted_batch and batch and wanted_batch != batch:
         kept.append(
             f"batch size {batch} (the tune's {wanted_batch} changes the optimisation: "
             "--tuned=all applies it)"
         )
-    feed = config.get("feed")
     if feed == "pipeline" and _is_arrays(x) and not arguments.get("validation_split"):
         arguments = _as_pipeline(arguments, config, int(_batch_of(arguments) or 32))
         changed.append("feed: tfaccel.data.pipeline " + _knobs(config))
+    elif isinstance(batching, tuple) and batch:
+        arguments = _dataset_as_pipeline(arguments, config, batch, drop=batching[1])
+        changed.append(
+            f"feed: the script's dataset (its own maps kept) unbatched into "
+            f"tfaccel.data.pipeline, batches of {batch} again, {_knobs(config)}"
+        )
+    elif isinstance(batching, str):
+        kept.append(f"the feed ({feed}): the script's dataset as given: {batching}")
     elif feed not in (None, "numpy", OWN_FEED):
         kept.append(
-            f"the feed ({feed}): applied to arrays without validation_split only, this fit "
-            f"gets {type(x).__name__}"
+            f"the feed ({feed}): applied to arrays without validation_split and to a "
+            f"tf.data.Dataset of batches, this fit gets {type(x).__name__}"
         )
     policy = getattr(getattr(model, "dtype_policy", None), "name", "float32")
     effect = {
@@ -602,7 +613,7 @@ def _apply(
         "jit": bool(getattr(model, "jit_compile", False)),
         "steps_per_execution": int(getattr(model, "steps_per_execution", 1) or 1),
         "batch_size": _batch_of(arguments),
-        "feed": "pipeline" if changed and changed[-1].startswith("feed") else "as given",
+        "feed": "pipeline" if any(c.startswith("feed") for c in changed) else "as given",
     }
     tuned.took_effect.append(effect)
     wanted_policy = config.get("precision")
@@ -712,6 +723,79 @@ def _as_pipeline(arguments: dict[str, Any], config: dict[str, Any], batch: int) 
     source = x if y is None else (x, y)
     out["x"] = pipeline(source, batch, shuffle=bool(shuffle), **knobs)
     return out
+
+
+# tf.data stages that keep a dataset's batches as they are, one for one and in order: through
+# them, the batches are those of the `batch` stage below
+_BATCH_KEEPING = (
+    "_PrefetchDataset",
+    "_MapDataset",
+    "_ParallelMapDataset",
+    "_OptionsDataset",
+    "CacheDataset",
+    "_CacheDataset",
+    "_MemoryCacheDataset",
+)
+_BATCHING = ("_BatchDataset", "_ParallelBatchDataset")
+
+
+def _dataset_batching(x: Any) -> tuple[int, bool] | str | None:
+    """How a script's ``tf.data.Dataset`` makes its batches, when unbatching it and batching
+    it again at the same size gives the same batches (the same elements, the same steps per
+    epoch): ``(batch size, drop_remainder)`` of its ``batch`` stage, reached through stages
+    that keep batches as they are (maps, prefetch, cache, options). A string: why not (a
+    ``shuffle`` or ``repeat`` of batches may put the last, smaller batch anywhere; a
+    ``padded_batch``, a window...). None: ``x`` is not a ``tf.data.Dataset``."""
+    import tensorflow as tf
+
+    if not isinstance(x, tf.data.Dataset):
+        return None
+    stage = x
+    while type(stage).__name__ in _BATCH_KEEPING:
+        stage = getattr(stage, "_input_dataset", None)
+    name = type(stage).__name__
+    if name not in _BATCHING:
+        shown = name.strip("_").removesuffix("Dataset") or "unknown"
+        return (
+            f"its batches come from a {shown} stage, not from .batch() under maps, prefetch "
+            "or cache: batched again, they could differ"
+        )
+    size = tf.get_static_value(stage._batch_size)
+    drop = tf.get_static_value(stage._drop_remainder)
+    if size is None or drop is None:
+        return "its .batch() size is not a constant"
+    return int(size), bool(drop)
+
+
+def _dataset_as_pipeline(
+    arguments: dict[str, Any], config: dict[str, Any], batch: int, *, drop: bool
+) -> dict[str, Any]:
+    """The script's dataset, unbatched, into ``tfaccel.data.pipeline`` as the tune fed it:
+    not shuffled again (its own shuffle kept), not repeated, batched at ``batch`` (its last,
+    smaller batch kept unless its ``.batch()`` dropped it), with the tuned knobs; at the
+    script's own batch size, with the script's number of batches (its cardinality) kept."""
+    import tensorflow as tf
+
+    from tfaccel.data import pipeline
+
+    out = dict(arguments)
+    given = out["x"]
+    knobs = {k: config[k] for k in ("cache", "prefetch", "num_parallel_calls") if k in config}
+    fed = pipeline(given.unbatch(), batch, shuffle=False, drop_remainder=drop, **knobs)
+    steps = int(given.cardinality())
+    if steps >= 0 and batch == _static_batch(given):
+        # as many batches as the script's (same size, same elements): said to Keras, which
+        # then knows the steps of an epoch as it did (callbacks, schedules, progress), and
+        # checked by tf.data as the batches go
+        fed = fed.apply(tf.data.experimental.assert_cardinality(steps))
+    out["x"] = fed
+    return out
+
+
+def _static_batch(x: Any) -> int | None:
+    """The size of a dataset's ``batch`` stage (:func:`_dataset_batching`), else None."""
+    found = _dataset_batching(x)
+    return found[0] if isinstance(found, tuple) else None
 
 
 def _knobs(config: dict[str, Any]) -> str:
