@@ -28,9 +28,15 @@ script's run):
 3. **At ``fit``**, on a model of that fingerprint only: ``jit_compile`` and
    ``steps_per_execution`` (set on the compiled model where they differ from its own, its
    train function then rebuilt; a model already as the winner has it is left untouched), the
-   pipeline feed on arrays (``tfaccel.data.pipeline`` with the tuned knobs) and, with
+   pipeline feed (``tfaccel.data.pipeline`` with the tuned knobs, as the tune fed it: arrays;
+   a ``tf.data.Dataset`` unbatched into it and batched again, its maps and shuffle kept, its
+   batches and steps per epoch kept where its batches come from its ``.batch()``) and, with
    ``--tuned=all`` only, the batch size (it changes the optimisation: scale the learning rate
    with it, linearly, with a warm-up). What took effect is read back from the model.
+
+The run looks its results up by the machine's fingerprint alone
+(:func:`tfaccel.inventory.current_fingerprint`), in one opening of the results database, and
+imports neither the search (:mod:`tfaccel.tuning.api`), nor planning, nor the doctor.
 
 A setting the tune did not compare (one value searched) is not stored, and stays the
 script's. With no stored result the script runs as written, after a message saying how to
@@ -469,11 +475,9 @@ def _from_record(
         return False
     tuned.winner = winner
     tuned.model_fingerprint = found.model_fingerprint
-    tuned.script = {
-        "model_name": found.settings["model_name"],
-        "precision": found.precision,
-        **found.settings,
-    }
+    settings = dict(found.settings)
+    tuned.script = {"model_name": settings.pop("model_name"), "precision": found.precision}
+    tuned.script.update(settings)
     tuned.found_by = "record"
     _say(
         tuned,
