@@ -36,6 +36,14 @@ its own:
     python benchmarks/bench_workload.py --smoke     # one script, a short tune, 2 rounds
     python benchmarks/bench_workload.py --plan-only # the plan against the allocator only
     python benchmarks/bench_workload.py --no-plan --only mirrored --rounds 5  # no plan
+    python benchmarks/bench_workload.py --startup [--startup-against OLD/src]  # below
+
+* **start-up** (``--startup``): what ``tfaccel run --tuned`` adds to every run, on a tiny
+  script with its own loop, tuned once (its script record found, nothing applied): ``python
+  s.py``, ``tfaccel run s.py`` and ``tfaccel run --tuned s.py`` (and, with
+  ``--startup-against``, the same from another source tree), interleaved, a fresh process each,
+  wall and CPU seconds (median, IQR), and ``-X importtime`` of ``tfaccel.tuning``. Results in
+  ``benchmarks/results/bench_workload_startup.txt``.
 
 Plan against the allocator (``--plan-only``), measured on the 2-core AMD EPYC, CPU only,
 twice: 04:55-05:00 and 05:04-05:10 UTC, load average 4.3 then 1.9 at the starts, 2-5 throughout
@@ -191,6 +199,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -241,7 +250,17 @@ tuned_mode, db, script, out = sys.argv[1:5]
 args = sys.argv[5:]
 epochs, cpu, examples = [], [], {}
 
+setups = []
+
 class Clock(keras.callbacks.Callback):
+    def on_train_begin(self, logs=None):  # what the fit trains with, to compare the two runs
+        import tensorflow as tf
+        threading = tf.config.threading
+        setups.append({"jit": bool(self.model.jit_compile),
+                       "spe": int(self.model.steps_per_execution),
+                       "policy": self.model.dtype_policy.name, "params": dict(self.params),
+                       "threads": [threading.get_intra_op_parallelism_threads(),
+                                   threading.get_inter_op_parallelism_threads()]})
     def on_epoch_begin(self, epoch, logs=None):
         self.began, self.cpu = time.perf_counter(), time.process_time()
     def on_epoch_end(self, epoch, logs=None):
@@ -273,7 +292,7 @@ else:
     status = run_script(script, args)
 total, total_cpu = time.perf_counter() - began, time.process_time() - began_cpu
 json.dump({"status": status, "epochs": epochs, "cpu": cpu, "total_s": total,
-           "total_cpu_s": total_cpu, **info}, open(out, "w"))
+           "total_cpu_s": total_cpu, "setups": setups, **info}, open(out, "w"))
 """
 
 # The plan's peak under the counting rules of the allocator it is compared with (oneDNN's CPU
@@ -492,6 +511,7 @@ def bench_script(
             if which == "tuned":
                 effect = result.get("took_effect")
                 row["found_by"] = result.get("found_by")
+            row.setdefault("setups", {})[which] = result.get("setups")
     row["timed"] = "epoch" if result["epochs"] else "run"
     row["took_effect"] = effect
     row["load"] = [min(loads), max(loads)]
@@ -557,6 +577,10 @@ def report(rows: list[dict[str, Any]]) -> str:
             + (" per run" if r.get("timed") == "run" else "")
             + ("  (overlap: noise)" if r["overlap"] else "")
         )
+        setups = r.get("setups") or {}
+        if setups.get("own") != setups.get("tuned"):  # what each fit trained with
+            lines.append(f"{'  fit own':<21} {setups.get('own')}")
+            lines.append(f"{'  fit tuned':<21} {setups.get('tuned')}")
         if "cpu_s" in r["own"]:  # the process's CPU time: less moved by other work's load
             oc, tc = r["own"]["cpu_s"], r["tuned"]["cpu_s"]
             lines.append(
@@ -569,6 +593,127 @@ def report(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+# A tiny script with its own training loop (marked): its run is mostly the start-up of Python,
+# TensorFlow and Keras, which `tfaccel run --tuned` adds its own to.
+TINY_SCRIPT = """
+import keras
+import numpy as np
+import tensorflow as tf
+
+import tfaccel
+
+rng = np.random.default_rng(0)
+x = rng.random((256, 16)).astype("float32")
+y = rng.integers(0, 4, size=256)
+ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(32)
+model = keras.Sequential([keras.Input((16,)), keras.layers.Dense(4)], name="tiny")
+optimizer = keras.optimizers.SGD(0.01)
+loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
+@tf.function
+def step(a, b):
+    with tf.GradientTape() as tape:
+        loss = loss_fn(b, model(a, training=True))
+    optimizer.apply(tape.gradient(loss, model.trainable_weights), model.trainable_weights)
+    return loss
+
+
+tfaccel.workload.mark(model, ds, optimizer=optimizer, loss=loss_fn)
+for a, b in ds:
+    step(a, b)
+"""
+
+
+def import_ms(module: str, repeats: int = 5) -> tuple[float, float, float]:
+    """``python -X importtime -c "import MODULE"``: the module's cumulative import time (ms),
+    its quartiles over ``repeats`` fresh processes."""
+    found = []
+    for _ in range(repeats):
+        done = subprocess.run(
+            [sys.executable, "-X", "importtime", "-c", f"import {module}"],
+            env=_env(),
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        for line in done.stderr.splitlines():
+            parts = [p.strip() for p in line.split("|")]
+            if len(parts) == 3 and parts[2] == module:
+                found.append(int(parts[1]) / 1000)
+    return quartiles(found)
+
+
+def bench_startup(rounds: int, against: str | None = None) -> str:
+    """The start-up ``tfaccel run --tuned`` adds: a tiny script with its own loop, tuned once
+    (its script record found, nothing applied), run as ``python s.py``, ``tfaccel run s.py``
+    and ``tfaccel run --tuned s.py``, interleaved (the order rotates each round, after one
+    round discarded), each a fresh process timed from outside: its wall time, and its CPU
+    time (user + system, less moved by other work on a loaded machine). ``against``: the
+    ``src`` folder of another tfaccel (an earlier commit), whose ``run --tuned`` joins the
+    rounds."""
+    lines = [f"on {os.cpu_count()} CPU cores; load average {_load()} at the start"]
+    for module in ("tfaccel.tuning", "tfaccel.tuning.tuned", "tfaccel.cli"):
+        q1, med, q3 = import_ms(module)
+        lines.append(f"import {module:<22} {med:7.1f} ms ({q1:.1f}-{q3:.1f}), -X importtime")
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        script = folder / "s.py"
+        script.write_text(TINY_SCRIPT)
+        db = folder / "results.sqlite"
+        done, _ = _tfaccel("tune", "--no-progress", "--db", str(db), "--budget", "10",
+                           "--rounds", "3", "--sample-seconds", "0.1", str(script),
+                           cwd=folder)  # fmt: skip
+        if done.returncode != 0:
+            raise RuntimeError(f"tune failed:\n{done.stderr[-3000:]}")
+        commands = {
+            "python s.py": [sys.executable, str(script)],
+            "tfaccel run s.py": [sys.executable, "-m", "tfaccel", "run", "--quiet", str(script)],
+            "tfaccel run --tuned s.py": [sys.executable, "-m", "tfaccel", "run", "--quiet",
+                                         "--tuned", "--db", str(db), str(script)],
+        }  # fmt: skip
+        done = subprocess.run(
+            commands["tfaccel run --tuned s.py"], env=_env(), capture_output=True, text=True
+        )
+        if "found by the script record" not in done.stderr:
+            raise RuntimeError(f"run --tuned did not find the tune's record:\n{done.stderr}")
+        envs = {name: _env() for name in commands}
+        if against is not None:
+            name = "tfaccel run --tuned (against)"
+            commands[name] = commands["tfaccel run --tuned s.py"]
+            envs[name] = dict(_env(), PYTHONPATH=against)
+        samples: dict[str, list[float]] = {name: [] for name in commands}
+        cpu: dict[str, list[float]] = {name: [] for name in commands}
+        names = list(commands)
+        for index in range(rounds + 1):
+            shift = index % len(names)
+            for name in names[shift:] + names[:shift]:
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                began = time.perf_counter()
+                subprocess.run(commands[name], env=envs[name], capture_output=True, check=True)
+                wall = time.perf_counter() - began
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                if index:  # the first round warms the file cache: discarded
+                    samples[name].append(wall)
+                    cpu[name].append(
+                        after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+                    )
+    lines.append(f"{rounds} rounds interleaved; load average {_load()} at the end")
+    lines.append(f"{'command':<30} {'median s':>8} {'(IQR)':>15} {'over python':>11}")
+    for what, found in (("wall", samples), ("CPU", cpu)):
+        base = statistics.median(found["python s.py"])
+        for name, values in found.items():
+            q1, med, q3 = quartiles(values)
+            lines.append(
+                f"{what + ' ' + name:<34} {med:7.3f} ({q1:.3f}-{q3:.3f}) {med - base:+7.3f}s"
+            )
+    return "\n".join(lines)
+
+
+def _load() -> str:
+    return " ".join(f"{v:.2f}" for v in os.getloadavg())
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--budget", type=int, default=30)
@@ -576,6 +721,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--only", action="append", choices=sorted(SCRIPTS))
     p.add_argument("--smoke", action="store_true")
+    p.add_argument(
+        "--startup",
+        action="store_true",
+        help="only the start-up run --tuned adds to a tiny script, against python and run",
+    )
+    p.add_argument(
+        "--startup-against",
+        metavar="SRC",
+        help="with --startup: also run --tuned from this src folder (an earlier commit's)",
+    )
     p.add_argument("--json", action="store_true")
     p.add_argument(
         "--plan-only",
@@ -595,6 +750,9 @@ def main(argv: list[str] | None = None) -> int:
         "uncounted by the CPU allocator at their own batch)",
     )
     args = p.parse_args(argv)
+    if args.startup:
+        print(bench_startup(max(args.rounds, 7), args.startup_against))
+        return 0
     if args.batch_scale != 1 and not args.plan_only:
         p.error("--batch-scale changes the scripts' batch: with --plan-only only")
     if args.no_plan and args.plan_only:

@@ -90,12 +90,12 @@ def test_every_command_takes_the_same_spellings() -> None:
     """tune --model, plan --model and profile --model read names through models.model_key."""
     from tfaccel.planning.source import reference_model_fn
     from tfaccel.profile.command import check_model_request
-    from tfaccel.tuning.hooks import check_reference_model
+    from tfaccel.tuning.hooks import reference_hooks
 
-    assert check_reference_model("ResNet-20") == "resnet20"
+    assert reference_hooks("ResNet-20", smoke=True).model_name == "resnet20"
     assert reference_model_fn("ResNet-20")[0] == "resnet20"
     check_model_request("ResNet-20", steps=1, warmup=0, batch_size=1, input="pipeline")
-    for refuse in (check_reference_model, reference_model_fn):
+    for refuse in (reference_hooks, reference_model_fn):
         with pytest.raises(UsageError, match="Unknown model 'mlp '"):
             refuse("mlp ")
     with pytest.raises(UsageError, match="Unknown model 'mlp '"):

@@ -450,3 +450,65 @@ def test_a_probe_reads_each_distributions_metadata_once(monkeypatch: pytest.Monk
     assert max(reads.values()) == 1, [name for name, n in reads.items() if n > 1][:5]
     if snap.tensorflow.distribution:  # its Requires-Dist came from that one read
         assert any(r.startswith("protobuf") for r in snap.tensorflow.requires)
+
+
+def _fake_distribution(site: Path, folder: str, name: str, version: str) -> None:
+    info = site / f"{folder}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+
+
+def test_the_fingerprints_probe_finds_the_tensorflow_the_full_probe_finds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tensorflow_release looks the TensorFlow distributions up by name: the same one as
+    collect_tensorflow (first sorted name, first sys.path entry), here on fake installs that
+    come first on sys.path, and again after an upgrade (nothing kept from the first look)."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    (first / "tensorflow").mkdir(parents=True)
+    (first / "tensorflow" / "__init__.py").write_text("")
+    _fake_distribution(first, "tensorflow_cpu", "tensorflow-cpu", "2.30.0")
+    _fake_distribution(second, "tensorflow_cpu", "tensorflow-cpu", "2.10.0")  # shadowed
+    _fake_distribution(second, "tf_nightly", "tf-nightly", "2.31.0.dev1")  # sorts after
+    monkeypatch.syspath_prepend(str(second))
+    monkeypatch.syspath_prepend(str(first))
+    full = packages.collect_tensorflow(packages.collect_distributions())
+    light = packages.tensorflow_release()
+    assert (light.installed, light.distribution, light.version) == (
+        True,
+        "tensorflow-cpu",
+        "2.30.0",
+    )
+    assert (full.distribution, full.version, full.location) == (
+        light.distribution, light.version, light.location,
+    )  # fmt: skip
+    # upgraded in place: another .dist-info folder, read again
+    (first / "tensorflow_cpu-2.30.0.dist-info").rename(first / "tensorflow_cpu-2.32.0.dist-info")
+    meta = first / "tensorflow_cpu-2.32.0.dist-info" / "METADATA"
+    meta.write_text(meta.read_text().replace("2.30.0", "2.32.0"))
+    stat = first.stat()
+    os.utime(first, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # a listing that changed
+    assert packages.tensorflow_release().version == "2.32.0"
+
+
+def test_the_fingerprints_probe_gives_the_full_probes_fingerprint_reading_one_metadata(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import importlib.metadata
+
+    from tfaccel import inventory
+
+    full = inventory.current().fingerprint
+    reads: list[str] = []
+    read_text = importlib.metadata.PathDistribution.read_text
+
+    def counted(self: importlib.metadata.PathDistribution, filename: str) -> str | None:
+        if filename in ("METADATA", "PKG-INFO"):
+            reads.append(str(self._path))
+        return read_text(self, filename)
+
+    monkeypatch.setattr(importlib.metadata.PathDistribution, "read_text", counted)
+    assert inventory.current_fingerprint() == full
+    assert len(set(reads)) <= 1, reads  # TensorFlow's own METADATA at most
+    snap = probe.fingerprint_snapshot()
+    assert inventory.machine_fingerprint(snap) == full

@@ -10,12 +10,15 @@ configuration wins on a loaded machine, written to the database as tune writes i
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from runtime_helpers import clean_env
 from tune_helpers import store_tune_result
 
 pytest.importorskip("tensorflow")
@@ -64,6 +67,43 @@ count = keras.callbacks.LambdaCallback(on_train_batch_end=lambda b, logs: batche
 model.fit(ds, epochs=1, verbose=0, callbacks=[count])
 with open("{out}/seen.json", "w") as f:
     json.dump({{"policy": model.dtype_policy.name, "steps": len(batches)}}, f)
+"""
+
+# what fit really trained on: the examples and their sum (the script's map doubles them)
+COUNTING_SCRIPT = """
+import json
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+rng = np.random.default_rng(0)
+x = rng.random((250, 10)).astype("float32")
+y = rng.integers(0, 4, size=250)
+ds = (tf.data.Dataset.from_tensor_slices((x, y)).shuffle(64, seed=1).batch(16)
+      .map(lambda a, b: (a * 2.0, b)).prefetch(1))
+examples = tf.Variable(0, dtype=tf.int64)
+total = tf.Variable(0.0, dtype=tf.float64)
+
+
+class Counting(keras.Sequential):
+    def train_step(self, data):
+        a, _ = data
+        examples.assign_add(tf.cast(tf.shape(a)[0], tf.int64))
+        total.assign_add(tf.reduce_sum(tf.cast(a, tf.float64)))
+        return super().train_step(data)
+
+
+model = Counting([keras.Input((10,)), keras.layers.Dense(8, activation="relu"),
+                  keras.layers.Dense(4, activation="softmax")], name="tiny_mlp")
+model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+batches = []
+count = keras.callbacks.LambdaCallback(on_train_batch_end=lambda b, logs: batches.append(b))
+history = model.fit(ds, epochs=1, verbose=0, callbacks=[count])
+with open("{out}/seen.json", "w") as f:
+    json.dump({{"steps": history.params["steps"], "batches": len(batches),
+               "examples": int(examples.numpy()),
+               "total": float(total.numpy()), "expected": float(2.0 * x.astype("float64").sum())}}, f)
 """
 
 SUBCLASSED_SCRIPT = """
@@ -411,3 +451,111 @@ def test_a_strategy_script_whose_own_configuration_won_runs_as_without_tuned(
     # Keras built one train function and kept it: --tuned did not make it trace again
     assert first["train_function"] == second["train_function"]
     assert document["tuned"]["took_effect"][0]["steps_per_execution"] == 1
+
+
+def test_the_pipeline_feed_wraps_a_scripts_own_dataset(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tune fed a script's dataset through tfaccel.data.pipeline (unbatched, batched
+    again, its knobs): the run does the same at fit, with the script's own shuffle and map, the
+    same elements and, without --tuned=all, the same batches (250 = 15 x 16 + 10: 16 steps)."""
+    script = _script(tmp_path, COUNTING_SCRIPT)
+    db = tmp_path / "results.sqlite"
+    _store_winner(
+        script, db, recorded=True, feed="pipeline", cache=False, prefetch=2,
+        num_parallel_calls=2, batch_size=32,
+    )  # fmt: skip
+    _no_first_pass(monkeypatch)
+    status, document, err = _run(capsys, "--tuned", "--db", str(db), str(script))
+    assert status == 0, err
+    assert "unbatched into tfaccel.data.pipeline, batches of 16 again" in err
+    assert "cache=False, prefetch=2, num_parallel_calls=2" in err
+    assert document["tuned"]["took_effect"][0]["feed"] == "pipeline"
+    seen = _seen(tmp_path)
+    # Keras knows the steps of an epoch before it (callbacks, schedules) as without --tuned
+    assert seen["steps"] == seen["batches"] == 16 and seen["examples"] == 250
+    assert seen["total"] == pytest.approx(seen["expected"], rel=1e-6)  # its map, every example
+    # --tuned=all: the tune's batch of 32, through the same pipeline
+    status, document, err = _run(capsys, "--tuned=all", "--db", str(db), str(script))
+    assert status == 0, err
+    assert "batch size 16 -> 32" in err and "batches of 32 again" in err
+    seen = _seen(tmp_path)
+    assert seen["batches"] == 8 and seen["examples"] == 250
+    assert seen["total"] == pytest.approx(seen["expected"], rel=1e-6)
+
+
+def test_a_dataset_whose_batches_could_change_is_fed_as_given() -> None:
+    """Unbatched and batched again, a dataset gives the same batches only when they come from
+    its .batch() through maps, prefetch and cache; shuffled batches (the smaller last one may
+    come anywhere) or padded ones are left as the script gives them."""
+    import numpy as np
+    import tensorflow as tf
+
+    from tfaccel.tuning.tuned import _dataset_batching
+
+    ds = tf.data.Dataset.range(50)
+    assert _dataset_batching(ds.batch(8).map(lambda a: a + 1).prefetch(2).cache()) == (8, False)
+    assert _dataset_batching(ds.batch(8, drop_remainder=True, num_parallel_calls=2)) == (8, True)
+    assert _dataset_batching(np.zeros((4, 2))) is None
+    shuffled = _dataset_batching(ds.batch(8).shuffle(4))
+    assert isinstance(shuffled, str) and "Shuffle stage" in shuffled
+    padded = _dataset_batching(ds.padded_batch(8))
+    assert isinstance(padded, str) and "batched again, they could differ" in padded
+
+
+MODULES_SCRIPT = """
+import json
+import sys
+
+import keras
+import numpy as np
+
+x = np.random.default_rng(0).random((64, 10)).astype("float32")
+y = np.zeros(64, dtype="int64")
+model = keras.Sequential([keras.Input((10,)), keras.layers.Dense(8, activation="relu"),
+                          keras.layers.Dense(4, activation="softmax")], name="tiny_mlp")
+model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+model.fit(x, y, batch_size=16, epochs=1, verbose=0)
+with open("{out}/seen.jsonl", "a") as f:  # a line a run
+    f.write(json.dumps({{"spe": int(model.steps_per_execution),
+                        "modules": sorted(m for m in sys.modules if m.startswith("tfaccel"))}}))
+    f.write("\\n")
+"""
+
+# `tfaccel run --tuned` as its command runs it, twice in one process (one TensorFlow import):
+# the script as the tune recorded it, then edited
+TWICE = """
+import sys
+
+from tfaccel.cli import main
+
+script, db = sys.argv[1:3]
+assert main(["run", "--quiet", "--tuned", "--db", db, script]) == 0
+with open(script, "a") as f:
+    f.write("# edited after the tune\\n")
+assert main(["run", "--quiet", "--tuned", "--db", db, script]) == 0
+"""
+
+
+def test_run_tuned_imports_neither_the_search_nor_planning_nor_the_doctor(tmp_path: Path) -> None:
+    """`tfaccel run --tuned` adds its start-up to every run of the script: the command, found
+    by the tune's script record (unchanged script) or by the first pass (edited), imports
+    what it applies with, not the tune's search (tuning.api), planning or the doctor."""
+    script = _script(tmp_path, MODULES_SCRIPT)
+    db = tmp_path / "results.sqlite"
+    _store_winner(script, db, recorded=True, steps_per_execution=4)
+    done = subprocess.run(
+        [sys.executable, "-c", TWICE, str(script), str(db)],
+        capture_output=True, text=True, timeout=300, env=clean_env(),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    # the first run found by the record, the second by its first pass: the winner both times
+    assert done.stderr.count("found by the script record") == 1, done.stderr
+    assert done.stderr.count("tuned configuration for 'tiny_mlp'") == 2, done.stderr
+    lines = (tmp_path / "seen.jsonl").read_text().splitlines()
+    runs = [json.loads(line) for line in lines]
+    assert [run["spe"] for run in runs] == [4, 4]  # the winner applied
+    heavy = ("tfaccel.planning", "tfaccel.diagnosis", "tfaccel.tuning.api", "tfaccel.report")
+    for found_by, run in zip(("the record", "the first pass"), runs, strict=True):
+        imported = [m for m in run["modules"] if m.startswith(heavy)]
+        assert imported == [], f"found by {found_by}: {imported}"

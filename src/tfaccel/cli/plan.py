@@ -23,7 +23,7 @@ from tfaccel.cli._args import (
 )
 from tfaccel.cli._output import print_json, quiet_tensorflow, warn_options_after_script
 from tfaccel.core.errors import UsageError
-from tfaccel.planning.api import MAX_BATCH, PRECISIONS
+from tfaccel.inventory.precision import PRECISIONS
 
 __all__ = ["FLAGS", "add_parser", "run"]
 
@@ -63,6 +63,14 @@ def add_parser(sub: Any) -> None:
     add_script_arguments(p)
 
 
+def _batch(text: str) -> int:
+    """``--batch``: a positive integer up to the planner's largest batch (the planner is
+    imported when the option is read: every command's parser is built for each command)."""
+    from tfaccel.planning.api import MAX_BATCH
+
+    return integer("--batch", example=256, maximum=MAX_BATCH)(text)
+
+
 def _add_options(p: Any) -> None:
     p.add_argument(
         "--model",
@@ -71,7 +79,7 @@ def _add_options(p: Any) -> None:
     )
     p.add_argument(
         "--batch",
-        type=integer("--batch", example=256, maximum=MAX_BATCH),
+        type=_batch,
         default=None,
         metavar="N",
         help="the global batch size (default: the script's own; 32 for model_fn and --model)",

@@ -14,9 +14,8 @@ from typing import Any
 
 from tfaccel.cli._output import RichProgress, print_json, quiet_tensorflow
 from tfaccel.cli.bench import EXIT_CODE, add_bench_arguments, check_db, options_from
-from tfaccel.report import DEFAULT_OUT  # a light import: the package defers its renderers
 
-__all__ = ["DEFAULT_OUT", "FLAGS", "add_parser", "run"]
+__all__ = ["FLAGS", "add_parser", "run"]
 
 # The library's argument names -> this command's flags, for the messages of its errors
 # (tfaccel.cli.main applies it).
@@ -35,11 +34,13 @@ def add_parser(sub: Any) -> None:
         ),
     )
     add_bench_arguments(p)
+    # the parser of every command is built for each: tfaccel.report (the doctor, the plans) is
+    # imported by `tfaccel report` alone, and gives the default folder then
     p.add_argument(
         "--out",
-        default=DEFAULT_OUT,
+        default=None,
         metavar="DIR",
-        help=f"directory for the report files (default ./{DEFAULT_OUT}); tfaccel replaces "
+        help="directory for the report files (default ./tfaccel-report); tfaccel replaces "
         "only files it wrote there (listed in .tfaccel-report) and refuses a directory "
         "where report.md, report.json, report.html or plots/*.png are someone else's",
     )
@@ -52,6 +53,8 @@ def run(args: argparse.Namespace) -> int:
     from tfaccel import probe, report
     from tfaccel.report.files import check_writable
 
+    if args.out is None:
+        args.out = report.DEFAULT_OUT
     check_db(args, compare=False)  # a report compares only what it records
     options = options_from(args)
     check_writable(args.out, create=False)  # before the machine is probed or TensorFlow starts

@@ -149,9 +149,10 @@ def _add_options(p: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Tune the script or model; print the result (text or JSON); 130 when interrupted."""
     from tfaccel.cli.bench import check_db
+    from tfaccel.models import model_key
     from tfaccel.scripts import defines_hooks, split_command
     from tfaccel.tuning.api import DEFAULT_BUDGET_S, check_numbers, tune_model, tune_script
-    from tfaccel.tuning.hooks import check_reference_model, check_tune_script
+    from tfaccel.tuning.hooks import check_tune_script
     from tfaccel.tuning.space import parse_space, parse_space_text
 
     words = script_words(args)
@@ -196,7 +197,7 @@ def run(args: argparse.Namespace) -> int:
     check_db(args, compare=False)
     parse_space(options["space"])  # the values too, before TensorFlow starts
     if args.model:
-        check_reference_model(args.model)
+        model_key(args.model)  # an unknown name, before TensorFlow starts
     else:
         check_tune_script(args.script)
         timeout = capture_timeout(args.timeout)  # a bad --timeout, before TensorFlow starts

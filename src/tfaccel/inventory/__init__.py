@@ -59,6 +59,7 @@ __all__ = [
     "build",
     "cpu_peak",
     "current",
+    "current_fingerprint",
     "fast_precisions",
     "load_specs",
     "machine_fingerprint",
@@ -80,6 +81,13 @@ def current() -> Inventory:
         16
     """
     return build(probe.snapshot(libraries=False))
+
+
+def current_fingerprint() -> Fingerprint:
+    """This machine's fingerprint, as ``current().fingerprint`` gives it, from a probe of only
+    what it reads (:func:`tfaccel.probe.fingerprint_snapshot`: no reading of every installed
+    package). For a lookup in the results store that needs nothing else of the Inventory."""
+    return machine_fingerprint(probe.fingerprint_snapshot())
 
 
 def tensorflow_gpus(inv: Inventory, cuda_visible_devices: str | None) -> tuple[GpuFacts, ...]:

@@ -20,6 +20,7 @@ _deep = deep  # the module; `deep` is also snapshot()'s flag
 __all__ = [
     "cpu",
     "deep",
+    "fingerprint_snapshot",
     "libs",
     "nvml",
     "packages",
@@ -80,6 +81,21 @@ def snapshot(
         timeout = deep_timeout_s if deep_timeout_s is not None else _deep.DEFAULT_TIMEOUT_S
         snap.deep = _deep.run(timeout_s=timeout)
     return snap
+
+
+def fingerprint_snapshot() -> Snapshot:
+    """A Snapshot of only what the machine fingerprint reads (:func:`tfaccel.inventory.
+    machine_fingerprint`): the CPU, the NVML GPUs and driver, the TensorFlow distribution and
+    version (:func:`packages.tensorflow_release`: no METADATA of other packages read) and
+    tfaccel's version. Its fingerprint is that of :func:`snapshot` at the same moment, in
+    a fraction of its time (``tfaccel run --tuned`` looks its results up by it)."""
+    return Snapshot(
+        created_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        tfaccel_version=__version__,
+        cpu=cpu.collect(),
+        nvml=nvml.collect(),
+        tensorflow=packages.tensorflow_release(),
+    )
 
 
 def _load_cuda_libs(

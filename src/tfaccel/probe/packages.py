@@ -28,6 +28,7 @@ __all__ = [
     "collect_tools",
     "distribution_requires",
     "nvidia_wheel_lib_dirs",
+    "tensorflow_release",
 ]
 
 # Distributions that install the `tensorflow` package itself (two at once conflict).
@@ -106,14 +107,10 @@ def collect_tensorflow(
         requires: the ``Requires-Dist`` of the TensorFlow distributions, when already read
             (:func:`collect_packages`); else TensorFlow's METADATA is read for them.
     """
-    try:
-        spec = importlib.util.find_spec("tensorflow")
-    except (ImportError, ValueError) as exc:
-        return TfBuild(installed=False, error=f"cannot locate tensorflow: {exc}")
-    if spec is None or not spec.submodule_search_locations:
-        return TfBuild(installed=False)
-    location = Path(next(iter(spec.submodule_search_locations)))
-    build = TfBuild(installed=True, location=str(location))
+    build = _located()
+    if not build.installed or build.location is None:
+        return build
+    location = Path(build.location)
     tf_dists = [d for d in distributions if d.name in TF_DISTRIBUTIONS]
     if tf_dists:
         build.distribution, build.version = tf_dists[0].name, tf_dists[0].version
@@ -135,6 +132,35 @@ def collect_tensorflow(
         return build
     _apply_build_info(build, info)
     return build
+
+
+def tensorflow_release() -> TfBuild:
+    """Where the ``tensorflow`` package is, and the distribution and version that installed
+    it, as :func:`collect_tensorflow` finds them, without reading every distribution's
+    METADATA nor the build info: each of :data:`TF_DISTRIBUTIONS` is looked up by its name
+    (the folder names on ``sys.path``), and only a match's METADATA is read. The first name
+    found in :func:`collect_tensorflow`'s order (sorted) is the one it takes: the same
+    distribution, on the same ``sys.path`` entry."""
+    build = _located()
+    if not build.installed:
+        return build
+    for name in sorted(TF_DISTRIBUTIONS):
+        found = next(iter(metadata.distributions(name=name)), None)
+        if found is not None and found.metadata["Name"]:
+            build.distribution, build.version = name, found.metadata["Version"] or ""
+            break
+    return build
+
+
+def _located() -> TfBuild:
+    """The ``tensorflow`` package located, not imported: installed or not, and where."""
+    try:
+        spec = importlib.util.find_spec("tensorflow")
+    except (ImportError, ValueError) as exc:
+        return TfBuild(installed=False, error=f"cannot locate tensorflow: {exc}")
+    if spec is None or not spec.submodule_search_locations:
+        return TfBuild(installed=False)
+    return TfBuild(installed=True, location=str(next(iter(spec.submodule_search_locations))))
 
 
 def distribution_requires(name: str) -> list[str]:

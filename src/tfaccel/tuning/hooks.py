@@ -107,16 +107,6 @@ def check_tune_script(path: str | os.PathLike[str]) -> Path:
     )
 
 
-def check_reference_model(name: str) -> str:
-    """The key of a reference model in :data:`tfaccel.models.MODELS`
-    (:func:`tfaccel.models.model_key`), checked without importing TensorFlow.
-
-    Raises:
-        UsageError: unknown model name (the message lists the names).
-    """
-    return models.model_key(name)
-
-
 def reference_hooks(name: str, *, smoke: bool = False, examples: int | None = None) -> Hooks:
     """Hooks for a tfaccel reference model on synthetic data (``tfaccel tune --model``).
 

@@ -28,9 +28,15 @@ script's run):
 3. **At ``fit``**, on a model of that fingerprint only: ``jit_compile`` and
    ``steps_per_execution`` (set on the compiled model where they differ from its own, its
    train function then rebuilt; a model already as the winner has it is left untouched), the
-   pipeline feed on arrays (``tfaccel.data.pipeline`` with the tuned knobs) and, with
+   pipeline feed (``tfaccel.data.pipeline`` with the tuned knobs, as the tune fed it: arrays;
+   a ``tf.data.Dataset`` unbatched into it and batched again, its maps and shuffle kept, its
+   batches and steps per epoch kept where its batches come from its ``.batch()``) and, with
    ``--tuned=all`` only, the batch size (it changes the optimisation: scale the learning rate
    with it, linearly, with a warm-up). What took effect is read back from the model.
+
+The run looks its results up by the machine's fingerprint alone
+(:func:`tfaccel.inventory.current_fingerprint`), in one opening of the results database, and
+imports neither the search (:mod:`tfaccel.tuning.api`), nor planning, nor the doctor.
 
 A setting the tune did not compare (one value searched) is not stored, and stays the
 script's. With no stored result the script runs as written, after a message saying how to
@@ -40,25 +46,29 @@ get one.
 from __future__ import annotations
 
 import contextlib
-import gc
 import inspect
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from tfaccel import inventory, store
 from tfaccel.architecture import fingerprint, short
 from tfaccel.core.errors import TfaccelError
 from tfaccel.tuning.record import script_digest
-from tfaccel.tuning.script import settled_runtime
 from tfaccel.tuning.space import OWN_FEED
-from tfaccel.tuning.trials import device_name
 from tfaccel.workload import DEFAULT_TIMEOUT_S, CaptureError, capture
 from tfaccel.workload import data as data_forms
 from tfaccel.workload.keras_fit import replaced_fit
 from tfaccel.workload.record import build_like_fit
+
+if TYPE_CHECKING:
+    from tfaccel.store import ResultsStore, RunRecord
+
+# What runs before the script, kept light: it imports the tuning package's own modules and the
+# workload, not the search (tuning.api imports planning and the doctor); the trials' device
+# name and the first pass's settled runtime are imported where they are used.
 
 __all__ = [
     "MODES",
@@ -203,35 +213,55 @@ def find_winner(
     db = store.open_read_only(path)
     if db is None:
         return None
-    digest = machine or inventory.current().fingerprint.digest
+    digest = machine or inventory.current_fingerprint().digest
     with db:
-        for run in db.runs(digest, limit=500):
-            if run.status != "complete" or run.details.get("kind") != "tune":
+        return _winner_in(db, _tune_runs(db, digest), model_fingerprint, device)
+
+
+def _tune_runs(db: ResultsStore, machine: str) -> list[RunRecord]:
+    """The complete tune runs of this machine, newest first (the lookups read no other)."""
+    return [
+        run
+        for run in db.runs(machine, limit=500)
+        if run.status == "complete" and run.details.get("kind") == "tune"
+    ]
+
+
+def _winner_in(
+    db: ResultsStore, runs: Sequence[RunRecord], model_fingerprint: str, device: str
+) -> StoredWinner | None:
+    for run in runs:
+        for result in db.results(run.id):
+            if result.model_fingerprint != model_fingerprint:
                 continue
-            for result in db.results(run.id):
-                if result.model_fingerprint != model_fingerprint:
-                    continue
-                if result.config.get("device") != device:
-                    continue
-                return StoredWinner(
-                    config=dict(result.config),
-                    model_name=result.benchmark,
-                    model_fingerprint=model_fingerprint,
-                    run_id=run.id,
-                    db_path=str(db.path),
-                    date=run.finished_at or run.started_at,
-                    images_per_s=result.median,
-                    iqr=(result.q1, result.q3),
-                    speedup=run.details.get("speedup"),
-                    verdict=run.details.get("baseline_verdict"),
-                )
+            if result.config.get("device") != device:
+                continue
+            return StoredWinner(
+                config=dict(result.config),
+                model_name=result.benchmark,
+                model_fingerprint=model_fingerprint,
+                run_id=run.id,
+                db_path=str(db.path),
+                date=run.finished_at or run.started_at,
+                images_per_s=result.median,
+                iqr=(result.q1, result.q3),
+                speedup=run.details.get("speedup"),
+                verdict=run.details.get("baseline_verdict"),
+            )
     return None
 
 
 @dataclass
 class ScriptRecord:
     """The script a tune measured, as its run stored it (:func:`tfaccel.tuning.record.
-    script_record`), with the run it came from."""
+    script_record`), with the run it came from.
+
+    Attributes:
+        precision: the model's own dtype policy, or None (the script set one the trials did
+            not take as it is).
+        settings: the script's other settings: ``model_name``, ``batch_size``, ``jit``,
+            ``steps_per_execution``.
+    """
 
     run_id: int
     model_fingerprint: str
@@ -251,40 +281,43 @@ def find_script_record(
     """The newest complete tune run on this machine whose script record has this script's
     content (SHA-256) and these arguments, tuned at this ``fit`` (or marked: its own loop);
     None when there is none (results stored before script records included)."""
+    db = store.open_read_only(path)
+    if db is None:
+        return None
+    machine = machine or inventory.current_fingerprint().digest
+    with db:
+        return _record_in(_tune_runs(db, machine), script, args, fit)
+
+
+def _record_in(
+    runs: Sequence[RunRecord], script: str | Path, args: Sequence[str], fit: int
+) -> ScriptRecord | None:
     try:
         digest = script_digest(script)
     except OSError:
         return None
-    db = store.open_read_only(path)
-    if db is None:
-        return None
-    machine = machine or inventory.current().fingerprint.digest
     wanted_args = [str(a) for a in args]
-    with db:
-        for run in db.runs(machine, limit=500):
-            if run.status != "complete" or run.details.get("kind") != "tune":
-                continue
-            found = run.details.get("script")
-            if not isinstance(found, dict) or found.get("sha256") != digest:
-                continue
-            if list(found.get("args") or []) != wanted_args:
-                continue
-            recorded_fit = int(found.get("fit", 1))
-            if recorded_fit not in (fit, 0) or not found.get("model_fingerprint"):
-                continue
-            return ScriptRecord(
-                run_id=run.id,
-                model_fingerprint=str(found["model_fingerprint"]),
-                precision=found.get("precision"),
-                fit=recorded_fit,
-                settings={
-                    "model_name": str(found.get("model_name") or ""),
-                    "precision": found.get("precision") or "float32",
-                    "batch_size": found.get("batch_size"),
-                    "jit": bool(found.get("jit", False)),
-                    "steps_per_execution": int(found.get("steps_per_execution") or 1),
-                },
-            )
+    for run in runs:
+        found = run.details.get("script")
+        if not isinstance(found, dict) or found.get("sha256") != digest:
+            continue
+        if list(found.get("args") or []) != wanted_args:
+            continue
+        recorded_fit = int(found.get("fit", 1))
+        if recorded_fit not in (fit, 0) or not found.get("model_fingerprint"):
+            continue
+        return ScriptRecord(
+            run_id=run.id,
+            model_fingerprint=str(found["model_fingerprint"]),
+            precision=found.get("precision"),
+            fit=recorded_fit,
+            settings={
+                "model_name": str(found.get("model_name") or ""),
+                "batch_size": found.get("batch_size"),
+                "jit": bool(found.get("jit", False)),
+                "steps_per_execution": int(found.get("steps_per_execution") or 1),
+            },
+        )
     return None
 
 
@@ -313,8 +346,6 @@ def prepare(
     Raises:
         StoreError: the database cannot be read.
     """
-    import keras
-
     stream = out if out is not None else sys.stderr
     tuned = TunedRun(mode=mode, fit=fit)
     name = Path(script).name
@@ -325,27 +356,88 @@ def prepare(
         tuned.says = f"the results database {db} does not exist yet; to get a result: {how}"
         _say(tuned, stream, f"{tuned.says}. Running {name} as written.")
         return tuned
-    machine = inventory.current().fingerprint.digest  # probed once: it reads every package
-    if not _has_tune_runs(db, machine):
+    opened = _open(db)
+    # the lookups read only the runs of this machine: its fingerprint, not the whole Inventory
+    runs = [] if opened is None else _tune_runs(opened, inventory.current_fingerprint().digest)
+    if opened is None or not runs:
+        if opened is not None:
+            opened.close()
         tuned.says = f"no tune result stored for this machine; to get one: {how}"
         _say(tuned, stream, f"{tuned.says}. Running {name} as written.")
         return tuned
-    if _from_record(tuned, script, args, db=db, machine=machine, stream=stream):
-        return tuned
-    try:
-        with settled_runtime():
-            workload = capture(script, args, fit=fit, timeout=timeout, command="run")
-    except CaptureError as exc:  # its own run shows the same error, or gets its keyboard
-        tuned.says = f"the model could not be read before the run ({exc.what}); nothing applied"
+    with opened:  # opened once, for every lookup (read only: the first pass may run meanwhile)
+        if _from_record(tuned, script, args, db=opened, runs=runs, stream=stream):
+            return tuned
+        if not _first_pass(tuned, script, args, timeout=timeout, stream=stream):
+            return tuned
+        from tfaccel.tuning.trials import device_name
+
+        device = device_name()
+        assert tuned.model_fingerprint is not None
+        winner = _winner_in(opened, runs, tuned.model_fingerprint, device)
+    if winner is None:
+        tuned.says = (
+            f"no tune result stored for the model {tuned.script['model_name']!r} "
+            f"(architecture {short(tuned.model_fingerprint)}) on this machine's {device}; "
+            f"to get one: {how}"
+        )
         _say(tuned, stream, f"{tuned.says}. Running {name} as written.")
         return tuned
+    tuned.winner = winner
+    _say(tuned, stream, f"tuned configuration for {winner.model_name!r}: {winner.measured()}")
+    wanted = winner.config.get("precision")
+    if wanted and wanted != tuned.script["precision"]:
+        import keras
+
+        keras.mixed_precision.set_global_policy(wanted)
+        tuned.precision = str(wanted)
+    return tuned
+
+
+def _open(db: str | Path | None) -> ResultsStore | None:
+    """The results database opened read only; None when there is none (the default one not
+    created yet, or unreadable).
+
+    Raises:
+        StoreError: ``db`` was given and cannot be read.
+    """
+    try:
+        return store.open_read_only(db)
+    except TfaccelError:
+        if db is not None:
+            raise
+        return None
+
+
+def _first_pass(
+    tuned: TunedRun,
+    script: str,
+    args: Sequence[str],
+    *,
+    timeout: float | None,
+    stream: TextIO,
+) -> bool:
+    """Run the script up to its ``fit`` (nothing trains), read its model's fingerprint and
+    settings into ``tuned``; False (said) when it does not get there."""
+    import gc
+
+    import keras
+
+    from tfaccel.tuning.script import settled_runtime
+
+    try:
+        with settled_runtime():
+            workload = capture(script, args, fit=tuned.fit, timeout=timeout, command="run")
+    except CaptureError as exc:  # its own run shows the same error, or gets its keyboard
+        tuned.says = f"the model could not be read before the run ({exc.what}); nothing applied"
+        _say(tuned, stream, f"{tuned.says}. Running {Path(script).name} as written.")
+        return False
     model = workload.model
     # built as its first fit step builds it (a subclassed model not called yet), as tune's
     # trials build it before they fingerprint it
     build_like_fit(model, workload.first_batch())
-    digest = fingerprint(model)
     policy = getattr(getattr(model, "dtype_policy", None), "name", None) or "float32"
-    tuned.model_fingerprint = digest
+    tuned.model_fingerprint = fingerprint(model)
     tuned.found_by = "first pass"
     tuned.script = {
         "model_name": str(getattr(model, "name", "")),
@@ -357,22 +449,7 @@ def prepare(
     del model, workload
     keras.backend.clear_session()  # the run numbers its layers as a fresh process would
     gc.collect()
-    device = device_name()
-    winner = find_winner(digest, device=device, path=db, machine=machine)
-    if winner is None:
-        tuned.says = (
-            f"no tune result stored for the model {tuned.script['model_name']!r} "
-            f"(architecture {short(digest)}) on this machine's {device}; to get one: {how}"
-        )
-        _say(tuned, stream, f"{tuned.says}. Running {name} as written.")
-        return tuned
-    tuned.winner = winner
-    _say(tuned, stream, f"tuned configuration for {winner.model_name!r}: {winner.measured()}")
-    wanted = winner.config.get("precision")
-    if wanted and wanted != tuned.script["precision"]:
-        keras.mixed_precision.set_global_policy(wanted)
-        tuned.precision = str(wanted)
-    return tuned
+    return True
 
 
 def _from_record(
@@ -380,23 +457,27 @@ def _from_record(
     script: str,
     args: Sequence[str],
     *,
-    db: str | Path | None,
-    machine: str,
+    db: ResultsStore,
+    runs: Sequence[RunRecord],
     stream: TextIO,
 ) -> bool:
     """Fill ``tuned`` from the tune's script record of this script, when one matches and its
     winner needs no precision change (nothing to set before the script builds its model);
     False: the first pass is needed."""
-    found = find_script_record(script, args, fit=tuned.fit, path=db, machine=machine)
+    found = _record_in(runs, script, args, tuned.fit)
     if found is None or found.precision is None:
         return False
-    winner = find_winner(found.model_fingerprint, device=device_name(), path=db, machine=machine)
+    from tfaccel.tuning.trials import device_name
+
+    winner = _winner_in(db, runs, found.model_fingerprint, device_name())
     wanted = None if winner is None else winner.config.get("precision")
     if winner is None or (wanted and wanted != found.precision):
         return False
     tuned.winner = winner
     tuned.model_fingerprint = found.model_fingerprint
-    tuned.script = dict(found.settings)
+    settings = dict(found.settings)
+    tuned.script = {"model_name": settings.pop("model_name"), "precision": found.precision}
+    tuned.script.update(settings)
     tuned.found_by = "record"
     _say(
         tuned,
@@ -498,26 +579,37 @@ def _apply(
         model.train_function = None  # built again with these settings
     batch = _batch_of(arguments)
     x = arguments.get("x")
+    feed = config.get("feed")
+    batching = _dataset_batching(x) if feed == "pipeline" else None
     wanted_batch = int(config.get("batch_size") or 0)
     if tuned.mode == "all" and wanted_batch and batch and wanted_batch != batch:
-        arguments = _with_batch(arguments, wanted_batch)
+        if not isinstance(batching, tuple):  # else the pipeline below batches it so
+            arguments = _with_batch(arguments, wanted_batch)
         changed.append(
             f"batch size {batch} -> {wanted_batch} (--tuned=all: scale your learning rate by "
             f"{wanted_batch / batch:.3g}, the linear scaling rule, with a few epochs of warm-up)"
         )
+        batch = wanted_batch
     elif wanted_batch and batch and wanted_batch != batch:
         kept.append(
             f"batch size {batch} (the tune's {wanted_batch} changes the optimisation: "
             "--tuned=all applies it)"
         )
-    feed = config.get("feed")
     if feed == "pipeline" and _is_arrays(x) and not arguments.get("validation_split"):
         arguments = _as_pipeline(arguments, config, int(_batch_of(arguments) or 32))
         changed.append("feed: tfaccel.data.pipeline " + _knobs(config))
+    elif isinstance(batching, tuple) and batch:
+        arguments = _dataset_as_pipeline(arguments, config, batch, drop=batching[1])
+        changed.append(
+            f"feed: the script's dataset (its own maps kept) unbatched into "
+            f"tfaccel.data.pipeline, batches of {batch} again, {_knobs(config)}"
+        )
+    elif isinstance(batching, str):
+        kept.append(f"the feed ({feed}): the script's dataset as given: {batching}")
     elif feed not in (None, "numpy", OWN_FEED):
         kept.append(
-            f"the feed ({feed}): applied to arrays without validation_split only, this fit "
-            f"gets {type(x).__name__}"
+            f"the feed ({feed}): applied to arrays without validation_split and to a "
+            f"tf.data.Dataset of batches, this fit gets {type(x).__name__}"
         )
     policy = getattr(getattr(model, "dtype_policy", None), "name", "float32")
     effect = {
@@ -525,7 +617,7 @@ def _apply(
         "jit": bool(getattr(model, "jit_compile", False)),
         "steps_per_execution": int(getattr(model, "steps_per_execution", 1) or 1),
         "batch_size": _batch_of(arguments),
-        "feed": "pipeline" if changed and changed[-1].startswith("feed") else "as given",
+        "feed": "pipeline" if any(c.startswith("feed") for c in changed) else "as given",
     }
     tuned.took_effect.append(effect)
     wanted_policy = config.get("precision")
@@ -582,23 +674,6 @@ def _say(tuned: TunedRun, stream: TextIO, line: str) -> None:
     print(f"tfaccel run --tuned: {line}", file=stream)
 
 
-def _has_tune_runs(db: str | Path | None, digest: str) -> bool:
-    """Whether the database holds a complete tune run of this machine (cheap: no capture)."""
-    try:
-        opened = store.open_read_only(db)
-    except TfaccelError:
-        if db is not None:
-            raise
-        return False
-    if opened is None:
-        return False
-    with opened:
-        return any(
-            r.status == "complete" and r.details.get("kind") == "tune"
-            for r in opened.runs(digest, limit=500)
-        )
-
-
 def _is_arrays(x: Any) -> bool:
     import numpy as np
 
@@ -652,6 +727,79 @@ def _as_pipeline(arguments: dict[str, Any], config: dict[str, Any], batch: int) 
     source = x if y is None else (x, y)
     out["x"] = pipeline(source, batch, shuffle=bool(shuffle), **knobs)
     return out
+
+
+# tf.data stages that keep a dataset's batches as they are, one for one and in order: through
+# them, the batches are those of the `batch` stage below
+_BATCH_KEEPING = (
+    "_PrefetchDataset",
+    "_MapDataset",
+    "_ParallelMapDataset",
+    "_OptionsDataset",
+    "CacheDataset",
+    "_CacheDataset",
+    "_MemoryCacheDataset",
+)
+_BATCHING = ("_BatchDataset", "_ParallelBatchDataset")
+
+
+def _dataset_batching(x: Any) -> tuple[int, bool] | str | None:
+    """How a script's ``tf.data.Dataset`` makes its batches, when unbatching it and batching
+    it again at the same size gives the same batches (the same elements, the same steps per
+    epoch): ``(batch size, drop_remainder)`` of its ``batch`` stage, reached through stages
+    that keep batches as they are (maps, prefetch, cache, options). A string: why not (a
+    ``shuffle`` or ``repeat`` of batches may put the last, smaller batch anywhere; a
+    ``padded_batch``, a window...). None: ``x`` is not a ``tf.data.Dataset``."""
+    import tensorflow as tf
+
+    if not isinstance(x, tf.data.Dataset):
+        return None
+    stage = x
+    while type(stage).__name__ in _BATCH_KEEPING:
+        stage = getattr(stage, "_input_dataset", None)
+    name = type(stage).__name__
+    if name not in _BATCHING:
+        shown = name.strip("_").removesuffix("Dataset") or "unknown"
+        return (
+            f"its batches come from a {shown} stage, not from .batch() under maps, prefetch "
+            "or cache: batched again, they could differ"
+        )
+    size = tf.get_static_value(stage._batch_size)
+    drop = tf.get_static_value(stage._drop_remainder)
+    if size is None or drop is None:
+        return "its .batch() size is not a constant"
+    return int(size), bool(drop)
+
+
+def _dataset_as_pipeline(
+    arguments: dict[str, Any], config: dict[str, Any], batch: int, *, drop: bool
+) -> dict[str, Any]:
+    """The script's dataset, unbatched, into ``tfaccel.data.pipeline`` as the tune fed it:
+    not shuffled again (its own shuffle kept), not repeated, batched at ``batch`` (its last,
+    smaller batch kept unless its ``.batch()`` dropped it), with the tuned knobs; at the
+    script's own batch size, with the script's number of batches (its cardinality) kept."""
+    import tensorflow as tf
+
+    from tfaccel.data import pipeline
+
+    out = dict(arguments)
+    given = out["x"]
+    knobs = {k: config[k] for k in ("cache", "prefetch", "num_parallel_calls") if k in config}
+    fed = pipeline(given.unbatch(), batch, shuffle=False, drop_remainder=drop, **knobs)
+    steps = int(given.cardinality())
+    if steps >= 0 and batch == _static_batch(given):
+        # as many batches as the script's (same size, same elements): said to Keras, which
+        # then knows the steps of an epoch as it did (callbacks, schedules, progress), and
+        # checked by tf.data as the batches go
+        fed = fed.apply(tf.data.experimental.assert_cardinality(steps))
+    out["x"] = fed
+    return out
+
+
+def _static_batch(x: Any) -> int | None:
+    """The size of a dataset's ``batch`` stage (:func:`_dataset_batching`), else None."""
+    found = _dataset_batching(x)
+    return found[0] if isinstance(found, tuple) else None
 
 
 def _knobs(config: dict[str, Any]) -> str:
