@@ -30,8 +30,8 @@ tuner's time <= 30% of the grid's.
 ``--no-grid`` skips the grid (its two checks are then absent): the tuner against the Keras
 default only, for the larger models whose 64-configuration grid would take an hour here.
 
-``--smoke`` runs the tiny model on a 4-configuration space (no XLA) with short samples: it checks that
-everything runs; its figures mean nothing.
+``--smoke`` runs the tiny model on a 4-configuration space (no XLA) with short samples: it checks
+that everything runs; its figures mean nothing.
 """
 
 from __future__ import annotations
