@@ -161,6 +161,44 @@ def test_a_depthwise_input_gradient_costs_its_forwards_flops() -> None:
     assert flops["DepthwiseConv2dNativeBackpropFilter"] == forward
 
 
+def _depthwise_model() -> Any:
+    import keras
+
+    model = keras.Sequential(
+        [
+            keras.Input((8, 8, 3)),
+            keras.layers.Conv2D(32, 1),
+            keras.layers.DepthwiseConv2D(3, padding="same"),
+            keras.layers.GlobalAveragePooling2D(),
+            keras.layers.Dense(2),
+        ]
+    )
+    model.compile(optimizer="sgd", loss="mse")
+    return model
+
+
+def test_depthwise_convolutions_run_at_their_own_measured_rate() -> None:
+    # Measured on this machine: a 3x3 depthwise convolution's forward and gradients ran at
+    # 8 GFLOP/s where a full convolution's ran at 36 (the same load): at the convolution
+    # rate, MobileNetV2's depthwise layers were modelled 4-8x too fast.
+    from tfaccel.planning.trace import trace_step
+
+    step = trace_step(_depthwise_model(), 4)
+    depthwise = sum(
+        op.flops_fixed + 4 * op.flops_per_example
+        for op in step.ops
+        if op.type.startswith("Depthwise")
+    )
+    assert depthwise > 0
+    fast = _calibration(bandwidth_bytes_per_s=1e15, parallel_op_s=0.0, op_floor_s=0.0)
+    slow = _calibration(
+        bandwidth_bytes_per_s=1e15, parallel_op_s=0.0, op_floor_s=0.0, depthwise_flops_per_s=1e9
+    )
+    at_conv, at_own = (cpu_step_time(step, 4, c, onednn="1") for c in (fast, slow))
+    assert at_conv.compute_s is not None and at_own.compute_s is not None
+    assert at_own.compute_s - at_conv.compute_s == pytest.approx(depthwise / 1e9 - depthwise / 2e11)
+
+
 @pytest.mark.parametrize(
     ("step", "calibration", "onednn", "reason"),
     [
@@ -182,13 +220,20 @@ def test_a_time_it_cannot_stand_behind_is_not_predicted_and_says_why(
 def test_a_calibration_is_stored_and_read_back_by_fingerprint_and_onednn(tmp_path: Path) -> None:
     db = tmp_path / "results.sqlite"
     assert load_calibration("machine-a", onednn="1", store=db) is None  # no database yet
-    stored = _calibration(cost_s=3.5, scale=1.25)
+    stored = _calibration(cost_s=3.5, scale=1.25, loop_scale=0.75, depthwise_flops_per_s=2e10)
     stored.load = (2.5, 2.0, 1.5)
     save_calibration(stored, "machine-a", {"cpu_model": "test"}, store=db)
     read = load_calibration("machine-a", onednn="1", store=db)
     assert read is not None and read.cost_s == pytest.approx(3.5)
     assert read.load == (2.5, 2.0, 1.5) and "at load average 2.50" in read.describe()
-    for metric in ("step_overhead_s", "op_floor_s", "parallel_op_s", "scale"):
+    for metric in (
+        "step_overhead_s",
+        "op_floor_s",
+        "parallel_op_s",
+        "depthwise_flops_per_s",
+        "scale",
+        "loop_scale",
+    ):
         assert getattr(read, metric) == pytest.approx(getattr(stored, metric))
     assert "results database run" in read.source
     assert load_calibration("machine-b", onednn="1", store=db) is None
@@ -248,10 +293,15 @@ def test_the_calibration_measures_this_cpu() -> None:
         "matmul_flops_per_s",
         "conv_flops_per_s",
         "bandwidth_bytes_per_s",
+        "depthwise_flops_per_s",
         "scale",
+        "loop_scale",
     ):
         value = getattr(calibration, metric)
         assert math.isfinite(value) and value > 0, metric
+    # A depthwise convolution reads one channel per output: on this 2-core EPYC it ran at a
+    # fifth of the convolution rate (8 against 36-166 GFLOP/s), at any load.
+    assert calibration.depthwise_flops_per_s < calibration.conv_flops_per_s
     # Two cores reach well under 10 TFLOP/s and 1 TB/s; anything above is a folded constant.
     assert calibration.matmul_flops_per_s < 1e13 and calibration.conv_flops_per_s < 1e13
     assert calibration.bandwidth_bytes_per_s < 1e12
@@ -330,6 +380,31 @@ def test_an_lstm_steps_loops_are_traced_with_their_time_steps() -> None:
     assert time.op_floor_s is not None and time.op_floor_s >= 7 * body_ops * 1e-6
 
 
+def test_a_loops_body_is_scaled_by_the_loop_scale_not_the_reference_steps() -> None:
+    # Measured on this machine (load 8): the reference CNN step ran 2.47x its modelled time,
+    # a small LSTM's loop iterations 0.82x theirs; the bench's LSTM rows were predicted +55%
+    # and +87% with every loop operation multiplied by the reference step's scale.
+    import keras
+
+    from tfaccel.planning.trace import trace_step
+
+    model = keras.Sequential([keras.Input((7, 3)), keras.layers.LSTM(4), keras.layers.Dense(2)])
+    model.compile(optimizer="sgd", loss="mse")
+    step = trace_step(model, 4)
+    plain, scaled, no_loops = (
+        cpu_step_time(step, 4, calibration, onednn="1").step_s
+        for calibration in (
+            _calibration(),
+            _calibration(scale=3.0, loop_scale=0.5),
+            _calibration(loop_scale=0.0),
+        )
+    )
+    assert plain is not None and scaled is not None and no_loops is not None
+    body, ops = plain - no_loops, no_loops - 1e-3  # the loops' operations, the step's others
+    assert body > 0 and ops > 0
+    assert scaled == pytest.approx(1e-3 + 3.0 * ops + 0.5 * body)
+
+
 _NO_KERNEL = frozenset({"Placeholder", "Const", "Identity", "NoOp", "ReadVariableOp"})
 
 
@@ -389,6 +464,15 @@ def test_a_difference_lost_in_its_noise_or_negative_is_a_problem() -> None:
     backwards = dict(clean, **{"per-op floor": (-2e-5, 1e-4)})
     (problem,) = calibration_problems(_calibration(differences=backwards), None)
     assert problem.startswith("per-op floor") and "no slower" in problem
+
+
+@pytest.mark.parametrize(("loop_scale", "problems"), [(0.1, 1), (0.82, 0), (4.0, 1)])
+def test_a_loop_scale_far_from_the_small_lstms_model_is_a_problem(
+    loop_scale: float, problems: int
+) -> None:
+    found = calibration_problems(_calibration(loop_scale=loop_scale), None)
+    assert len(found) == problems
+    assert all("LSTM" in problem for problem in found)
 
 
 @pytest.mark.parametrize(("scale", "problems"), [(0.2, 1), (0.84, 0), (2.56, 0), (3.34, 1)])
