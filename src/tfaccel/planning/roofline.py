@@ -78,6 +78,7 @@ _CALIBRATION_METRICS = {
     "conv_flops_per_s": "FLOP/s",
     "bandwidth_bytes_per_s": "B/s",
     "depthwise_flops_per_s": "FLOP/s",
+    "max_pool_element_s": "s",
     "scale": "x",
     "loop_scale": "x",
 }
@@ -129,6 +130,11 @@ class CpuCalibration(Record):
             both gradients (32 x 32 x 64; batch 32 less batch 4): a fraction of the
             convolution rate, each output reading only its own channel (0: not measured, a
             calibration made by hand; depthwise convolutions then run at the convolution rate).
+        max_pool_element_s: the seconds a 2x2 max pooling's forward and gradient together
+            take per element of the pooled tensor ([32, 32, 32, 16] less [4, 32, 32, 16]);
+            each of the two operations is taken as half (an assumption), bound by
+            ``compute`` (0: not measured, a calibration made by hand: max pooling by its
+            bytes).
         scale: a reference training step's measured time (less the step overhead) over the
             sum of its operations' modelled times: what scheduling, cores shared with other
             work and caches add to the kernels measured alone. Every operation of the step
@@ -158,6 +164,7 @@ class CpuCalibration(Record):
     conv_flops_per_s: float
     bandwidth_bytes_per_s: float
     depthwise_flops_per_s: float = 0.0
+    max_pool_element_s: float = 0.0
     scale: float = 1.0
     loop_scale: float = 1.0
     precision: str = "float32"
@@ -173,12 +180,13 @@ class CpuCalibration(Record):
             f"this CPU's step time = {self.step_overhead_s * 1e3:.2f} ms per step + per "
             f"operation {self.op_floor_s * 1e6:.1f} us (small) or {self.parallel_op_s * 1e6:.0f} "
             f"us (split across cores) + the longer of FLOPs / "
-            f"{self.matmul_flops_per_s / 1e9:.0f} GFLOP/s (matmul) or "
+            f"{self.matmul_flops_per_s / 1e9:.0f} GFLOP/s (matmul), "
             f"{self.conv_flops_per_s / 1e9:.0f} GFLOP/s (conv) or "
             f"{self.depthwise_flops_per_s / 1e9:.0f} GFLOP/s (depthwise conv) and bytes / "
-            f"{self.bandwidth_bytes_per_s / 1e9:.1f} GB/s, x {self.scale:.2f} (measured on a "
-            f"reference step; a While loop's body x {self.loop_scale:.2f}, measured on a "
-            f"small LSTM); {self.source}"
+            f"{self.bandwidth_bytes_per_s / 1e9:.1f} GB/s (max pooling: "
+            f"{self.max_pool_element_s * 1e9:.1f} ns per element, forward and gradient), "
+            f"x {self.scale:.2f} (measured on a reference step; a While loop's body: "
+            f"x {self.loop_scale:.2f}, measured on a small LSTM); {self.source}"
             + (f", at load average {self.load[0]:.2f}" if self.load else "")
         )
 
@@ -277,10 +285,24 @@ def _op_terms(ops: list[OpInfo], batch: int, calibration: CpuCalibration) -> dic
         flops = op.flops_fixed + op.flops_per_example * batch
         rate = _rate(op.type, calibration)
         compute, memory = flops / rate, nbytes / calibration.bandwidth_bytes_per_s
+        if op.type in MAX_POOLING_OPS:  # per element of the pooled tensor, not per FLOP
+            largest = max(
+                [sizes[t.index] for t in op.outputs] + [sizes.get(i, 0) for i in op.inputs]
+            )
+            itemsize = _ITEMSIZE.get(op.outputs[0].dtype, 4) if op.outputs else 4
+            compute = largest / itemsize * calibration.max_pool_element_s / 2
         split = nbytes >= PARALLEL_BYTES or compute > calibration.parallel_op_s
         terms["per-op overhead"] += calibration.parallel_op_s if split else calibration.op_floor_s
         terms["compute" if compute > memory else "bandwidth"] += max(compute, memory)
     return terms
+
+
+MAX_POOLING_OPS = frozenset({"MaxPool", "MaxPoolV2", "MaxPoolGrad", "MaxPoolGradV2"})
+"""Operations timed per element of the tensor they pool, not by their bytes
+(:attr:`CpuCalibration.max_pool_element_s`, half each for the forward and the gradient): on
+this 2-core EPYC a 2x2 max pooling's forward and gradient took 7.7 ns per input element at
+load 9, some 50 times what their bytes take at the measured bandwidth."""
+_ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
 
 
 def _rate(op_type: str, calibration: CpuCalibration) -> float:
@@ -343,7 +365,8 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
     beyond its operations); the parallel latency and the bandwidth from chains of 50
     element-wise operations on 64 Ki and 4 Mi floats; the rates from a Dense layer's three
     training matmuls at batch 64 and 1024 (512 x 512), a 3x3 convolution's forward and both
-    gradients at batch 4 and 32, and a 3x3 depthwise convolution's at batch 4 and 32. A
+    gradients at batch 4 and 32, and a 3x3 depthwise convolution's at batch 4 and 32; the
+    time of a 2x2 max pooling's forward and gradient per element from 4 and 32 images. A
     reference training step (a small CNN: two convolutions, two Dense(512) layers with
     dropout and a softmax, batch 64) measured and modelled with those figures gives
     :attr:`CpuCalibration.scale`; a small LSTM (32 units, batch 16) trained over 8 and 40
@@ -412,6 +435,18 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
             lambda a, w: tf.nn.depthwise_conv2d(a, w, [1, 1, 1, 1], "SAME"),
         )
 
+    def max_pool(batch: int) -> Callable[[], Any]:
+        images = tf.Variable(tf.random.normal([batch, 32, 32, 16]))
+
+        @tf.function
+        def run() -> Any:
+            with tf.GradientTape() as tape:
+                tape.watch(images)
+                out = tf.reduce_sum(tf.nn.max_pool2d(images, 2, 2, "VALID"))
+            return tf.reduce_sum(tape.gradient(out, images)[:1])
+
+        return lambda: run().numpy()
+
     def recurrent(steps: int) -> tuple[Any, Callable[[], Any]]:
         model = keras.Sequential(
             [keras.Input((steps, 16)), keras.layers.LSTM(32), keras.layers.Dense(4)]
@@ -444,6 +479,7 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
         "matmul": (dense(64), dense(1024)),
         "convolution": (conv(4), conv(32)),
         "depthwise convolution": (depthwise(4), depthwise(32)),
+        "max pooling": (max_pool(4), max_pool(32)),
         "loop": (short_step, long_step),
     }
     calls = {
@@ -483,6 +519,7 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
     depthwise_rate = (
         3 * 2 * (32 - 4) * 32 * 32 * 64 * 9 / max(differences["depthwise convolution"][0], 1e-9)
     )
+    pooled = (32 - 4) * 32 * 32 * 16
     calibration = CpuCalibration(
         step_overhead_s=overhead,
         op_floor_s=floor,
@@ -491,6 +528,7 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
         conv_flops_per_s=conv_rate,
         bandwidth_bytes_per_s=bandwidth,
         depthwise_flops_per_s=depthwise_rate,
+        max_pool_element_s=max(differences["max pooling"][0], 0.0) / pooled,
         onednn=onednn_setting(),
     )
     t_reference = summaries["reference"].median
@@ -546,6 +584,7 @@ _NOISE_CHECKED = (
     "matmul",
     "convolution",
     "depthwise convolution",
+    "max pooling",
     "loop",
 )
 """The differences a figure is the quotient of: each must be larger than its noise (measured
