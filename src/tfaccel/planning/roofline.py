@@ -9,14 +9,17 @@ bytes are what every operation of the step writes and reads once (no fusion assu
 On this machine's CPU a training step of a small model is not FLOP-bound: it is launch- and
 host-bound, and the roofline alone was 2-10x below the measured step time. There the plan
 sums, over the traced operations, ``max(per-op floor, FLOPs / measured rate, bytes / measured
-bandwidth)``, and adds a per-step overhead (the Python side of ``train_on_batch`` / ``fit``,
-the function call, reading the loss back). The four figures are measured on this machine by
-:func:`calibrate_cpu` (a few seconds: two tiny Keras models and three small kernels) and stored
-in the results database under the machine fingerprint; without them the CPU time is not
-predicted, and the plan says how to get them. A ``While`` loop's body counts once per
-iteration. A calibration above the CPU's peak or lost in its own noise is not stored
-(:func:`calibration_problems`). Each prediction names the term that bounds it: ``compute``,
-``bandwidth``, ``per-op overhead`` or ``per-step overhead``. Every figure is a prediction.
+bandwidth)`` (the matmul, convolution or depthwise convolution rate; a max pooling per element
+of what it pools), times a reference step's measured over modelled time, and adds a per-step
+overhead (the Python side of ``train_on_batch`` / ``fit``, the function call, reading the loss
+back). A ``While`` loop's body counts once per iteration, times a small LSTM's measured over
+modelled loop time instead. The figures are measured on this machine by :func:`calibrate_cpu`
+(a few seconds: tiny Keras models, small kernels, a reference CNN step and a small LSTM, all
+interleaved) and stored in the results database under the machine fingerprint; without them
+the CPU time is not predicted, and the plan says how to get them. A calibration above the
+CPU's peak or lost in its own noise is not stored (:func:`calibration_problems`). Each
+prediction names the term that bounds it: ``compute``, ``bandwidth``, ``per-op overhead`` or
+``per-step overhead``. Every figure is a prediction.
 """
 
 from __future__ import annotations
@@ -251,12 +254,12 @@ def cpu_step_time(
             f"and {len(step.loops)} traced: the body's operations, run once per iteration, are "
             "not known"
         )
-    unknown = next((why for loop in step.loops if (why := _unknown_iterations(loop))), None)
-    if unknown:
-        return _unpredicted(unknown)
     terms = {k: v * calibration.scale for k, v in _op_terms(step.ops, batch, calibration).items()}
     for loop in step.loops:
-        for term, seconds in _loop_terms(loop, batch, calibration).items():
+        loop_terms = _loop_terms(loop, batch, calibration)
+        if isinstance(loop_terms, str):
+            return _unpredicted(loop_terms)
+        for term, seconds in loop_terms.items():
             terms[term] += seconds * calibration.loop_scale
     terms["per-step overhead"] = calibration.step_overhead_s
     bound = max(terms, key=lambda k: terms[k])
@@ -313,22 +316,20 @@ def _rate(op_type: str, calibration: CpuCalibration) -> float:
     return calibration.conv_flops_per_s if "Conv" in op_type else calibration.matmul_flops_per_s
 
 
-def _loop_terms(loop: LoopBody, batch: int, calibration: CpuCalibration) -> dict[str, float]:
+def _loop_terms(loop: LoopBody, batch: int, calibration: CpuCalibration) -> dict[str, float] | str:
     """The modelled seconds of a While loop's iterations, before the scale: ``iterations`` x
     (its body's and condition's operations, each with the same terms as the step's, and its
-    nested loops)."""
-    terms = _op_terms(list(loop.ops), batch, calibration)
-    for inner in loop.loops:
-        for term, seconds in _loop_terms(inner, batch, calibration).items():
-            terms[term] += seconds
-    return {term: (loop.iterations or 0) * seconds for term, seconds in terms.items()}
-
-
-def _unknown_iterations(loop: LoopBody) -> str | None:
-    """Why a loop's (or a nested loop's) time is not known, or None."""
+    nested loops); or why they are not known (its or a nested loop's iterations unknown)."""
     if loop.iterations is None:
         return loop.why or f"the While loop {loop.name} runs an unknown number of iterations"
-    return next((why for inner in loop.loops if (why := _unknown_iterations(inner))), None)
+    terms = _op_terms(list(loop.ops), batch, calibration)
+    for inner in loop.loops:
+        inner_terms = _loop_terms(inner, batch, calibration)
+        if isinstance(inner_terms, str):
+            return inner_terms
+        for term, seconds in inner_terms.items():
+            terms[term] += seconds
+    return {term: loop.iterations * seconds for term, seconds in terms.items()}
 
 
 def _unpredicted(why: str) -> StepTime:
@@ -553,8 +554,13 @@ LOOP_BATCH = 16
 
 
 def _loops_seconds(step: StepGraph, calibration: CpuCalibration) -> float:
-    """The modelled seconds of ``step``'s loops' bodies, before any scale."""
-    return sum(sum(_loop_terms(loop, LOOP_BATCH, calibration).values()) for loop in step.loops)
+    """The modelled seconds of ``step``'s loops' bodies, before any scale (0 for a loop of
+    unknown iterations: the calibration's LSTMs have a fixed length)."""
+    seconds = 0.0
+    for loop in step.loops:
+        terms = _loop_terms(loop, LOOP_BATCH, calibration)
+        seconds += 0.0 if isinstance(terms, str) else sum(terms.values())
+    return seconds
 
 
 def _untimed(call: Callable[[], Any]) -> Callable[[], None]:
