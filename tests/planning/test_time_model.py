@@ -300,9 +300,6 @@ def test_the_calibration_measures_this_cpu() -> None:
     ):
         value = getattr(calibration, metric)
         assert math.isfinite(value) and value > 0, metric
-    # A depthwise convolution reads one channel per output: on this 2-core EPYC it ran at a
-    # fifth of the convolution rate (8 against 36-166 GFLOP/s), at any load.
-    assert calibration.depthwise_flops_per_s < calibration.conv_flops_per_s
     # Two cores reach well under 10 TFLOP/s and 1 TB/s; anything above is a folded constant.
     assert calibration.matmul_flops_per_s < 1e13 and calibration.conv_flops_per_s < 1e13
     assert calibration.bandwidth_bytes_per_s < 1e12

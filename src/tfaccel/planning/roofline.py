@@ -450,27 +450,22 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
 
     def recurrent(steps: int) -> tuple[Any, Callable[[], Any]]:
         model = keras.Sequential(
-            [keras.Input((steps, 16)), keras.layers.LSTM(32), keras.layers.Dense(4)]
+            [
+                keras.Input((steps, LOOP_FEATURES)),
+                keras.layers.LSTM(LOOP_UNITS),
+                keras.layers.Dense(4),
+            ]
         )
         model.compile(optimizer=keras.optimizers.Adam(), loss="mse")
-        data = np.ones((LOOP_BATCH, steps, 16), np.float32), np.ones((LOOP_BATCH, 4), np.float32)
+        data = (
+            np.ones((LOOP_BATCH, steps, LOOP_FEATURES), np.float32),
+            np.ones((LOOP_BATCH, 4), np.float32),
+        )
         return model, lambda: model.train_on_batch(*data)
 
-    reference = keras.Sequential(
-        [
-            keras.Input((32, 32, 3)),
-            keras.layers.Conv2D(16, 3, activation="relu"),
-            keras.layers.MaxPooling2D(),
-            keras.layers.Conv2D(32, 3, activation="relu"),
-            keras.layers.Flatten(),
-            keras.layers.Dense(512, activation="relu"),
-            keras.layers.Dropout(0.2),
-            keras.layers.Dense(512, activation="relu"),
-            keras.layers.Dense(10, activation="softmax"),
-        ]
-    )
-    reference.compile(optimizer=keras.optimizers.Adam(), loss="sparse_categorical_crossentropy")
-    images, labels = np.ones((64, 32, 32, 3), np.float32), np.zeros((64,), np.int32)
+    reference = reference_model()
+    batch = REFERENCE_BATCH
+    images, labels = np.ones((batch, 32, 32, 3), np.float32), np.zeros((batch,), np.int32)
     short_rnn, short_step = recurrent(LOOP_STEPS[0])
     long_rnn, long_step = recurrent(LOOP_STEPS[1])
     sizes = (2**16, 2**22)
@@ -533,7 +528,7 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
         onednn=onednn_setting(),
     )
     t_reference = summaries["reference"].median
-    modelled = sum(_op_terms(trace_step(reference, 64).ops, 64, calibration).values())
+    modelled = sum(_op_terms(trace_step(reference, batch).ops, batch, calibration).values())
     calibration.scale = max(t_reference - overhead, 1e-6) / max(modelled, 1e-9)
     short, long = trace_step(short_rnn, LOOP_BATCH), trace_step(long_rnn, LOOP_BATCH)
     outside = sum(_op_terms(long.ops, LOOP_BATCH, calibration).values()) - sum(
@@ -548,9 +543,37 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
     return calibration
 
 
+REFERENCE_BATCH = 64
+"""The batch of the calibration's reference step (:func:`reference_model`)."""
+
+
+def reference_model() -> Any:
+    """The calibration's reference training step (:attr:`CpuCalibration.scale`), compiled: a
+    small CNN on 32 x 32 x 3 images (two 3x3 convolutions, a 2x2 max pooling, two Dense(512)
+    layers with dropout, a softmax over 10; Adam), trained at :data:`REFERENCE_BATCH`."""
+    import keras
+
+    model = keras.Sequential(
+        [
+            keras.Input((32, 32, 3)),
+            keras.layers.Conv2D(16, 3, activation="relu"),
+            keras.layers.MaxPooling2D(),
+            keras.layers.Conv2D(32, 3, activation="relu"),
+            keras.layers.Flatten(),
+            keras.layers.Dense(512, activation="relu"),
+            keras.layers.Dropout(0.2),
+            keras.layers.Dense(512, activation="relu"),
+            keras.layers.Dense(10, activation="softmax"),
+        ]
+    )
+    model.compile(optimizer=keras.optimizers.Adam(), loss="sparse_categorical_crossentropy")
+    return model
+
+
 LOOP_STEPS = (8, 40)
 """The time steps of the calibration's two LSTMs (:attr:`CpuCalibration.loop_scale`)."""
-LOOP_BATCH = 16
+LOOP_BATCH, LOOP_UNITS, LOOP_FEATURES = 32, 64, 32
+"""The calibration's LSTMs: batch, units, input features."""
 
 
 def _loops_seconds(step: StepGraph, calibration: CpuCalibration) -> float:
