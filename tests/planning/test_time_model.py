@@ -132,9 +132,9 @@ def test_convolutions_run_at_the_convolution_rate() -> None:
     assert cpu_step_time(conv, 1, _calibration(), onednn="1").compute_s == pytest.approx(0.010)
 
 
-def test_a_depthwise_input_gradient_costs_its_forwards_flops() -> None:
-    # Each output of a depthwise convolution reads one input channel: its input gradient does
-    # the forward's multiply-adds, not a full convolution's over every channel.
+@pytest.fixture(scope="module")
+def depthwise_step() -> StepGraph:
+    """A 1x1 convolution then a 3x3 depthwise convolution on 8 x 8 x 3 inputs, traced at 4."""
     import keras
 
     from tfaccel.planning.trace import trace_step
@@ -149,53 +149,39 @@ def test_a_depthwise_input_gradient_costs_its_forwards_flops() -> None:
         ]
     )
     model.compile(optimizer="sgd", loss="mse")
-    step = trace_step(model, 4)
-    flops = {
+    return trace_step(model, 4)
+
+
+def _depthwise_flops(step: StepGraph) -> dict[str, int]:
+    return {
         op.type: op.flops_fixed + 4 * op.flops_per_example
         for op in step.ops
         if op.type.startswith("Depthwise")
     }
+
+
+def test_a_depthwise_input_gradient_costs_its_forwards_flops(depthwise_step: StepGraph) -> None:
+    # Each output of a depthwise convolution reads one input channel: its input gradient does
+    # the forward's multiply-adds, not a full convolution's over every channel.
+    flops = _depthwise_flops(depthwise_step)
     forward = flops["DepthwiseConv2dNative"]
     assert forward == 2 * 4 * 8 * 8 * 32 * 3 * 3
     assert flops["DepthwiseConv2dNativeBackpropInput"] == forward
     assert flops["DepthwiseConv2dNativeBackpropFilter"] == forward
 
 
-def _depthwise_model() -> Any:
-    import keras
-
-    model = keras.Sequential(
-        [
-            keras.Input((8, 8, 3)),
-            keras.layers.Conv2D(32, 1),
-            keras.layers.DepthwiseConv2D(3, padding="same"),
-            keras.layers.GlobalAveragePooling2D(),
-            keras.layers.Dense(2),
-        ]
-    )
-    model.compile(optimizer="sgd", loss="mse")
-    return model
-
-
-def test_depthwise_convolutions_run_at_their_own_measured_rate() -> None:
+def test_depthwise_convolutions_run_at_their_own_measured_rate(depthwise_step: StepGraph) -> None:
     # Measured on this machine: a 3x3 depthwise convolution's forward and gradients ran at
-    # 8 GFLOP/s where a full convolution's ran at 36 (the same load): at the convolution
-    # rate, MobileNetV2's depthwise layers were modelled 4-8x too fast.
-    from tfaccel.planning.trace import trace_step
-
-    step = trace_step(_depthwise_model(), 4)
-    depthwise = sum(
-        op.flops_fixed + 4 * op.flops_per_example
-        for op in step.ops
-        if op.type.startswith("Depthwise")
+    # 5-8 GFLOP/s where a full convolution's ran at 32-37 (the same calibrations, load 8-10):
+    # at the convolution rate, MobileNetV2's depthwise layers were modelled 4-8x too fast.
+    depthwise = sum(_depthwise_flops(depthwise_step).values())
+    free = {"bandwidth_bytes_per_s": 1e15, "parallel_op_s": 0.0, "op_floor_s": 0.0}
+    at_conv, at_own = (
+        cpu_step_time(depthwise_step, 4, calibration, onednn="1")
+        for calibration in (_calibration(**free), _calibration(depthwise_flops_per_s=1e9, **free))
     )
-    assert depthwise > 0
-    fast = _calibration(bandwidth_bytes_per_s=1e15, parallel_op_s=0.0, op_floor_s=0.0)
-    slow = _calibration(
-        bandwidth_bytes_per_s=1e15, parallel_op_s=0.0, op_floor_s=0.0, depthwise_flops_per_s=1e9
-    )
-    at_conv, at_own = (cpu_step_time(step, 4, c, onednn="1") for c in (fast, slow))
     assert at_conv.compute_s is not None and at_own.compute_s is not None
+    # 2e11: the convolution rate of _calibration
     assert at_own.compute_s - at_conv.compute_s == pytest.approx(depthwise / 1e9 - depthwise / 2e11)
 
 
@@ -492,22 +478,24 @@ def test_a_difference_lost_in_its_noise_or_negative_is_a_problem() -> None:
     assert problem.startswith("per-op floor") and "no slower" in problem
 
 
-@pytest.mark.parametrize(("loop_scale", "problems"), [(0.1, 1), (0.82, 0), (4.0, 1)])
-def test_a_loop_scale_far_from_the_small_lstms_model_is_a_problem(
-    loop_scale: float, problems: int
+@pytest.mark.parametrize(
+    ("figure", "value", "problems", "named"),
+    [
+        ("scale", 0.2, 1, "reference step"),
+        ("scale", 0.84, 0, "reference step"),
+        ("scale", 2.56, 0, "reference step"),
+        ("scale", 3.34, 1, "reference step"),
+        ("loop_scale", 0.1, 1, "LSTM"),
+        ("loop_scale", 2.8, 0, "LSTM"),
+        ("loop_scale", 4.0, 1, "LSTM"),
+    ],
+)
+def test_a_scale_far_from_its_model_is_a_problem(
+    figure: str, value: float, problems: int, named: str
 ) -> None:
-    found = calibration_problems(_calibration(loop_scale=loop_scale), None)
+    found = calibration_problems(_calibration(**{figure: value}), None)
     assert len(found) == problems
-    assert all("LSTM" in problem for problem in found)
-
-
-@pytest.mark.parametrize(("scale", "problems"), [(0.2, 1), (0.84, 0), (2.56, 0), (3.34, 1)])
-def test_a_scale_far_from_the_reference_steps_model_is_a_problem(
-    scale: float, problems: int
-) -> None:
-    found = calibration_problems(_calibration(scale=scale), None)
-    assert len(found) == problems
-    assert all("reference step" in problem for problem in found)
+    assert all(named in problem for problem in found)
 
 
 def test_calibrate_measures_again_and_refuses_to_store_a_busy_machines_figures(
