@@ -12,9 +12,9 @@ sums, over the traced operations, ``max(per-op floor, FLOPs / measured rate, byt
 bandwidth)`` (the matmul, convolution or depthwise convolution rate; a max pooling per element
 of what it pools), times a reference step's measured over modelled time, and adds a per-step
 overhead (the Python side of ``train_on_batch`` / ``fit``, the function call, reading the loss
-back). A ``While`` loop's body counts once per iteration, times a small LSTM's measured over
+back). A ``While`` loop's body counts once per iteration, times an LSTM's measured over
 modelled loop time instead. The figures are measured on this machine by :func:`calibrate_cpu`
-(a few seconds: tiny Keras models, small kernels, a reference CNN step and a small LSTM, all
+(a few seconds: tiny Keras models, small kernels, a reference CNN step and an LSTM, all
 interleaved) and stored in the results database under the machine fingerprint; without them
 the CPU time is not predicted, and the plan says how to get them. A calibration above the
 CPU's peak or lost in its own noise is not stored (:func:`calibration_problems`). Each
@@ -142,12 +142,13 @@ class CpuCalibration(Record):
             sum of its operations' modelled times: what scheduling, cores shared with other
             work and caches add to the kernels measured alone. Every operation of the step
             (not of a loop's body) is multiplied by it.
-        loop_scale: a small LSTM's measured time per iteration of its loops (the step time
-            at 40 time steps less that at 8, its other operations' modelled difference taken
-            off, over 32) over its loop bodies' modelled time per iteration: the operations of
-            a ``While`` body run inside the loop's own executor, one iteration after another,
-            at a cost of their own. Every loop body's operation is multiplied by it instead
-            of :attr:`scale`.
+        loop_scale: an LSTM's measured time per iteration of its loops (the step time at 40
+            time steps less that at 8, its other operations' modelled difference taken off,
+            over 32) over its loop bodies' modelled time per iteration (64 units, batch 32, 32
+            features: its matmuls split across the cores, as a recurrent layer's do): the
+            operations of a ``While`` body run inside the loop's own executor, one iteration
+            after another, at a cost of their own. Every loop body's operation is multiplied
+            by it instead of :attr:`scale`.
         precision: the compute precision measured (``float32``).
         onednn: ``TF_ENABLE_ONEDNN_OPTS`` as it was (``default`` when unset): oneDNN changes
             every kernel's speed, so a calibration applies only under the same setting.
@@ -189,7 +190,7 @@ class CpuCalibration(Record):
             f"{self.bandwidth_bytes_per_s / 1e9:.1f} GB/s (max pooling: "
             f"{self.max_pool_element_s * 1e9:.1f} ns per element, forward and gradient), "
             f"x {self.scale:.2f} (measured on a reference step; a While loop's body: "
-            f"x {self.loop_scale:.2f}, measured on a small LSTM); {self.source}"
+            f"x {self.loop_scale:.2f}, measured on an LSTM); {self.source}"
             + (f", at load average {self.load[0]:.2f}" if self.load else "")
         )
 
@@ -370,8 +371,9 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
     time of a 2x2 max pooling's forward and gradient per element from 4 and 32 images. A
     reference training step (a small CNN: two convolutions, two Dense(512) layers with
     dropout and a softmax, batch 64) measured and modelled with those figures gives
-    :attr:`CpuCalibration.scale`; a small LSTM (32 units, batch 16) trained over 8 and 40
-    time steps gives :attr:`CpuCalibration.loop_scale`.
+    :attr:`CpuCalibration.scale`; an LSTM (:data:`LOOP_UNITS` units, batch
+    :data:`LOOP_BATCH`) trained over 8 and 40 time steps gives
+    :attr:`CpuCalibration.loop_scale`.
     """
     import keras
     import numpy as np
@@ -684,7 +686,7 @@ def calibration_problems(calibration: CpuCalibration, ceiling: float | None) -> 
     low, high = SCALE_RANGE
     for what, scale in (
         ("the reference step", calibration.scale),
-        ("the small LSTM's loops", calibration.loop_scale),
+        ("the calibration LSTM's loops", calibration.loop_scale),
     ):
         if not low <= scale <= high:
             problems.append(
