@@ -393,9 +393,9 @@ def test_max_pooling_is_timed_per_pooled_element_not_by_its_bytes() -> None:
 
 
 def test_a_loops_body_is_scaled_by_the_loop_scale_not_the_reference_steps() -> None:
-    # Measured on this machine (load 8): the reference CNN step ran 2.47x its modelled time,
-    # a small LSTM's loop iterations 0.82x theirs; the bench's LSTM rows were predicted +55%
-    # and +87% with every loop operation multiplied by the reference step's scale.
+    # On a quiet machine the bench's LSTM rows were predicted +55% and +87% with every loop
+    # operation multiplied by the reference CNN step's scale (1.92), -18% and -2% unscaled:
+    # a loop's body gets a scale of its own, measured on an LSTM.
     import keras
 
     from tfaccel.planning.trace import trace_step
