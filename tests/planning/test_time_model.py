@@ -365,9 +365,9 @@ def test_an_lstm_steps_loops_are_traced_with_their_time_steps() -> None:
 
 
 def test_max_pooling_is_timed_per_pooled_element_not_by_its_bytes() -> None:
-    # Measured on this machine: a 2x2 max pooling's forward and gradient took 7.7 ns per input
-    # element (load 9), some 50x its bytes at the measured bandwidth; the reference CNN and
-    # the Conv1D series model pool 0.5-1 M elements a step.
+    # Measured on this machine: a 2x2 max pooling's forward and gradient took 8-16 ns per input
+    # element (load 9-11), 10-20x its bytes at the bandwidth measured alongside; the reference
+    # CNN and the Conv1D series model pool 0.5-1 M elements a step.
     import keras
 
     from tfaccel.planning.trace import trace_step

@@ -304,8 +304,9 @@ def _op_terms(ops: list[OpInfo], batch: int, calibration: CpuCalibration) -> dic
 MAX_POOLING_OPS = frozenset({"MaxPool", "MaxPoolV2", "MaxPoolGrad", "MaxPoolGradV2"})
 """Operations timed per element of the tensor they pool, not by their bytes
 (:attr:`CpuCalibration.max_pool_element_s`, half each for the forward and the gradient): on
-this 2-core EPYC a 2x2 max pooling's forward and gradient took 7.7 ns per input element at
-load 9, some 50 times what their bytes take at the measured bandwidth."""
+this 2-core EPYC a 2x2 max pooling's forward and gradient took 8-16 ns per input element at
+load 9-11, 10-20 times what their bytes (about 15 per element) take at the bandwidth measured
+alongside."""
 _ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
 
 
