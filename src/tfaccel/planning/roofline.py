@@ -9,20 +9,22 @@ bytes are what every operation of the step writes and reads once (no fusion assu
 On this machine's CPU a training step of a small model is not FLOP-bound: it is launch- and
 host-bound, and the roofline alone was 2-10x below the measured step time. There the plan
 sums, over the traced operations, ``max(per-op floor, FLOPs / measured rate, bytes / measured
-bandwidth)``, and adds a per-step overhead (the Python side of ``train_on_batch`` / ``fit``,
-the function call, reading the loss back). The four figures are measured on this machine by
-:func:`calibrate_cpu` (a few seconds: two tiny Keras models and three small kernels) and stored
-in the results database under the machine fingerprint; without them the CPU time is not
-predicted, and the plan says how to get them. A ``While`` loop's body counts once per
-iteration. A calibration above the CPU's peak or lost in its own noise is not stored
-(:func:`calibration_problems`). Each prediction names the term that bounds it: ``compute``,
-``bandwidth``, ``per-op overhead`` or ``per-step overhead``. Every figure is a prediction.
+bandwidth)`` (the matmul, convolution or depthwise convolution rate; a max pooling per element
+of what it pools), times a reference step's measured over modelled time, and adds a per-step
+overhead (the Python side of ``train_on_batch`` / ``fit``, the function call, reading the loss
+back). A ``While`` loop's body counts once per iteration, times an LSTM's measured over
+modelled loop time instead. The figures are measured on this machine by :func:`calibrate_cpu`
+(a few seconds: tiny Keras models, small kernels, a reference CNN step and an LSTM, all
+interleaved) and stored in the results database under the machine fingerprint; without them
+the CPU time is not predicted, and the plan says how to get them. A calibration above the
+CPU's peak or lost in its own noise is not stored (:func:`calibration_problems`). Each
+prediction names the term that bounds it: ``compute``, ``bandwidth``, ``per-op overhead`` or
+``per-step overhead``. Every figure is a prediction.
 """
 
 from __future__ import annotations
 
 import os
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -33,7 +35,7 @@ from typing import Any
 
 from tfaccel.core.errors import TfaccelError
 from tfaccel.core.records import Record
-from tfaccel.core.timing import measure_interleaved
+from tfaccel.core.timing import measure_interleaved, summarize
 from tfaccel.planning.targets import BANDWIDTH_UTILISATION, Target
 from tfaccel.planning.trace import ALIASING, LoopBody, OpInfo, StepGraph
 from tfaccel.store import ResultRecord, ResultsStore, default_path
@@ -78,7 +80,10 @@ _CALIBRATION_METRICS = {
     "matmul_flops_per_s": "FLOP/s",
     "conv_flops_per_s": "FLOP/s",
     "bandwidth_bytes_per_s": "B/s",
+    "depthwise_flops_per_s": "FLOP/s",
+    "max_pool_element_s": "s",
     "scale": "x",
+    "loop_scale": "x",
 }
 
 
@@ -124,10 +129,26 @@ class CpuCalibration(Record):
             (32 x 32, 32 -> 64 channels; batch 32 less batch 4).
         bandwidth_bytes_per_s: bytes an element-wise operation reads and writes per second
             (16 MiB tensors less 256 KiB ones).
+        depthwise_flops_per_s: the FLOP rate of a 3x3 depthwise convolution's forward and
+            both gradients (32 x 32 x 64; batch 32 less batch 4): a fraction of the
+            convolution rate, each output reading only its own channel (0: not measured, a
+            calibration made by hand; depthwise convolutions then run at the convolution rate).
+        max_pool_element_s: the seconds a 2x2 max pooling's forward and gradient together
+            take per element of the pooled tensor ([32, 32, 32, 16] less [4, 32, 32, 16]);
+            each of the two operations is taken as half (an assumption), bound by
+            ``compute`` (0: not measured, a calibration made by hand: max pooling by its
+            bytes).
         scale: a reference training step's measured time (less the step overhead) over the
             sum of its operations' modelled times: what scheduling, cores shared with other
-            work and caches add to the kernels measured alone. Every operation's time is
-            multiplied by it.
+            work and caches add to the kernels measured alone. Every operation of the step
+            (not of a loop's body) is multiplied by it.
+        loop_scale: an LSTM's measured time per iteration of its loops (the step time at 40
+            time steps less that at 8, its other operations' modelled difference taken off,
+            over 32) over its loop bodies' modelled time per iteration (64 units, batch 32, 32
+            features: its matmuls split across the cores, as a recurrent layer's do): the
+            operations of a ``While`` body run inside the loop's own executor, one iteration
+            after another, at a cost of their own. Every loop body's operation is multiplied
+            by it instead of :attr:`scale`.
         precision: the compute precision measured (``float32``).
         onednn: ``TF_ENABLE_ONEDNN_OPTS`` as it was (``default`` when unset): oneDNN changes
             every kernel's speed, so a calibration applies only under the same setting.
@@ -146,7 +167,10 @@ class CpuCalibration(Record):
     matmul_flops_per_s: float
     conv_flops_per_s: float
     bandwidth_bytes_per_s: float
+    depthwise_flops_per_s: float = 0.0
+    max_pool_element_s: float = 0.0
     scale: float = 1.0
+    loop_scale: float = 1.0
     precision: str = "float32"
     onednn: str = "default"
     cost_s: float = 0.0
@@ -160,10 +184,13 @@ class CpuCalibration(Record):
             f"this CPU's step time = {self.step_overhead_s * 1e3:.2f} ms per step + per "
             f"operation {self.op_floor_s * 1e6:.1f} us (small) or {self.parallel_op_s * 1e6:.0f} "
             f"us (split across cores) + the longer of FLOPs / "
-            f"{self.matmul_flops_per_s / 1e9:.0f} GFLOP/s (matmul) or "
-            f"{self.conv_flops_per_s / 1e9:.0f} GFLOP/s (conv) and bytes / "
-            f"{self.bandwidth_bytes_per_s / 1e9:.1f} GB/s, x {self.scale:.2f} (measured on a "
-            f"reference step); {self.source}"
+            f"{self.matmul_flops_per_s / 1e9:.0f} GFLOP/s (matmul), "
+            f"{self.conv_flops_per_s / 1e9:.0f} GFLOP/s (conv) or "
+            f"{self.depthwise_flops_per_s / 1e9:.0f} GFLOP/s (depthwise conv) and bytes / "
+            f"{self.bandwidth_bytes_per_s / 1e9:.1f} GB/s (max pooling: "
+            f"{self.max_pool_element_s * 1e9:.1f} ns per element, forward and gradient), "
+            f"x {self.scale:.2f} (measured on a reference step; a While loop's body: "
+            f"x {self.loop_scale:.2f}, measured on an LSTM); {self.source}"
             + (f", at load average {self.load[0]:.2f}" if self.load else "")
         )
 
@@ -196,8 +223,9 @@ def cpu_step_time(
     measured matmul or convolution rate and its bytes at the measured bandwidth (operations
     run one after another; pure). The bound is the largest of the four sums.
 
-    A ``While`` loop's body (:attr:`StepGraph.loops`, nested loops too) adds its operations'
-    terms ``iterations`` times.
+    The step's operations are multiplied by :attr:`CpuCalibration.scale`. A ``While`` loop's
+    body (:attr:`StepGraph.loops`, nested loops too) adds its operations' terms ``iterations``
+    times, multiplied by :attr:`CpuCalibration.loop_scale` instead.
 
     Not predicted (``step_s`` None, ``why`` set) without a calibration, for a precision or a
     oneDNN setting other than the calibration's (``onednn``: the setting of the process that
@@ -227,14 +255,13 @@ def cpu_step_time(
             f"and {len(step.loops)} traced: the body's operations, run once per iteration, are "
             "not known"
         )
-    unknown = next((why for loop in step.loops if (why := _unknown_iterations(loop))), None)
-    if unknown:
-        return _unpredicted(unknown)
-    terms = _op_terms(step.ops, batch, calibration)
+    terms = {k: v * calibration.scale for k, v in _op_terms(step.ops, batch, calibration).items()}
     for loop in step.loops:
-        for term, seconds in _loop_terms(loop, batch, calibration).items():
-            terms[term] += seconds
-    terms = {k: v * calibration.scale for k, v in terms.items()}
+        loop_terms = _loop_terms(loop, batch, calibration)
+        if isinstance(loop_terms, str):
+            return _unpredicted(loop_terms)
+        for term, seconds in loop_terms.items():
+            terms[term] += seconds * calibration.loop_scale
     terms["per-step overhead"] = calibration.step_overhead_s
     bound = max(terms, key=lambda k: terms[k])
     return StepTime(
@@ -260,30 +287,51 @@ def _op_terms(ops: list[OpInfo], batch: int, calibration: CpuCalibration) -> dic
             continue
         nbytes = sum(sizes[t.index] for t in op.outputs) + sum(sizes.get(i, 0) for i in op.inputs)
         flops = op.flops_fixed + op.flops_per_example * batch
-        rate = calibration.conv_flops_per_s if "Conv" in op.type else calibration.matmul_flops_per_s
+        rate = _rate(op.type, calibration)
         compute, memory = flops / rate, nbytes / calibration.bandwidth_bytes_per_s
+        if op.type in MAX_POOLING_OPS:  # per element of the pooled tensor, not per FLOP
+            largest = max(
+                [sizes[t.index] for t in op.outputs] + [sizes.get(i, 0) for i in op.inputs]
+            )
+            itemsize = _ITEMSIZE.get(op.outputs[0].dtype, 4) if op.outputs else 4
+            compute = largest / itemsize * calibration.max_pool_element_s / 2
         split = nbytes >= PARALLEL_BYTES or compute > calibration.parallel_op_s
         terms["per-op overhead"] += calibration.parallel_op_s if split else calibration.op_floor_s
         terms["compute" if compute > memory else "bandwidth"] += max(compute, memory)
     return terms
 
 
-def _loop_terms(loop: LoopBody, batch: int, calibration: CpuCalibration) -> dict[str, float]:
+MAX_POOLING_OPS = frozenset({"MaxPool", "MaxPoolV2", "MaxPoolGrad", "MaxPoolGradV2"})
+"""Operations timed per element of the tensor they pool, not by their bytes
+(:attr:`CpuCalibration.max_pool_element_s`, half each for the forward and the gradient): on
+this 2-core EPYC a 2x2 max pooling's forward and gradient took 8-16 ns per input element at
+load 9-11, 10-20 times what their bytes (about 15 per element) take at the bandwidth measured
+alongside."""
+_ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
+
+
+def _rate(op_type: str, calibration: CpuCalibration) -> float:
+    """The FLOP rate of an operation of ``op_type``: a depthwise convolution's (its forward or
+    a gradient) where measured, a convolution's, else a matmul's."""
+    if op_type.startswith("Depthwise") and calibration.depthwise_flops_per_s > 0:
+        return calibration.depthwise_flops_per_s
+    return calibration.conv_flops_per_s if "Conv" in op_type else calibration.matmul_flops_per_s
+
+
+def _loop_terms(loop: LoopBody, batch: int, calibration: CpuCalibration) -> dict[str, float] | str:
     """The modelled seconds of a While loop's iterations, before the scale: ``iterations`` x
     (its body's and condition's operations, each with the same terms as the step's, and its
-    nested loops)."""
-    terms = _op_terms(list(loop.ops), batch, calibration)
-    for inner in loop.loops:
-        for term, seconds in _loop_terms(inner, batch, calibration).items():
-            terms[term] += seconds
-    return {term: (loop.iterations or 0) * seconds for term, seconds in terms.items()}
-
-
-def _unknown_iterations(loop: LoopBody) -> str | None:
-    """Why a loop's (or a nested loop's) time is not known, or None."""
+    nested loops); or why they are not known (its or a nested loop's iterations unknown)."""
     if loop.iterations is None:
         return loop.why or f"the While loop {loop.name} runs an unknown number of iterations"
-    return next((why for inner in loop.loops if (why := _unknown_iterations(inner))), None)
+    terms = _op_terms(list(loop.ops), batch, calibration)
+    for inner in loop.loops:
+        inner_terms = _loop_terms(inner, batch, calibration)
+        if isinstance(inner_terms, str):
+            return inner_terms
+        for term, seconds in inner_terms.items():
+            terms[term] += seconds
+    return {term: loop.iterations * seconds for term, seconds in terms.items()}
 
 
 def _unpredicted(why: str) -> StepTime:
@@ -306,20 +354,27 @@ work of tens of thousands of elements and more; measured per-op costs jump there
 
 
 def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
-    """Measure this CPU's per-step overhead, per-op latencies, matmul and convolution FLOP
-    rates and bandwidth, in float32 (imports TensorFlow; about 4-6 s on 2 cores).
+    """Measure this CPU's per-step overhead, per-op latencies, matmul, convolution and
+    depthwise convolution FLOP rates, bandwidth, and the scales of a reference step and of a
+    loop's body, in float32 (imports TensorFlow; about 5-8 s on 2 cores).
 
-    Every figure is a difference of two medians, so the fixed costs of the call cancel:
-    the floor and the step overhead from two tiny Keras models trained with
-    ``train_on_batch`` in turn (a Dense(4) alone, and behind 8 Dense(8) layers: the floor is
-    the difference of their step times over the difference of their traced operations, the
-    overhead what the smaller one's step takes beyond its operations); the parallel latency
-    and the bandwidth from chains of 50 element-wise operations on 64 Ki and 4 Mi floats;
-    the rates from a Dense layer's three training matmuls at batch 64 and 1024 (512 x 512)
-    and a 3x3 convolution's forward and both gradients at batch 4 and 32. Last, a reference
-    training step (a small CNN: two convolutions, two Dense(512) layers with dropout and a
-    softmax, batch 64) is measured and modelled with those figures: the ratio is
-    :attr:`CpuCalibration.scale`.
+    Every workload below runs in one interleaved measurement (each round runs each once, in
+    a rotating order; the medians of ``rounds`` rounds after two warm-up ones), so that all
+    the figures see the same stretches of a shared machine's speed. Every figure is a
+    difference of two medians, so the fixed costs of the call cancel: the floor and the step
+    overhead from two tiny Keras models trained with ``train_on_batch`` (a Dense(4) alone,
+    and behind 8 Dense(8) layers: the floor is the difference of their step times over the
+    difference of their traced operations, the overhead what the smaller one's step takes
+    beyond its operations); the parallel latency and the bandwidth from chains of 50
+    element-wise operations on 64 Ki and 4 Mi floats; the rates from a Dense layer's three
+    training matmuls at batch 64 and 1024 (512 x 512), a 3x3 convolution's forward and both
+    gradients at batch 4 and 32, and a 3x3 depthwise convolution's at batch 4 and 32; the
+    time of a 2x2 max pooling's forward and gradient per element from 4 and 32 images. A
+    reference training step (a small CNN: two convolutions, two Dense(512) layers with
+    dropout and a softmax, batch 64) measured and modelled with those figures gives
+    :attr:`CpuCalibration.scale`; an LSTM (:data:`LOOP_UNITS` units, batch
+    :data:`LOOP_BATCH`) trained over 8 and 40 time steps gives
+    :attr:`CpuCalibration.loop_scale`.
     """
     import keras
     import numpy as np
@@ -338,20 +393,6 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
 
     x, y = np.ones((8, 8), np.float32), np.ones((8, 4), np.float32)
     small, large = tiny(0), tiny(8)
-    steps = {
-        "small": lambda: small.train_on_batch(x, y),
-        "large": lambda: large.train_on_batch(x, y),
-    }
-    differences: dict[str, tuple[float, float]] = {}
-    t_small, t_large = _pair("per-op floor", steps, rounds, differences)
-    ops_small = trace_step(small, 8).launches
-    ops_large = trace_step(large, 8).launches
-    floor = max((t_large - t_small) / max(ops_large - ops_small, 1), 1e-7)
-    overhead = max(t_small - ops_small * floor, 0.0)
-    differences["per-step overhead"] = (
-        t_small - ops_small * floor,
-        differences["per-op floor"][1],
-    )
 
     chain_ops = 50
 
@@ -367,43 +408,117 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
 
         return lambda: run().numpy()
 
+    def gradients(
+        shape: list[int], weights: list[int], forward: Callable[[Any, Any], Any]
+    ) -> Callable[[], Any]:
+        """The forward and both gradients of ``forward(inputs, weights)``."""
+        a = tf.Variable(tf.random.normal(shape))
+        w = tf.Variable(tf.random.normal(weights))
+
+        @tf.function
+        def run() -> Any:
+            with tf.GradientTape() as tape:
+                out = tf.reduce_sum(forward(a, w))
+            da, dw = tape.gradient(out, [a, w])
+            return tf.reduce_sum(da[:1]) + tf.reduce_sum(dw[:1])
+
+        return lambda: run().numpy()
+
+    def dense(batch: int) -> Callable[[], Any]:
+        return gradients([batch, 512], [512, 512], tf.matmul)
+
+    def conv(batch: int) -> Callable[[], Any]:
+        return gradients(
+            [batch, 32, 32, 32], [3, 3, 32, 64], lambda a, w: tf.nn.conv2d(a, w, 1, "SAME")
+        )
+
+    def depthwise(batch: int) -> Callable[[], Any]:
+        return gradients(
+            [batch, 32, 32, 64],
+            [3, 3, 64, 1],
+            lambda a, w: tf.nn.depthwise_conv2d(a, w, [1, 1, 1, 1], "SAME"),
+        )
+
+    def max_pool(batch: int) -> Callable[[], Any]:
+        images = tf.Variable(tf.random.normal([batch, 32, 32, 16]))
+
+        @tf.function
+        def run() -> Any:
+            with tf.GradientTape() as tape:
+                tape.watch(images)
+                out = tf.reduce_sum(tf.nn.max_pool2d(images, 2, 2, "VALID"))
+            return tf.reduce_sum(tape.gradient(out, images)[:1])
+
+        return lambda: run().numpy()
+
+    def recurrent(steps: int) -> tuple[Any, Callable[[], Any]]:
+        model = keras.Sequential(
+            [
+                keras.Input((steps, LOOP_FEATURES)),
+                keras.layers.LSTM(LOOP_UNITS),
+                keras.layers.Dense(4),
+            ]
+        )
+        model.compile(optimizer=keras.optimizers.Adam(), loss="mse")
+        data = (
+            np.ones((LOOP_BATCH, steps, LOOP_FEATURES), np.float32),
+            np.ones((LOOP_BATCH, 4), np.float32),
+        )
+        return model, lambda: model.train_on_batch(*data)
+
+    reference = reference_model()
+    batch = REFERENCE_BATCH
+    images, labels = np.ones((batch, 32, 32, 3), np.float32), np.zeros((batch,), np.int32)
+    short_rnn, short_step = recurrent(LOOP_STEPS[0])
+    long_rnn, long_step = recurrent(LOOP_STEPS[1])
     sizes = (2**16, 2**22)
-    t_few, t_many = _pair("bandwidth", {str(n): chain(n) for n in sizes}, rounds, differences)
+    pairs = {
+        "per-op floor": (lambda: small.train_on_batch(x, y), lambda: large.train_on_batch(x, y)),
+        "bandwidth": (chain(sizes[0]), chain(sizes[1])),
+        "matmul": (dense(64), dense(1024)),
+        "convolution": (conv(4), conv(32)),
+        "depthwise convolution": (depthwise(4), depthwise(32)),
+        "max pooling": (max_pool(4), max_pool(32)),
+        "loop": (short_step, long_step),
+    }
+    calls = {
+        f"{name} {end}": call
+        for name, (a, b) in pairs.items()
+        for end, call in (("a", a), ("b", b))
+    }
+    calls["reference"] = lambda: reference.train_on_batch(images, labels)
+    timed = {name: _untimed(call) for name, call in calls.items()}
+    summaries = {
+        name: summarize(samples)
+        for name, samples in measure_interleaved(timed, repeats=rounds, warmup=2).items()
+    }
+    differences: dict[str, tuple[float, float]] = {}
+    medians: dict[str, tuple[float, float]] = {}
+    for name in pairs:
+        a, b = summaries[f"{name} a"], summaries[f"{name} b"]
+        medians[name] = (a.median, b.median)
+        differences[name] = (b.median - a.median, max(a.q3 - a.q1, b.q3 - b.q1))
+
+    t_small, t_large = medians["per-op floor"]
+    ops_small = trace_step(small, 8).launches
+    ops_large = trace_step(large, 8).launches
+    floor = max((t_large - t_small) / max(ops_large - ops_small, 1), 1e-7)
+    overhead = max(t_small - ops_small * floor, 0.0)
+    differences["per-step overhead"] = (
+        t_small - ops_small * floor,
+        differences["per-op floor"][1],
+    )
+    t_few, t_many = medians["bandwidth"]
     moved = [8 * n for n in sizes]  # each operation reads and writes n floats
     bandwidth = (moved[1] - moved[0]) / max((t_many - t_few) / chain_ops, 1e-9)
     parallel = max(t_few / chain_ops - moved[0] / bandwidth, floor)
-
-    def dense(batch: int) -> Callable[[], Any]:
-        a = tf.Variable(tf.random.normal([batch, 512]))
-        w = tf.Variable(tf.random.normal([512, 512]))
-
-        @tf.function
-        def run() -> Any:
-            with tf.GradientTape() as tape:
-                out = tf.reduce_sum(tf.matmul(a, w))
-            da, dw = tape.gradient(out, [a, w])
-            return da[0, 0] + dw[0, 0]
-
-        return lambda: run().numpy()
-
-    t_64, t_1024 = _pair("matmul", {"64": dense(64), "1024": dense(1024)}, rounds, differences)
-    matmul_rate = 3 * 2 * (1024 - 64) * 512 * 512 / max(t_1024 - t_64, 1e-9)
-
-    def conv(batch: int) -> Callable[[], Any]:
-        images = tf.Variable(tf.random.normal([batch, 32, 32, 32]))
-        kernel = tf.Variable(tf.random.normal([3, 3, 32, 64]))
-
-        @tf.function
-        def run() -> Any:
-            with tf.GradientTape() as tape:
-                out = tf.reduce_sum(tf.nn.conv2d(images, kernel, 1, "SAME"))
-            di, dk = tape.gradient(out, [images, kernel])
-            return di[0, 0, 0, 0] + dk[0, 0, 0, 0]
-
-        return lambda: run().numpy()
-
-    t_4, t_32 = _pair("convolution", {"4": conv(4), "32": conv(32)}, rounds, differences)
-    conv_rate = 3 * 2 * (32 - 4) * 32 * 32 * 64 * 9 * 32 / max(t_32 - t_4, 1e-9)
+    matmul_rate = 3 * 2 * (1024 - 64) * 512 * 512 / max(differences["matmul"][0], 1e-9)
+    conv_rate = 3 * 2 * (32 - 4) * 32 * 32 * 64 * 9 * 32 / max(differences["convolution"][0], 1e-9)
+    # each output of a depthwise convolution multiplies its own channel's 3x3 window
+    depthwise_rate = (
+        3 * 2 * (32 - 4) * 32 * 32 * 64 * 9 / max(differences["depthwise convolution"][0], 1e-9)
+    )
+    pooled = (32 - 4) * 32 * 32 * 16
     calibration = CpuCalibration(
         step_overhead_s=overhead,
         op_floor_s=floor,
@@ -411,9 +526,37 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
         matmul_flops_per_s=matmul_rate,
         conv_flops_per_s=conv_rate,
         bandwidth_bytes_per_s=bandwidth,
+        depthwise_flops_per_s=depthwise_rate,
+        max_pool_element_s=max(differences["max pooling"][0], 0.0) / pooled,
         onednn=onednn_setting(),
     )
-    reference = keras.Sequential(
+    t_reference = summaries["reference"].median
+    modelled = sum(_op_terms(trace_step(reference, batch).ops, batch, calibration).values())
+    calibration.scale = max(t_reference - overhead, 1e-6) / max(modelled, 1e-9)
+    short, long = trace_step(short_rnn, LOOP_BATCH), trace_step(long_rnn, LOOP_BATCH)
+    outside = sum(_op_terms(long.ops, LOOP_BATCH, calibration).values()) - sum(
+        _op_terms(short.ops, LOOP_BATCH, calibration).values()
+    )
+    inside = _loops_seconds(long, calibration) - _loops_seconds(short, calibration)
+    measured_inside = differences["loop"][0] - calibration.scale * outside
+    calibration.loop_scale = max(measured_inside, 1e-9) / max(inside, 1e-12)
+    calibration.cost_s = time.perf_counter() - started
+    calibration.load = tuple(round(v, 2) for v in os.getloadavg())
+    calibration.differences = differences
+    return calibration
+
+
+REFERENCE_BATCH = 64
+"""The batch of the calibration's reference step (:func:`reference_model`)."""
+
+
+def reference_model() -> Any:
+    """The calibration's reference training step (:attr:`CpuCalibration.scale`), compiled: a
+    small CNN on 32 x 32 x 3 images (two 3x3 convolutions, a 2x2 max pooling, two Dense(512)
+    layers with dropout, a softmax over 10; Adam), trained at :data:`REFERENCE_BATCH`."""
+    import keras
+
+    model = keras.Sequential(
         [
             keras.Input((32, 32, 3)),
             keras.layers.Conv2D(16, 3, activation="relu"),
@@ -426,17 +569,24 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
             keras.layers.Dense(10, activation="softmax"),
         ]
     )
-    reference.compile(optimizer=keras.optimizers.Adam(), loss="sparse_categorical_crossentropy")
-    images, labels = np.ones((64, 32, 32, 3), np.float32), np.zeros((64,), np.int32)
-    (t_reference,) = _medians(
-        {"reference": lambda: reference.train_on_batch(images, labels)}, rounds
-    )
-    modelled = sum(_op_terms(trace_step(reference, 64).ops, 64, calibration).values())
-    calibration.scale = max(t_reference - overhead, 1e-6) / max(modelled, 1e-9)
-    calibration.cost_s = time.perf_counter() - started
-    calibration.load = tuple(round(v, 2) for v in os.getloadavg())
-    calibration.differences = differences
-    return calibration
+    model.compile(optimizer=keras.optimizers.Adam(), loss="sparse_categorical_crossentropy")
+    return model
+
+
+LOOP_STEPS = (8, 40)
+"""The time steps of the calibration's two LSTMs (:attr:`CpuCalibration.loop_scale`)."""
+LOOP_BATCH, LOOP_UNITS, LOOP_FEATURES = 32, 64, 32
+"""The calibration's LSTMs: batch, units, input features."""
+
+
+def _loops_seconds(step: StepGraph, calibration: CpuCalibration) -> float:
+    """The modelled seconds of ``step``'s loops' bodies, before any scale (0 for a loop of
+    unknown iterations: the calibration's LSTMs have a fixed length)."""
+    seconds = 0.0
+    for loop in step.loops:
+        terms = _loop_terms(loop, LOOP_BATCH, calibration)
+        seconds += 0.0 if isinstance(terms, str) else sum(terms.values())
+    return seconds
 
 
 def _untimed(call: Callable[[], Any]) -> Callable[[], None]:
@@ -446,39 +596,6 @@ def _untimed(call: Callable[[], Any]) -> Callable[[], None]:
         call()
 
     return run
-
-
-def _medians(calls: dict[str, Callable[[], Any]], rounds: int) -> list[float]:
-    """The median seconds of each call, after two warm-up calls, run in turn (interleaved)."""
-    return [statistics.median(s) for s in _samples(calls, rounds).values()]
-
-
-def _samples(calls: dict[str, Callable[[], Any]], rounds: int) -> dict[str, list[float]]:
-    timed = {name: _untimed(call) for name, call in calls.items()}
-    return measure_interleaved(timed, repeats=rounds, warmup=2)
-
-
-def _pair(
-    name: str,
-    calls: dict[str, Callable[[], Any]],
-    rounds: int,
-    differences: dict[str, tuple[float, float]],
-) -> list[float]:
-    """The median seconds of a smaller and a larger call (:func:`_medians`); records in
-    ``differences[name]`` the larger's median less the smaller's, and the larger
-    interquartile range of the two (0 with fewer than two samples)."""
-    samples = _samples(calls, rounds)
-    medians = [statistics.median(samples[key]) for key in calls]
-    noise = max(_iqr(samples[key]) for key in calls)
-    differences[name] = (medians[1] - medians[0], noise)
-    return medians
-
-
-def _iqr(samples: list[float]) -> float:
-    if len(samples) < 2:
-        return 0.0
-    q1, _, q3 = statistics.quantiles(samples, n=4)
-    return q3 - q1
 
 
 # -- is a calibration one to keep ----------------------------------------------------------------
@@ -493,7 +610,15 @@ have: beyond it, the kernels and the reference step were measured under differen
 (0.84-2.56 between calibrations on a shared 2-core machine; 3.34 in one taken at load 4)."""
 CALIBRATION_ATTEMPTS = 3
 """Measurements :func:`calibrate` takes before it refuses to store one."""
-_NOISE_CHECKED = ("per-op floor", "bandwidth", "matmul", "convolution")
+_NOISE_CHECKED = (
+    "per-op floor",
+    "bandwidth",
+    "matmul",
+    "convolution",
+    "depthwise convolution",
+    "max pooling",
+    "loop",
+)
 """The differences a figure is the quotient of: each must be larger than its noise (measured
 on 2 cores at load 7: the tiny models' difference, 0.6-3.3 ms, under their IQR, 2.2-8.0 ms,
 gave floors of 1.6 and 8.2 us, against 1.1-1.3 us at load 1.4)."""
@@ -529,7 +654,8 @@ def calibration_problems(calibration: CpuCalibration, ceiling: float | None) -> 
       (the larger workload measured no slower), or, for the per-op floor, a rate or the
       bandwidth, not larger than the noise of its two medians (the larger interquartile
       range): the figure is the load's, not the CPU's.
-    - A :attr:`CpuCalibration.scale` outside :data:`SCALE_RANGE`.
+    - A :attr:`CpuCalibration.scale` or :attr:`CpuCalibration.loop_scale` outside
+      :data:`SCALE_RANGE`.
     """
     problems = []
     if ceiling:
@@ -559,11 +685,14 @@ def calibration_problems(calibration: CpuCalibration, ceiling: float | None) -> 
                 f"within the noise of its timings (IQR {noise * 1e3:.3f} ms)"
             )
     low, high = SCALE_RANGE
-    if not low <= calibration.scale <= high:
-        problems.append(
-            f"the reference step took {calibration.scale:.2f}x its modelled time (expected "
-            f"{low:.2f}-{high:.1f}x)"
-        )
+    for what, scale in (
+        ("the reference step", calibration.scale),
+        ("the calibration LSTM's loops", calibration.loop_scale),
+    ):
+        if not low <= scale <= high:
+            problems.append(
+                f"{what} took {scale:.2f}x its modelled time (expected {low:.2f}-{high:.1f}x)"
+            )
     return problems
 
 

@@ -1,0 +1,151 @@
+"""The plan's CPU step time against measured steps, in one process, calibrated every round.
+
+Each round calibrates this CPU (``roofline.calibrate_cpu``, not stored), then times ``--steps``
+training steps (after two warm-up steps at the start) of every row in turn, in a rotating
+order; each row's prediction in a round comes from that round's calibration, so that the
+calibration and the steps it predicts share a shared machine's speed of the moment. Prints per
+row the median measured step time (all rounds' steps) with its IQR, and the median over the
+rounds of two predictions with their errors and bounds:
+
+- ``now``: this step-time model (``roofline.cpu_step_time``);
+- ``before``: the model of commit d242c4d, recomputed from the same calibration's figures: a
+  loop's body multiplied by the reference step's scale (not the loop scale), depthwise
+  convolutions at the convolution rate, max pooling by its bytes, and the reference step's
+  scale derived again without the pooling term. (The calibration of d242c4d measured its
+  figures pair by pair, not interleaved; that difference is not in this comparison.)
+
+    python benchmarks/results/time_check.py [--rounds 3] [--steps 5] [NAME[:BATCH] ...]
+
+Default rows: every architecture of ``bench_plan.ROWS`` at its smallest batch, float32.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import statistics
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import bench_plan
+
+from tfaccel.core.timing import summarize
+
+
+def _load() -> str:
+    return " ".join(f"{v:.2f}" for v in os.getloadavg())
+
+
+def _before(calibration: Any, reference: Any) -> Any:
+    """``calibration`` as the model of d242c4d would have used it (see the module's text)."""
+    from tfaccel.planning import roofline
+
+    plain = dataclasses.replace(calibration, depthwise_flops_per_s=0.0, max_pool_element_s=0.0)
+    batch = roofline.REFERENCE_BATCH
+    now = sum(roofline._op_terms(reference.ops, batch, calibration).values())
+    then = sum(roofline._op_terms(reference.ops, batch, plain).values())
+    scale = calibration.scale * now / then
+    return dataclasses.replace(plain, scale=scale, loop_scale=scale)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("rows", nargs="*", help="NAME or NAME:BATCH (default: all, smallest)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=5)
+    args = parser.parse_args(argv)
+    wanted = args.rows or [f"{name}:{batches[0]}" for name, batches in bench_plan.ROWS.items()]
+
+    from tfaccel.planning import roofline, trace_step
+
+    print(f"command: python benchmarks/results/time_check.py {' '.join(argv or sys.argv[1:])}")
+    print(f"date: {datetime.now(timezone.utc).isoformat(timespec='seconds')}")
+    print(f"load average at start: {_load()}  (cores: {os.cpu_count()})", flush=True)
+    rows = []
+    for spec in wanted:
+        name, _, batch_text = spec.partition(":")
+        batch = int(batch_text) if batch_text else bench_plan.ROWS[name][0]
+        model, batch_of, _ = bench_plan.build(name, "float32")
+        x, y = batch_of(batch)
+        for _ in range(bench_plan.WARMUP_STEPS):
+            model.train_on_batch(x, y)
+        rows.append(
+            {
+                "name": name,
+                "batch": batch,
+                "step": (model, x, y),
+                "graph": trace_step(model, batch),
+                "samples": [],
+                "now": [],
+                "before": [],
+            }
+        )
+    reference = trace_step(roofline.reference_model(), roofline.REFERENCE_BATCH)
+    for round_index in range(args.rounds):
+        calibration = roofline.calibrate_cpu()
+        before = _before(calibration, reference)
+        problems = roofline.calibration_problems(calibration, bench_plan._rate_ceiling())
+        print(
+            f"round {round_index + 1}: {calibration.describe()}"
+            + (f" [would not be stored: {problems[0]}]" if problems else ""),
+            flush=True,
+        )
+        shift = round_index % len(rows)
+        for row in rows[shift:] + rows[:shift]:
+            model, x, y = row["step"]
+            times = []
+            for _ in range(args.steps):
+                started = time.perf_counter()
+                model.train_on_batch(x, y)
+                times.append(time.perf_counter() - started)
+            row["samples"] += times
+            median = statistics.median(times)
+            for key, figures in (("now", calibration), ("before", before)):
+                predicted = roofline.cpu_step_time(row["graph"], row["batch"], figures)
+                row[key].append((predicted.step_s, predicted.bound, predicted.step_s / median - 1))
+    print(f"load average at end: {_load()}")
+    print(
+        "step ms: median (IQR) of all rounds' steps; now / before: the median over rounds of "
+        "the prediction from that round's calibration, its error against that round's median "
+        "step, and the bound (of the round with the median error)"
+    )
+    print(
+        f"{'model':<15}{'batch':>6} {'step ms':>9} {'IQR':>7}   {'now ms':>8} {'error':>7}  "
+        f"{'bound':<16} {'before ms':>9} {'error':>7}  bound"
+    )
+    for group, held in (("worked-from", False), ("held-out", True)):
+        print(f"-- {group} architectures")
+        errors: dict[str, list[float]] = {"now": [], "before": []}
+        for row in rows:
+            if (row["name"] in bench_plan.HELD_OUT) != held:
+                continue
+            measured = summarize(row["samples"])
+            line = (
+                f"{row['name']:<15}{row['batch']:>6} {measured.median * 1e3:9.1f} "
+                f"{(measured.q3 - measured.q1) * 1e3:7.1f}  "
+            )
+            for key in ("now", "before"):
+                ranked = sorted(row[key], key=lambda p: p[2])
+                step_s, bound, _ = ranked[len(ranked) // 2]
+                error = statistics.median(p[2] for p in row[key])
+                errors[key].append(error)
+                line += f" {step_s * 1e3:8.1f} {error * 100:+6.1f}%  {bound:<16}"
+            print(line.rstrip())
+        for key, found in errors.items():
+            if found:
+                within = sum(abs(e) <= bench_plan.TIME_LIMIT for e in found)
+                print(
+                    f"   {key}: {within}/{len(found)} within +-{bench_plan.TIME_LIMIT:.0%}, "
+                    f"median |error| {statistics.median(abs(e) for e in found) * 100:.1f}%, "
+                    f"worst {max(found, key=abs) * 100:+.1f}%"
+                )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
