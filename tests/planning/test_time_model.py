@@ -528,6 +528,33 @@ def test_calibrate_measures_again_and_refuses_to_store_a_busy_machines_figures(
     assert load_calibration(machine.fingerprint.digest, onednn="1", store=other) is None
 
 
+def test_plan_calibrate_alone_calibrates_stores_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`tfaccel plan --calibrate`, as a plan's note asks, with nothing to plan: it calibrates
+    (the measurement injected here) and stores, instead of asking what to plan."""
+    import json
+
+    from tfaccel import inventory
+    from tfaccel.cli import main
+    from tfaccel.planning import roofline
+
+    db = tmp_path / "results.sqlite"
+    quiet = _calibration(differences={"matmul": (9e-3, 1e-4)})
+    real = roofline.calibrate
+    monkeypatch.setattr(
+        roofline, "calibrate", lambda machine: real(machine, store=db, measure=lambda: quiet)
+    )
+    assert main(["plan", "--calibrate"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("calibrated in ") and "stored: every plan on this machine" in out
+    assert main(["plan", "--calibrate", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["calibrated"] is True and doc["calibration"] == quiet.to_dict()
+    digest = inventory.current().fingerprint.digest
+    assert load_calibration(digest, onednn="1", store=db) is not None  # as the figures say
+
+
 def test_the_plan_reads_the_utilisation_and_the_calibration_in_one_opening(
     tmp_path: Path,
 ) -> None:

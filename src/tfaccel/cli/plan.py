@@ -140,6 +140,8 @@ def run(args: argparse.Namespace) -> int:
     if args.list_devices:
         return _list_devices(args)
     words = script_words(args)
+    if args.calibrate and not (words and words[0]) and not args.model:
+        return _calibrate_only(args)
     if bool(words and words[0]) == bool(args.model):
         raise UsageError(
             "Tell tfaccel plan what to plan: a SCRIPT or --model, not both",
@@ -233,6 +235,24 @@ def _plan_script(args: argparse.Namespace, script: str, script_args: list[str]) 
         print_json({**result.to_dict(), "workload": workload.describe()})
     else:
         print(result)
+    return 0
+
+
+def _calibrate_only(args: argparse.Namespace) -> int:
+    """``tfaccel plan --calibrate`` alone: measure and store this CPU's time calibration, and
+    say what it measured (what a plan's "run `tfaccel plan --calibrate` once" asks for)."""
+    from tfaccel import inventory
+
+    machine = inventory.current()
+    quiet_tensorflow()
+    from tfaccel.planning.roofline import calibrate
+
+    done = calibrate(machine)
+    if args.json:
+        print_json({"calibrated": True, "seconds": done.cost_s, "calibration": done.to_dict()})
+    else:
+        print(f"calibrated in {done.cost_s:.1f} s: {done.describe()}")
+        print("stored: every plan on this machine now predicts its step time on this CPU")
     return 0
 
 
