@@ -523,6 +523,7 @@ def _simulate(
     buffer_end: dict[int, int] = {}
     ending: list[tuple[int, int]] = []  # (end, buffer) for every end set: due ones are freed
     owned: set[int] = set(step.inputs)  # input buffers belong to the caller
+    forwarded: set[int] = set()  # tensors written over a dying input's buffer
     for i in step.inputs:
         buffer_of[i] = i
 
@@ -558,9 +559,11 @@ def _simulate(
                 buffer_end,
                 done[position],
                 owned,
+                forwarded,
                 functools.partial(_alone, last_reader, others_done, position),
             )
             if reuse is not None:
+                forwarded.add(t.index)
                 buffer_of[t.index] = reuse
                 buffer_end[reuse] = max(buffer_end[reuse], last_use[t.index])
                 heapq.heappush(ending, (buffer_end[reuse], reuse))
@@ -711,6 +714,7 @@ def _forwardable(
     buffer_end: dict[int, int],
     done: int,
     owned: set[int],
+    forwarded: set[int],
     alone: Callable[[int], bool],
 ) -> int | None:
     """The buffer of a dying input the element-wise ``op`` may write ``tensor`` over: one that
@@ -720,7 +724,7 @@ def _forwardable(
         return None
     for i in getattr(op, "inputs", ()):
         base = buffer_of.get(i)
-        if base is None or base in owned or base != i:
+        if base is None or base in owned or (base != i and i not in forwarded):
             continue  # a view or a caller's buffer is never written over
         if sizes.get(i) == sizes[tensor] and buffer_end.get(base) == done and alone(i):
             return base
