@@ -4,6 +4,7 @@ hand-built steps."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from tfaccel.planning import CPU_ONEDNN_RULES, GPU_BFC_RULES, AllocatorRules, simulate
@@ -365,3 +366,32 @@ def test_operations_nothing_uses_are_left_out_of_the_step() -> None:
     kept = {op.name for op in _needed(graph)}
     assert "result" in kept and "stateful_input" in kept
     assert "unused" not in kept
+
+
+def test_a_cpu_max_pooling_keeps_a_byte_per_pooled_element_until_its_gradient() -> None:
+    """oneDNN's float32 max pooling keeps a workspace (a u8 index per pooled element) from the
+    pooling until its gradient is done; a GPU keeps none, nor a 16-bit pooling on the CPU."""
+    from tfaccel.planning.memory import RAM_RULES
+
+    def step(dtype: str) -> StepGraph:
+        ops = [
+            OpInfo("x", "Placeholder", "other", (), (TensorInfo(0, dtype, 0, 4000),)),
+            OpInfo("m/pool", "MaxPool", "forward", (0,), (TensorInfo(1, dtype, 0, 1000),)),
+            OpInfo("m/sum", "Sum", "forward", (1,), (TensorInfo(2, dtype, 4, 0),)),
+            OpInfo(
+                "gradient_tape/m/pool/MaxPoolGrad",
+                "MaxPoolGrad",
+                "backward",
+                (0, 1, 2),
+                (TensorInfo(3, dtype, 0, 4000),),
+            ),
+            OpInfo("gradient_tape/m/s", "Sum", "backward", (3,), (TensorInfo(4, dtype, 4, 0),)),
+        ]
+        return StepGraph(ops, (0,), [], 0, 0, "SGD", "float32")
+
+    exact_cpu = replace(RAM_RULES, granularity=1)
+    plain = simulate(step("float32"), 10, rules=EXACT, margin=0.0).peak_bytes
+    cpu = simulate(step("float32"), 10, rules=exact_cpu, margin=0.0).peak_bytes
+    assert plain == 40_000 + 10_000 + 4 + 40_000  # at the gradient: x, pooled, sum, dx
+    assert cpu == plain + 10_000 // 4
+    assert simulate(step("bfloat16"), 10, rules=exact_cpu, margin=0.0).peak_bytes == plain
