@@ -395,3 +395,21 @@ def test_a_cpu_max_pooling_keeps_a_byte_per_pooled_element_until_its_gradient() 
     assert plain == 40_000 + 10_000 + 4 + 40_000  # at the gradient: x, pooled, sum, dx
     assert cpu == plain + 10_000 // 4
     assert simulate(step("bfloat16"), 10, rules=exact_cpu, margin=0.0).peak_bytes == plain
+
+
+def test_the_callers_batch_is_held_until_the_step_returns() -> None:
+    """A batch read only by the first operation (a 16-bit model's Cast) still counts at a
+    later peak: the caller holds it until the step returns (TensorFlow's allocation log of a
+    bfloat16 MLP shows the float32 batch alive at the backward pass's peak)."""
+    ops = [
+        OpInfo("x", "Placeholder", "other", (), (TensorInfo(0, "float32", 0, 1000),)),
+        OpInfo("m/cast", "Cast", "forward", (0,), (TensorInfo(1, "bfloat16", 0, 500),)),
+        OpInfo("m/sum", "Sum", "forward", (1,), (TensorInfo(2, "float32", 4, 0),)),
+        OpInfo("m/big", "Tile", "forward", (2,), (TensorInfo(3, "float32", 0, 2000),)),
+        OpInfo("m/total", "Sum", "forward", (3,), (TensorInfo(4, "float32", 4, 0),)),
+    ]
+    step = StepGraph(ops, (0,), [], 0, 0, "SGD", "float32")
+    for order in ("graph", "executor"):
+        estimate = simulate(step, 10, rules=EXACT, margin=0.0, orders=(order,))
+        assert estimate.peak_bytes == 10_000 + 4 + 20_000
+        assert estimate.parts["input_batch"] == 10_000

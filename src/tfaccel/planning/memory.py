@@ -5,9 +5,10 @@ The step's operations run in two orders, and the higher peak is the prediction (
 inter-op threads (:func:`executor_schedule`: an operation starts once what it reads is done, and
 the variables' reads and writes keep their order), where operations overlap. Each output takes a
 buffer when its operation starts and gives it back once the last operation that reads it is
-done. A view (``Reshape``, ``ReadVariableOp``...) shares its input's buffer; a unary
-element-wise operation writes over an input buffer of its own size that no running or later
-operation reads (TensorFlow's ``forward_input_or_allocate_output``). What the graph does not
+done. A view (``Reshape``, ``ReadVariableOp``...) shares its input's buffer; an element-wise
+operation (:data:`FORWARDING`) writes over an input buffer of its own size that no running or
+later operation reads (TensorFlow's ``forward_input_or_allocate_output``), one written over
+before included. What the graph does not
 size is added by rule: a While loop's TensorLists (one buffer per iteration, see
 :func:`tfaccel.planning.trace._tensor_lists`) and the buffers of its iterations in flight
 (:func:`tfaccel.planning.trace._in_flight`), an operation's own temporaries (an Einsum's
@@ -15,7 +16,9 @@ transposed operands) and, on a CPU, the float32 copies a 16-bit MatMul is comput
 (:data:`UPCAST_16_BIT`) and the work buffers of 16-bit convolution and pooling gradients
 (:func:`tfaccel.planning.trace._cpu_16_bit_buffers`), held while the operation runs. Operations
 the step does not need are not in the trace (:func:`tfaccel.planning.trace._needed`). The
-variables (weights, optimizer slots, metric state) live throughout. The peak of that simulation,
+variables (weights, optimizer slots, metric state) live throughout, and the caller's batch
+until the step returns; a CPU's float32 max pooling keeps oneDNN's workspace beside its output
+(:func:`_pooling_workspace`). The peak of that simulation,
 split by what each live buffer is, is the prediction; an allocator's own rules
 (:class:`AllocatorRules`: the size it rounds to, and for the CPU's oneDNN allocator the
 allocations below 256 KiB it serves from a pool that ``get_memory_info`` does not count) are
@@ -574,9 +577,8 @@ def _simulate(
 
     live: dict[int, int] = {i: sizes.get(i, 0) for i in step.inputs}
     live_kind: dict[int, str] = {i: "input_batch" for i in step.inputs}
-    for i in step.inputs:
-        buffer_end[i] = last_use.get(i, -1)
-        heapq.heappush(ending, (buffer_end[i], i))
+    for i in step.inputs:  # the caller holds its batch until the step returns
+        buffer_end[i] = len(ops)
     persistent = _variable_parts(step, rules)
     events: list[Event] = [Event(i, size) for i, size in live.items() if size]
     current = sum(live.values())
