@@ -22,25 +22,11 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 MIB = 2**20
 COUNTED = 256 * 1024
 LINE = re.compile(r"__LOG_MEMORY__ MemoryLog(\w+) \{(.*)\}\s*$")
-
-
-def log_child(name: str, batch: int, dtype: str) -> None:
-    """Train 4 steps, marking each on stderr; print the allocator's peak."""
-    import bench_plan
-    import tensorflow as tf
-
-    with tf.device("CPU:0"):
-        model, batch_of, _ = bench_plan.build(name, dtype)
-        x, y = batch_of(batch)
-        tf.config.experimental.reset_memory_stats("CPU:0")
-        for n in range(4):
-            print(f"__STEP__ {n}", file=sys.stderr, flush=True)
-            model.train_on_batch(x, y)
-        print(json.dumps({"peak": tf.config.experimental.get_memory_info("CPU:0")["peak"]}))
 
 
 def _field(body: str, name: str) -> str | None:
@@ -80,6 +66,8 @@ def events(log: str) -> list[tuple[str, int, int, str, int]]:
 
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--child"]:
+        from order_check import log_child
+
         log_child(argv[1], int(argv[2]), argv[3])
         return 0
     from tfaccel.planning.bfc import Event, replay
