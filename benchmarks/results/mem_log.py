@@ -10,6 +10,7 @@ measured peak above the log's replay is memory the log does not record (raw allo
 tensors made before the first step).
 
     python benchmarks/results/mem_log.py mlp 64 [float32|mixed_bfloat16] [--trace]
+        [OUT ERR: read a child's stdout and log kept from an earlier run instead of training]
 """
 
 from __future__ import annotations
@@ -76,12 +77,16 @@ def main(argv: list[str]) -> int:
     args = [a for a in argv if a != "--trace"]
     name, batch = args[0], int(args[1])
     dtype = args[2] if len(args) > 2 else "float32"
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="0", TF_CPP_VMODULE="log_memory=2")
-    env["TF_ENABLE_ONEDNN_OPTS"] = "1"
-    command = [sys.executable, __file__, "--child", name, str(batch), dtype]
-    done = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
-    measured = json.loads(done.stdout.strip().splitlines()[-1])["peak"]
-    found = events(done.stderr)
+    if len(args) > 4:  # a child's output and log kept from before: OUT ERR
+        stdout, stderr = Path(args[3]).read_text(), Path(args[4]).read_text()
+    else:
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="0", TF_CPP_VMODULE="log_memory=2")
+        env["TF_ENABLE_ONEDNN_OPTS"] = "1"
+        command = [sys.executable, __file__, "--child", name, str(batch), dtype]
+        done = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
+        stdout, stderr = done.stdout, done.stderr
+    measured = json.loads(stdout.strip().splitlines()[-1])["peak"]
+    found = events(stderr)
     live: dict[int, tuple[int, str, int]] = {}
     current = peak = 0
     at_peak: dict[int, tuple[int, str, int]] = {}
