@@ -32,13 +32,13 @@ COUNTED = 256 * 1024
 LINE = re.compile(r"__LOG_MEMORY__ MemoryLog(\w+) \{(.*)\}\s*$")
 
 
-def log_child(name: str, batch: int) -> None:
+def log_child(name: str, batch: int, dtype: str = "float32") -> None:
     """Train 4 steps, marking each on stderr; print the allocator's peak."""
     import bench_plan
     import tensorflow as tf
 
     with tf.device("CPU:0"):
-        model, batch_of, _ = bench_plan.build(name, "float32")
+        model, batch_of, _ = bench_plan.build(name, dtype)
         x, y = batch_of(batch)
         tf.config.experimental.reset_memory_stats("CPU:0")
         for n in range(4):

@@ -4,6 +4,7 @@ hand-built steps."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from tfaccel.planning import CPU_ONEDNN_RULES, GPU_BFC_RULES, AllocatorRules, simulate
@@ -137,8 +138,9 @@ def test_an_einsum_copies_the_operands_and_result_it_must_transpose() -> None:
     assert _scratch(_einsum_op("ab,bc->ca", (8, 16), (16, 4))) == 8 * 4 * 4
 
 
-def test_a_binary_element_wise_op_takes_a_new_buffer() -> None:
-    """A Mul of two dying same-size tensors is not assumed to write over either."""
+def test_a_binary_element_wise_op_writes_over_a_dying_operand() -> None:
+    """A Mul of two dying same-size tensors writes over one of them (TensorFlow's
+    ``forward_input_or_allocate_output``), in both orders."""
     ops = [
         OpInfo("x", "Placeholder", "other", (), (TensorInfo(0, "float32", 0, 100),)),
         OpInfo("m/a", "Exp", "forward", (0,), (TensorInfo(1, "float32", 0, 100),)),
@@ -147,8 +149,68 @@ def test_a_binary_element_wise_op_takes_a_new_buffer() -> None:
         OpInfo("m/sum", "Sum", "forward", (3, 0), (TensorInfo(4, "float32", 4, 0),)),
     ]
     step = StepGraph(ops, (0,), [], 0, 0, "SGD", "float32")
-    estimate = simulate(step, 10, rules=EXACT, margin=0.0)
-    assert estimate.peak_bytes == 4 * 1000  # x, a, b and the Mul's own output
+    for order in ("graph", "executor"):
+        estimate = simulate(step, 10, rules=EXACT, margin=0.0, orders=(order,))
+        assert estimate.peak_bytes == 3 * 1000  # x, a and b; the Mul writes over a or b
+
+
+def _chain(later_reader: bool) -> StepGraph:
+    """x -> Exp -> Mul by a scalar -> AddV2 of a scalar -> Sum (which reads x too, keeping it);
+    with ``later_reader``, the Exp's output is read again after the AddV2."""
+    ops = [
+        OpInfo("x", "Placeholder", "other", (), (TensorInfo(0, "float32", 0, 100),)),
+        OpInfo("m/s", "Sum", "forward", (0,), (TensorInfo(1, "float32", 4, 0),)),
+        OpInfo("m/exp", "Exp", "forward", (0,), (TensorInfo(2, "float32", 0, 100),)),
+        OpInfo("m/mul", "Mul", "forward", (2, 1), (TensorInfo(3, "float32", 0, 100),)),
+        OpInfo("m/add", "AddV2", "forward", (3, 1), (TensorInfo(4, "float32", 0, 100),)),
+        OpInfo("m/sum", "Sum", "forward", (4, 0), (TensorInfo(5, "float32", 4, 0),)),
+    ]
+    if later_reader:
+        ops.append(OpInfo("m/max", "Max", "forward", (2, 5), (TensorInfo(6, "float32", 4, 0),)))
+    return StepGraph(ops, (0,), [], 0, 0, "SGD", "float32")
+
+
+def test_a_chain_of_element_wise_ops_writes_over_one_buffer() -> None:
+    """The Mul writes over the Exp's output, and the AddV2 over the same buffer again: one
+    buffer beside the caller's x, whichever order the step runs in."""
+    for order in ("graph", "executor"):
+        estimate = simulate(_chain(False), 10, rules=EXACT, margin=0.0, orders=(order,))
+        assert estimate.peak_bytes == 2 * 1000 + 4
+
+
+def test_an_operand_read_again_later_or_of_another_size_is_not_written_over() -> None:
+    # The Exp's output is read after the chain: the Mul takes a buffer of its own, the AddV2
+    # writes over the Mul's.
+    estimate = simulate(_chain(True), 10, rules=EXACT, margin=0.0, orders=("graph",))
+    assert estimate.peak_bytes == 3 * 1000 + 4
+    # The caller's batch is never written over, nor a scalar broadcast to the output's size.
+    ops = [
+        OpInfo("x", "Placeholder", "other", (), (TensorInfo(0, "float32", 0, 100),)),
+        OpInfo("m/s", "Sum", "forward", (0,), (TensorInfo(1, "float32", 4, 0),)),
+        OpInfo("m/mul", "Mul", "forward", (0, 1), (TensorInfo(2, "float32", 0, 100),)),
+        OpInfo("m/sum", "Sum", "forward", (2,), (TensorInfo(3, "float32", 4, 0),)),
+    ]
+    step = StepGraph(ops, (0,), [], 0, 0, "SGD", "float32")
+    assert simulate(step, 10, rules=EXACT, margin=0.0).peak_bytes == 2 * 1000 + 4
+
+
+def test_adams_update_writes_its_arithmetic_over_the_gradient_and_the_new_buffers() -> None:
+    """A traced Keras step with Adam, one 512 x 512 weight: TensorFlow's allocation log shows
+    its update taking new buffers only for ``square(g)``, ``sqrt(v)`` and ``m * alpha``, the
+    Sub, Mul, AddV2 and RealDiv between them writing over those or over ``g``: two buffers of
+    the weight's size at once in graph order. In the executor's order ``square(g)`` and
+    ``g - m`` start side by side on the two threads, so neither may write over ``g``: three
+    (the high side; the log shows them one after the other on one thread)."""
+    import keras
+
+    model = keras.Sequential([keras.Input(shape=(512,)), keras.layers.Dense(512, use_bias=False)])
+    model.compile(optimizer="adam", loss="mse")
+    step = trace_step(model, 1)
+    weight = 512 * 512 * 4
+    for order, buffers in (("graph", 2), ("executor", 3)):
+        estimate = simulate(step, 1, rules=EXACT, margin=0.0, orders=(order,))
+        held = estimate.parts["gradients"] + estimate.parts["temporaries"]
+        assert weight * buffers <= held <= weight * buffers + 1024, (order, held / weight)
 
 
 def test_an_operations_temporaries_are_held_through_the_next_operation() -> None:
@@ -304,3 +366,50 @@ def test_operations_nothing_uses_are_left_out_of_the_step() -> None:
     kept = {op.name for op in _needed(graph)}
     assert "result" in kept and "stateful_input" in kept
     assert "unused" not in kept
+
+
+def test_a_cpu_max_pooling_keeps_a_byte_per_pooled_element_until_its_gradient() -> None:
+    """oneDNN's float32 max pooling keeps a workspace (a u8 index per pooled element) from the
+    pooling until its gradient is done; a GPU keeps none, nor a 16-bit pooling on the CPU."""
+    from tfaccel.planning.memory import RAM_RULES
+
+    def step(dtype: str) -> StepGraph:
+        ops = [
+            OpInfo("x", "Placeholder", "other", (), (TensorInfo(0, dtype, 0, 4000),)),
+            OpInfo("m/pool", "MaxPool", "forward", (0,), (TensorInfo(1, dtype, 0, 1000),)),
+            OpInfo("m/sum", "Sum", "forward", (1,), (TensorInfo(2, dtype, 4, 0),)),
+            OpInfo(
+                "gradient_tape/m/pool/MaxPoolGrad",
+                "MaxPoolGrad",
+                "backward",
+                (0, 1, 2),
+                (TensorInfo(3, dtype, 0, 4000),),
+            ),
+            OpInfo("gradient_tape/m/s", "Sum", "backward", (3,), (TensorInfo(4, dtype, 4, 0),)),
+        ]
+        return StepGraph(ops, (0,), [], 0, 0, "SGD", "float32")
+
+    exact_cpu = replace(RAM_RULES, granularity=1)
+    plain = simulate(step("float32"), 10, rules=EXACT, margin=0.0).peak_bytes
+    cpu = simulate(step("float32"), 10, rules=exact_cpu, margin=0.0).peak_bytes
+    assert plain == 40_000 + 10_000 + 4 + 40_000  # at the gradient: x, pooled, sum, dx
+    assert cpu == plain + 10_000 // 4
+    assert simulate(step("bfloat16"), 10, rules=exact_cpu, margin=0.0).peak_bytes == plain
+
+
+def test_the_callers_batch_is_held_until_the_step_returns() -> None:
+    """A batch read only by the first operation (a 16-bit model's Cast) still counts at a
+    later peak: the caller holds it until the step returns (TensorFlow's allocation log of a
+    bfloat16 MLP shows the float32 batch alive at the backward pass's peak)."""
+    ops = [
+        OpInfo("x", "Placeholder", "other", (), (TensorInfo(0, "float32", 0, 1000),)),
+        OpInfo("m/cast", "Cast", "forward", (0,), (TensorInfo(1, "bfloat16", 0, 500),)),
+        OpInfo("m/sum", "Sum", "forward", (1,), (TensorInfo(2, "float32", 4, 0),)),
+        OpInfo("m/big", "Tile", "forward", (2,), (TensorInfo(3, "float32", 0, 2000),)),
+        OpInfo("m/total", "Sum", "forward", (3,), (TensorInfo(4, "float32", 4, 0),)),
+    ]
+    step = StepGraph(ops, (0,), [], 0, 0, "SGD", "float32")
+    for order in ("graph", "executor"):
+        estimate = simulate(step, 10, rules=EXACT, margin=0.0, orders=(order,))
+        assert estimate.peak_bytes == 10_000 + 4 + 20_000
+        assert estimate.parts["input_batch"] == 10_000

@@ -5,9 +5,10 @@ The step's operations run in two orders, and the higher peak is the prediction (
 inter-op threads (:func:`executor_schedule`: an operation starts once what it reads is done, and
 the variables' reads and writes keep their order), where operations overlap. Each output takes a
 buffer when its operation starts and gives it back once the last operation that reads it is
-done. A view (``Reshape``, ``ReadVariableOp``...) shares its input's buffer; a unary
-element-wise operation writes over an input buffer of its own size that no running or later
-operation reads (TensorFlow's ``forward_input_or_allocate_output``). What the graph does not
+done. A view (``Reshape``, ``ReadVariableOp``...) shares its input's buffer; an element-wise
+operation (:data:`FORWARDING`) writes over an input buffer of its own size that no running or
+later operation reads (TensorFlow's ``forward_input_or_allocate_output``), one written over
+before included. What the graph does not
 size is added by rule: a While loop's TensorLists (one buffer per iteration, see
 :func:`tfaccel.planning.trace._tensor_lists`) and the buffers of its iterations in flight
 (:func:`tfaccel.planning.trace._in_flight`), an operation's own temporaries (an Einsum's
@@ -15,7 +16,9 @@ transposed operands) and, on a CPU, the float32 copies a 16-bit MatMul is comput
 (:data:`UPCAST_16_BIT`) and the work buffers of 16-bit convolution and pooling gradients
 (:func:`tfaccel.planning.trace._cpu_16_bit_buffers`), held while the operation runs. Operations
 the step does not need are not in the trace (:func:`tfaccel.planning.trace._needed`). The
-variables (weights, optimizer slots, metric state) live throughout. The peak of that simulation,
+variables (weights, optimizer slots, metric state) live throughout, and the caller's batch
+until the step returns; a CPU's float32 max pooling keeps oneDNN's workspace beside its output
+(:func:`_pooling_workspace`). The peak of that simulation,
 split by what each live buffer is, is the prediction; an allocator's own rules
 (:class:`AllocatorRules`: the size it rounds to, and for the CPU's oneDNN allocator the
 allocations below 256 KiB it serves from a pool that ``get_memory_info`` does not count) are
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import heapq
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -37,6 +41,7 @@ from tfaccel.planning.trace import (
     ALIASING,
     BODY,
     CPU_16_BIT,
+    NOT_RUN,
     SUMMAND_INPUT,
     SUMMED,
     OpInfo,
@@ -60,12 +65,18 @@ __all__ = [
     "simulate",
 ]
 
-# Element-wise operations that may write their output over a dying input of the same size:
-# unary ones (and their gradients, BiasAdd). Binary ones with two tensor operands (AddV2, Mul,
-# Sub, RealDiv, SelectV2...) are assumed to take a new buffer: TensorFlow forwards an input
-# only when its reference count is 1 when the kernel runs, which the executor running branches
-# in parallel often does not give; assumed, the high side (the Transformer rows of
-# benchmarks/bench_plan.py measured 6-11% above the plan with them forwarding).
+# Element-wise operations that may write their output over a dying input of the same size
+# (TensorFlow's ``forward_input_or_allocate_output``): unary ones and their gradients, BiasAdd,
+# and the binary, ternary and n-ary ones (``BinaryOp`` tries both operands, ``SelectV2`` its two
+# values, ``AddN`` every term). An input is written over only when its reference count is 1 as
+# the kernel runs: no other reader of it still to run or running (:func:`_alone`, in the order
+# simulated), not a view of a variable or of the caller's batch, and of the output's size (an
+# operand broadcast to the output's shape is not). TensorFlow's allocation log
+# (``TF_CPP_VMODULE=log_memory=2``) of an MLP's and an embedding model's Adam update shows it:
+# ``Square(g)``, ``Sqrt(v)`` and ``m * alpha`` take new buffers, and the ``Sub``, ``Mul``,
+# ``AddV2`` and ``RealDiv`` after them none (they write over ``g``, the square, the root and
+# the product); simulating those as new buffers put those rows' peaks 16-26% above the
+# measured one.
 FORWARDING = frozenset(
     {
         "Relu",
@@ -90,6 +101,22 @@ FORWARDING = frozenset(
         "BiasAdd",
         "Erf",
         "Gelu",
+        "AddV2",
+        "Add",
+        "Sub",
+        "Mul",
+        "MulNoNan",
+        "RealDiv",
+        "Div",
+        "DivNoNan",
+        "Maximum",
+        "Minimum",
+        "SquaredDifference",
+        "Pow",
+        "SqrtGrad",
+        "RsqrtGrad",
+        "SelectV2",
+        "AddN",
     }
 )
 
@@ -129,6 +156,8 @@ class AllocatorRules:
         growth: the allocator grows in doubling regions (replayed by :mod:`bfc`).
         upcasts_16_bit: the device computes some 16-bit operations in float32, in float32
             copies it allocates for the operation (:data:`UPCAST_16_BIT`).
+        pooling_workspace: the device's max pooling keeps a workspace for the backward pass
+            beside its output (:func:`_pooling_workspace`).
     """
 
     name: str
@@ -136,6 +165,7 @@ class AllocatorRules:
     counted_from: int = 0
     growth: bool = False
     upcasts_16_bit: bool = False
+    pooling_workspace: bool = False
 
     def size(self, nbytes: int) -> int:
         if nbytes <= 0 or nbytes < self.counted_from:
@@ -150,8 +180,11 @@ CPU_ONEDNN_RULES = AllocatorRules(
     counted_from=256 * 1024,
     growth=True,
     upcasts_16_bit=True,
+    pooling_workspace=True,
 )
-RAM_RULES = AllocatorRules("all allocations (host RAM)", upcasts_16_bit=True)
+RAM_RULES = AllocatorRules(
+    "all allocations (host RAM)", upcasts_16_bit=True, pooling_workspace=True
+)
 """How a plan counts against a machine's RAM: every allocation, as it is."""
 
 
@@ -186,34 +219,14 @@ in, emulated by :func:`executor_schedule`. The real order depends on thread timi
 between runs, and with it how the allocator's chunks are split; neither order bounds the other,
 so both are simulated and the higher peak kept (the high side)."""
 
-INLINE_KERNELS = frozenset(
-    {
-        "Const",
-        "Placeholder",
-        "VarHandleOp",
-        "ReadVariableOp",
-        "Identity",
-        "IdentityN",
-        "Reshape",
-        "Squeeze",
-        "ExpandDims",
-        "Shape",
-        "ShapeN",
-        "Rank",
-        "Size",
-        "StopGradient",
-        "PreventGradient",
-        "EnsureShape",
-        "Snapshot",
-        "NoOp",
-    }
-)
+INLINE_KERNELS = (NOT_RUN - {"CheckNumerics"}) | {"ShapeN", "Rank", "Size"}
 """Operations whose kernels TensorFlow does not call expensive (``OpKernel::IsExpensive()``
-false: constants, views, shapes, variable reads): the executor runs them inline on the thread
-that made them ready. Every other kernel on a CPU is expensive until it has run about 90 times
-(``KernelStats``: its cost estimate starts at 10^8 cycles and decays by 1/10 per run towards
-the measured cost, against a threshold of 8,000 cycles), so, in the first steps of a training
-run, all of them."""
+false): what launches no kernel of its own (:data:`tfaccel.planning.trace.NOT_RUN`: constants,
+views, variable reads) but ``CheckNumerics``, which reads its whole input, and the shape
+queries. The executor runs them inline on the thread that made them ready. Every other kernel
+on a CPU is expensive until it has run about 90 times (``KernelStats``: its cost estimate
+starts at 10^8 cycles and decays by 1/10 per run towards the measured cost, against a
+threshold of 8,000 cycles), so, in the first steps of a training run, all of them."""
 
 RESOURCE_READS = frozenset(
     {"ReadVariableOp", "ResourceGather", "ResourceGatherNd", "VariableShape", "VarIsInitializedOp"}
@@ -267,7 +280,9 @@ def _schedule(step: StepGraph, name: str, batch: int) -> Schedule:
     )
 
 
-def _dependencies(step: StepGraph) -> tuple[list[list[int]], list[list[int]]]:
+def _dependencies(
+    step: StepGraph, passed: dict[int, int]
+) -> tuple[list[list[int]], list[list[int]]]:
     """For each operation, the operations that must be done before it starts, and those that
     wait for it (each once, in graph order).
 
@@ -287,7 +302,6 @@ def _dependencies(step: StepGraph) -> tuple[list[list[int]], list[list[int]]]:
     """
     producer = {t.index: n for n, op in enumerate(step.ops) for t in op.outputs}
     resources = {t.index for op in step.ops for t in op.outputs if t.dtype == "resource"}
-    passed = _passed_on(step)
     last_write: dict[int, int] = {}
     reads: dict[int, list[int]] = {}
     deps: list[list[int]] = []
@@ -327,6 +341,45 @@ def _passed_on(step: StepGraph) -> dict[int, int]:
     return passed
 
 
+@dataclass(frozen=True)
+class _StepMaps:
+    """What the simulation derives from a step alone, whatever the order or batch: the
+    ``IdentityN`` outputs and what each passes on, the operations with their readers reading
+    that instead (an ``IdentityN`` left without inputs or outputs), each operation's
+    dependencies and users (:func:`_dependencies`), and the tensors' known roles."""
+
+    count: int
+    ops: list[OpInfo]
+    deps: list[list[int]]
+    users: list[list[int]]
+    kinds: dict[int, str]
+
+
+_MAPS: dict[int, tuple[weakref.ref[StepGraph], _StepMaps]] = {}
+
+
+def _maps(step: StepGraph) -> _StepMaps:
+    """The step's :class:`_StepMaps`, made once per step (a traced step is not changed after
+    tracing; one whose operations were added to or removed is mapped again)."""
+    held = _MAPS.get(id(step))
+    if held is not None and held[0]() is step and held[1].count == len(step.ops):
+        return held[1]
+    passed = _passed_on(step)
+    deps, users = _dependencies(step, passed)
+    ops = [
+        replace(op, inputs=(), outputs=())
+        if op.type == "IdentityN"
+        else replace(op, inputs=tuple(passed.get(i, i) for i in op.inputs))
+        if any(i in passed for i in op.inputs)
+        else op
+        for op in step.ops
+    ]
+    found = _StepMaps(len(step.ops), ops, deps, users, _tensor_kinds(step))
+    key = id(step)
+    _MAPS[key] = (weakref.ref(step, lambda _gone: _MAPS.pop(key, None)), found)
+    return found
+
+
 def executor_schedule(step: StepGraph, batch: int, threads: int = EXECUTOR_THREADS) -> Schedule:
     """The order TensorFlow's executor would start the step's operations in, on ``threads``
     inter-op threads (``ExecutorState::ScheduleReady`` and ``ProcessInline``).
@@ -343,7 +396,8 @@ def executor_schedule(step: StepGraph, batch: int, threads: int = EXECUTOR_THREA
     :data:`BYTE_RATE` (assumed; only which thread finishes first matters).
     """
     ops = step.ops
-    deps, users = _dependencies(step)
+    maps = _maps(step)
+    deps, users = maps.deps, maps.users
     sizes = {t.index: t.bytes_at(batch) for op in ops for t in op.outputs}
     pending = [len(found) for found in deps]
     queues: list[deque[int]] = [deque() for _ in range(threads)]
@@ -486,15 +540,8 @@ def _simulate(
     schedule: Schedule,
 ) -> MemoryEstimate:
     """The peak of one step whose operations start in ``schedule.order``."""
-    passed = _passed_on(step)
-    ops = [
-        replace(op, inputs=(), outputs=())
-        if op.type == "IdentityN"
-        else replace(op, inputs=tuple(passed.get(i, i) for i in op.inputs))
-        if any(i in passed for i in op.inputs)
-        else op
-        for op in (step.ops[n] for n in schedule.order)
-    ]
+    maps = _maps(step)
+    ops = [maps.ops[n] for n in schedule.order]
     done = schedule.done
     sizes: dict[int, int] = {}
     pieces: dict[int, int] = {}  # tensors held in several buffers: index -> how many
@@ -505,7 +552,7 @@ def _simulate(
                 sizes[t.index] = t.count * rules.size(t.bytes_at(batch_size) // t.count)
             else:
                 sizes[t.index] = rules.size(t.bytes_at(batch_size))
-    kinds = _tensor_kinds(step)
+    kinds = maps.kinds
     info = {t.index: t for op in ops for t in op.outputs}
 
     # Each tensor points at the buffer it lives in; a buffer dies once its last reader is done
@@ -523,14 +570,15 @@ def _simulate(
     buffer_end: dict[int, int] = {}
     ending: list[tuple[int, int]] = []  # (end, buffer) for every end set: due ones are freed
     owned: set[int] = set(step.inputs)  # input buffers belong to the caller
+    forwarded: set[int] = set()  # tensors written over a dying input's buffer
+    workspace_of: dict[int, int] = {}  # a max pooling's output -> its workspace's key
     for i in step.inputs:
         buffer_of[i] = i
 
     live: dict[int, int] = {i: sizes.get(i, 0) for i in step.inputs}
     live_kind: dict[int, str] = {i: "input_batch" for i in step.inputs}
-    for i in step.inputs:
-        buffer_end[i] = last_use.get(i, -1)
-        heapq.heappush(ending, (buffer_end[i], i))
+    for i in step.inputs:  # the caller holds its batch until the step returns
+        buffer_end[i] = len(ops)
     persistent = _variable_parts(step, rules)
     events: list[Event] = [Event(i, size) for i, size in live.items() if size]
     current = sum(live.values())
@@ -558,9 +606,11 @@ def _simulate(
                 buffer_end,
                 done[position],
                 owned,
+                forwarded,
                 functools.partial(_alone, last_reader, others_done, position),
             )
             if reuse is not None:
+                forwarded.add(t.index)
                 buffer_of[t.index] = reuse
                 buffer_end[reuse] = max(buffer_end[reuse], last_use[t.index])
                 heapq.heappush(ending, (buffer_end[reuse], reuse))
@@ -574,6 +624,13 @@ def _simulate(
                 events += _allocations(t.index, sizes[t.index], pieces.get(t.index, 1))
             live_kind[t.index] = kinds.get(t.index, _kind_by_phase(op.phase))
             current += sizes[t.index]
+            workspace = _pooling_workspace(op, t, batch_size, rules)
+            if workspace:
+                key = _workspace_key(t.index)
+                workspace_of[t.index] = key
+                live[key], live_kind[key] = workspace, live_kind[t.index]
+                events.append(Event(key, workspace))
+                current += workspace
         scratch = [(size, 1) for size in _upcast_copies(op, info, batch_size, rules)]
         if op.scratch_at(batch_size):
             scratch.append((rules.size(op.scratch_at(batch_size)), 1))
@@ -598,6 +655,10 @@ def _simulate(
             current -= live.pop(base)
             buffer_end.pop(base)
             events += _allocations(base, 0, pieces.get(base, 1))
+            if base in workspace_of:  # a pooling's workspace goes with its output
+                key = workspace_of.pop(base)
+                current -= live.pop(key)
+                events.append(Event(key, 0))
     for pending in held.values():
         for at, buffers in pending:
             _release(buffers, at, live, events)
@@ -639,6 +700,31 @@ def _held_buffers(held: list[tuple[int, int, int]], rules: AllocatorRules) -> li
     lagging = max(kinds[SUMMED], kinds[SUMMAND_INPUT], key=lambda b: sum(s * n for s, n in b))
     own = kinds[CPU_16_BIT] if rules.upcasts_16_bit else []
     return kinds[AHEAD] + kinds[BODY] + lagging + own
+
+
+MAX_POOLS = frozenset({"MaxPool", "MaxPoolV2", "MaxPool3D"})
+
+
+def _pooling_workspace(op: OpInfo, out: TensorInfo, batch: int, rules: AllocatorRules) -> int:
+    """The workspace a CPU's oneDNN max pooling keeps beside its float32 output until the
+    output's last reader (the pooling's gradient) is done: the index of each pooled element's
+    maximum in its window, one byte each (oneDNN's ``u8`` indices, for windows of fewer than
+    256 elements: assumed). TensorFlow's allocation log of ``bench_plan.py``'s Conv1D model at
+    batch 512 shows it, a ``uint8`` tensor of the pooled output's elements beside each of its
+    three ``MaxPool1d`` outputs (4, 2 and 2 MiB), alive until the backward pass. A 16-bit
+    pooling on a CPU without 16-bit oneDNN kernels runs in TensorFlow's own kernel, whose
+    gradient's work buffers :func:`tfaccel.planning.trace._cpu_16_bit_buffers` counts; a GPU's
+    cuDNN keeps none. Bytes as ``rules`` count them; 0 where none is kept."""
+    if not rules.pooling_workspace or op.type not in MAX_POOLS or out.dtype != "float32":
+        return 0
+    if not op.outputs or out.index != op.outputs[0].index:
+        return 0
+    return rules.size(out.bytes_at(batch) // 4)
+
+
+def _workspace_key(tensor: int) -> int:
+    """The key of the workspace kept beside ``tensor`` (negative, below the temporaries')."""
+    return -(2**40) - tensor
 
 
 def _scratch_key(position: int, n: int) -> int:
@@ -711,6 +797,7 @@ def _forwardable(
     buffer_end: dict[int, int],
     done: int,
     owned: set[int],
+    forwarded: set[int],
     alone: Callable[[int], bool],
 ) -> int | None:
     """The buffer of a dying input the element-wise ``op`` may write ``tensor`` over: one that
@@ -720,7 +807,7 @@ def _forwardable(
         return None
     for i in getattr(op, "inputs", ()):
         base = buffer_of.get(i)
-        if base is None or base in owned or base != i:
+        if base is None or base in owned or (base != i and i not in forwarded):
             continue  # a view or a caller's buffer is never written over
         if sizes.get(i) == sizes[tensor] and buffer_end.get(base) == done and alone(i):
             return base

@@ -61,6 +61,8 @@ ALIASING = frozenset(
         "ReadVariableOp",
     }
 )
+NOT_RUN = ALIASING | {"Const", "NoOp", "VarHandleOp", "Placeholder", "Shape"}
+"""Operations that launch no kernel of their own: views, constants, variable handles, inputs."""
 # Matmul-class operations whose FLOPs are counted (2 per multiply-add).
 _MATMULS = frozenset({"MatMul", "BatchMatMulV2", "BatchMatMulV3", "BatchMatMul", "Einsum"})
 _CONVS = frozenset(
@@ -165,8 +167,7 @@ class StepGraph:
     @property
     def launches(self) -> int:
         """Operations that run a kernel (views, constants and variable reads excluded)."""
-        skip = ALIASING | {"Const", "NoOp", "VarHandleOp", "Placeholder", "Shape"}
-        return sum(1 for op in self.ops if op.type not in skip)
+        return sum(1 for op in self.ops if op.type not in NOT_RUN)
 
     def bytes_touched(self, batch: int) -> int:
         """Bytes every operation writes plus reads once: a lower bound of the memory traffic."""
