@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -18,6 +19,14 @@ from typing import Any
 
 TESTS_DIR = Path(__file__).resolve().parent
 MARKER = "SCENARIO-RESULT:"
+
+
+def ctrl_c_reaches_it() -> None:
+    """``preexec_fn`` of a child a test sends Ctrl-C (SIGINT): SIGINT's default action, as a
+    terminal's foreground process has it. A suite started in the background (``make test &``
+    in a non-interactive shell) runs with SIGINT ignored, its children inherit that, and
+    Python then never raises KeyboardInterrupt in them: the child would sleep on."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from launch_helpers import alive, run_launch
-from runtime_helpers import clean_env
+from runtime_helpers import clean_env, ctrl_c_reaches_it
 
 from tfaccel.cli import launch as launch_cli
 from tfaccel.core.errors import UsageError
@@ -177,6 +177,7 @@ def test_ctrl_c_stops_every_worker_and_exits_130(worker: Path, pids: Path) -> No
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=ctrl_c_reaches_it,
     )
     _wait_for(lambda: len(recorded(pids)) == 2)
     launcher.send_signal(signal.SIGINT)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from runtime_helpers import ctrl_c_reaches_it
 
 import tfaccel
 from tfaccel import selftest
@@ -647,7 +648,12 @@ result = execute(steps, sys.argv[1], budget_s=120)
 print(result.status)
 """
     out = tmp_path / "gc"
-    with subprocess.Popen([PY, "-c", script, str(out)], stdout=subprocess.PIPE, text=True) as proc:
+    with subprocess.Popen(
+        [PY, "-c", script, str(out)],
+        stdout=subprocess.PIPE,
+        text=True,
+        preexec_fn=ctrl_c_reaches_it,
+    ) as proc:
         assert proc.stdout is not None
         assert proc.stdout.readline() == "started\n"
         for _ in range(200):
