@@ -335,7 +335,7 @@ TEXT_BLOCKS: dict[tuple[str, str], str] = {
     "tests/distribute/test_slurm.py runs it in its CPU form under a real one-node Slurm",
     ("docs/profile.md", "pipeline(source, batch_size, *,"): "check: the signature of "
     "tfaccel.data.pipeline, compared with inspect.signature",
-    ("docs/plan.md", "step = per-step overhead + scale x sum"): "skip: the formula of the "
+    ("docs/plan.md", "op(o) = latency + max(FLOPs / rate"): "skip: the formula of the "
     "plan's CPU step time, not a command; tests/planning/test_time_model.py checks each term",
 }
 
