@@ -243,26 +243,33 @@ def _calibrate_only(args: argparse.Namespace) -> int:
     say what it measured (what a plan's "run `tfaccel plan --calibrate` once" asks for)."""
     from tfaccel import inventory
 
-    machine = inventory.current()
     quiet_tensorflow()
-    from tfaccel.planning.roofline import calibrate
-
-    done = calibrate(machine)
+    done = _calibrate(args, inventory.current(), quiet=bool(args.json))
+    assert done is not None  # args.calibrate is set
     if args.json:
         print_json({"calibrated": True, "seconds": done.cost_s, "calibration": done.to_dict()})
     else:
-        print(f"calibrated in {done.cost_s:.1f} s: {done.describe()}")
         print("stored: every plan on this machine now predicts its step time on this CPU")
     return 0
 
 
-def _calibrate(args: argparse.Namespace, machine: Any) -> None:
-    """``--calibrate``: measure and store this CPU's time calibration before planning."""
-    if getattr(args, "calibrate", False):
-        from tfaccel.planning.roofline import calibrate
+def _calibrate(args: argparse.Namespace, machine: Any, *, quiet: bool = False) -> Any:
+    """``--calibrate``: measure and store this CPU's time calibration before planning, and say
+    what it measured (on stdout alone, on stderr before a plan; ``quiet``: not at all). The
+    calibration, or None without ``--calibrate``."""
+    if not getattr(args, "calibrate", False):
+        return None
+    from tfaccel.planning.roofline import calibrate
 
-        done = calibrate(machine)
-        print(f"calibrated in {done.cost_s:.1f} s: {done.describe()}", file=sys.stderr)
+    done = calibrate(machine)
+    if not quiet:
+        words = script_words(args)
+        alone = not (words and words[0]) and not args.model
+        print(
+            f"calibrated in {done.cost_s:.1f} s: {done.describe()}",
+            file=sys.stdout if alone else sys.stderr,
+        )
+    return done
 
 
 def _prices(items: list[str]) -> dict[str, float]:
