@@ -8,11 +8,9 @@ row the median measured step time (all rounds' steps) with its IQR, and the medi
 rounds of two predictions with their errors and bounds:
 
 - ``now``: this step-time model (``roofline.cpu_step_time``);
-- ``before``: the model of commit d242c4d, recomputed from the same calibration's figures: a
-  loop's body multiplied by the reference step's scale (not the loop scale), depthwise
-  convolutions at the convolution rate, max pooling by its bytes, and the reference step's
-  scale derived again without the pooling term. (The calibration of d242c4d measured its
-  figures pair by pair, not interleaved; that difference is not in this comparison.)
+- ``before``: the model of commit 9fa870f, recomputed from the same calibration's figures:
+  random numbers and transposes by their bytes at the element-wise bandwidth, every loop one
+  after another, and the reference step's scale derived again without the two new terms.
 
     python benchmarks/results/time_check.py [--rounds 3] [--steps 5] [NAME[:BATCH] ...]
 
@@ -45,12 +43,11 @@ def _before(calibration: Any, reference: Any) -> Any:
     """``calibration`` as the model of d242c4d would have used it (see the module's text)."""
     from tfaccel.planning import roofline
 
-    plain = dataclasses.replace(calibration, depthwise_flops_per_s=0.0, max_pool_element_s=0.0)
+    plain = dataclasses.replace(calibration, random_element_s=0.0, transpose_bytes_per_s=0.0)
     batch = roofline.REFERENCE_BATCH
     now = sum(roofline._op_terms(reference.ops, batch, calibration).values())
     then = sum(roofline._op_terms(reference.ops, batch, plain).values())
-    scale = calibration.scale * now / then
-    return dataclasses.replace(plain, scale=scale, loop_scale=scale)
+    return dataclasses.replace(plain, scale=calibration.scale * now / then)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,8 +102,8 @@ def main(argv: list[str] | None = None) -> int:
                 times.append(time.perf_counter() - started)
             row["samples"] += times
             median = statistics.median(times)
-            for key, figures in (("now", calibration), ("before", before)):
-                predicted = roofline.cpu_step_time(row["graph"], row["batch"], figures)
+            for key, figures, cores in (("now", calibration, None), ("before", before, 1)):
+                predicted = roofline.cpu_step_time(row["graph"], row["batch"], figures, cores=cores)
                 row[key].append((predicted.step_s, predicted.bound, predicted.step_s / median - 1))
     print(f"load average at end: {_load()}")
     print(

@@ -281,6 +281,8 @@ def test_the_calibration_measures_this_cpu() -> None:
         "bandwidth_bytes_per_s",
         "depthwise_flops_per_s",
         "max_pool_element_s",
+        "random_element_s",
+        "transpose_bytes_per_s",
         "scale",
         "loop_scale",
     ):
@@ -415,6 +417,125 @@ def test_a_loops_body_is_scaled_by_the_loop_scale_not_the_reference_steps() -> N
     body, ops = plain - no_loops, no_loops - 1e-3  # the loops' operations, the step's others
     assert body > 0 and ops > 0
     assert scaled == pytest.approx(1e-3 + 3.0 * ops + 0.5 * body)
+
+
+def test_loops_with_no_path_between_them_run_side_by_side(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A quiet 2-core EPYC ran a stacked Bidirectional LSTM's step in 66.8 ms, its 8 loops
+    # summed one after another predicted 117.7 ms (+80%): the two directions of a layer, and
+    # their gradients, have no path between them and run on the two cores at once.
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    x = _op("x", "Placeholder", (), 0, 64)
+    left, right = _op("left", "While", (0,), 1, 64), _op("right", "While", (0,), 2, 64)
+    after = _op("after", "While", (1, 2), 3, 64)  # reads both: after them
+    loops = [LoopBody(name, 100, _body()) for name in ("left", "right", "after")]
+    one_loop = 100 * (10e-6 + 8192 / 1e10 + 2e-6)
+    apart = cpu_step_time(
+        _graph([x, left, right, after], loops=loops), 1, _calibration(), onednn="1"
+    )
+    chained = cpu_step_time(
+        _graph([x, left, _op("right", "While", (1,), 2, 64), after], loops=loops),
+        1,
+        _calibration(),
+        onednn="1",
+    )
+    assert apart.step_s is not None and chained.step_s is not None
+    assert chained.step_s - apart.step_s == pytest.approx(one_loop)  # 3 loops' time against 2
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0}, raising=False)
+    monkeypatch.setattr("os.cpu_count", lambda: 1)
+    alone = cpu_step_time(
+        _graph([x, left, right, after], loops=loops), 1, _calibration(), onednn="1"
+    )
+    assert alone.step_s == pytest.approx(chained.step_s)  # one core: one after another
+
+
+def test_a_bidirectional_layers_directions_are_side_by_side_and_its_layers_in_a_chain() -> None:
+    import keras
+
+    from tfaccel.planning.roofline import _side_by_side
+    from tfaccel.planning.trace import trace_step
+
+    layers = keras.layers
+    model = keras.Sequential(
+        [
+            keras.Input((6, 3)),
+            layers.Bidirectional(layers.LSTM(4, return_sequences=True)),
+            layers.Bidirectional(layers.LSTM(4)),
+            layers.Dense(2),
+        ]
+    )
+    model.compile(optimizer="adam", loss="mse")
+    step = trace_step(model, 4)
+    assert len(step.loops) == 8  # two layers x two directions, forward and gradient
+    equal = [1.0] * 8
+    # A chain of four (layer 1, layer 2, their gradients): 4 of 8 loop times on 2 cores or more.
+    assert _side_by_side(step, equal, cores=2) == pytest.approx(0.5)
+    assert _side_by_side(step, equal, cores=8) == pytest.approx(0.5)
+    assert _side_by_side(step, equal, cores=1) == pytest.approx(1.0)
+    one_way = keras.Sequential([keras.Input((6, 3)), layers.LSTM(4), layers.Dense(2)])
+    one_way.compile(optimizer="adam", loss="mse")
+    assert _side_by_side(trace_step(one_way, 4), [1.0, 1.0], cores=2) == 1.0  # a chain
+
+
+def test_random_numbers_are_timed_per_element_made() -> None:
+    # A dropout's uniform numbers took 3-6 ns each on a 2-core EPYC, 10-50 times their bytes'
+    # time: the attention rows with dropout were predicted 37% low without it.
+    import keras
+
+    from tfaccel.planning.roofline import RANDOM_OPS
+    from tfaccel.planning.trace import trace_step
+
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dropout(0.5), keras.layers.Dense(2)])
+    model.compile(optimizer="sgd", loss="mse")
+    step = trace_step(model, 16)
+    assert [op.type for op in step.ops if op.type in RANDOM_OPS]  # the dropout's numbers
+    free = {"bandwidth_bytes_per_s": 1e18, "parallel_op_s": 0.0, "op_floor_s": 0.0}
+    by_bytes = cpu_step_time(step, 16, _calibration(**free), onednn="1")
+    per_element = cpu_step_time(step, 16, _calibration(random_element_s=1e-6, **free), onednn="1")
+    assert by_bytes.compute_s is not None and per_element.compute_s is not None
+    assert per_element.compute_s - by_bytes.compute_s == pytest.approx(16 * 8 * 1e-6)
+
+
+def test_transposes_and_an_einsums_copies_move_at_the_transpose_bandwidth() -> None:
+    # An attention-style transpose moved 17-32 GB/s where element-wise chains streamed 80-140
+    # (2-core EPYC, one run at load 3): a Transpose's bytes, and the operands an Einsum copies
+    # into its own layout, go at a measured transpose bandwidth.
+    import keras
+
+    from tfaccel.planning.trace import trace_step
+
+    inputs = keras.Input((6, 8))
+    heads = keras.layers.Permute((2, 1))(inputs)  # a Transpose of 6 x 8 floats per example
+    outputs = keras.layers.Dense(2)(keras.layers.Flatten()(heads))
+    model = keras.Model(inputs, outputs)
+    model.compile(optimizer="sgd", loss="mse")
+    step = trace_step(model, 4)
+    transposes = [op for op in step.ops if op.type == "Transpose"]
+    assert transposes
+    moved = 0
+    for op in transposes:
+        sizes = {t.index: t.bytes_at(4) for o in step.ops for t in o.outputs}
+        moved += sum(t.bytes_at(4) for t in op.outputs) + sum(sizes.get(i, 0) for i in op.inputs)
+    free = {"parallel_op_s": 0.0, "op_floor_s": 0.0, "bandwidth_bytes_per_s": 1e18}
+    plain = cpu_step_time(step, 4, _calibration(**free), onednn="1")
+    slow = cpu_step_time(step, 4, _calibration(transpose_bytes_per_s=1e6, **free), onednn="1")
+    assert plain.memory_s is not None and slow.memory_s is not None
+    assert slow.memory_s - plain.memory_s == pytest.approx(moved / 1e6, rel=1e-3)
+    # An Einsum whose operand is laid out in another order copies it (its scratch), at the
+    # transpose bandwidth, read back once more.
+    einsum = OpInfo(
+        name="einsum",
+        type="Einsum",
+        phase="forward",
+        inputs=(0,),
+        outputs=(TensorInfo(1, "float32", 64, 0),),
+        scratch_fixed=1000,
+    )
+    graph = _graph([_op("x", "Placeholder", (), 0, 64), einsum])
+    plain = cpu_step_time(graph, 1, _calibration(**free), onednn="1")
+    slow = cpu_step_time(graph, 1, _calibration(transpose_bytes_per_s=1e6, **free), onednn="1")
+    assert slow.memory_s is not None and plain.memory_s is not None
+    assert slow.memory_s - plain.memory_s == pytest.approx(2 * 1000 / 1e6)
 
 
 _NO_KERNEL = frozenset({"Placeholder", "Const", "Identity", "NoOp", "ReadVariableOp"})

@@ -10,10 +10,13 @@ On this machine's CPU a training step of a small model is not FLOP-bound: it is 
 host-bound, and the roofline alone was 2-10x below the measured step time. There the plan
 sums, over the traced operations, ``max(per-op floor, FLOPs / measured rate, bytes / measured
 bandwidth)`` (the matmul, convolution or depthwise convolution rate; a max pooling per element
-of what it pools), times a reference step's measured over modelled time, and adds a per-step
-overhead (the Python side of ``train_on_batch`` / ``fit``, the function call, reading the loss
-back). A ``While`` loop's body counts once per iteration, times an LSTM's measured over
-modelled loop time instead. The figures are measured on this machine by :func:`calibrate_cpu`
+of what it pools; a random-number operation per element it makes; a transpose, and an
+``Einsum``'s copies of its operands, at a measured transpose bandwidth), times a reference
+step's measured over modelled time, and adds a per-step overhead (the Python side of
+``train_on_batch`` / ``fit``, the function call, reading the loss back). A ``While`` loop's
+body counts once per iteration, times an LSTM's measured over modelled loop time instead;
+loops with no path between them (a ``Bidirectional`` layer's two directions) run side by side
+on the cores. The figures are measured on this machine by :func:`calibrate_cpu`
 (a few seconds: tiny Keras models, small kernels, a reference CNN step and an LSTM, all
 interleaved) and stored in the results database under the machine fingerprint; without them
 the CPU time is not predicted, and the plan says how to get them. A calibration above the
@@ -82,6 +85,8 @@ _CALIBRATION_METRICS = {
     "bandwidth_bytes_per_s": "B/s",
     "depthwise_flops_per_s": "FLOP/s",
     "max_pool_element_s": "s",
+    "random_element_s": "s",
+    "transpose_bytes_per_s": "B/s",
     "scale": "x",
     "loop_scale": "x",
 }
@@ -138,6 +143,17 @@ class CpuCalibration(Record):
             each of the two operations is taken as half (an assumption), bound by
             ``compute`` (0: not measured, a calibration made by hand: max pooling by its
             bytes).
+        random_element_s: the seconds a random-number operation (a dropout's uniform
+            numbers, an initializer's normal ones) takes per element it makes ([2^20] less
+            [2^14] stateless uniform floats): counter-based generators compute, they do not
+            just move bytes (0: not measured, a calibration made by hand: random numbers by
+            their bytes).
+        transpose_bytes_per_s: bytes a transpose reads and writes per second (a chain of 10
+            attention-style [batch, length, heads, depth] -> [batch, heads, length, depth]
+            transposes of 1 Mi floats less 64 Ki ones): strided copies, 4-6 times slower
+            than an element-wise operation's streaming on this 2-core EPYC. A ``Transpose``
+            moves its bytes at it, and an ``Einsum`` copies its operands laid out in another
+            order at it too (0: not measured, a calibration made by hand: the bandwidth).
         scale: a reference training step's measured time (less the step overhead) over the
             sum of its operations' modelled times: what scheduling, cores shared with other
             work and caches add to the kernels measured alone. Every operation of the step
@@ -169,6 +185,8 @@ class CpuCalibration(Record):
     bandwidth_bytes_per_s: float
     depthwise_flops_per_s: float = 0.0
     max_pool_element_s: float = 0.0
+    random_element_s: float = 0.0
+    transpose_bytes_per_s: float = 0.0
     scale: float = 1.0
     loop_scale: float = 1.0
     precision: str = "float32"
@@ -188,7 +206,9 @@ class CpuCalibration(Record):
             f"{self.conv_flops_per_s / 1e9:.0f} GFLOP/s (conv) or "
             f"{self.depthwise_flops_per_s / 1e9:.0f} GFLOP/s (depthwise conv) and bytes / "
             f"{self.bandwidth_bytes_per_s / 1e9:.1f} GB/s (max pooling: "
-            f"{self.max_pool_element_s * 1e9:.1f} ns per element, forward and gradient), "
+            f"{self.max_pool_element_s * 1e9:.1f} ns per element, forward and gradient; "
+            f"random numbers: {self.random_element_s * 1e9:.1f} ns per element; transposes: "
+            f"{self.transpose_bytes_per_s / 1e9:.1f} GB/s), "
             f"x {self.scale:.2f} (measured on a reference step; a While loop's body: "
             f"x {self.loop_scale:.2f}, measured on an LSTM); {self.source}"
             + (f", at load average {self.load[0]:.2f}" if self.load else "")
@@ -215,7 +235,12 @@ def step_time(target: Target, flops: int, nbytes: int, ops: int = 0) -> StepTime
 
 
 def cpu_step_time(
-    step: StepGraph, batch: int, calibration: CpuCalibration | None, *, onednn: str | None = None
+    step: StepGraph,
+    batch: int,
+    calibration: CpuCalibration | None,
+    *,
+    onednn: str | None = None,
+    cores: int | None = None,
 ) -> StepTime:
     """The step time of ``step`` at ``batch`` on this CPU: the measured per-step overhead plus,
     for every operation that runs a kernel, its latency (the small-op floor, or the parallel
@@ -225,7 +250,9 @@ def cpu_step_time(
 
     The step's operations are multiplied by :attr:`CpuCalibration.scale`. A ``While`` loop's
     body (:attr:`StepGraph.loops`, nested loops too) adds its operations' terms ``iterations``
-    times, multiplied by :attr:`CpuCalibration.loop_scale` instead.
+    times, multiplied by :attr:`CpuCalibration.loop_scale` instead; loops with no path
+    between them run side by side on ``cores`` threads (default: the cores this process may
+    run on; see :func:`_side_by_side`).
 
     Not predicted (``step_s`` None, ``why`` set) without a calibration, for a precision or a
     oneDNN setting other than the calibration's (``onednn``: the setting of the process that
@@ -256,12 +283,16 @@ def cpu_step_time(
             "not known"
         )
     terms = {k: v * calibration.scale for k, v in _op_terms(step.ops, batch, calibration).items()}
+    each: list[dict[str, float]] = []
     for loop in step.loops:
         loop_terms = _loop_terms(loop, batch, calibration)
         if isinstance(loop_terms, str):
             return _unpredicted(loop_terms)
+        each.append(loop_terms)
+    side_by_side = _side_by_side(step, [sum(t.values()) for t in each], cores)
+    for loop_terms in each:
         for term, seconds in loop_terms.items():
-            terms[term] += seconds * calibration.loop_scale
+            terms[term] += seconds * calibration.loop_scale * side_by_side
     terms["per-step overhead"] = calibration.step_overhead_s
     bound = max(terms, key=lambda k: terms[k])
     return StepTime(
@@ -272,6 +303,47 @@ def cpu_step_time(
         op_floor_s=terms["per-op overhead"],
         step_overhead_s=terms["per-step overhead"],
     )
+
+
+def _side_by_side(step: StepGraph, seconds: list[float], cores: int | None = None) -> float:
+    """The wall time of ``step``'s loops (``seconds`` each, in the order of
+    :attr:`StepGraph.loops`) over the sum of their times: loops with no path between them
+    (the two directions of a ``Bidirectional`` layer, and their gradients) run side by side on
+    the executor's threads. The wall time is the longer of the longest chain of loops that
+    depend on one another and the sum shared out over ``cores`` (default: the cores this
+    process may run on). 1.0 for loops that all depend on one another, or for one loop."""
+    total = sum(seconds)
+    if len(seconds) < 2 or total <= 0:
+        return 1.0
+    if cores is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    producer = {t.index: position for position, op in enumerate(step.ops) for t in op.outputs}
+    where = {op.name: position for position, op in enumerate(step.ops) if op.type in LOOP_OPS}
+    if any(loop.name not in where for loop in step.loops):
+        return 1.0  # a loop not among the step's operations: assume one after another
+    positions = [where[loop.name] for loop in step.loops]
+    loop_at = {position: n for n, position in enumerate(positions)}
+    before: list[set[int]] = []  # per loop, the loops it (transitively) reads from
+    for position in positions:
+        seen: set[int] = set()
+        stack = [position]
+        found: set[int] = set()
+        while stack:
+            for tensor in step.ops[stack.pop()].inputs:
+                source = producer.get(tensor)
+                if source is None or source in seen:
+                    continue
+                seen.add(source)
+                if source in loop_at:
+                    found.add(loop_at[source])
+                stack.append(source)
+        before.append(found)
+    longest = dict.fromkeys(range(len(positions)), 0.0)  # the longest chain ending with each
+    # a loop reads from every loop its readers read from, and more: fewer first is an order
+    for n in sorted(range(len(positions)), key=lambda k: len(before[k])):
+        longest[n] = seconds[n] + max((longest[m] for m in before[n]), default=0.0)
+    wall = max(max(longest.values()), total / max(cores or 1, 1))
+    return min(wall / total, 1.0)
 
 
 def _op_terms(ops: list[OpInfo], batch: int, calibration: CpuCalibration) -> dict[str, float]:
@@ -295,9 +367,19 @@ def _op_terms(ops: list[OpInfo], batch: int, calibration: CpuCalibration) -> dic
             )
             itemsize = _ITEMSIZE.get(op.outputs[0].dtype, 4) if op.outputs else 4
             compute = largest / itemsize * calibration.max_pool_element_s / 2
+        elif op.type in RANDOM_OPS and calibration.random_element_s > 0 and op.outputs:
+            made = sizes[op.outputs[0].index]
+            compute = made / _ITEMSIZE.get(op.outputs[0].dtype, 4) * calibration.random_element_s
+        copies = 0.0
+        if calibration.transpose_bytes_per_s > 0:
+            if op.type in TRANSPOSE_OPS:
+                memory = nbytes / calibration.transpose_bytes_per_s
+            elif op.type == "Einsum":  # its operands copied into its own layout, read back
+                copies = 2 * op.scratch_at(batch) / calibration.transpose_bytes_per_s
         split = nbytes >= PARALLEL_BYTES or compute > calibration.parallel_op_s
         terms["per-op overhead"] += calibration.parallel_op_s if split else calibration.op_floor_s
         terms["compute" if compute > memory else "bandwidth"] += max(compute, memory)
+        terms["bandwidth"] += copies
     return terms
 
 
@@ -307,6 +389,28 @@ MAX_POOLING_OPS = frozenset({"MaxPool", "MaxPoolV2", "MaxPoolGrad", "MaxPoolGrad
 this 2-core EPYC a 2x2 max pooling's forward and gradient took 8-16 ns per input element at
 load 9-11, 10-20 times what their bytes (about 15 per element) take at the bandwidth measured
 alongside."""
+RANDOM_OPS = frozenset(
+    {
+        "RandomUniform",
+        "RandomStandardNormal",
+        "TruncatedNormal",
+        "StatelessRandomUniform",
+        "StatelessRandomUniformV2",
+        "StatelessRandomNormal",
+        "StatelessRandomNormalV2",
+        "StatelessTruncatedNormal",
+        "StatelessTruncatedNormalV2",
+        "StatelessRandomUniformFullIntV2",
+        "StatelessRandomUniformIntV2",
+    }
+)
+"""Random-number operations, timed per element they make
+(:attr:`CpuCalibration.random_element_s`, measured on uniform floats; normal and truncated
+normal numbers are taken at the same cost, an assumption). A dropout makes one per element of
+the tensor it drops from: on this 2-core EPYC about 3-6 ns each, 10-50 times what the bytes
+take."""
+TRANSPOSE_OPS = frozenset({"Transpose", "ConjugateTranspose"})
+"""Operations that move their bytes at :attr:`CpuCalibration.transpose_bytes_per_s`."""
 _ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
 
 
@@ -369,7 +473,9 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
     element-wise operations on 64 Ki and 4 Mi floats; the rates from a Dense layer's three
     training matmuls at batch 64 and 1024 (512 x 512), a 3x3 convolution's forward and both
     gradients at batch 4 and 32, and a 3x3 depthwise convolution's at batch 4 and 32; the
-    time of a 2x2 max pooling's forward and gradient per element from 4 and 32 images. A
+    time of a 2x2 max pooling's forward and gradient per element from 4 and 32 images; that
+    of a random-number operation per element from 16 Ki and 1 Mi uniform floats; the bytes a
+    transpose moves per second from chains of 10 transposes of 64 Ki and 1 Mi floats. A
     reference training step (a small CNN: two convolutions, two Dense(512) layers with
     dropout and a softmax, batch 64) measured and modelled with those figures gives
     :attr:`CpuCalibration.scale`; an LSTM (:data:`LOOP_UNITS` units, batch
@@ -451,6 +557,29 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
 
         return lambda: run().numpy()
 
+    def random(elements: int) -> Callable[[], Any]:
+        seed = tf.Variable([1, 2], dtype=tf.int64)  # a variable: nothing constant-folds
+
+        @tf.function
+        def run() -> Any:
+            return tf.random.stateless_uniform([elements], seed)[0]
+
+        return lambda: run().numpy()
+
+    def transposes(elements: int) -> Callable[[], Any]:
+        start = tf.Variable(tf.ones([16, elements // 2048, 8, 16]))
+
+        @tf.function
+        def run() -> Any:
+            value = start.read_value()
+            for _ in range(TRANSPOSE_CHAIN):  # [b, l, h, d] -> [b, h, l, d], as attention's
+                # read back as [b, l, h, d]: a reshape, free, that keeps the optimizer from
+                # folding two transposes into none
+                value = tf.reshape(tf.transpose(value, [0, 2, 1, 3]), [16, -1, 8, 16])
+            return value[0, 0, 0, 0]
+
+        return lambda: run().numpy()
+
     def recurrent(steps: int) -> tuple[Any, Callable[[], Any]]:
         model = keras.Sequential(
             [
@@ -479,6 +608,8 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
         "convolution": (conv(4), conv(32)),
         "depthwise convolution": (depthwise(4), depthwise(32)),
         "max pooling": (max_pool(4), max_pool(32)),
+        "random numbers": (random(RANDOM_SIZES[0]), random(RANDOM_SIZES[1])),
+        "transposes": (transposes(TRANSPOSE_SIZES[0]), transposes(TRANSPOSE_SIZES[1])),
         "loop": (short_step, long_step),
     }
     calls = {
@@ -528,6 +659,11 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
         bandwidth_bytes_per_s=bandwidth,
         depthwise_flops_per_s=depthwise_rate,
         max_pool_element_s=max(differences["max pooling"][0], 0.0) / pooled,
+        random_element_s=max(differences["random numbers"][0], 0.0)
+        / (RANDOM_SIZES[1] - RANDOM_SIZES[0]),
+        transpose_bytes_per_s=8
+        * (TRANSPOSE_SIZES[1] - TRANSPOSE_SIZES[0])
+        / max(differences["transposes"][0] / TRANSPOSE_CHAIN, 1e-9),
         onednn=onednn_setting(),
     )
     t_reference = summaries["reference"].median
@@ -547,6 +683,10 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
 
 
 REFERENCE_BATCH = 64
+RANDOM_SIZES = (2**14, 2**20)
+"""The element counts of the calibration's two random-number operations."""
+TRANSPOSE_SIZES, TRANSPOSE_CHAIN = (2**16, 2**20), 10
+"""The element counts of the calibration's two chains of transposes, and their length."""
 """The batch of the calibration's reference step (:func:`reference_model`)."""
 
 
@@ -627,6 +767,8 @@ _NOISE_CHECKED = (
     "convolution",
     "depthwise convolution",
     "max pooling",
+    "random numbers",
+    "transposes",
     "loop",
 )
 """The differences a figure is the quotient of: each must be larger than its noise (measured
