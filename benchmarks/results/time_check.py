@@ -9,8 +9,9 @@ rounds of two predictions with their errors and bounds:
 
 - ``now``: this step-time model (``roofline.cpu_step_time``);
 - ``before``: the model of commit 9fa870f, recomputed from the same calibration's figures:
-  random numbers and transposes by their bytes at the element-wise bandwidth, every loop one
-  after another, and the reference step's scale derived again without the two new terms.
+  random numbers and transposes by their bytes at the element-wise bandwidth, batched matmuls
+  at the matmul rate, every loop one after another, and the reference step's scale derived
+  again without the new terms.
 
     python benchmarks/results/time_check.py [--rounds 3] [--steps 5] [NAME[:BATCH] ...]
 
@@ -43,7 +44,12 @@ def _before(calibration: Any, reference: Any) -> Any:
     """``calibration`` as the model of d242c4d would have used it (see the module's text)."""
     from tfaccel.planning import roofline
 
-    plain = dataclasses.replace(calibration, random_element_s=0.0, transpose_bytes_per_s=0.0)
+    plain = dataclasses.replace(
+        calibration,
+        random_element_s=0.0,
+        transpose_bytes_per_s=0.0,
+        batched_matmul_flops_per_s=0.0,
+    )
     batch = roofline.REFERENCE_BATCH
     now = sum(roofline._op_terms(reference.ops, batch, calibration).values())
     then = sum(roofline._op_terms(reference.ops, batch, plain).values())

@@ -7,22 +7,22 @@ are the matmul-class operations of the traced step (2 per multiply-add, forward 
 bytes are what every operation of the step writes and reads once (no fusion assumed).
 
 On this machine's CPU a training step of a small model is not FLOP-bound: it is launch- and
-host-bound, and the roofline alone was 2-10x below the measured step time. There the plan
-sums, over the traced operations, ``max(per-op floor, FLOPs / measured rate, bytes / measured
-bandwidth)`` (the matmul, convolution or depthwise convolution rate; a max pooling per element
-of what it pools; a random-number operation per element it makes; a transpose, and an
-``Einsum``'s copies of its operands, at a measured transpose bandwidth), times a reference
-step's measured over modelled time, and adds a per-step overhead (the Python side of
-``train_on_batch`` / ``fit``, the function call, reading the loss back). A ``While`` loop's
-body counts once per iteration, times an LSTM's measured over modelled loop time instead;
-loops with no path between them (a ``Bidirectional`` layer's two directions) run side by side
-on the cores. The figures are measured on this machine by :func:`calibrate_cpu`
-(a few seconds: tiny Keras models, small kernels, a reference CNN step and an LSTM, all
-interleaved) and stored in the results database under the machine fingerprint; without them
-the CPU time is not predicted, and the plan says how to get them. A calibration above the
-CPU's peak or lost in its own noise is not stored (:func:`calibration_problems`). Each
-prediction names the term that bounds it: ``compute``, ``bandwidth``, ``per-op overhead`` or
-``per-step overhead``. Every figure is a prediction.
+host-bound, and the roofline alone was 2-10x below the measured step time. There the plan sums,
+over the traced operations, ``max(per-op floor, FLOPs / measured rate, bytes / measured
+bandwidth)`` (the matmul, batched matmul, convolution or depthwise convolution rate; a max
+pooling per element of what it pools; a random-number operation per element it makes; a
+transpose, and an ``Einsum``'s copies of its operands, at a measured transpose bandwidth), times
+a reference step's measured over modelled time, and adds a per-step overhead (the Python side of
+``train_on_batch`` / ``fit``, the function call, reading the loss back). A ``While`` loop's body
+counts once per iteration, times an LSTM's measured over modelled loop time instead; loops with
+no path between them (a ``Bidirectional`` layer's two directions) run side by side on the cores.
+The figures are measured on this machine by :func:`calibrate_cpu` (a few seconds: tiny Keras
+models, small kernels, a reference CNN step and an LSTM, all interleaved) and stored in the
+results database under the machine fingerprint; without them the CPU time is not predicted, and
+the plan says how to get them. A calibration above the CPU's peak or lost in its own noise is
+not stored (:func:`calibration_problems`). Each prediction names the term that bounds it:
+``compute``, ``bandwidth``, ``per-op overhead`` or ``per-step overhead``. Every figure is a
+prediction.
 """
 
 from __future__ import annotations
@@ -87,6 +87,7 @@ _CALIBRATION_METRICS = {
     "max_pool_element_s": "s",
     "random_element_s": "s",
     "transpose_bytes_per_s": "B/s",
+    "batched_matmul_flops_per_s": "FLOP/s",
     "scale": "x",
     "loop_scale": "x",
 }
@@ -154,6 +155,15 @@ class CpuCalibration(Record):
             than an element-wise operation's streaming on this 2-core EPYC. A ``Transpose``
             moves its bytes at it, and an ``Einsum`` copies its operands laid out in another
             order at it too (0: not measured, a calibration made by hand: the bandwidth).
+        batched_matmul_flops_per_s: the FLOP rate of attention-shaped batched matmuls, their
+            forward and both gradients (per matrix [64, 16] x [16, 64], as a head of 16 over
+            64 tokens scores them; 512 matrices less 64): small matrices, which on this 2-core
+            EPYC ran at about a sixth of a large matmul's rate. Every ``BatchMatMul`` and
+            ``Einsum`` whose two operands grow with the batch runs at it (in Keras's
+            attention: the scores, the context, and the gradients of its projections' weights;
+            an assumption: a batched matmul of large matrices would run faster); one by a
+            weight, which TensorFlow runs as one large matmul, at the matmul rate (0: not
+            measured, a calibration made by hand: the matmul rate).
         scale: a reference training step's measured time (less the step overhead) over the
             sum of its operations' modelled times: what scheduling, cores shared with other
             work and caches add to the kernels measured alone. Every operation of the step
@@ -187,6 +197,7 @@ class CpuCalibration(Record):
     max_pool_element_s: float = 0.0
     random_element_s: float = 0.0
     transpose_bytes_per_s: float = 0.0
+    batched_matmul_flops_per_s: float = 0.0
     scale: float = 1.0
     loop_scale: float = 1.0
     precision: str = "float32"
@@ -203,6 +214,7 @@ class CpuCalibration(Record):
             f"operation {self.op_floor_s * 1e6:.1f} us (small) or {self.parallel_op_s * 1e6:.0f} "
             f"us (split across cores) + the longer of FLOPs / "
             f"{self.matmul_flops_per_s / 1e9:.0f} GFLOP/s (matmul), "
+            f"{self.batched_matmul_flops_per_s / 1e9:.0f} GFLOP/s (batched matmul), "
             f"{self.conv_flops_per_s / 1e9:.0f} GFLOP/s (conv) or "
             f"{self.depthwise_flops_per_s / 1e9:.0f} GFLOP/s (depthwise conv) and bytes / "
             f"{self.bandwidth_bytes_per_s / 1e9:.1f} GB/s (max pooling: "
@@ -352,14 +364,17 @@ def _op_terms(ops: list[OpInfo], batch: int, calibration: CpuCalibration) -> dic
     and its memory traffic."""
     terms = dict.fromkeys(("compute", "bandwidth", "per-op overhead"), 0.0)
     sizes: dict[int, int] = {}
+    per_example: set[int] = set()  # tensors that grow with the batch
     for op in ops:
         for t in op.outputs:
             sizes[t.index] = t.bytes_at(batch)
+            if t.per_example > 0:
+                per_example.add(t.index)
         if op.type in _NOT_RUN:
             continue
         nbytes = sum(sizes[t.index] for t in op.outputs) + sum(sizes.get(i, 0) for i in op.inputs)
         flops = op.flops_fixed + op.flops_per_example * batch
-        rate = _rate(op.type, calibration)
+        rate = _rate(op, calibration, per_example)
         compute, memory = flops / rate, nbytes / calibration.bandwidth_bytes_per_s
         if op.type in MAX_POOLING_OPS:  # per element of the pooled tensor, not per FLOP
             largest = max(
@@ -409,17 +424,29 @@ RANDOM_OPS = frozenset(
 normal numbers are taken at the same cost, an assumption). A dropout makes one per element of
 the tensor it drops from: on this 2-core EPYC about 3-6 ns each, 10-50 times what the bytes
 take."""
+BATCHED_MATMUL_OPS = frozenset({"BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Einsum"})
+"""Operations timed at :attr:`CpuCalibration.batched_matmul_flops_per_s`."""
 TRANSPOSE_OPS = frozenset({"Transpose", "ConjugateTranspose"})
 """Operations that move their bytes at :attr:`CpuCalibration.transpose_bytes_per_s`."""
 _ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
 
 
-def _rate(op_type: str, calibration: CpuCalibration) -> float:
-    """The FLOP rate of an operation of ``op_type``: a depthwise convolution's (its forward or
-    a gradient) where measured, a convolution's, else a matmul's."""
-    if op_type.startswith("Depthwise") and calibration.depthwise_flops_per_s > 0:
+def _rate(op: OpInfo, calibration: CpuCalibration, per_example: set[int]) -> float:
+    """The FLOP rate of ``op``: a depthwise convolution's (its forward or a gradient) where
+    measured, a convolution's; a batched matmul's for a product of many matrices (a
+    ``BatchMatMul`` or ``Einsum`` whose operands both grow with the batch, ``per_example``:
+    attention's scores and context); else a matmul's (a batched matmul by weights, which
+    TensorFlow runs as one matmul)."""
+    if op.type.startswith("Depthwise") and calibration.depthwise_flops_per_s > 0:
         return calibration.depthwise_flops_per_s
-    return calibration.conv_flops_per_s if "Conv" in op_type else calibration.matmul_flops_per_s
+    if (
+        op.type in BATCHED_MATMUL_OPS
+        and calibration.batched_matmul_flops_per_s > 0
+        and len(op.inputs) >= 2
+        and all(i in per_example for i in op.inputs[:2])
+    ):
+        return calibration.batched_matmul_flops_per_s
+    return calibration.conv_flops_per_s if "Conv" in op.type else calibration.matmul_flops_per_s
 
 
 def _loop_terms(loop: LoopBody, batch: int, calibration: CpuCalibration) -> dict[str, float] | str:
@@ -471,7 +498,8 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
     difference of their traced operations, the overhead what the smaller one's step takes
     beyond its operations); the parallel latency and the bandwidth from chains of 50
     element-wise operations on 64 Ki and 4 Mi floats; the rates from a Dense layer's three
-    training matmuls at batch 64 and 1024 (512 x 512), a 3x3 convolution's forward and both
+    training matmuls at batch 64 and 1024 (512 x 512), attention-shaped batched matmuls' ([64,
+    16] x [16, 64] per matrix) at 64 and 512 matrices, a 3x3 convolution's forward and both
     gradients at batch 4 and 32, and a 3x3 depthwise convolution's at batch 4 and 32; the
     time of a 2x2 max pooling's forward and gradient per element from 4 and 32 images; that
     of a random-number operation per element from 16 Ki and 1 Mi uniform floats; the bytes a
@@ -532,6 +560,9 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
 
     def dense(batch: int) -> Callable[[], Any]:
         return gradients([batch, 512], [512, 512], tf.matmul)
+
+    def batched(matrices: int) -> Callable[[], Any]:
+        return gradients([matrices, 64, 16], [matrices, 16, 64], tf.matmul)
 
     def conv(batch: int) -> Callable[[], Any]:
         return gradients(
@@ -605,6 +636,7 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
         "per-op floor": (lambda: small.train_on_batch(x, y), lambda: large.train_on_batch(x, y)),
         "bandwidth": (chain(sizes[0]), chain(sizes[1])),
         "matmul": (dense(64), dense(1024)),
+        "batched matmul": (batched(BATCHED_SIZES[0]), batched(BATCHED_SIZES[1])),
         "convolution": (conv(4), conv(32)),
         "depthwise convolution": (depthwise(4), depthwise(32)),
         "max pooling": (max_pool(4), max_pool(32)),
@@ -644,6 +676,8 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
     bandwidth = (moved[1] - moved[0]) / max((t_many - t_few) / chain_ops, 1e-9)
     parallel = max(t_few / chain_ops - moved[0] / bandwidth, floor)
     matmul_rate = 3 * 2 * (1024 - 64) * 512 * 512 / max(differences["matmul"][0], 1e-9)
+    matrices = BATCHED_SIZES[1] - BATCHED_SIZES[0]
+    batched_rate = 3 * 2 * matrices * 64 * 64 * 16 / max(differences["batched matmul"][0], 1e-9)
     conv_rate = 3 * 2 * (32 - 4) * 32 * 32 * 64 * 9 * 32 / max(differences["convolution"][0], 1e-9)
     # each output of a depthwise convolution multiplies its own channel's 3x3 window
     depthwise_rate = (
@@ -658,6 +692,7 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
         conv_flops_per_s=conv_rate,
         bandwidth_bytes_per_s=bandwidth,
         depthwise_flops_per_s=depthwise_rate,
+        batched_matmul_flops_per_s=batched_rate,
         max_pool_element_s=max(differences["max pooling"][0], 0.0) / pooled,
         random_element_s=max(differences["random numbers"][0], 0.0)
         / (RANDOM_SIZES[1] - RANDOM_SIZES[0]),
@@ -683,6 +718,8 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
 
 
 REFERENCE_BATCH = 64
+BATCHED_SIZES = (64, 512)
+"""The matrices of the calibration's two attention-shaped batched matmuls."""
 RANDOM_SIZES = (2**14, 2**20)
 """The element counts of the calibration's two random-number operations."""
 TRANSPOSE_SIZES, TRANSPOSE_CHAIN = (2**16, 2**20), 10
@@ -764,6 +801,7 @@ CALIBRATION_ATTEMPTS = 3
 _NOISE_CHECKED = (
     "bandwidth",
     "matmul",
+    "batched matmul",
     "convolution",
     "depthwise convolution",
     "max pooling",
