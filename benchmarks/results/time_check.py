@@ -5,13 +5,15 @@ training steps (after two warm-up steps at the start) of every row in turn, in a
 order; each row's prediction in a round comes from that round's calibration, so that the
 calibration and the steps it predicts share a shared machine's speed of the moment. Prints per
 row the median measured step time (all rounds' steps) with its IQR, and the median over the
-rounds of two predictions with their errors and bounds:
+rounds of each model's prediction with its error and bound:
 
 - ``now``: this step-time model (``roofline.cpu_step_time``);
+- ``no narrow``: this model without the narrow convolution's rate (every convolution at the
+  convolution rate), the reference step's scale derived again without it;
 - ``before``: the model of commit 9fa870f, recomputed from the same calibration's figures:
   random numbers and transposes by their bytes at the element-wise bandwidth, batched matmuls
-  at the matmul rate, every loop one after another, and the reference step's scale derived
-  again without the new terms.
+  and narrow convolutions at the matmul and convolution rates, every loop one after another,
+  and the reference step's scale derived again without the new terms.
 
     python benchmarks/results/time_check.py [--rounds 3] [--steps 5] [NAME[:BATCH] ...]
 
@@ -40,16 +42,31 @@ def _load() -> str:
     return " ".join(f"{v:.2f}" for v in os.getloadavg())
 
 
-def _before(calibration: Any, reference: Any) -> Any:
-    """``calibration`` as the model of d242c4d would have used it (see the module's text)."""
+VARIANTS: dict[str, tuple[dict[str, float], int | None]] = {
+    "now": ({}, None),
+    "no narrow": ({"narrow_conv_flops_per_s": 0.0}, None),
+    "before": (
+        {
+            "random_element_s": 0.0,
+            "transpose_bytes_per_s": 0.0,
+            "batched_matmul_flops_per_s": 0.0,
+            "narrow_conv_flops_per_s": 0.0,
+        },
+        1,
+    ),
+}
+"""Each column: the calibration's figures taken as not measured (0), and the cores loops run
+side by side on (None: this machine's; 1: one after another)."""
+
+
+def _without(calibration: Any, reference: Any, zeros: dict[str, float]) -> Any:
+    """``calibration`` with the figures ``zeros`` not measured, and the reference step's scale
+    derived again without them."""
     from tfaccel.planning import roofline
 
-    plain = dataclasses.replace(
-        calibration,
-        random_element_s=0.0,
-        transpose_bytes_per_s=0.0,
-        batched_matmul_flops_per_s=0.0,
-    )
+    if not zeros:
+        return calibration
+    plain = dataclasses.replace(calibration, **zeros)
     batch = roofline.REFERENCE_BATCH
     now = sum(roofline._op_terms(reference.ops, batch, calibration).values())
     then = sum(roofline._op_terms(reference.ops, batch, plain).values())
@@ -77,27 +94,25 @@ def main(argv: list[str] | None = None) -> int:
         x, y = batch_of(batch)
         for _ in range(bench_plan.WARMUP_STEPS):
             model.train_on_batch(x, y)
-        rows.append(
-            {
-                "name": name,
-                "batch": batch,
-                "step": (model, x, y),
-                "graph": trace_step(model, batch),
-                "samples": [],
-                "now": [],
-                "before": [],
-            }
-        )
+        row: dict[str, Any] = {
+            "name": name,
+            "batch": batch,
+            "step": (model, x, y),
+            "graph": trace_step(model, batch),
+            "samples": [],
+        }
+        row.update({key: [] for key in VARIANTS})
+        rows.append(row)
     reference = trace_step(roofline.reference_model(), roofline.REFERENCE_BATCH)
     for round_index in range(args.rounds):
         calibration = roofline.calibrate_cpu()
-        before = _before(calibration, reference)
         problems = roofline.calibration_problems(calibration, bench_plan._rate_ceiling())
         print(
             f"round {round_index + 1}: {calibration.describe()}"
             + (f" [would not be stored: {problems[0]}]" if problems else ""),
             flush=True,
         )
+        figures = {key: _without(calibration, reference, z) for key, (z, _) in VARIANTS.items()}
         shift = round_index % len(rows)
         for row in rows[shift:] + rows[:shift]:
             model, x, y = row["step"]
@@ -108,36 +123,38 @@ def main(argv: list[str] | None = None) -> int:
                 times.append(time.perf_counter() - started)
             row["samples"] += times
             median = statistics.median(times)
-            for key, figures, cores in (("now", calibration, None), ("before", before, 1)):
-                predicted = roofline.cpu_step_time(row["graph"], row["batch"], figures, cores=cores)
+            for key, (_, cores) in VARIANTS.items():
+                predicted = roofline.cpu_step_time(
+                    row["graph"], row["batch"], figures[key], cores=cores
+                )
                 row[key].append((predicted.step_s, predicted.bound, predicted.step_s / median - 1))
     print(f"load average at end: {_load()}")
     print(
-        "step ms: median (IQR) of all rounds' steps; now / before: the median over rounds of "
+        "step ms: median (IQR) of all rounds' steps; then per model: the median over rounds of "
         "the prediction from that round's calibration, its error against that round's median "
         "step, and the bound (of the round with the median error)"
     )
-    print(
-        f"{'model':<15}{'batch':>6} {'step ms':>9} {'IQR':>7}   {'now ms':>8} {'error':>7}  "
-        f"{'bound':<16} {'before ms':>9} {'error':>7}  bound"
-    )
+    header = f"{'model':<15}{'batch':>6} {'step ms':>9} {'IQR':>7} "
+    for key in VARIANTS:
+        header += f"  {key[:9] + ' ms':>12} {'error':>7}  {'bound':<16}"
+    print(header.rstrip())
     for group, held in (("worked-from", False), ("held-out", True)):
         print(f"-- {group} architectures")
-        errors: dict[str, list[float]] = {"now": [], "before": []}
+        errors: dict[str, list[float]] = {key: [] for key in VARIANTS}
         for row in rows:
             if (row["name"] in bench_plan.HELD_OUT) != held:
                 continue
             measured = summarize(row["samples"])
             line = (
                 f"{row['name']:<15}{row['batch']:>6} {measured.median * 1e3:9.1f} "
-                f"{(measured.q3 - measured.q1) * 1e3:7.1f}  "
+                f"{(measured.q3 - measured.q1) * 1e3:7.1f} "
             )
-            for key in ("now", "before"):
+            for key in VARIANTS:
                 ranked = sorted(row[key], key=lambda p: p[2])
                 step_s, bound, _ = ranked[len(ranked) // 2]
                 error = statistics.median(p[2] for p in row[key])
                 errors[key].append(error)
-                line += f" {step_s * 1e3:8.1f} {error * 100:+6.1f}%  {bound:<16}"
+                line += f"  {step_s * 1e3:12.1f} {error * 100:+6.1f}%  {bound:<16}"
             print(line.rstrip())
         for key, found in errors.items():
             if found:

@@ -27,6 +27,7 @@ prediction.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
@@ -88,6 +89,7 @@ _CALIBRATION_METRICS = {
     "random_element_s": "s",
     "transpose_bytes_per_s": "B/s",
     "batched_matmul_flops_per_s": "FLOP/s",
+    "narrow_conv_flops_per_s": "FLOP/s",
     "scale": "x",
     "loop_scale": "x",
 }
@@ -164,6 +166,13 @@ class CpuCalibration(Record):
             an assumption: a batched matmul of large matrices would run faster); one by a
             weight, which TensorFlow runs as one large matmul, at the matmul rate (0: not
             measured, a calibration made by hand: the matmul rate).
+        narrow_conv_flops_per_s: the FLOP rate of a convolution that sums over few inputs
+            per output (3x3 over 3 channels, an image model's first layer: 27 products per
+            output, against 288 for :attr:`conv_flops_per_s`'s), its forward and kernel
+            gradient (32 x 32, 3 -> 16 channels; batch 32 less batch 4): about a fifth of the
+            convolution rate on this 2-core EPYC. A convolution summing over ``K`` products
+            per output runs at a rate interpolated between the two in log ``K`` (0: not
+            measured, a calibration made by hand: every convolution at the convolution rate).
         scale: a reference training step's measured time (less the step overhead) over the
             sum of its operations' modelled times: what scheduling, cores shared with other
             work and caches add to the kernels measured alone. Every operation of the step
@@ -198,6 +207,7 @@ class CpuCalibration(Record):
     random_element_s: float = 0.0
     transpose_bytes_per_s: float = 0.0
     batched_matmul_flops_per_s: float = 0.0
+    narrow_conv_flops_per_s: float = 0.0
     scale: float = 1.0
     loop_scale: float = 1.0
     precision: str = "float32"
@@ -215,7 +225,8 @@ class CpuCalibration(Record):
             f"us (split across cores) + the longer of FLOPs / "
             f"{self.matmul_flops_per_s / 1e9:.0f} GFLOP/s (matmul), "
             f"{self.batched_matmul_flops_per_s / 1e9:.0f} GFLOP/s (batched matmul), "
-            f"{self.conv_flops_per_s / 1e9:.0f} GFLOP/s (conv) or "
+            f"{self.conv_flops_per_s / 1e9:.0f} GFLOP/s (conv; "
+            f"{self.narrow_conv_flops_per_s / 1e9:.0f} over 3 channels) or "
             f"{self.depthwise_flops_per_s / 1e9:.0f} GFLOP/s (depthwise conv) and bytes / "
             f"{self.bandwidth_bytes_per_s / 1e9:.1f} GB/s (max pooling: "
             f"{self.max_pool_element_s * 1e9:.1f} ns per element, forward and gradient; "
@@ -375,6 +386,9 @@ def _op_terms(ops: list[OpInfo], batch: int, calibration: CpuCalibration) -> dic
         nbytes = sum(sizes[t.index] for t in op.outputs) + sum(sizes.get(i, 0) for i in op.inputs)
         flops = op.flops_fixed + op.flops_per_example * batch
         rate = _rate(op, calibration, per_example)
+        if "Conv" in op.type and not op.type.startswith("Depthwise") and op.outputs:
+            made = sizes[op.outputs[0].index] / _ITEMSIZE.get(op.outputs[0].dtype, 4)
+            rate = _conv_rate(flops / max(2 * made, 1), calibration)
         compute, memory = flops / rate, nbytes / calibration.bandwidth_bytes_per_s
         if op.type in MAX_POOLING_OPS:  # per element of the pooled tensor, not per FLOP
             largest = max(
@@ -431,6 +445,29 @@ TRANSPOSE_OPS = frozenset({"Transpose", "ConjugateTranspose"})
 _ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
 
 
+def _conv_rate(products: float, calibration: CpuCalibration) -> float:
+    """The FLOP rate of a convolution that sums ``products`` products per output (the
+    kernel's window x its input channels; a kernel gradient's: the batch x the positions):
+    the convolution rate from :data:`CONV_PRODUCTS` up, the narrow convolution's at
+    :data:`NARROW_CONV_PRODUCTS` and below, interpolated in log ``products`` between."""
+    wide, narrow = calibration.conv_flops_per_s, calibration.narrow_conv_flops_per_s
+    if narrow <= 0 or products >= CONV_PRODUCTS:
+        return wide
+    if products <= NARROW_CONV_PRODUCTS:
+        return narrow
+    share = math.log(products / NARROW_CONV_PRODUCTS) / math.log(
+        CONV_PRODUCTS / NARROW_CONV_PRODUCTS
+    )
+    return narrow * (wide / narrow) ** share
+
+
+CONV_PRODUCTS, NARROW_CONV_PRODUCTS = 3 * 3 * 32, 3 * 3 * 3
+"""Products per output of the calibration's convolution (3x3 over 32 channels) and narrow
+convolution (3x3 over 3). Measured forward on this 2-core EPYC, one interleaved run at load
+2.5 (3x3 -> 64 channels, 16 x 32 x 32): 27 products per output ran at 31 GFLOP/s, 72 at 84,
+144 at 117, 288 at 139 and 576 at 141."""
+
+
 def _rate(op: OpInfo, calibration: CpuCalibration, per_example: set[int]) -> float:
     """The FLOP rate of ``op``: a depthwise convolution's (its forward or a gradient) where
     measured, a convolution's; a batched matmul's for a product of many matrices (a
@@ -485,30 +522,29 @@ work of tens of thousands of elements and more; measured per-op costs jump there
 
 
 def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
-    """Measure this CPU's per-step overhead, per-op latencies, matmul, convolution and
-    depthwise convolution FLOP rates, bandwidth, and the scales of a reference step and of a
-    loop's body, in float32 (imports TensorFlow; about 5-8 s on 2 cores).
+    """Measure this CPU's per-step overhead, per-op latencies, matmul, convolution and depthwise
+    convolution FLOP rates, bandwidth, and the scales of a reference step and of a loop's body,
+    in float32 (imports TensorFlow; about 5-8 s on 2 cores).
 
-    Every workload below runs in one interleaved measurement (each round runs each once, in
-    a rotating order; the medians of ``rounds`` rounds after two warm-up ones), so that all
-    the figures see the same stretches of a shared machine's speed. Every figure is a
-    difference of two medians, so the fixed costs of the call cancel: the floor and the step
-    overhead from two tiny Keras models trained with ``train_on_batch`` (a Dense(4) alone,
-    and behind 8 Dense(8) layers: the floor is the difference of their step times over the
-    difference of their traced operations, the overhead what the smaller one's step takes
-    beyond its operations); the parallel latency and the bandwidth from chains of 50
-    element-wise operations on 64 Ki and 4 Mi floats; the rates from a Dense layer's three
-    training matmuls at batch 64 and 1024 (512 x 512), attention-shaped batched matmuls' ([64,
-    16] x [16, 64] per matrix) at 64 and 512 matrices, a 3x3 convolution's forward and both
-    gradients at batch 4 and 32, and a 3x3 depthwise convolution's at batch 4 and 32; the
-    time of a 2x2 max pooling's forward and gradient per element from 4 and 32 images; that
-    of a random-number operation per element from 16 Ki and 1 Mi uniform floats; the bytes a
-    transpose moves per second from chains of 10 transposes of 64 Ki and 1 Mi floats. A
-    reference training step (a small CNN: two convolutions, two Dense(512) layers with
+    Every workload below runs in one interleaved measurement (each round runs each once, in a
+    rotating order; the medians of ``rounds`` rounds after two warm-up ones), so that all the
+    figures see the same stretches of a shared machine's speed. Every figure is a difference of
+    two medians, so the fixed costs of the call cancel: the floor and the step overhead from two
+    tiny Keras models trained with ``train_on_batch`` (a Dense(4) alone, and behind 8 Dense(8)
+    layers: the floor is the difference of their step times over the difference of their traced
+    operations, the overhead what the smaller one's step takes beyond its operations); the
+    parallel latency and the bandwidth from chains of 50 element-wise operations on 64 Ki and 4
+    Mi floats; the rates from a Dense layer's three training matmuls at batch 64 and 1024 (512 x
+    512), attention-shaped batched matmuls' ([64, 16] x [16, 64] per matrix) at 64 and 512
+    matrices, a 3x3 convolution's forward and both gradients at batch 4 and 32 (over 32
+    channels; over 3, its forward and kernel gradient), and a 3x3 depthwise convolution's at
+    batch 4 and 32; the time of a 2x2 max pooling's forward and gradient per element from 4 and
+    32 images; that of a random-number operation per element from 16 Ki and 1 Mi uniform floats;
+    the bytes a transpose moves per second from chains of 10 transposes of 64 Ki and 1 Mi
+    floats. A reference training step (a small CNN: two convolutions, two Dense(512) layers with
     dropout and a softmax, batch 64) measured and modelled with those figures gives
-    :attr:`CpuCalibration.scale`; an LSTM (:data:`LOOP_UNITS` units, batch
-    :data:`LOOP_BATCH`) trained over 8 and 40 time steps gives
-    :attr:`CpuCalibration.loop_scale`.
+    :attr:`CpuCalibration.scale`; an LSTM (:data:`LOOP_UNITS` units, batch :data:`LOOP_BATCH`)
+    trained over 8 and 40 time steps gives :attr:`CpuCalibration.loop_scale`.
     """
     import keras
     import numpy as np
@@ -560,6 +596,18 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
 
     def dense(batch: int) -> Callable[[], Any]:
         return gradients([batch, 512], [512, 512], tf.matmul)
+
+    def narrow(batch: int) -> Callable[[], Any]:
+        images = tf.Variable(tf.random.normal([batch, 32, 32, 3]))
+        kernel = tf.Variable(tf.random.normal([3, 3, 3, 16]))
+
+        @tf.function
+        def run() -> Any:  # an image model's first layer: no gradient of its input
+            with tf.GradientTape() as tape:
+                out = tf.reduce_sum(tf.nn.conv2d(images, kernel, 1, "SAME"))
+            return tf.reduce_sum(tape.gradient(out, kernel)[:1])
+
+        return lambda: run().numpy()
 
     def batched(matrices: int) -> Callable[[], Any]:
         return gradients([matrices, 64, 16], [matrices, 16, 64], tf.matmul)
@@ -638,6 +686,7 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
         "matmul": (dense(64), dense(1024)),
         "batched matmul": (batched(BATCHED_SIZES[0]), batched(BATCHED_SIZES[1])),
         "convolution": (conv(4), conv(32)),
+        "narrow convolution": (narrow(4), narrow(32)),
         "depthwise convolution": (depthwise(4), depthwise(32)),
         "max pooling": (max_pool(4), max_pool(32)),
         "random numbers": (random(RANDOM_SIZES[0]), random(RANDOM_SIZES[1])),
@@ -679,6 +728,9 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
     matrices = BATCHED_SIZES[1] - BATCHED_SIZES[0]
     batched_rate = 3 * 2 * matrices * 64 * 64 * 16 / max(differences["batched matmul"][0], 1e-9)
     conv_rate = 3 * 2 * (32 - 4) * 32 * 32 * 64 * 9 * 32 / max(differences["convolution"][0], 1e-9)
+    narrow_rate = (
+        2 * 2 * (32 - 4) * 32 * 32 * 16 * 27 / max(differences["narrow convolution"][0], 1e-9)
+    )
     # each output of a depthwise convolution multiplies its own channel's 3x3 window
     depthwise_rate = (
         3 * 2 * (32 - 4) * 32 * 32 * 64 * 9 / max(differences["depthwise convolution"][0], 1e-9)
@@ -693,6 +745,7 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
         bandwidth_bytes_per_s=bandwidth,
         depthwise_flops_per_s=depthwise_rate,
         batched_matmul_flops_per_s=batched_rate,
+        narrow_conv_flops_per_s=narrow_rate,
         max_pool_element_s=max(differences["max pooling"][0], 0.0) / pooled,
         random_element_s=max(differences["random numbers"][0], 0.0)
         / (RANDOM_SIZES[1] - RANDOM_SIZES[0]),
@@ -803,6 +856,7 @@ _NOISE_CHECKED = (
     "matmul",
     "batched matmul",
     "convolution",
+    "narrow convolution",
     "depthwise convolution",
     "max pooling",
     "random numbers",
