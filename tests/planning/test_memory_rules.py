@@ -413,3 +413,33 @@ def test_the_callers_batch_is_held_until_the_step_returns() -> None:
         estimate = simulate(step, 10, rules=EXACT, margin=0.0, orders=(order,))
         assert estimate.peak_bytes == 10_000 + 4 + 20_000
         assert estimate.parts["input_batch"] == 10_000
+
+
+def test_a_pushed_loop_variable_keeps_a_buffer_per_step_unless_another_list_holds_it() -> None:
+    """An LSTM's forward loop keeps, per time step, its four gates, ``tanh(c)``, ``h`` (set into
+    the output TensorArray, and pushed again as the next step's ``h_prev``: one buffer) and
+    ``c`` (pushed as the next step's ``c_prev``, the value the step before computed: its own
+    buffer, which the list keeps alive), as TensorFlow's allocation log shows."""
+    batch, units, steps = 16, 8, 5
+    step = trace_step(_rnn(units=units, steps=steps, cell="LSTM"), batch)
+    forward = next(op for op in step.ops if op.type == "While")
+    kept = [t for t in forward.outputs if t.count == steps and t.per_example]
+    per_step = [t.bytes_at(batch) // t.count for t in kept]
+    assert per_step.count(batch * units * 4) == 7
+    # A GRU carries h alone, also set into the output TensorArray: its 6 lists of per-step
+    # (batch, units) tensors are h, the update and reset gates, the candidate, 1 - z and the
+    # recurrent projection's slice; h pushed again as the next step's h_prev adds none.
+    gru = trace_step(_rnn(units=units, steps=steps, cell="GRU"), batch)
+    loop = next(op for op in gru.ops if op.type == "While")
+    sizes = [t.bytes_at(batch) // t.count for t in loop.outputs if t.count == steps]
+    assert sizes.count(batch * units * 4) == 6
+
+
+def test_a_tensor_pushed_into_two_lists_is_one_buffer_per_step() -> None:
+    """A SimpleRNN sets ``h`` into its output TensorArray and pushes the same tensor for the
+    gradient (and again as the next step's ``h_prev``): one buffer per step, not two."""
+    batch, units, steps = 16, 8, 5
+    step = trace_step(_rnn(units=units, steps=steps, cell="SimpleRNN"), batch)
+    loop = next(op for op in step.ops if op.type == "While")
+    sizes = [t.bytes_at(batch) // t.count for t in loop.outputs if t.count == steps]
+    assert sizes.count(batch * units * 4) == 1
