@@ -443,3 +443,25 @@ def test_a_tensor_pushed_into_two_lists_is_one_buffer_per_step() -> None:
     loop = next(op for op in step.ops if op.type == "While")
     sizes = [t.bytes_at(batch) // t.count for t in loop.outputs if t.count == steps]
     assert sizes.count(batch * units * 4) == 1
+
+
+def test_a_gradient_loop_keeps_each_time_steps_input_gradient() -> None:
+    """The gradient loop adds a list holding this time step's input gradient to the list it
+    carries (``AddN`` of lists): one (batch, features) buffer per time step, as TensorFlow's
+    allocation log of an LSTM shows."""
+    import keras
+
+    batch, steps, features = 16, 5, 4
+    model = keras.Sequential(
+        [
+            keras.Input(shape=(steps, 3)),
+            keras.layers.Dense(features),  # so that the loop's input has a gradient
+            keras.layers.LSTM(8),
+            keras.layers.Dense(2),
+        ]
+    )
+    model.compile(optimizer="adam", loss="mse")
+    step = trace_step(model, batch)
+    backward = next(op for op in step.ops if op.type == "StatelessWhile")
+    sizes = [t.bytes_at(batch) // t.count for t in backward.outputs if t.count == steps]
+    assert sizes.count(batch * features * 4) == 1
