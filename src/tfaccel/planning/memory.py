@@ -10,7 +10,8 @@ operation (:data:`FORWARDING`) writes over an input buffer of its own size that 
 later operation reads (TensorFlow's ``forward_input_or_allocate_output``), one written over
 before included. What the graph does not
 size is added by rule: a While loop's TensorLists (one buffer per iteration, see
-:func:`tfaccel.planning.trace._tensor_lists`) and the buffers of its iterations in flight
+:func:`tfaccel.planning.trace._tensor_lists`; a loop that pops lists while it fills its own holds
+the larger of the two, :func:`_popped_while_filled`) and the buffers of its iterations in flight
 (:func:`tfaccel.planning.trace._in_flight`), an operation's own temporaries (an Einsum's
 transposed operands) and, on a CPU, the float32 copies a 16-bit MatMul is computed in
 (:data:`UPCAST_16_BIT`) and the work buffers of 16-bit convolution and pooling gradients
