@@ -5,11 +5,14 @@ For ``NAME BATCH [PRECISION]`` (an architecture of ``bench_plan.py``): one fresh
 allocations of 256 KiB and more (the ones the oneDNN allocator counts) are replayed: the peak of
 their sum, the tensors alive at it (kernel, shape, dtype), and the peak of the same allocations
 replayed on the BFC allocator (:func:`tfaccel.planning.bfc.replay`) after each step. With
-``--trace``, every counted allocation and free of the last step, with the running sum. The
+``--trace``, every counted allocation and free of the last step, with the running sum. With
+``--counts``, for each kernel (a loop iteration's ``body/_N/`` left out) the most buffers of it
+alive at once in the last step, allocations of every size (a While loop's iterations in
+flight: how many time steps' tensors of each kind are held together). The
 measured peak above the log's replay is memory the log does not record (raw allocations, or
 tensors made before the first step).
 
-    python benchmarks/results/mem_log.py mlp 64 [float32|mixed_bfloat16] [--trace]
+    python benchmarks/results/mem_log.py mlp 64 [float32|mixed_bfloat16] [--trace] [--counts]
         [OUT ERR: read a child's stdout and log kept from an earlier run instead of training]
 """
 
@@ -35,8 +38,9 @@ def _field(body: str, name: str) -> str | None:
     return found.group(1) if found else None
 
 
-def events(log: str) -> list[tuple[str, int, int, str, int]]:
-    """The counted allocations and their frees: (kind, id, bytes, what, step)."""
+def events(log: str, counted: int = COUNTED) -> list[tuple[str, int, int, str, int]]:
+    """The allocations of ``counted`` bytes or more and their frees: (kind, id, bytes, what,
+    step)."""
     found: list[tuple[str, int, int, str, int]] = []
     sizes: dict[int, tuple[int, str]] = {}
     step = -1
@@ -53,7 +57,7 @@ def events(log: str) -> list[tuple[str, int, int, str, int]]:
             continue
         if kind in ("TensorAllocation", "RawAllocation"):
             size = int(_field(body, "allocated_bytes") or _field(body, "num_bytes") or 0)
-            if size >= COUNTED:
+            if size >= counted:
                 shape = "x".join(re.findall(r"size: (\d+)", body))
                 what = f"{_field(body, 'kernel_name') or _field(body, 'operation')} {shape}"
                 what += f" {_field(body, 'dtype') or ''}"
@@ -65,6 +69,21 @@ def events(log: str) -> list[tuple[str, int, int, str, int]]:
     return found
 
 
+def counts(found: list[tuple[str, int, int, str, int]]) -> dict[str, int]:
+    """Kernel and shape (a loop iteration's ``body/_N/`` left out) -> the most buffers of it
+    alive at once in the last step."""
+    last = max((e[4] for e in found), default=-1)
+    alive: dict[str, int] = {}
+    most: dict[str, int] = {}
+    for kind, _ident, _size, what, step in found:
+        if step != last:
+            continue
+        what = re.sub(r"body/_\d+/", "", what)
+        alive[what] = alive.get(what, 0) + (1 if kind == "+" else -1)
+        most[what] = max(most.get(what, 0), alive[what])
+    return most
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--child"]:
         from order_check import log_child
@@ -74,7 +93,7 @@ def main(argv: list[str]) -> int:
     from tfaccel.planning.bfc import Event, replay
 
     trace = "--trace" in argv
-    args = [a for a in argv if a != "--trace"]
+    args = [a for a in argv if a not in ("--trace", "--counts")]
     name, batch = args[0], int(args[1])
     dtype = args[2] if len(args) > 2 else "float32"
     if len(args) > 4:  # a child's output and log kept from before: OUT ERR
@@ -118,6 +137,11 @@ def main(argv: list[str]) -> int:
     print(f"the peak of their sum: {peak / MIB:.2f} MiB, alive then:")
     for size, what, step in sorted(at_peak.values(), key=lambda v: (v[2], v[1])):
         print(f"  {size / MIB:8.3f} MiB  step {step}  {what}")
+    if "--counts" in argv:
+        print("the most buffers of each kernel alive at once in the last step (more than one):")
+        for what, most in sorted(counts(events(stderr, counted=1)).items()):
+            if most > 1:
+                print(f"  {most:5d}  {what}")
     return 0
 
 

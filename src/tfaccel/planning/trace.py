@@ -763,6 +763,21 @@ def _tensor_lists(op: Any, elements: dict[str, int]) -> dict[int, tuple[int, int
       forward loop's accumulators its gradient loop pops), else 1. The whole list is taken at
       the loop's start and kept to the list's last reader: the forward loop fills it step by
       step, the gradient loop pops it step by step, so the high side.
+    - A pushed loop variable (the value the iteration before computed, carried in: an LSTM's
+      cell state ``c``) is a buffer of its own per iteration, kept by the list where it would
+      have died with the next iteration; unless the body's value for it is pushed or set into
+      another list as well (an LSTM's ``h``, also set into the layer's output TensorArray),
+      which counts that buffer already (:func:`_carried_value`, :func:`_listed`).
+      TensorFlow's allocation log of ``bench_plan.py``'s LSTM (128 units, 100 steps) shows
+      it: 7 buffers of ``(batch, 128)`` per time step alive into the gradient loop (the four
+      gates, ``tanh(c)``, ``h`` and ``c``), where the lists counted 6, ``c`` left out as a
+      shared buffer.
+    - A gradient loop's list of the input's gradient, a sum (``AddN``) of the list carried
+      and one holding this time step's element, holds one element per iteration: TensorFlow's
+      allocation log of the LSTM shows 100 ``(batch, 64)`` buffers of it alive at once
+      (``AddN_3``), where the list counted none.
+    - A tensor pushed or set into two lists (a SimpleRNN's ``h``: the output TensorArray and
+      the gradient's accumulator) is one buffer, counted in the first.
     - A list the body pops or passes through owns nothing new (0 bytes).
     Also records in ``elements`` the element count of every list it can tell.
     """
@@ -790,22 +805,67 @@ def _tensor_lists(op: Any, elements: dict[str, int]) -> dict[int, tuple[int, int
             known = [elements[t.name] for t in op.inputs if t.name in elements]
             iterations = max(known) if known else 1
         iterations = int(iterations)
+        listed = _listed(body)
+        counted: set[Any] = set()  # pushed tensors counted in a list already
         for n, t in enumerate(op.outputs):
             if t.dtype.name != "variant" or n >= len(body.outputs):
                 continue
             elements[t.name] = iterations
             source = _through_identity(body.outputs[n].op)
-            pushed = None
-            if source.type == "TensorListPushBack":
-                pushed = source.inputs[1]
-            elif source.type == "TensorListSetItem":
-                pushed = source.inputs[2]
-            if pushed is None or _through_identity(pushed.op).type in _SHARED_BUFFER:
+            pushed = _pushed(source)
+            shared = pushed is None or _through_identity(pushed.op).type in _SHARED_BUFFER
+            if shared and pushed is not None and _carried_value(body, pushed) is not None:
+                shared = _carried_value(body, pushed) in listed
+            if shared or _through_identity(pushed.op) in counted:
                 found[n] = (1, 0)
                 continue
+            counted.add(_through_identity(pushed.op))
             element = _nbytes(pushed)
             found[n] = (iterations, max(element, 0))
     return found
+
+
+def _pushed(source: Any) -> Any:
+    """The tensor a loop body's list output ``source`` takes in each iteration: what it pushes
+    or sets; for a sum of lists (``AddN``: a gradient loop adds a list holding this
+    iteration's input gradient to the one carried, each time step its own element), what the
+    list it adds sets or pushes; else None."""
+    if source.type == "TensorListPushBack":
+        return source.inputs[1]
+    if source.type == "TensorListSetItem":
+        return source.inputs[2]
+    if source.type == "AddN":
+        for term in source.inputs:
+            found = _through_identity(term.op)
+            if found.type in ("TensorListPushBack", "TensorListSetItem"):
+                return _pushed(found)
+    return None
+
+
+def _listed(body: Any) -> set[Any]:
+    """The operations (through ``Identity``) whose output the loop body pushes or sets into a
+    list."""
+    found = set()
+    for body_op in body.get_operations():
+        if body_op.type == "TensorListPushBack":
+            found.add(_through_identity(body_op.inputs[1].op))
+        elif body_op.type == "TensorListSetItem":
+            found.add(_through_identity(body_op.inputs[2].op))
+    return found
+
+
+def _carried_value(body: Any, tensor: Any) -> Any:
+    """Where ``tensor`` (through ``Identity``) is a floating-point loop variable of ``body``
+    that the body changes: the operation that computes its next value (through
+    ``Identity``); else None (not a loop variable, or one passed through unchanged)."""
+    source = _through_identity(tensor.op)
+    if source.type != "Placeholder" or not tensor.dtype.is_floating:
+        return None
+    for n, given in enumerate(body.inputs):
+        if given.op is source and n < len(body.outputs):
+            value = _through_identity(body.outputs[n].op)
+            return None if value is source else value
+    return None
 
 
 def _through_identity(op: Any) -> Any:
@@ -889,7 +949,13 @@ def _in_flight(op: Any, elements: dict[str, int]) -> list[tuple[int, int, int]]:
       counts the larger of the two.
 
     Assumed the high side: all ``parallel_iterations`` (at most the loop's iterations, where
-    ``elements`` tells them), for every such tensor, through the whole loop.
+    ``elements`` tells them), for every such tensor, through the whole loop. How far a sum lags
+    depends on thread timing: in TensorFlow's allocation log of ``bench_plan.py``'s LSTM (128
+    units, 100 steps) at batch 32 one process holds 31-32 terms of the recurrent kernel's
+    gradient at once and another 2-3 (its gate gradients lagging instead, 23-28), each the same
+    in all four steps; at batch 128 the gate gradients lag by 12, at 256 by 2. The bound costs
+    nothing where the forward loop's peak is as high (the LSTM at 128 and 256), and over-counts
+    by the lag not taken where the gradient loop's is the step's peak.
     """
     if op.type not in ("While", "StatelessWhile"):
         return []
