@@ -10,6 +10,8 @@ rounds of each model's prediction with its error and bound:
 - ``now``: this step-time model (``roofline.cpu_step_time``);
 - ``no narrow``: this model without the narrow convolution's rate (every convolution at the
   convolution rate), the reference step's scale derived again without it;
+- ``scale 1``: this model without the reference step's scale (every operation as its
+  kernels were measured alone);
 - ``before``: the model of commit 9fa870f, recomputed from the same calibration's figures:
   random numbers and transposes by their bytes at the element-wise bandwidth, batched matmuls
   and narrow convolutions at the matmul and convolution rates, every loop one after another,
@@ -45,6 +47,7 @@ def _load() -> str:
 VARIANTS: dict[str, tuple[dict[str, float], int | None]] = {
     "now": ({}, None),
     "no narrow": ({"narrow_conv_flops_per_s": 0.0}, None),
+    "scale 1": ({"scale": 1.0}, None),
     "before": (
         {
             "random_element_s": 0.0,
@@ -66,6 +69,8 @@ def _without(calibration: Any, reference: Any, zeros: dict[str, float]) -> Any:
 
     if not zeros:
         return calibration
+    if "scale" in zeros:  # the operations as measured alone, no reference step's scale
+        return dataclasses.replace(calibration, **zeros)
     plain = dataclasses.replace(calibration, **zeros)
     batch = roofline.REFERENCE_BATCH
     now = sum(roofline._op_terms(reference.ops, batch, calibration).values())
