@@ -556,6 +556,12 @@ CHEAP: dict[tuple[str, str], Cheap] = {
         check=_report_files,
         reuse="smoke_report",
     ),
+    ("README.md", "python3 -m venv .venv"): Cheap(
+        ("python3 -m venv --without-pip .venv",),
+        "without pip: the next line, pip's install into it, downloads TensorFlow and is not "
+        "run (tests/test_install.py installs the package), and seeding pip costs ~15 s",
+        check=_files(".venv/bin/python", ".venv/pyvenv.cfg"),
+    ),
     ("README.md", "tfaccel devices [--json] [--tf]"): Cheap(
         ("tfaccel devices --json", "tfaccel devices"),
         "a synopsis: its options against --help, and the command itself (no TensorFlow, fast)",
