@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -71,3 +72,13 @@ def _keep_tensorflow_log_level() -> Iterator[None]:
         os.environ.pop("TF_CPP_MIN_LOG_LEVEL", None)
     else:
         os.environ["TF_CPP_MIN_LOG_LEVEL"] = before
+
+
+@pytest.fixture(scope="session")
+def smoke_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder of one ``tfaccel report --smoke`` (report_helpers.write_smoke_report), run
+    once for the tests that read a report: tests/report/test_report_browser.py and README.md's
+    ``make run`` in tests/test_docs.py."""
+    from report_helpers import write_smoke_report
+
+    return write_smoke_report(tmp_path_factory.mktemp("report"))

@@ -192,6 +192,9 @@ class Cheap:
     files: tuple[tuple[str, str], ...] = ()  # (name, content) written first
     check: Check | None = None
     exit_codes: tuple[int, ...] = (0,)
+    # A session fixture (tests/conftest.py) that already ran this command's equivalent for
+    # other tests: nothing runs here, and ``check`` reads the folder the fixture returns.
+    reuse: str | None = None
 
 
 def py_matches(block: Block, entry: Py) -> bool:

@@ -424,6 +424,26 @@ def _plan_script_files() -> tuple[tuple[str, str], ...]:
     return (("train.py", block.text),)
 
 
+def _report_files(d: Path, runs: list[Ran]) -> None:
+    """report.html, report.json and report.md were written, and report.json lists them."""
+    missing = [n for n in ("report.html", "report.json", "report.md") if not (d / n).is_file()]
+    assert not missing, f"missing in {d}: {missing}"
+    files = json.loads((d / "report.json").read_text())["files"]
+    assert (files["html"], files["json"], files["markdown"]) == (
+        "report.html",
+        "report.json",
+        "report.md",
+    ), files
+
+
+def _every_device_planned(d: Path, runs: list[Ran]) -> None:
+    """The plan covers this machine and the accelerators of the spec database, ranked."""
+    devices = json.loads(runs[-1].stdout)["devices"]
+    keys = {row["key"] for row in devices}
+    assert {"this-cpu", "t4", "a100-40gb"} <= keys and len(devices) >= 10, sorted(keys)
+    assert [row["rank"] for row in devices] == list(range(1, len(devices) + 1)), devices
+
+
 def _tuned_unchanged(d: Path, runs: list[Ran]) -> None:
     """docs/tune.md's own script was tuned against its own configuration, and stopped at fit."""
     result = json.loads(runs[-1].stdout)
@@ -503,6 +523,7 @@ def _tune_script() -> Py:
 
 
 PLAN_SCRIPT = "tfaccel plan --device a100-40gb --device this-cpu train.py --batch-size 512"
+PLAN_MODEL = "tfaccel plan --model reference-cnn --batch 256"
 TUNE_OWN_SCRIPT = "tfaccel tune --budget 60 train.py --batch-size 32"
 RUN_TUNED = "tfaccel run --tuned train.py --batch-size 32"
 
@@ -524,10 +545,22 @@ TUNE_MODEL = (
 # synopsis line is checked against --help in any case; an entry here runs a real command too.
 CHEAP: dict[tuple[str, str], Cheap] = {
     ("README.md", "make run"): Cheap(
-        ("tfaccel report --smoke --only matmul --out tfaccel-report",),
+        (
+            "tfaccel report --smoke --only matmul,bandwidth,vector_add,reference_cnn,digits "
+            "--repeats 3",
+        ),
         "make run installs what is missing, then runs `tfaccel report --quick` (about 1.5 "
-        "minutes): the same report, of one benchmark at its smoke size",
-        check=_files(*(f"tfaccel-report/report.{ext}" for ext in ("html", "json", "md"))),
+        "minutes): the same report at its smoke size, the one tests/report/test_report_browser.py "
+        "reads (tests/conftest.py's smoke_report, run once: a report plans the reference "
+        "models, ~25 s)",
+        check=_report_files,
+        reuse="smoke_report",
+    ),
+    ("README.md", "python3 -m venv .venv"): Cheap(
+        ("python3 -m venv --without-pip .venv",),
+        "without pip: the next line, pip's install into it, downloads TensorFlow and is not "
+        "run (tests/test_install.py installs the package), and seeding pip costs ~15 s",
+        check=_files(".venv/bin/python", ".venv/pyvenv.cfg"),
     ),
     ("README.md", "tfaccel devices [--json] [--tf]"): Cheap(
         ("tfaccel devices --json", "tfaccel devices"),
@@ -588,6 +621,13 @@ CHEAP: dict[tuple[str, str], Cheap] = {
         "first attempt, as in the output shown): the launcher's part, without ~30 s of "
         "two-worker training",
         files=(("train.py", LAUNCH_TRAIN_PY),),
+    ),
+    ("docs/plan.md", PLAN_MODEL): Cheap(
+        (f"{PLAN_MODEL} --json",),
+        "with --json: the run of README.md's `tfaccel plan --model reference-cnn --batch 256 "
+        "--json`, the same plan (each costs ~30 s of tracing and simulating); the table form "
+        "runs in the --device line below",
+        check=_every_device_planned,
     ),
     ("docs/plan.md", PLAN_SCRIPT): Cheap(
         (PLAN_SCRIPT,),

@@ -11,7 +11,9 @@
   ``tfaccel`` in a temporary directory, with ``$XDG_DATA_HOME`` there as well. A synopsis
   (``tfaccel devices [--json] [--tf]``) runs as ``--help``, and every option it names must be
   in the help. A long command runs as the cheap variant CHEAP gives it, with the reason;
-  commands that need a GPU, a cluster or the network are in SKIPPED, with the reason.
+  commands that need a GPU, a cluster or the network are in SKIPPED, with the reason. A CHEAP
+  entry with ``reuse`` names a session fixture of tests/conftest.py that already ran it for
+  other tests; its check reads that run's folder.
 - A block that is none of these fails ``test_every_block_is_run_or_listed``.
 
 This module is the machinery and the tests. What each block needs (the preludes, PY_BLOCKS,
@@ -378,7 +380,7 @@ def jobs(
     for item in selected:
         if item.kind == "command" and item.command is not None:
             _, cheap = _command_plan(item.command)
-            if cheap is not None:
+            if cheap is not None and cheap.reuse is None:
                 pool.commands((item.command.path, item.command.first), cheap)
     yield pool
     pool.pool.shutdown(wait=True, cancel_futures=True)
@@ -490,12 +492,16 @@ def test_block(item: Item, jobs: Jobs) -> None:
 
 
 @pytest.mark.parametrize("item", [i for i in ITEMS if i.kind == "command"], ids=lambda i: i.id)
-def test_command(item: Item, jobs: Jobs) -> None:
+def test_command(item: Item, jobs: Jobs, request: pytest.FixtureRequest) -> None:
     command = item.command
     assert command is not None
     reason, cheap = _command_plan(command)
     if reason is not None:
         pytest.skip(reason)
+    if cheap is not None and cheap.reuse is not None:
+        assert cheap.check is not None, f"{item.id}: a reused run needs a check"
+        cheap.check(request.getfixturevalue(cheap.reuse), [])
+        return
     submitted = jobs.commands((command.path, command.first), cheap) if cheap else None
     if command.is_synopsis:
         check_synopsis(command, jobs.tmp / "help")

@@ -8,46 +8,24 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from report_helpers import EVIL
 
-from tfaccel import probe
-from tfaccel.cli import main
 from tfaccel.core.units import fmt_num
 from tfaccel.report.files import MANIFEST
 
-EVIL = "<script>alert(1)</script>"
 CHROMIUM = shutil.which("chromium") or (
     "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None
 )
 
 
 @pytest.fixture(scope="module")
-def report_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    snap = probe.snapshot()
-    snap.cpu.model = f"{EVIL} Test CPU"
-    out = tmp_path_factory.mktemp("report")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(probe, "snapshot", lambda **_: snap)
-        code = main(
-            [
-                "report",
-                "--smoke",
-                "--only",
-                "matmul,bandwidth,vector_add,reference_cnn,digits",
-                "--repeats",
-                "3",
-                "--out",
-                str(out / "site"),
-                "--db",
-                str(out / "results.sqlite"),
-            ]
-        )
-    assert code == 0
-    yield out / "site"
+def report_dir(smoke_report: Path) -> Path:
+    """The report tests/conftest.py's smoke_report wrote (README.md's make run checks it too)."""
+    return smoke_report
 
 
 @pytest.mark.slow
