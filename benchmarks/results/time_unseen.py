@@ -1,0 +1,116 @@
+"""The plan's CPU step time on training scripts it has never seen, against their measured step.
+
+For each ``SCRIPT [ARGS]`` (given as one quoted argument; ``--fit N`` first picks a later
+``fit``), one fresh process: captures the script at its ``fit`` (``tfaccel.workload.capture``,
+nothing trained), times the script's own compiled model's training step on the first batch
+as ``fit`` hands it (``train_on_batch``, 3 warm-up then 10 timed; median and IQR), calibrates
+this CPU in the same process (``roofline.calibrate_cpu``, not stored), and plans the workload
+as ``tfaccel plan SCRIPT`` does, once per model of ``time_check.VARIANTS`` (the calibration
+read by the plan is replaced by that variant's). Prints per script the measured step and each
+variant's predicted step with its error.
+
+    python benchmarks/results/time_unseen.py --dir DIR "train.py" "finetune.py --fit 2" ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+
+
+def child(script: str, args: list[str]) -> dict[str, Any]:
+    """Measure then plan one script (in this process; the working directory is its folder)."""
+    sys.path.insert(0, str(HERE))
+    import keras
+    import time_check
+
+    from tfaccel.planning import api, roofline, source, trace_step
+    from tfaccel.workload import capture
+
+    fit = 1
+    if args[:1] == ["--fit"]:
+        fit, args = int(args[1]), args[2:]
+    workload = capture(script, args, fit=fit)
+    x, y, weight = keras.utils.unpack_x_y_sample_weight(source.fit_element(workload))
+    times = []
+    for step in range(13):
+        started = time.perf_counter()
+        workload.model.train_on_batch(x, y, sample_weight=weight)
+        if step >= 3:
+            times.append(time.perf_counter() - started)
+    quartiles = statistics.quantiles(times, n=4)
+    calibration = roofline.calibrate_cpu()
+    reference = trace_step(roofline.reference_model(), roofline.REFERENCE_BATCH)
+    out: dict[str, Any] = {
+        "measured_s": statistics.median(times),
+        "iqr_s": quartiles[2] - quartiles[0],
+        "load": os.getloadavg()[0],
+        "predicted": {},
+    }
+    real = api.cpu_step_time
+    for key, (zeros, cores) in time_check.VARIANTS.items():
+        figures = time_check._without(calibration, reference, zeros)
+        roofline._calibration = lambda db, fp, setting, f=figures: f  # type: ignore[assignment]
+
+        def timed(step: Any, batch: int, c: Any, *, onednn: Any = None, k: Any = cores) -> Any:
+            return real(step, batch, c, onednn=onednn, cores=k)
+
+        api.cpu_step_time = timed  # type: ignore[assignment]
+        try:
+            row = source.plan_workload(workload, devices=["this-cpu"]).devices[0]
+        finally:
+            api.cpu_step_time = real
+        out["predicted"][key] = row.step_s
+        out["batch"] = row.batch_size if hasattr(row, "batch_size") else None
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("scripts", nargs="+", help='"SCRIPT [ARGS]", one quoted argument each')
+    parser.add_argument("--dir", default=".", help="the scripts' folder (their working directory)")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        os.chdir(args.dir)
+        words = shlex.split(args.scripts[0])
+        print("RESULT " + json.dumps(child(words[0], words[1:])))
+        return 0
+    print(f"load average at start: {' '.join(f'{v:.2f}' for v in os.getloadavg())}", flush=True)
+    for spec in args.scripts:
+        done = subprocess.run(
+            [sys.executable, __file__, "--child", "--dir", args.dir, spec],
+            capture_output=True,
+            text=True,
+        )
+        line = next((w for w in done.stdout.splitlines() if w.startswith("RESULT ")), None)
+        if line is None:
+            print(f"{spec}: failed: {done.stderr[-600:]}", flush=True)
+            continue
+        found = json.loads(line[len("RESULT ") :])
+        measured = found["measured_s"]
+        text = (
+            f"{spec:<22} measured {measured * 1e3:8.1f} ms (IQR {found['iqr_s'] * 1e3:.1f}, "
+            f"load {found['load']:.1f})"
+        )
+        for key, step_s in found["predicted"].items():
+            text += f" | {key}: " + (
+                f"{step_s * 1e3:.1f} ({(step_s / measured - 1) * 100:+.0f}%)" if step_s else "-"
+            )
+        print(text, flush=True)
+    print(f"load average at end: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
