@@ -10,6 +10,10 @@ read by the plan is replaced by that variant's). Prints per script the measured 
 variant's predicted step with its error.
 
     python benchmarks/results/time_unseen.py --dir DIR "train.py" "finetune.py --fit 2" ...
+
+Six such scripts, in the shape of keras.io examples and never used to build the step-time
+model, are in ``benchmarks/results/unseen_scripts/``; their figures on a quiet 2-core EPYC are
+in ``time_unseen_quiet.txt``.
 """
 
 from __future__ import annotations
