@@ -28,56 +28,22 @@ others and are reported on their own, against the same limits. Exit status 1 whe
 by more than 15% or more than 10% low, or the median by more than 7% (either set), or a
 predicted step time more than 30% off the measured median.
 
-The last run on this CPU, float32 (``benchmarks/results/bench_plan_order.txt``: one fresh
-measurement, predicted by this memory model, which simulates the executor's order as well as
-graph order, and by the previous one, graph order only); mixed_bfloat16 at the smallest batch
-from the run before (``bench_plan_after.txt``, previous model, not re-run). Rows within the
-limits, median |error|:
+The latest figures on this CPU (a quiet 2-core AMD EPYC; the files are in
+``benchmarks/results/``), measured with the same steps by two faster runners:
 
-    set                          float32, this model   float32, previous     mixed_bfloat16, prev.
-    worked from (11 models)      29/33, median 3.6%    28/33, median 3.9%    9/11, median 1.9%
-    held out (4 models)          8/12, median 8.0%     11/12, median 3.1%    2/4, median 14.9%
+- memory, float32, ``mem_run.py`` (one fresh process per row, memory only; ``--repeat N``
+  measures each row in N processes): worked from, 32/33 rows within +-15%, median |error|
+  4.7% (``mem_worked_quiet.txt``); held out in ``mem_held_quiet2.txt``. One row's measured
+  peak moves by up to 25% between fresh processes (``mem_modes.txt``: lstm 32's two modes, the
+  gradient loop's sum lagging or not; lstm 128's and mlp 1024's allocator chunks), as much as
+  most rows' error.
+- step time, float32, smallest batch, ``time_check.py`` (one process, calibrated every round;
+  ``time_check_quiet2.txt``): worked from, 10/11 rows within +-30%, median |error| 16.7%
+  (conv1d_series +34%); held out, 4/4, median 5.0%. On six scripts the model was never fitted
+  to, ``time_unseen.py`` (``time_unseen_quiet.txt``): 4/6 within +-30%, median 10.5%.
 
-No row is now more than 10.3% low (before: 16.7%); the rows outside are high (small models whose
-optimizer updates the emulated threads overlap: embedding 32 +26%, bilstm 128 +31%). The same
-architecture's measured peak moves by up to about 10% between runs (an RNN's iterations in
-flight, the executor's order), as much as most rows' error.
-
-Step time, float32 at the smallest batch of each architecture (``--precision float32 --first
---jobs 1``, ``benchmarks/results/bench_plan_time_first.txt``; a 2-core AMD EPYC shared with a
-test suite, load average 1.4 when the stored calibration was taken and 1.4-10.5 while the rows
-ran): 2 of 12 predicted rows within +-30% from the stored calibration, 9 of 12 (median |error|
-10%) from the calibration taken right after each row's steps; the 3 RNN rows not predicted.
-The model follows the machine; a calibration taken at another load does not.
-
-The RNN rows are predicted now, a While loop's body counted once per time step
-(``benchmarks/results/bench_plan_time_rnn.txt``, float32, load average 6.7-8.3 throughout):
-5 of 9 rows within +-30% from the calibration taken before the rows, 3 of 7 from the one taken
-after each row's steps (2 refused as lost in their noise); step-time IQRs up to 96% of the
-median at that load. Timed interleaved in one process with a calibration right after, the
-loop term alone (an LSTM(128) at 25 and 100 time steps) came within 6% per time step; a
-bidirectional LSTM(64) was predicted 3.6x too slow with a per-op floor measured in the noise
-(3.7 us, against 1.1-1.3 us on a quieter machine), and its two directions run at once (1.6x
-one direction's time at load 7, where the model sums them).
-
-The step-time model now scales a loop's body by an LSTM's measured loops (not the reference CNN
-step's scale: on the quiet run, ``bench_plan_quiet_first.txt``, that scale put lstm +55% and
-bilstm +87%; their loop terms unscaled, -18% and -2%), times depthwise convolutions and max
-pooling at their own measured costs, and measures every calibration figure in one interleaved
-measurement. ``benchmarks/results/time_check.py`` (one process; every round calibrates, then
-times each row; the previous model recomputed from the same calibrations) ran three times at
-load 7-12 from other work (``time_check_load10.txt``, ``_load11.txt``, ``_load9.txt``), smallest
-batch, float32: worked from, 8/11, 5/11 and 5/11 rows within +-30% (median |error| 23%, 32%,
-32%) against 7/11, 6/11 and 7/11 (19%, 14%, 18%) for the previous model; held out, 4/4, 4/4
-and 3/4 (17%, 15%, 7%) against 2/4, 1/4 and 2/4 (37%, 57%, 33%). The new model predicts the
-attention rows (transformer, encoder_block) and lstm 23-45% low in all three runs (the pooling
-term takes a share of the reference step that the scale gave every operation before), and
-conv1d_series and reference_cnn 18-106% high, as the previous one did. At that load step-time
-IQRs are 10-70% of their medians and most rounds' calibrations would have been refused (the
-per-op floor within its noise): a quiet machine is needed to tell the two models apart on
-the worked-from rows. The reference step's scale was steadier interleaved: 1.69-2.49 over the
-nine calibrations of these runs (load 7-12), against 1.94-6.19 over six of the previous
-calibration (pair by pair, no pooling term) at load 1.5-8.8.
+Older runs of this script, under load and with earlier models: ``bench_plan_*.txt`` and
+``time_check_load*.txt``.
 """
 
 from __future__ import annotations
