@@ -29,7 +29,7 @@ from tfaccel.planning import (
     simulate,
     step_time,
 )
-from tfaccel.planning.api import _accumulation, _largest_batch
+from tfaccel.planning.api import MAX_BATCH, _accumulation, _largest_batch
 from tfaccel.planning.bfc import Event, replay
 from tfaccel.planning.trace import OpInfo, StepGraph, TensorInfo, Variable
 
@@ -129,6 +129,25 @@ def test_the_cpu_allocator_does_not_count_small_buffers() -> None:
 def test_largest_batch_and_accumulation() -> None:
     assert _largest_batch(lambda b: 100 + 10 * b, 1100) == 100
     assert _largest_batch(lambda b: 100 + 10 * b, 50) == 0
+    # Any monotone total: the boundary itself, in a few probes where the memory is near linear.
+    for total in (
+        lambda b: 1000 + 37 * b,
+        lambda b: 1000 + 37 * b + (b // 64) * 4096,  # steps: allocator chunks
+        lambda b: 500 + b * b,
+        lambda b: 1 << min(b, 60),
+    ):
+        for usable in (1100, 10**5, 3 * 10**6, 10**9):
+            largest = _largest_batch(total, usable)
+            if largest == MAX_BATCH:
+                assert total(MAX_BATCH) <= usable
+            elif largest:
+                assert total(largest) <= usable < total(largest + 1)
+            else:
+                assert total(1) > usable
+    near_linear: list[int] = []
+    _largest_batch(lambda b: near_linear.append(b) or 10**6 + 4096 * b, 10**9)
+    doubling = 19  # 1, 2, 4 ... 2^18: shared by every device of a plan
+    assert len(set(near_linear)) <= doubling + 3
     assert _accumulation(256, 100) == 4  # 256 / 4 = 64 <= 100; 256 / 3 is not whole
     assert _accumulation(7, 1) == 7
 

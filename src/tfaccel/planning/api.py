@@ -354,7 +354,14 @@ def fit_batch(total: Callable[[int], int], batch: int, usable: int) -> tuple[int
 
 
 def _largest_batch(total: Callable[[int], int], usable: int) -> int:
-    """The largest batch whose predicted total fits in ``usable`` (0: not even 1)."""
+    """The largest batch whose predicted total fits in ``usable`` (0: not even 1).
+
+    The bracket doubles from 1 (its totals are shared by every device of a plan); inside it,
+    each probe is where the straight line through the bracket's ends reaches ``usable``,
+    followed by its neighbour on the far side: a step's memory grows almost linearly with the
+    batch, so two or three probes close the bracket where halving it took up to 23, each a
+    simulation of the whole step. The answer is the bracket's own (``total(low) <= usable <
+    total(low + 1)``), as halving finds it."""
     if total(1) > usable:
         return 0
     low, high = 1, 2
@@ -363,11 +370,17 @@ def _largest_batch(total: Callable[[int], int], usable: int) -> int:
     if high >= MAX_BATCH and total(MAX_BATCH) <= usable:
         return MAX_BATCH
     while high - low > 1:
-        middle = (low + high) // 2
-        if total(middle) <= usable:
-            low = middle
+        t_low, t_high = total(low), total(high)
+        guess = low + (usable - t_low) * (high - low) // max(t_high - t_low, 1)
+        guess = min(max(guess, low + 1), high - 1)
+        if total(guess) <= usable:
+            low = guess
+            if guess + 1 < high and total(guess + 1) > usable:
+                high = guess + 1
         else:
-            high = middle
+            high = guess
+            if guess - 1 > low and total(guess - 1) <= usable:
+                low = guess - 1
     return low
 
 
