@@ -62,6 +62,7 @@ from tfaccel.distribute.cluster import format_address, local_cluster
 from tfaccel.distribute.heartbeat import HEARTBEAT_DIR_ENV, Beat, read_heartbeats
 from tfaccel.distribute.preemption import PREEMPTED_EXIT_CODE
 from tfaccel.distribute.worker_network import Network, entry_command, exposure_warning
+from tfaccel.probe.cpu import usable_cores
 from tfaccel.scripts import check_script
 
 __all__ = [
@@ -419,13 +420,6 @@ def _check_arguments(
             fix="pass the script to run: launch('train.py', workers=2)",
         )
     check_script(script, "launch")
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity), at least 1."""
-    getter = getattr(os, "sched_getaffinity", None)
-    count = len(getter(0)) if getter is not None else os.cpu_count()
-    return max(1, count or 1)
 
 
 def _check_cores(workers: int) -> None:

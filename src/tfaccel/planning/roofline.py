@@ -42,6 +42,7 @@ from tfaccel.core.records import Record
 from tfaccel.core.timing import measure_interleaved, summarize
 from tfaccel.planning.targets import BANDWIDTH_UTILISATION, Target
 from tfaccel.planning.trace import ALIASING, LoopBody, OpInfo, StepGraph
+from tfaccel.probe.cpu import usable_cores
 from tfaccel.store import ResultRecord, ResultsStore, default_path
 
 __all__ = [
@@ -339,7 +340,7 @@ def _side_by_side(step: StepGraph, seconds: list[float], cores: int | None = Non
     if len(seconds) < 2 or total <= 0:
         return 1.0
     if cores is None:
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        cores = usable_cores()
     producer = {t.index: position for position, op in enumerate(step.ops) for t in op.outputs}
     where = {op.name: position for position, op in enumerate(step.ops) if op.type in LOOP_OPS}
     if any(loop.name not in where for loop in step.loops):
@@ -365,7 +366,7 @@ def _side_by_side(step: StepGraph, seconds: list[float], cores: int | None = Non
     # a loop reads from every loop its readers read from, and more: fewer first is an order
     for n in sorted(range(len(positions)), key=lambda k: len(before[k])):
         longest[n] = seconds[n] + max((longest[m] for m in before[n]), default=0.0)
-    wall = max(max(longest.values()), total / max(cores or 1, 1))
+    wall = max(max(longest.values()), total / max(cores, 1))
     return min(wall / total, 1.0)
 
 
@@ -385,20 +386,17 @@ def _op_terms(ops: list[OpInfo], batch: int, calibration: CpuCalibration) -> dic
             continue
         nbytes = sum(sizes[t.index] for t in op.outputs) + sum(sizes.get(i, 0) for i in op.inputs)
         flops = op.flops_fixed + op.flops_per_example * batch
-        rate = _rate(op, calibration, per_example)
-        if "Conv" in op.type and not op.type.startswith("Depthwise") and op.outputs:
-            made = sizes[op.outputs[0].index] / _ITEMSIZE.get(op.outputs[0].dtype, 4)
-            rate = _conv_rate(flops / max(2 * made, 1), calibration)
+        itemsize = _ITEMSIZE.get(op.outputs[0].dtype, 4) if op.outputs else 4
+        made = sizes[op.outputs[0].index] / itemsize if op.outputs else 0.0  # output elements
+        rate = _rate(op, calibration, per_example, flops / max(2 * made, 1))
         compute, memory = flops / rate, nbytes / calibration.bandwidth_bytes_per_s
         if op.type in MAX_POOLING_OPS:  # per element of the pooled tensor, not per FLOP
             largest = max(
                 [sizes[t.index] for t in op.outputs] + [sizes.get(i, 0) for i in op.inputs]
             )
-            itemsize = _ITEMSIZE.get(op.outputs[0].dtype, 4) if op.outputs else 4
             compute = largest / itemsize * calibration.max_pool_element_s / 2
-        elif op.type in RANDOM_OPS and calibration.random_element_s > 0 and op.outputs:
-            made = sizes[op.outputs[0].index]
-            compute = made / _ITEMSIZE.get(op.outputs[0].dtype, 4) * calibration.random_element_s
+        elif op.type in RANDOM_OPS and calibration.random_element_s > 0:
+            compute = made * calibration.random_element_s
         copies = 0.0
         if calibration.transpose_bytes_per_s > 0:
             if op.type in TRANSPOSE_OPS:
@@ -468,12 +466,12 @@ convolution (3x3 over 3). Measured forward on this 2-core EPYC, one interleaved 
 144 at 117, 288 at 139 and 576 at 141."""
 
 
-def _rate(op: OpInfo, calibration: CpuCalibration, per_example: set[int]) -> float:
+def _rate(op: OpInfo, calibration: CpuCalibration, per_example: set[int], products: float) -> float:
     """The FLOP rate of ``op``: a depthwise convolution's (its forward or a gradient) where
-    measured, a convolution's; a batched matmul's for a product of many matrices (a
-    ``BatchMatMul`` or ``Einsum`` whose operands both grow with the batch, ``per_example``:
-    attention's scores and context); else a matmul's (a batched matmul by weights, which
-    TensorFlow runs as one matmul)."""
+    measured; a convolution's for the ``products`` it sums per output (:func:`_conv_rate`); a
+    batched matmul's for a product of many matrices (a ``BatchMatMul`` or ``Einsum`` whose
+    operands both grow with the batch, ``per_example``: attention's scores and context); else
+    a matmul's (a batched matmul by weights, which TensorFlow runs as one matmul)."""
     if op.type.startswith("Depthwise") and calibration.depthwise_flops_per_s > 0:
         return calibration.depthwise_flops_per_s
     if (
@@ -483,7 +481,11 @@ def _rate(op: OpInfo, calibration: CpuCalibration, per_example: set[int]) -> flo
         and all(i in per_example for i in op.inputs[:2])
     ):
         return calibration.batched_matmul_flops_per_s
-    return calibration.conv_flops_per_s if "Conv" in op.type else calibration.matmul_flops_per_s
+    if "Conv" in op.type:
+        if op.type.startswith("Depthwise"):  # not measured: a convolution's
+            return calibration.conv_flops_per_s
+        return _conv_rate(products, calibration)
+    return calibration.matmul_flops_per_s
 
 
 def _loop_terms(loop: LoopBody, batch: int, calibration: CpuCalibration) -> dict[str, float] | str:

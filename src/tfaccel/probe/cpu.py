@@ -27,7 +27,7 @@ def collect(root: str = "/") -> CpuInfo:
     base = Path(root)
     info = parse_cpuinfo(_read(base / "proc/cpuinfo") or "")
     info.logical_cores = info.logical_cores or os.cpu_count()
-    info.usable_cores = _usable_cores()
+    info.usable_cores = usable_cores()
     if not info.model:
         info.model = platform.processor() or None
     mem = parse_meminfo(_read(base / "proc/meminfo") or "")
@@ -103,11 +103,11 @@ def parse_cgroup_cpu_max(text: str) -> float | None:
     return quota / period if period > 0 else None
 
 
-def _usable_cores() -> int | None:
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity; else the CPU count), at least 1."""
     getter = getattr(os, "sched_getaffinity", None)
-    if getter is None:
-        return os.cpu_count()
-    return len(getter(0))
+    count = len(getter(0)) if getter is not None else os.cpu_count()
+    return max(1, count or 1)
 
 
 def _read(path: Path) -> str | None:

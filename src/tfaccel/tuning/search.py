@@ -390,15 +390,13 @@ class _Search:
         """Seconds to prepare ``config``: the median preparation of the configurations with
         its XLA setting; for a first one with XLA, :data:`XLA_FIRST_PREPARE` times the
         others'."""
-        prepared = [t for t in self.trials.values() if t.prepare_s is not None]
-        alike = [
-            t.prepare_s
-            for t in prepared
-            if t.prepare_s is not None and (config is None or t.config.jit == config.jit)
+        prepared = [
+            (t.config, t.prepare_s) for t in self.trials.values() if t.prepare_s is not None
         ]
+        alike = [s for c, s in prepared if config is None or c.jit == config.jit]
         if alike:
             return statistics.median(alike)
-        times = [t.prepare_s for t in prepared if t.prepare_s is not None]
+        times = [s for _, s in prepared]
         if not times:
             return 2.0 * self.settings.sample_s
         first_xla = config is not None and config.jit
