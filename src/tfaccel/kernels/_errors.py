@@ -75,8 +75,9 @@ def _version(distribution: str) -> str:
 
 def incompatible_numba(exc: BaseException) -> KernelBackendError:
     """The error raised when numba-cuda's own code fails while it compiles a kernel with an
-    AttributeError or ImportError: a numba-cuda that does not know this NumPy (numba-cuda
-    0.30.4 with NumPy 2.5: ``module 'numpy' has no attribute 'row_stack'``)."""
+    AttributeError or ImportError: a numba-cuda that does not know this NumPy. (numba-cuda
+    0.30.4 with NumPy 2.5 failed so, ``module 'numpy' has no attribute 'row_stack'``, until
+    :mod:`tfaccel.kernels._compat` put that alias back.)"""
     import numpy
 
     numba_cuda = _version("numba-cuda")

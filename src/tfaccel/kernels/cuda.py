@@ -28,6 +28,7 @@ from numba import cuda as _numba_cuda
 
 from tfaccel.core.errors import UsageError
 from tfaccel.kernels import _checks, _launch
+from tfaccel.kernels._compat import restore_numpy_aliases
 from tfaccel.kernels._errors import (
     KernelBackendError,
     SimulatorWarning,
@@ -40,6 +41,9 @@ try:
     from numba.cuda.core import config as _numba_config
 except ImportError:  # numba-cuda before its own config module
     from numba.core import config as _numba_config
+
+# numba-cuda reads NumPy's names when it first compiles a kernel, not when it is imported.
+restore_numpy_aliases()
 
 __all__ = [
     "backend_name",

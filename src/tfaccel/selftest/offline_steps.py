@@ -270,6 +270,9 @@ def _load_generator() -> tuple[str, Callable[[], None], int | None]:
     import numpy as np
     from numba import cuda as numba_cuda
 
+    from tfaccel.kernels._compat import restore_numpy_aliases
+
+    restore_numpy_aliases()  # the spin kernel below compiles with numba-cuda too
     cuda: Any = numba_cuda  # typed as Any, as tfaccel.kernels.cuda does
 
     @cuda.jit
