@@ -37,6 +37,7 @@ its own:
     python benchmarks/bench_workload.py --plan-only # the plan against the allocator only
     python benchmarks/bench_workload.py --no-plan --only mirrored --rounds 5  # no plan
     python benchmarks/bench_workload.py --startup [--startup-against OLD/src]  # below
+    python benchmarks/bench_workload.py --no-plan --tuned-all  # the batch size tuned too
 
 * **start-up** (``--startup``): what ``tfaccel run --tuned`` adds to every run, on a tiny
   script with its own loop, tuned once (its script record found, nothing applied): ``python
@@ -275,9 +276,9 @@ def fit(self, *a, **kw):
 runtime.setup()
 info = {}
 began, began_cpu = time.perf_counter(), time.process_time()
-if tuned_mode == "on":
+if tuned_mode in ("on", "all"):
     from tfaccel.tuning.tuned import applied, prepare
-    tuned = prepare(script, args, mode="on", db=db)
+    tuned = prepare(script, args, mode=tuned_mode, db=db)
     with applied(tuned):
         inner = keras.Model.fit
         def timed(self, *a, **kw):
@@ -452,6 +453,7 @@ def bench_script(
     plan_only: bool = False,
     batch_scale: int = 1,
     plan: bool = True,
+    tuned_all: bool = False,
 ) -> dict[str, Any]:
     folder = Path(tempfile.mkdtemp(prefix=f"bench_workload_{name}_"))
     script = SCRIPTS_DIR / f"{name}.py"
@@ -471,10 +473,14 @@ def bench_script(
         return row
 
     # tune: its wall time against its budget, the winner stored (the batch stays the
-    # script's: `run --tuned` keeps it)
+    # script's: `run --tuned` keeps it; with --tuned-all the batch is searched too, 1x-4x the
+    # script's, and `run --tuned=all` applies it)
+    batches = [batch, 2 * batch, 4 * batch] if tuned_all else [batch]
+    row["tuned_mode"] = "all" if tuned_all else "on"
     done, wall = _tfaccel(
         "tune", "--budget", str(budget), "--db", str(db), "--json", "--no-progress",
-        "--rounds", str(max(3, rounds)), "--space", f"batch_size={batch}",
+        "--rounds", str(max(3, rounds)),
+        "--space", "batch_size=" + ",".join(str(b) for b in batches),
         "--space", "jit=off,on", "--space", "steps_per_execution=1,8",
         str(script), *words, cwd=folder,
     )  # fmt: skip
@@ -498,7 +504,7 @@ def bench_script(
     for i in range(rounds):
         for which in orders[i % 2]:
             out = folder / "child.json"
-            mode = "on" if which == "tuned" else "off"
+            mode = row["tuned_mode"] if which == "tuned" else "off"
             loads.append(os.getloadavg()[0])
             result = _python(TIMED_RUN, mode, str(db), str(script), str(out), *words, cwd=folder)
             steady = result["epochs"][1:] or result["epochs"]
@@ -564,6 +570,9 @@ def report(rows: list[dict[str, Any]]) -> str:
             f"{r['script']:<21} {r['tune_wall_s']:8.1f}s {r['tune_budget_s']:5d}s  {label}{ratio}"
         )
     lines.append("")
+    if any(r.get("tuned_mode") == "all" for r in rows):
+        lines.append("tuned: `run --tuned=all`, the tuned batch size applied too (it changes the "
+                     "optimisation); an epoch is the same examples in fewer, larger steps")
     lines.append(f"{'script':<21} {'own s (IQR)':>24} {'tuned s (IQR)':>24} speedup")
     speedups = []
     for r in rows:
@@ -749,6 +758,12 @@ def main(argv: list[str] | None = None) -> int:
         help="with --plan-only: each script's batch times this (small models' steps are "
         "uncounted by the CPU allocator at their own batch)",
     )
+    p.add_argument(
+        "--tuned-all",
+        action="store_true",
+        help="tune the batch size too (1x, 2x, 4x the script's) and time `run --tuned=all` "
+        "against the script's own",
+    )
     args = p.parse_args(argv)
     if args.startup:
         print(bench_startup(max(args.rounds, 7), args.startup_against))
@@ -770,6 +785,7 @@ def main(argv: list[str] | None = None) -> int:
                 plan_only=args.plan_only,
                 batch_scale=args.batch_scale,
                 plan=not args.no_plan,
+                tuned_all=args.tuned_all,
             )
         )
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)  # each row as it ends
