@@ -571,8 +571,10 @@ def report(rows: list[dict[str, Any]]) -> str:
         )
     lines.append("")
     if any(r.get("tuned_mode") == "all" for r in rows):
-        lines.append("tuned: `run --tuned=all`, the tuned batch size applied too (it changes the "
-                     "optimisation); an epoch is the same examples in fewer, larger steps")
+        lines.append(
+            "tuned: `run --tuned=all`, the tuned batch size applied too (it changes the "
+            "optimisation); an epoch is the same examples in fewer, larger steps"
+        )
     lines.append(f"{'script':<21} {'own s (IQR)':>24} {'tuned s (IQR)':>24} speedup")
     speedups = []
     for r in rows:
