@@ -446,6 +446,40 @@ def test_a_model_slow_to_prepare_is_tuned_inside_the_budget_with_yours_prepared_
     assert any("budget" in note for note in outcome.notes)
 
 
+def test_time_kept_for_your_configuration_is_sized_by_the_samples_measured() -> None:
+    # A small model's samples end long before the 1 s a sample may last (one pass over its
+    # data). The time kept to time yours against the winner (11 samples of 1 s) is sized by
+    # the samples measured (11 of 0.1 s), and the rest goes to the search: more of the space
+    # is screened, and the whole run still ends inside the budget.
+    from tfaccel.tuning.search import search
+    from tfaccel.tuning.space import parse_space
+
+    clock = FakeClock()
+    yours = Config(16, feed=OWN_FEED)
+    runner = FakeRunner(clock, lambda c: 100.0 + c.batch_size, prepare_s=1.0, sample_s=0.1)
+    space = parse_space(
+        {"batch_size": [16, 32, 64, 128], "precision": ["float32"], "feed": ["pipeline"],
+         "jit": [False, True], "steps_per_execution": [1, 8]}
+    )  # fmt: skip
+    total, rounds = 15.0, 5
+    kept = (2 * rounds + 1) * 1.0  # as tune SCRIPT keeps it, in samples of sample_s = 1 s
+    settings = SearchSettings(
+        budget_s=total - kept, reserved_s=kept, final_rounds=rounds, sample_s=1.0
+    )
+    outcome = search(
+        space, runner, dataset_size=4096, settings=settings, is_oom=is_fake_oom,
+        clock=clock, first=yours,
+    )  # fmt: skip
+    screened = [t for t in outcome.trials if t.order >= 0]
+    assert len(screened) >= 6, [t.config.label() for t in screened]  # 2 with 11 s kept
+    assert outcome.decision is not None
+    against_baseline(
+        outcome, runner, yours, SearchSettings(budget_s=total, final_rounds=rounds),
+        is_oom=is_fake_oom,
+    )  # fmt: skip
+    assert clock.now <= total
+
+
 @pytest.mark.parametrize(
     ("best", "kept", "expected"),
     [

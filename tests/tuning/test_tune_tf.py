@@ -106,6 +106,37 @@ def test_tune_model_and_tune_script_in_python(tmp_path: Path) -> None:
     assert "float32" in {t.config.precision for t in result.trials}
 
 
+def test_a_scripts_way_to_its_fit_is_spent_from_the_budget_and_said(tmp_path: Path) -> None:
+    # The user's budget is their clock's: what the script does before its fit (here a sleep
+    # standing for reading its data) is taken from it, and the result says how much.
+    script = tmp_path / "slow_start.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import time
+            import keras
+            import numpy as np
+
+            time.sleep(1.5)  # reading the data
+            x = np.random.rand(256, 8).astype("float32")
+            y = np.random.randint(0, 3, 256)
+            model = keras.Sequential(
+                [keras.Input((8,)), keras.layers.Dense(3)], name="slow_start"
+            )
+            model.compile("sgd", "sparse_categorical_crossentropy")
+            model.fit(x, y, batch_size=32, epochs=1)
+            """
+        )
+    )
+    space = {"batch_size": [32], "feed": ["numpy"], "jit": [False]}
+    result = tfaccel.tuning.tune_script(script, 30, space, runner=_Scripted(), **FAST)
+    spent = [n for n in result.notes if n.startswith("budget: ")]
+    assert spent, result.notes
+    seconds = float(spent[0].split()[1])
+    assert 1.5 <= seconds < 30 and "of the 30 s went before the first trial" in spent[0]
+    assert result.budget_s == 30 and result.elapsed_s >= seconds - 0.05  # said to 0.1 s
+
+
 def test_cli_model_json(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     db = tmp_path / "results.sqlite"
     code = main(

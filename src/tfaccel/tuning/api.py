@@ -232,6 +232,7 @@ def tune_script(
     args: Sequence[str] = (),
     fit: int = 1,
     timeout: float | None = None,
+    started: float | None = None,
     **options: Any,
 ) -> TuneResult:
     """:func:`tune` on a training script (``tfaccel tune SCRIPT [ARGS...]``).
@@ -256,10 +257,14 @@ def tune_script(
         args: the script's own arguments (a script as written).
         fit: which ``model.fit`` call to tune (2: a fine-tuning fit after a first one).
         timeout: seconds the script may take to reach that ``fit`` (default 300).
+        started: ``time.monotonic()`` when the budget began (the command line: its start,
+            TensorFlow's import included); default: this call. The budget counts the
+            script's run to its ``fit`` and the plan of its memory too, and says how much.
 
     Example:
         >>> result = tfaccel.tuning.tune_script("train.py", budget_s=600)  # doctest: +SKIP
     """
+    entered = time.monotonic() if started is None else started
     check_numbers(budget_s, **options)  # before the script runs: it may import TensorFlow
     script = check_script(
         path,
@@ -286,7 +291,7 @@ def tune_script(
         if options.get("model_name"):
             found.hooks.model_name = options.pop("model_name")
         options.pop("model_name", None)
-        return _tune(found.hooks, budget_s, space, script=found, **options)
+        return _tune(found.hooks, budget_s, space, script=found, started=entered, **options)
     if args:
         raise UsageError(
             f"The script {script.name} defines model_fn or tfaccel_tune(), which take no arguments",
@@ -299,7 +304,7 @@ def tune_script(
     if options.get("model_name"):
         hooks.model_name = options.pop("model_name")
     options.pop("model_name", None)
-    return _tune(hooks, budget_s, merged, **options)
+    return _tune(hooks, budget_s, merged, started=entered, **options)
 
 
 def _script_source(found: ScriptWorkload, script: Path, digest: str) -> dict[str, Any]:
@@ -360,9 +365,14 @@ def _tune(
     runner: Runner | None = None,
     batched: bool | None = None,
     script: ScriptWorkload | None = None,
+    started: float | None = None,
 ) -> TuneResult:
     """Check everything, search in this process, search threads in workers, store; for a
-    script as written, time its own configuration against the winner."""
+    script as written, time its own configuration against the winner.
+
+    ``started`` (``time.monotonic()``): when the budget began, where that was before this
+    call (a script's run to its ``fit``); the seconds since then are spent from the budget."""
+    entered = time.monotonic() if started is None else started
     settings = _settings(budget_s, sample_s, final_rounds, batch_cap, margin)
     if batched is not None and not is_bool(batched):
         raise _bad_option("batched", batched, "True, False or None (decided by rank)", True)
@@ -407,11 +417,16 @@ def _tune(
         settings = dataclasses.replace(settings, batch_planned=planned)
     baseline = baseline_config(script, resolved) if script is not None else None
     full = settings
+    spent = time.monotonic() - entered  # the script to its fit, the data, the plan
+    if spent >= 1.0:
+        settings = dataclasses.replace(
+            settings, budget_s=max(0.0, settings.budget_s - spent), spent_s=spent
+        )
     if baseline is not None:  # time kept for the baseline against the winner
         # both are held when the search ends (the baseline is screened first and kept
         # prepared): the interleaved rounds and one sample of slack
         reserve = (settings.final_rounds * 2 + 1) * settings.sample_s
-        searched = max(settings.min_budget_s, settings.budget_s - reserve)
+        searched = max(min(settings.min_budget_s, settings.budget_s), settings.budget_s - reserve)
         settings = dataclasses.replace(
             settings, budget_s=searched, reserved_s=settings.budget_s - searched
         )
@@ -445,7 +460,14 @@ def _tune(
         result.workload = {**script.described, "models": dict(script.models)}
     if threads and result.best is not None and not result.interrupted:
         _thread_search(result, hooks, threads, settings, began)
-    result.elapsed_s = time.monotonic() - began
+    result.elapsed_s = time.monotonic() - (began if started is None else entered)
+    if settings.spent_s:
+        what = "the script's run to its fit" if script else "the script's loading"
+        result.notes.insert(
+            0,
+            f"budget: {settings.spent_s:.1f} s of the {full.budget_s:g} s went before the first "
+            f"trial: TensorFlow's import, {what} (its data included) and the plan of its memory",
+        )
     _store(result, store, hardware)
     return result
 

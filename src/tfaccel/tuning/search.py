@@ -251,7 +251,11 @@ class SearchSettings:
         batch_planned: the largest batch :func:`tfaccel.plan` predicts on the device: the
             memory search starts there (None: it grows from ``batch_start``).
         reserved_s: seconds of the caller's budget kept out of ``budget_s`` for the timing of
-            the script's own configuration against the winner (``tfaccel tune SCRIPT``).
+            the script's own configuration against the winner (``tfaccel tune SCRIPT``),
+            counted in samples of ``sample_s``; once samples are timed, the search keeps that
+            many samples at the longest length measured instead (:meth:`_Search.reserve`).
+        spent_s: seconds of the caller's budget spent before the search (a script's run to
+            its ``fit``), already taken off ``budget_s``; said in a budget error.
     """
 
     budget_s: float
@@ -266,6 +270,7 @@ class SearchSettings:
     granularity: int = 8
     batch_planned: int | None = None
     reserved_s: float = 0.0
+    spent_s: float = 0.0
 
     @property
     def min_budget_s(self) -> float:
@@ -381,7 +386,22 @@ class _Search:
         return self.clock() - self.start
 
     def remaining(self) -> float:
-        return self.settings.budget_s - self.elapsed()
+        return self.budget() - self.elapsed()
+
+    def reserve(self) -> float:
+        """Seconds kept for the final comparison (``reserved_s``): as many samples as
+        ``reserved_s`` holds of ``sample_s``, at the longest sample measured so far. A small
+        model's samples end early (one pass over its data), and the time they do not use
+        goes to the search."""
+        kept = self.settings.reserved_s
+        if not kept or not self.sample_walls:
+            return kept
+        return kept * max(self.sample_walls) / self.settings.sample_s
+
+    def budget(self) -> float:
+        """Seconds the search may spend: ``budget_s``, plus what the reserve no longer needs
+        (or less, where samples last longer than ``sample_s``)."""
+        return self.settings.budget_s + self.settings.reserved_s - self.reserve()
 
     def est_sample(self) -> float:
         return statistics.median(self.sample_walls) if self.sample_walls else self.settings.sample_s
@@ -526,14 +546,16 @@ class _Search:
         prepare_s = trial.prepare_s or 0.0
         needed = prepare_s + self.settings.sample_s
         if needed > self.settings.budget_s:
-            reserved = self.settings.reserved_s
-            given = self.settings.budget_s + reserved
+            reserved, spent = self.settings.reserved_s, self.settings.spent_s
+            given = self.settings.budget_s + reserved + spent
             kept = (
                 f", after the {reserved:g} s kept to time your own configuration against the winner"
                 if reserved
                 else ""
             )
-            least = math.ceil(needed + reserved)
+            if spent:
+                kept += f" and the {spent:.0f} s your script took to reach its fit"
+            least = math.ceil(needed + reserved + spent)
             raise BudgetError(
                 f"The budget of {given:g} s cannot pay for one trial{kept}: preparing "
                 f"the first configuration ({trial.config.label()}) took {prepare_s:.1f} s and "
@@ -542,7 +564,7 @@ class _Search:
                 received=f"budget_s={given:g}",
                 fix=f"pass a budget of {least} s or more (--budget {least}); screening every "
                 f"configuration of this space once needs about "
-                f"{math.ceil(needed * self.screen_size() + reserved)} s",
+                f"{math.ceil(needed * self.screen_size() + reserved + spent)} s",
             )
 
     def screen_size(self) -> int:
@@ -689,9 +711,9 @@ class _Search:
         """Prepare every primary configuration the budget allows; time each once."""
         candidates = self.primary(batches)
         self.emit(f"screening {len(candidates)} configurations")
-        share = self.settings.screen_share * self.settings.budget_s
         ready: list[Config] = []
         for config in candidates:
+            share = self.settings.screen_share * self.budget()  # the reserve, once measured
             trial = self.trial(config)
             if trial.status == "skipped":
                 continue
@@ -706,6 +728,9 @@ class _Search:
                 continue
             if self.prepare(config):
                 ready.append(config)
+                if self.settings.reserved_s and not self.sample_walls:
+                    if not self.probe_sample(config):
+                        ready.remove(config)
             self.emit()
         skipped = sum(t.note == "no budget left to screen it" for t in self.trials.values())
         if skipped:
@@ -721,6 +746,15 @@ class _Search:
                 fix="lower the batch sizes in the space, or use a smaller model",
             )
         return self.measure(ready, rung=0)
+
+    def probe_sample(self, config: Config) -> bool:
+        """Time one sample of the first configuration prepared, before the rest are screened:
+        how long a sample lasts sizes :meth:`reserve` (a small model's samples end well before
+        ``sample_s``). Only its length is kept; rung 0 times the configuration again. False
+        when the sample failed (recorded, and the configuration released)."""
+        failed: set[Config] = set()
+        self.timed(config, failed)()
+        return config not in failed
 
     def trial_cost(self, config: Config) -> float:
         return self.prepare_cost(config) + self.sample_cost(config)
