@@ -264,6 +264,43 @@ def test_a_gradient_tape_loop_is_told_the_line_to_add_and_mark_captures_it(
     assert workload.mark(w.model, w.x) is None  # outside a capture: nothing happens
 
 
+def test_a_train_on_batch_loop_is_captured_at_its_first_call(tmp_path: Path) -> None:
+    # The older Keras GAN examples' shape: compiled models, a loop over batches, each batch
+    # handed to train_on_batch; nothing after the first call runs.
+    script = _script(
+        tmp_path,
+        """
+        import numpy as np
+        import keras
+
+        discriminator = keras.Sequential(
+            [keras.Input((6,)), keras.layers.Dense(8, activation="relu"),
+             keras.layers.Dense(1, activation="sigmoid")], name="discriminator")
+        discriminator.compile(optimizer=keras.optimizers.Adam(2e-4), loss="binary_crossentropy")
+        real = np.random.rand(96, 6).astype("float32")
+        batch_size = 24
+        for epoch in range(5):
+            for i in range(0, len(real), batch_size):
+                x = real[i:i + batch_size]
+                loss = discriminator.train_on_batch(x, np.ones((len(x), 1), "float32"))
+            print("epoch", epoch, "loss", loss)
+        open("trained.txt", "w").write("done")
+        """,
+        "gan_loop.py",
+    )
+    w = capture(script)
+    assert w.model.name == "discriminator" and not w.model.optimizer.iterations.numpy()
+    assert w.origin.method == "train_on_batch" and w.origin.call == "gan_loop.py:14"
+    assert (w.data_kind, w.batch_size, w.examples) == ("arrays", 24, None)  # epoch: the loop's
+    assert w.y.shape == (24, 1) and type(w.compile.optimizer).__name__ == "Adam"
+    assert w.describe()["data"]["batch_source"] == "the first batch given to train_on_batch"
+    assert list(tmp_path.iterdir()) == [script]  # nothing after the first call ran
+    # asked for a later fit, train_on_batch runs as it is and the script ends without one
+    with pytest.raises(CaptureError) as info:
+        capture(script, fit=2)
+    assert info.value.reason == "no-fit"
+
+
 @pytest.mark.parametrize(
     ("body", "reason", "what", "line"),
     [

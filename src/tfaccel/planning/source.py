@@ -328,7 +328,10 @@ def origin_note(workload: Workload) -> str:
     """``the workload of train.py:42 (model.fit #1), captured before it trained``."""
     origin = workload.origin
     where = origin.call or (Path(origin.script).name if origin.script else "the script")
-    how = f"model.fit #{origin.fit}" if origin.fit else "tfaccel.workload.mark"
+    if origin.method == "train_on_batch":
+        how = "its first model.train_on_batch: one batch; the epoch's length is its loop's"
+    else:
+        how = f"model.fit #{origin.fit}" if origin.fit else "tfaccel.workload.mark"
     return f"the workload of {where} ({how}), captured before it trained"
 
 

@@ -9,6 +9,10 @@ nothing the script would do after that point happens (no checkpoint, no CSV). Ea
 calls (``fit=2``: the fine-tuning after a first fit) run one step each, without the script's
 callbacks, so the model is built as the script leaves it.
 
+A script whose own loop hands ``model.train_on_batch`` one batch at a time is taken at its
+first ``train_on_batch`` call instead: that batch is the data (the epoch's length is the
+loop's, not known here).
+
 A script whose training is its own loop (``tf.GradientTape``) calls no ``fit``: one line,
 ``tfaccel.workload.mark(model, dataset, optimizer=opt, loss=loss_fn)`` before the loop, marks
 the point (outside a capture, ``mark`` does nothing).
@@ -38,7 +42,8 @@ from typing import Any
 
 from tfaccel.core.errors import TfaccelError, UsageError, argument
 from tfaccel.scripts import check_script, script_traceback
-from tfaccel.workload.keras_fit import replaced_fit
+from tfaccel.workload.data import leading_dim
+from tfaccel.workload.keras_fit import replaced_fit, replaced_method
 from tfaccel.workload.record import CompileArgs, Origin, Workload
 
 __all__ = ["CaptureError", "capture", "mark", "no_fit_explained"]
@@ -140,7 +145,7 @@ def mark(
             metrics=compiled.metrics,
         )
     kwargs: dict[str, Any] = {"batch_size": batch_size, "epochs": epochs or 1}
-    origin = Origin(state.script, state.args, 0, state.where(sys._getframe(1)))
+    origin = Origin(state.script, state.args, 0, state.where(sys._getframe(1)), method="mark")
     raise _Captured(Workload(model, compiled, x, y, kwargs, origin))
 
 
@@ -187,7 +192,13 @@ def capture(
     name = path.name
     _active = state
     try:
-        with _patched_fit(state), _no_stdin(), _alarm(timeout), _as_main(path, args):
+        with (
+            _patched_fit(state),
+            _patched_train_on_batch(state),
+            _no_stdin(),
+            _alarm(timeout),
+            _as_main(path, args),
+        ):
             runpy.run_path(str(path), run_name="__main__")
     except _Captured as done:
         return done.workload
@@ -344,6 +355,31 @@ def _patched_fit(state: _Capture) -> contextlib.AbstractContextManager[None]:
         return fit
 
     return replaced_fit(make)
+
+
+def _patched_train_on_batch(state: _Capture) -> contextlib.AbstractContextManager[None]:
+    """A script whose own loop calls ``model.train_on_batch(x, y)`` (older Keras examples,
+    GANs): its first call is the workload (that batch its data), when the first ``fit`` is
+    the one asked for and none came before; later calls, and every call of a script asked
+    for a later ``fit``, run as they are."""
+
+    def make(original: Any, signature: inspect.Signature) -> Any:
+        def train_on_batch(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if state.fit != 1 or state.fit_calls:
+                return original(self, *args, **kwargs)
+            bound = signature.bind(self, *args, **kwargs)
+            given = {k: v for k, v in bound.arguments.items() if k not in ("self", "return_dict")}
+            x, y = given.pop("x", None), given.pop("y", None)
+            extra = {k: v for k, v in given.items() if v is not None}
+            batch = leading_dim(x)
+            fit_kwargs = {**extra, "batch_size": batch, "epochs": 1} if batch else extra
+            where = state.where(sys._getframe(1))
+            origin = Origin(state.script, state.args, 1, where, method="train_on_batch")
+            raise _Captured(Workload(self, CompileArgs.of(self), x, y, fit_kwargs, origin))
+
+        return train_on_batch
+
+    return replaced_method("train_on_batch", make)
 
 
 class _NoStdin:

@@ -35,12 +35,16 @@ class Origin:
         args: the script's own arguments.
         fit: which ``fit`` call of the script it is (1 the first; 0: :func:`mark`).
         call: where that call is in the script, ``train.py:42``.
+        method: the call the workload was taken at: ``fit``, ``train_on_batch`` (a script
+            whose loop hands ``train_on_batch`` one batch at a time: that first batch is the
+            data, and the epoch's length is not known) or ``mark``.
     """
 
     script: str | None = None
     args: tuple[str, ...] = ()
     fit: int = 1
     call: str | None = None
+    method: str = "fit"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -48,6 +52,7 @@ class Origin:
             "args": list(self.args),
             "fit": self.fit,
             "call": self.call,
+            "method": self.method,
         }
 
 
@@ -188,6 +193,8 @@ class Workload:
     @property
     def batch_source(self) -> str:
         """How :attr:`batch_size` was learned, for a note."""
+        if self.origin.method == "train_on_batch":
+            return "the first batch given to train_on_batch"
         if self.data_kind in ("arrays", "dict"):
             if self.fit_kwargs.get("batch_size"):
                 return f"fit(batch_size={self.fit_kwargs['batch_size']})"
@@ -198,6 +205,8 @@ class Workload:
     def examples(self) -> int | None:
         """Training examples per epoch, where the data says (None: unknown, e.g. a generator
         without ``steps_per_epoch``)."""
+        if self.origin.method == "train_on_batch":
+            return None  # one batch of the script's own loop: how many make an epoch is its own
         steps = self.fit_kwargs.get("steps_per_epoch")
         batch = self.batch_size
         if steps and batch:
