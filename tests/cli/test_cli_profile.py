@@ -201,6 +201,41 @@ def test_script_with_a_step_timer_loop(tmp_path: Path, capsys: pytest.CaptureFix
     assert fix is not None and "…" not in out  # the fix on one line, nothing cut
 
 
+TRAIN_ON_BATCH_SCRIPT = """
+import numpy as np
+import keras
+
+model = keras.Sequential([keras.Input((10,)), keras.layers.Dense(16, activation="relu"),
+                          keras.layers.Dense(1)], name="regressor")
+model.compile(optimizer="adam", loss="mse")
+x = np.random.rand(320, 10).astype("float32")
+y = np.random.rand(320, 1).astype("float32")
+for epoch in range(2):
+    for i in range(0, 320, 32):
+        loss = model.train_on_batch(x[i:i + 32], y[i:i + 32])
+    print("epoch", epoch, "loss", loss)
+"""
+
+
+def test_a_train_on_batch_loop_is_timed_as_it_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = _script(tmp_path, TRAIN_ON_BATCH_SCRIPT)
+    assert main(["profile", "--quiet", "--warmup", "2", "--json", script]) == 0
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)
+    assert "epoch 1 loss" in captured.err  # the script ran to its end
+    (run,) = doc["runs"]
+    assert run["label"] == "train_on_batch loop (regressor)" and doc["fit_calls"] == 0
+    figures = run["measurement"]["figures"]
+    assert figures["steps"] == 18 and figures["warmup_steps"] == 2  # its 20 calls
+    assert figures["examples_per_s"] > 0 and figures["step_s"]["median"] > 0
+    assert "prepares each batch itself" in run["measurement"]["input_note"]
+    import keras
+
+    assert "train_on_batch" not in keras.Model.__dict__  # put back as it was
+
+
 def test_a_profile_option_after_the_script_is_passed_on_with_a_warning(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -20,7 +20,7 @@ from tfaccel import data, models
 from tfaccel.core.errors import UsageError
 from tfaccel.profile import trace
 from tfaccel.profile.bottlenecks import Diagnosis, find_bottlenecks
-from tfaccel.profile.fit_patch import patch_fit
+from tfaccel.profile.fit_patch import patch_fit, patch_train_on_batch
 from tfaccel.profile.input_wait import instrument
 from tfaccel.profile.measurement import Measurement
 from tfaccel.profile.session import Session, open_session
@@ -338,7 +338,7 @@ def profile_script(
         trace_steps=trace_steps,
         live=live,
     )
-    with open_session(session), patch_fit(session):
+    with open_session(session), patch_fit(session), patch_train_on_batch(session):
         status = run(script, args)
     result = ScriptProfile(script, list(args), status, session.fit_calls)
     counts: dict[str, int] = {}

@@ -9,6 +9,12 @@ While :func:`patch_fit` is active, every ``fit`` call
   Keras' data adapter (``keras.src.trainers.data_adapters.get_data_adapter``, the dataset Keras
   builds is wrapped the same way). That is a Keras internal: where it is missing, the input
   wait is reported as not measured, with the reason.
+
+While :func:`patch_train_on_batch` is active, a loop that hands its batches to
+``model.train_on_batch`` is timed as it is: each model's calls are the steps of a
+:class:`~tfaccel.profile.StepTimer` made at its first call (``train_on_batch`` returns its
+results on the host, so each call is a whole step); the Python between calls, the loop's own
+slicing of its next batch included, is host overhead.
 """
 
 from __future__ import annotations
@@ -21,11 +27,11 @@ from typing import Any
 from tfaccel.core.errors import UsageError
 from tfaccel.profile.input_wait import instrument
 from tfaccel.profile.session import Session
-from tfaccel.workload.data import kind_of
-from tfaccel.workload.keras_fit import replaced_fit
+from tfaccel.workload.data import kind_of, leading_dim
+from tfaccel.workload.keras_fit import replaced_fit, replaced_method
 from tfaccel.workload.record import KERAS_DEFAULT_BATCH
 
-__all__ = ["patch_fit"]
+__all__ = ["patch_fit", "patch_train_on_batch"]
 
 
 def patch_fit(session: Session) -> contextlib.AbstractContextManager[None]:
@@ -48,6 +54,36 @@ def patch_fit(session: Session) -> contextlib.AbstractContextManager[None]:
         return fit
 
     return replaced_fit(make)
+
+
+_LOOP_INPUT_NOTE = (
+    "not measured: the loop prepares each batch itself before its train_on_batch call; that "
+    "time is counted as host overhead"
+)
+
+
+def patch_train_on_batch(session: Session) -> contextlib.AbstractContextManager[None]:
+    """Time every ``keras.Model.train_on_batch`` call for the duration of the block (see the
+    module notes); the timers register with ``session`` as the script's own would."""
+    timers: dict[int, Any] = {}
+
+    def make(original: Any, signature: inspect.Signature) -> Any:
+        def train_on_batch(self: Any, *args: Any, **kwargs: Any) -> Any:
+            from tfaccel.profile.timer import StepTimer  # local: the timer reads the session
+
+            timer = timers.get(id(self))
+            if timer is None:
+                timer = timers[id(self)] = StepTimer()
+                timer.recorder.context.source = f"train_on_batch loop ({self.name})"
+            x = signature.bind(self, *args, **kwargs).arguments.get("x")
+            with timer.step(examples=leading_dim(x)):
+                result = original(self, *args, **kwargs)
+            timer.recorder.measurement.input_note = _LOOP_INPUT_NOTE
+            return result
+
+        return train_on_batch
+
+    return replaced_method("train_on_batch", make)
 
 
 def _callback(session: Session, arguments: dict[str, Any]) -> Any:
