@@ -13,7 +13,7 @@ rounds of each model's prediction with its error and bound:
 - ``before``: the model of commit 0796625, recomputed from the same calibration's figures:
   Conv1Ds at the 3x3 convolution's rates, no metric resets (the calibration's tiny model's
   loss-tracker resets back in the per-step overhead), and the reference step's scale derived
-  again without the new terms. Its per-op floor is this calibration's (measured from 32
+  again without the new terms. Its per-op floor is this calibration's (measured from 16
   Dense(8) layers where 0796625's was from 8).
 
     python benchmarks/results/time_check.py [--rounds 3] [--steps 5] [NAME[:BATCH] ...]

@@ -187,9 +187,9 @@ class CpuCalibration(Record):
             the 3x3 convolution's rates).
         metric_reset_s: the seconds ``train_on_batch`` takes to reset one metric variable
             before a step (it resets every metric of the model, each variable assigned zeros
-            from Python): the ``reset_metrics()`` of a tiny model with two metrics (mean
-            absolute and squared errors, 2 variables each) less that of the same model
-            without, over 4. At load 3, one such metric made a tiny model's
+            from Python): a tiny model's ``reset_metrics()`` followed by the resets of two
+            metrics (mean absolute and squared errors, 2 variables each) less the model's
+            alone, over 4. At load 3, one such metric made a tiny model's
             ``train_on_batch`` 0.32-0.35 ms slower where its 10 operations cost 0.01, as much
             as 350 small operations. A step pays it for :attr:`StepGraph.metric_variables` (its loss
             tracker's included); ``fit`` resets its metrics once per epoch, not per step, so a
@@ -572,7 +572,8 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
     :data:`FLOOR_DEPTH` Dense(8) layers: the floor is the difference of their step times over
     the difference of their traced operations, the overhead what the smaller one's step takes
     beyond its operations and its loss tracker's resets); a metric variable's reset from the
-    ``reset_metrics()`` of the Dense(4) alone and with two metrics (4 variables more); the
+    ``reset_metrics()`` of the Dense(4) alone and with two metrics' resets (4 variables
+    more); the
     parallel latency and the bandwidth from chains of 50 element-wise operations on 64 Ki and 4
     Mi floats; the rates from a Dense layer's three training matmuls at batch 64 and 1024 (512 x
     512), attention-shaped batched matmuls' ([64, 16] x [16, 64] per matrix) at 64 and 512
@@ -595,16 +596,21 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
 
     started = time.perf_counter()
 
-    def tiny(depth: int, metrics: list[str] | None = None) -> Any:
+    def tiny(depth: int) -> Any:
         stack = [keras.Input((8,))]
         stack += [keras.layers.Dense(8, activation="relu") for _ in range(depth)]
         model = keras.Sequential([*stack, keras.layers.Dense(4)])
-        model.compile(optimizer=keras.optimizers.Adam(), loss="mse", metrics=metrics)
+        model.compile(optimizer=keras.optimizers.Adam(), loss="mse")
         return model
 
     x, y = np.ones((8, 8), np.float32), np.ones((8, 4), np.float32)
-    small, large, measured = tiny(0), tiny(FLOOR_DEPTH), tiny(0, ["mae", "mse"])
-    measured.train_on_batch(x, y)  # its metrics' variables are made by its first step
+    small, large = tiny(0), tiny(FLOOR_DEPTH)
+    metrics = [keras.metrics.MeanAbsoluteError(), keras.metrics.MeanSquaredError()]
+
+    def more_resets() -> None:  # what reset_metrics() does for a model with these two metrics
+        small.reset_metrics()
+        for metric in metrics:
+            metric.reset_state()
 
     chain_ops = 50
 
@@ -727,7 +733,7 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
     sizes = (2**16, 2**22)
     pairs = {
         "per-op floor": (lambda: small.train_on_batch(x, y), lambda: large.train_on_batch(x, y)),
-        "metric resets": (small.reset_metrics, measured.reset_metrics),
+        "metric resets": (small.reset_metrics, more_resets),
         "bandwidth": (chain(sizes[0]), chain(sizes[1])),
         "matmul": (dense(64), dense(1024)),
         "batched matmul": (batched(BATCHED_SIZES[0]), batched(BATCHED_SIZES[1])),
@@ -762,7 +768,7 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
     ops_small = trace_step(small, 8).launches
     ops_large = trace_step(large, 8).launches
     floor = max((t_large - t_small) / max(ops_large - ops_small, 1), 1e-7)
-    reset_variables = len(measured.metrics_variables) - len(small.metrics_variables)
+    reset_variables = sum(len(metric.variables) for metric in metrics)
     metric_reset = max(differences["metric resets"][0] / max(reset_variables, 1), 0.0)
     fixed = t_small - ops_small * floor - len(small.metrics_variables) * metric_reset
     overhead = max(fixed, 0.0)
@@ -823,12 +829,12 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
 
 
 REFERENCE_BATCH = 64
-FLOOR_DEPTH = 32
+FLOOR_DEPTH = 16
 """Dense(8) layers of the calibration's larger tiny model (the per-op floor: its step less the
-smaller one's, over their difference in operations, 1,632). With 8 (408 more operations) a
+smaller one's, over their difference in operations, 816). With 8 (408 more operations) a
 quiet machine's difference, 0.03 ms, was under its noise (IQR 0.14 ms) and the floor fell to
 its lower bound; at load 3.5, 80 interleaved rounds gave 1.52-1.63 us per operation from 4,
-8, 16 and 32 layers alike."""
+8, 16 and 32 layers alike. 32 layers took 11 s to build, trace and compile, 16 take 5."""
 BATCHED_SIZES = (64, 512)
 """The matrices of the calibration's two attention-shaped batched matmuls."""
 RANDOM_SIZES = (2**14, 2**20)
