@@ -74,7 +74,7 @@ BOUNDS = ("compute", "bandwidth", "per-op overhead", "per-step overhead")
 """The terms a predicted step time can be bound by."""
 CALIBRATION_KIND = "plan-calibration"
 """``details["kind"]`` of a calibration run in the results database."""
-CALIBRATE_HINT = "run `tfaccel plan --calibrate` once on this machine (5-15 s)"
+CALIBRATE_HINT = "run `tfaccel plan --calibrate` once on this machine (5-20 s)"
 LOOP_OPS = frozenset({"While", "StatelessWhile"})
 """Operations whose body runs many times out of the traced graph (an RNN's time loop)."""
 _NOT_RUN = ALIASING | {"Const", "NoOp", "VarHandleOp", "Placeholder", "Shape"}
@@ -562,7 +562,7 @@ work of tens of thousands of elements and more; measured per-op costs jump there
 def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
     """Measure this CPU's per-step overhead, per-op latencies, matmul, convolution and depthwise
     convolution FLOP rates, bandwidth, and the scales of a reference step and of a loop's body,
-    in float32 (imports TensorFlow; about 5-8 s on 2 cores).
+    in float32 (imports TensorFlow; 14-18 s on 2 cores shared at load 3-4).
 
     Every workload below runs in one interleaved measurement (each round runs each once, in a
     rotating order; the medians of ``rounds`` rounds after two warm-up ones), so that all the
