@@ -3,8 +3,10 @@
 For each ``SCRIPT [ARGS]`` (given as one quoted argument; ``--fit N`` first picks a later
 ``fit``), one fresh process: captures the script at its ``fit`` (``tfaccel.workload.capture``,
 nothing trained), times the script's own compiled model's training step on the first batch
-as ``fit`` hands it (``train_on_batch``, 3 warm-up then 10 timed; median and IQR), calibrates
-this CPU in the same process (``roofline.calibrate_cpu``, not stored), and plans the workload
+as ``fit`` hands it (``train_on_batch``, 3 warm-up; then the timed steps in two halves, one
+before and one after the calibration, each at least 10 steps and more while under
+``HALF_S`` seconds; median and IQR of all), calibrates this CPU in the same process between
+the two halves (``roofline.calibrate_cpu``, not stored), and plans the workload
 as ``tfaccel plan SCRIPT`` does, once per model of ``time_check.VARIANTS`` (the calibration
 read by the plan is replaced by that variant's). Prints per script the measured step and each
 variant's predicted step with its error.
@@ -30,6 +32,20 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+HALF_S = 3.0
+"""Seconds of timed steps wanted on each side of the calibration (at least 10 steps each):
+with 10 steps in all, before the calibration only, a 4 ms step measured 2.7 ms in one quiet
+pass and 4.2 in the next."""
+
+
+def _timed(step: Any) -> list[float]:
+    """At least 10 runs of ``step``, more while they take under :data:`HALF_S` (up to 200)."""
+    times: list[float] = []
+    while len(times) < 10 or (sum(times) < HALF_S and len(times) < 200):
+        started = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - started)
+    return times
 
 
 def child(script: str, args: list[str]) -> dict[str, Any]:
@@ -46,18 +62,21 @@ def child(script: str, args: list[str]) -> dict[str, Any]:
         fit, args = int(args[1]), args[2:]
     workload = capture(script, args, fit=fit)
     x, y, weight = keras.utils.unpack_x_y_sample_weight(source.fit_element(workload))
-    times = []
-    for step in range(13):
-        started = time.perf_counter()
+
+    def step() -> None:
         workload.model.train_on_batch(x, y, sample_weight=weight)
-        if step >= 3:
-            times.append(time.perf_counter() - started)
-    quartiles = statistics.quantiles(times, n=4)
+
+    for _ in range(3):
+        step()
+    times = _timed(step)
     calibration = roofline.calibrate_cpu()
+    times += _timed(step)
+    quartiles = statistics.quantiles(times, n=4)
     reference = trace_step(roofline.reference_model(), roofline.REFERENCE_BATCH)
     out: dict[str, Any] = {
         "measured_s": statistics.median(times),
         "iqr_s": quartiles[2] - quartiles[0],
+        "steps": len(times),
         "load": os.getloadavg()[0],
         "predicted": {},
     }
@@ -105,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         measured = found["measured_s"]
         text = (
             f"{spec:<22} measured {measured * 1e3:8.1f} ms (IQR {found['iqr_s'] * 1e3:.1f}, "
-            f"load {found['load']:.1f})"
+            f"{found['steps']} steps, load {found['load']:.1f})"
         )
         for key, step_s in found["predicted"].items():
             text += f" | {key}: " + (

@@ -285,11 +285,14 @@ def test_the_calibration_measures_this_cpu() -> None:
         "transpose_bytes_per_s",
         "batched_matmul_flops_per_s",
         "narrow_conv_flops_per_s",
+        "row_conv_flops_per_s",
         "scale",
         "loop_scale",
     ):
         value = getattr(calibration, metric)
         assert math.isfinite(value) and value > 0, metric
+    # bounded below by 0: one round's difference of two resets can be lost in its noise
+    assert math.isfinite(calibration.metric_reset_s) and calibration.metric_reset_s >= 0
     # Two cores reach well under 10 TFLOP/s and 1 TB/s; anything above is a folded constant.
     assert calibration.matmul_flops_per_s < 1e13 and calibration.conv_flops_per_s < 1e13
     assert calibration.bandwidth_bytes_per_s < 1e12
@@ -791,3 +794,105 @@ def test_storing_a_calibration_imports_no_tensorflow(tmp_path: Path) -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+# -- a Conv1D's rate, a metric's resets ----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def convolutions_step() -> StepGraph:
+    """A Conv1D of kernel 5 (a 2-D convolution one row high), a pointwise Conv1D (1x1) and a
+    3x3 Conv2D, compiled with one metric."""
+    import keras
+
+    model = keras.Sequential(
+        [
+            keras.Input((16, 4)),
+            keras.layers.Conv1D(8, 5),
+            keras.layers.Conv1D(8, 1),
+            keras.layers.Reshape((12, 1, 8)),
+            keras.layers.Conv2D(4, 3, padding="same"),
+            keras.layers.Flatten(),
+            keras.layers.Dense(2),
+        ]
+    )
+    model.compile(optimizer="adam", loss="mse", metrics=["mae"])
+    from tfaccel.planning import trace_step
+
+    return trace_step(model, 4)
+
+
+def test_a_conv1d_runs_at_the_one_row_rate(convolutions_step: StepGraph) -> None:
+    # A Conv1D (kernel 7, 64 -> 64 channels) ran at 1.15-1.3x the 3x3 convolution's rate, and
+    # one over 8 channels at 0.8x where the 3x3 interpolation gave 0.5x: conv1d_series, whose
+    # time is two thirds Conv1Ds, was predicted 34% long.
+    windows = {(op.type, op.window) for op in convolutions_step.ops if op.window}
+    assert windows == {
+        ("Conv2D", (1, 5)),
+        ("Conv2DBackpropFilter", (1, 5)),  # the first layer: no input gradient
+        ("Conv2D", (1, 1)),
+        ("Conv2DBackpropInput", (1, 1)),
+        ("Conv2DBackpropFilter", (1, 1)),
+        ("Conv2D", (3, 3)),
+        ("Conv2DBackpropInput", (3, 3)),
+        ("Conv2DBackpropFilter", (3, 3)),
+    }
+    figures = {"parallel_op_s": 0.0, "op_floor_s": 0.0, "bandwidth_bytes_per_s": 1e18}
+    row_rate, conv_rate = 5e11, 2e11
+    old = cpu_step_time(convolutions_step, 4, _calibration(**figures), onednn="1")
+    new = cpu_step_time(
+        convolutions_step, 4, _calibration(row_conv_flops_per_s=row_rate, **figures), onednn="1"
+    )
+    one_row = sum(
+        op.flops_fixed + op.flops_per_example * 4
+        for op in convolutions_step.ops
+        if op.window == (1, 5)
+    )
+    assert one_row > 0
+    # only the kernel-5 Conv1D's forward and kernel gradient change rate; the 1x1 and the 3x3
+    # keep theirs
+    assert old.compute_s - new.compute_s == pytest.approx(
+        one_row / conv_rate - one_row / row_rate, rel=1e-6
+    )
+
+
+def test_a_one_row_convolution_is_timed_at_its_rate_whatever_it_sums() -> None:
+    def conv(window: tuple[int, ...], products: int) -> StepGraph:
+        outputs = 1000
+        return _graph(
+            [
+                _op("x", "Placeholder", (), 0, 64),
+                OpInfo(
+                    name="conv",
+                    type="Conv2D",
+                    phase="forward",
+                    inputs=(0,),
+                    outputs=(TensorInfo(1, "float32", 4 * outputs, 0),),
+                    flops_fixed=2 * outputs * products,
+                    window=window,
+                ),
+            ]
+        )
+
+    figures = {"parallel_op_s": 0.0, "op_floor_s": 0.0, "bandwidth_bytes_per_s": 1e18}
+    calibration = _calibration(narrow_conv_flops_per_s=2e10, row_conv_flops_per_s=3e11, **figures)
+    for window, products, rate in (
+        ((1, 7), 7 * 64, 3e11),  # a Conv1D over 64 channels
+        ((1, 7), 7 * 3, 3e11),  # over 3: not the narrow 3x3's rate
+        ((1, 1), 27, 2e10),  # a pointwise convolution is not one row of a window
+        ((3, 3), 27, 2e10),
+        ((3, 3), 288, 2e11),
+    ):
+        time = cpu_step_time(conv(window, products), 1, calibration, onednn="1")
+        assert time.compute_s == pytest.approx(2 * 1000 * products / rate), window
+
+
+def test_a_steps_metric_variables_are_reset_every_step(convolutions_step: StepGraph) -> None:
+    # train_on_batch resets every metric (each variable assigned from Python) before its step:
+    # one metric made a tiny model's step 0.32-0.35 ms slower (load 3), its operations 0.01.
+    assert convolutions_step.metric_variables == 4  # the loss tracker's 2, the metric's 2
+    calibration = _calibration(metric_reset_s=1.5e-4)
+    time = cpu_step_time(convolutions_step, 4, calibration, onednn="1")
+    assert time.step_overhead_s == pytest.approx(1e-3 + 4 * 1.5e-4)
+    without = _graph(_step().ops)  # a hand-built step: no metric
+    assert cpu_step_time(without, 1, calibration, onednn="1").step_overhead_s == pytest.approx(1e-3)

@@ -74,7 +74,7 @@ BOUNDS = ("compute", "bandwidth", "per-op overhead", "per-step overhead")
 """The terms a predicted step time can be bound by."""
 CALIBRATION_KIND = "plan-calibration"
 """``details["kind"]`` of a calibration run in the results database."""
-CALIBRATE_HINT = "run `tfaccel plan --calibrate` once on this machine (5-15 s)"
+CALIBRATE_HINT = "run `tfaccel plan --calibrate` once on this machine (5-20 s)"
 LOOP_OPS = frozenset({"While", "StatelessWhile"})
 """Operations whose body runs many times out of the traced graph (an RNN's time loop)."""
 _NOT_RUN = ALIASING | {"Const", "NoOp", "VarHandleOp", "Placeholder", "Shape"}
@@ -91,6 +91,8 @@ _CALIBRATION_METRICS = {
     "transpose_bytes_per_s": "B/s",
     "batched_matmul_flops_per_s": "FLOP/s",
     "narrow_conv_flops_per_s": "FLOP/s",
+    "row_conv_flops_per_s": "FLOP/s",
+    "metric_reset_s": "s",
     "scale": "x",
     "loop_scale": "x",
 }
@@ -127,7 +129,8 @@ class CpuCalibration(Record):
 
     Attributes:
         step_overhead_s: the fixed cost of one ``train_on_batch`` call (Python, the function
-            call, the loss read back), apart from its operations.
+            call, the loss read back), apart from its operations and its metrics' resets
+            (:attr:`metric_reset_s`).
         op_floor_s: the time of a small operation of a training step (run inline).
         parallel_op_s: the latency of an operation moving :data:`PARALLEL_BYTES` or more,
             which the thread pool splits across the cores, beyond its work.
@@ -174,6 +177,23 @@ class CpuCalibration(Record):
             convolution rate on this 2-core EPYC. A convolution summing over ``K`` products
             per output runs at a rate interpolated between the two in log ``K`` (0: not
             measured, a calibration made by hand: every convolution at the convolution rate).
+        row_conv_flops_per_s: the FLOP rate of a convolution whose window is one row of more
+            than one column (a Keras ``Conv1D``, which TensorFlow runs as a 2-D convolution one
+            row high, :attr:`OpInfo.window` ``(1, k)``), its forward and both gradients (kernel
+            7, 64 -> 64 channels over 128 steps; batch 32 less batch 4): 1.15-1.3 times the 3x3
+            convolution's rate on this 2-core EPYC (load 2), and a Conv1D over 8 channels ran
+            at 0.8 times it, where the 3x3 interpolation gives 0.5. Every such convolution runs
+            at it, whatever it sums per output (0: not measured, a calibration made by hand:
+            the 3x3 convolution's rates).
+        metric_reset_s: the seconds ``train_on_batch`` takes to reset one metric variable
+            before a step (it resets every metric of the model, each variable assigned zeros
+            from Python): a tiny model's ``reset_metrics()`` followed by the resets of two
+            metrics (mean absolute and squared errors, 2 variables each) less the model's
+            alone, over 4. At load 3, one such metric made a tiny model's
+            ``train_on_batch`` 0.32-0.35 ms slower where its 10 operations cost 0.01, as much
+            as 350 small operations. A step pays it for :attr:`StepGraph.metric_variables` (its loss
+            tracker's included); ``fit`` resets its metrics once per epoch, not per step, so a
+            ``fit`` step is predicted that much slower than it runs (0: not measured).
         scale: a reference training step's measured time (less the step overhead) over the
             sum of its operations' modelled times: what scheduling, cores shared with other
             work and caches add to the kernels measured alone. Every operation of the step
@@ -209,6 +229,8 @@ class CpuCalibration(Record):
     transpose_bytes_per_s: float = 0.0
     batched_matmul_flops_per_s: float = 0.0
     narrow_conv_flops_per_s: float = 0.0
+    row_conv_flops_per_s: float = 0.0
+    metric_reset_s: float = 0.0
     scale: float = 1.0
     loop_scale: float = 1.0
     precision: str = "float32"
@@ -221,13 +243,15 @@ class CpuCalibration(Record):
     def describe(self) -> str:
         """The calibration in words, for a plan's notes."""
         return (
-            f"this CPU's step time = {self.step_overhead_s * 1e3:.2f} ms per step + per "
+            f"this CPU's step time = {self.step_overhead_s * 1e3:.2f} ms per step + "
+            f"{self.metric_reset_s * 1e6:.0f} us per metric variable reset + per "
             f"operation {self.op_floor_s * 1e6:.1f} us (small) or {self.parallel_op_s * 1e6:.0f} "
             f"us (split across cores) + the longer of FLOPs / "
             f"{self.matmul_flops_per_s / 1e9:.0f} GFLOP/s (matmul), "
             f"{self.batched_matmul_flops_per_s / 1e9:.0f} GFLOP/s (batched matmul), "
             f"{self.conv_flops_per_s / 1e9:.0f} GFLOP/s (conv; "
-            f"{self.narrow_conv_flops_per_s / 1e9:.0f} over 3 channels) or "
+            f"{self.narrow_conv_flops_per_s / 1e9:.0f} over 3 channels, "
+            f"{self.row_conv_flops_per_s / 1e9:.0f} one row high (Conv1D)) or "
             f"{self.depthwise_flops_per_s / 1e9:.0f} GFLOP/s (depthwise conv) and bytes / "
             f"{self.bandwidth_bytes_per_s / 1e9:.1f} GB/s (max pooling: "
             f"{self.max_pool_element_s * 1e9:.1f} ns per element, forward and gradient; "
@@ -266,7 +290,8 @@ def cpu_step_time(
     onednn: str | None = None,
     cores: int | None = None,
 ) -> StepTime:
-    """The step time of ``step`` at ``batch`` on this CPU: the measured per-step overhead plus,
+    """The step time of ``step`` at ``batch`` on this CPU: the measured per-step overhead (and
+    the reset of its metrics' variables, :attr:`CpuCalibration.metric_reset_s`) plus,
     for every operation that runs a kernel, its latency (the small-op floor, or the parallel
     latency for one moving :data:`PARALLEL_BYTES` or more) and the longer of its FLOPs at the
     measured matmul or convolution rate and its bytes at the measured bandwidth (operations
@@ -317,7 +342,9 @@ def cpu_step_time(
     for loop_terms in each:
         for term, seconds in loop_terms.items():
             terms[term] += seconds * calibration.loop_scale * side_by_side
-    terms["per-step overhead"] = calibration.step_overhead_s
+    terms["per-step overhead"] = (
+        calibration.step_overhead_s + step.metric_variables * calibration.metric_reset_s
+    )
     bound = max(terms, key=lambda k: terms[k])
     return StepTime(
         step_s=sum(terms.values()),
@@ -468,7 +495,8 @@ convolution (3x3 over 3). Measured forward on this 2-core EPYC, one interleaved 
 
 def _rate(op: OpInfo, calibration: CpuCalibration, per_example: set[int], products: float) -> float:
     """The FLOP rate of ``op``: a depthwise convolution's (its forward or a gradient) where
-    measured; a convolution's for the ``products`` it sums per output (:func:`_conv_rate`); a
+    measured; a one-row convolution's (a ``Conv1D``'s, :func:`_one_row`) where measured; a
+    convolution's for the ``products`` it sums per output (:func:`_conv_rate`); a
     batched matmul's for a product of many matrices (a ``BatchMatMul`` or ``Einsum`` whose
     operands both grow with the batch, ``per_example``: attention's scores and context); else
     a matmul's (a batched matmul by weights, which TensorFlow runs as one matmul)."""
@@ -484,8 +512,16 @@ def _rate(op: OpInfo, calibration: CpuCalibration, per_example: set[int], produc
     if "Conv" in op.type:
         if op.type.startswith("Depthwise"):  # not measured: a convolution's
             return calibration.conv_flops_per_s
+        if _one_row(op) and calibration.row_conv_flops_per_s > 0:
+            return calibration.row_conv_flops_per_s
         return _conv_rate(products, calibration)
     return calibration.matmul_flops_per_s
+
+
+def _one_row(op: OpInfo) -> bool:
+    """Whether ``op`` is a convolution whose window is one row of more than one column (a
+    ``Conv1D``'s, run as a 2-D convolution one row high; a 1x1 convolution is not)."""
+    return len(op.window) == 2 and op.window[0] == 1 and op.window[1] > 1
 
 
 def _loop_terms(loop: LoopBody, batch: int, calibration: CpuCalibration) -> dict[str, float] | str:
@@ -526,20 +562,24 @@ work of tens of thousands of elements and more; measured per-op costs jump there
 def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
     """Measure this CPU's per-step overhead, per-op latencies, matmul, convolution and depthwise
     convolution FLOP rates, bandwidth, and the scales of a reference step and of a loop's body,
-    in float32 (imports TensorFlow; about 5-8 s on 2 cores).
+    in float32 (imports TensorFlow; 14-18 s on 2 cores shared at load 3-4).
 
     Every workload below runs in one interleaved measurement (each round runs each once, in a
     rotating order; the medians of ``rounds`` rounds after two warm-up ones), so that all the
     figures see the same stretches of a shared machine's speed. Every figure is a difference of
     two medians, so the fixed costs of the call cancel: the floor and the step overhead from two
-    tiny Keras models trained with ``train_on_batch`` (a Dense(4) alone, and behind 8 Dense(8)
-    layers: the floor is the difference of their step times over the difference of their traced
-    operations, the overhead what the smaller one's step takes beyond its operations); the
+    tiny Keras models trained with ``train_on_batch`` (a Dense(4) alone, and behind
+    :data:`FLOOR_DEPTH` Dense(8) layers: the floor is the difference of their step times over
+    the difference of their traced operations, the overhead what the smaller one's step takes
+    beyond its operations and its loss tracker's resets); a metric variable's reset from the
+    ``reset_metrics()`` of the Dense(4) alone and with two metrics' resets (4 variables
+    more); the
     parallel latency and the bandwidth from chains of 50 element-wise operations on 64 Ki and 4
     Mi floats; the rates from a Dense layer's three training matmuls at batch 64 and 1024 (512 x
     512), attention-shaped batched matmuls' ([64, 16] x [16, 64] per matrix) at 64 and 512
     matrices, a 3x3 convolution's forward and both gradients at batch 4 and 32 (over 32
-    channels; over 3, its forward and kernel gradient), and a 3x3 depthwise convolution's at
+    channels; over 3, its forward and kernel gradient), a Conv1D's (kernel 7, one row high) at
+    batch 4 and 32, and a 3x3 depthwise convolution's at
     batch 4 and 32; the time of a 2x2 max pooling's forward and gradient per element from 4 and
     32 images; that of a random-number operation per element from 16 Ki and 1 Mi uniform floats;
     the bytes a transpose moves per second from chains of 10 transposes of 64 Ki and 1 Mi
@@ -564,7 +604,13 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
         return model
 
     x, y = np.ones((8, 8), np.float32), np.ones((8, 4), np.float32)
-    small, large = tiny(0), tiny(8)
+    small, large = tiny(0), tiny(FLOOR_DEPTH)
+    metrics = [keras.metrics.MeanAbsoluteError(), keras.metrics.MeanSquaredError()]
+
+    def more_resets() -> None:  # what reset_metrics() does for a model with these two metrics
+        small.reset_metrics()
+        for metric in metrics:
+            metric.reset_state()
 
     chain_ops = 50
 
@@ -613,6 +659,9 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
 
     def batched(matrices: int) -> Callable[[], Any]:
         return gradients([matrices, 64, 16], [matrices, 16, 64], tf.matmul)
+
+    def row_conv(batch: int) -> Callable[[], Any]:  # a Conv1D's: one row high
+        return gradients([batch, 128, 64], [7, 64, 64], lambda a, w: tf.nn.conv1d(a, w, 1, "SAME"))
 
     def conv(batch: int) -> Callable[[], Any]:
         return gradients(
@@ -684,11 +733,13 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
     sizes = (2**16, 2**22)
     pairs = {
         "per-op floor": (lambda: small.train_on_batch(x, y), lambda: large.train_on_batch(x, y)),
+        "metric resets": (small.reset_metrics, more_resets),
         "bandwidth": (chain(sizes[0]), chain(sizes[1])),
         "matmul": (dense(64), dense(1024)),
         "batched matmul": (batched(BATCHED_SIZES[0]), batched(BATCHED_SIZES[1])),
         "convolution": (conv(4), conv(32)),
         "narrow convolution": (narrow(4), narrow(32)),
+        "one-row convolution": (row_conv(4), row_conv(32)),
         "depthwise convolution": (depthwise(4), depthwise(32)),
         "max pooling": (max_pool(4), max_pool(32)),
         "random numbers": (random(RANDOM_SIZES[0]), random(RANDOM_SIZES[1])),
@@ -717,11 +768,11 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
     ops_small = trace_step(small, 8).launches
     ops_large = trace_step(large, 8).launches
     floor = max((t_large - t_small) / max(ops_large - ops_small, 1), 1e-7)
-    overhead = max(t_small - ops_small * floor, 0.0)
-    differences["per-step overhead"] = (
-        t_small - ops_small * floor,
-        differences["per-op floor"][1],
-    )
+    reset_variables = sum(len(metric.variables) for metric in metrics)
+    metric_reset = max(differences["metric resets"][0] / max(reset_variables, 1), 0.0)
+    fixed = t_small - ops_small * floor - len(small.metrics_variables) * metric_reset
+    overhead = max(fixed, 0.0)
+    differences["per-step overhead"] = (fixed, differences["per-op floor"][1])
     t_few, t_many = medians["bandwidth"]
     moved = [8 * n for n in sizes]  # each operation reads and writes n floats
     bandwidth = (moved[1] - moved[0]) / max((t_many - t_few) / chain_ops, 1e-9)
@@ -732,6 +783,9 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
     conv_rate = 3 * 2 * (32 - 4) * 32 * 32 * 64 * 9 * 32 / max(differences["convolution"][0], 1e-9)
     narrow_rate = (
         2 * 2 * (32 - 4) * 32 * 32 * 16 * 27 / max(differences["narrow convolution"][0], 1e-9)
+    )
+    row_rate = (
+        3 * 2 * (32 - 4) * 128 * 64 * 7 * 64 / max(differences["one-row convolution"][0], 1e-9)
     )
     # each output of a depthwise convolution multiplies its own channel's 3x3 window
     depthwise_rate = (
@@ -748,6 +802,8 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
         depthwise_flops_per_s=depthwise_rate,
         batched_matmul_flops_per_s=batched_rate,
         narrow_conv_flops_per_s=narrow_rate,
+        row_conv_flops_per_s=row_rate,
+        metric_reset_s=metric_reset,
         max_pool_element_s=max(differences["max pooling"][0], 0.0) / pooled,
         random_element_s=max(differences["random numbers"][0], 0.0)
         / (RANDOM_SIZES[1] - RANDOM_SIZES[0]),
@@ -773,6 +829,12 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
 
 
 REFERENCE_BATCH = 64
+FLOOR_DEPTH = 16
+"""Dense(8) layers of the calibration's larger tiny model (the per-op floor: its step less the
+smaller one's, over their difference in operations, 816). With 8 (408 more operations) a
+quiet machine's difference, 0.03 ms, was under its noise (IQR 0.14 ms) and the floor fell to
+its lower bound; at load 3.5, 80 interleaved rounds gave 1.52-1.63 us per operation from 4,
+8, 16 and 32 layers alike. 32 layers took 11 s to build, trace and compile, 16 take 5."""
 BATCHED_SIZES = (64, 512)
 """The matrices of the calibration's two attention-shaped batched matmuls."""
 RANDOM_SIZES = (2**14, 2**20)
@@ -848,9 +910,10 @@ SCALE_RANGE = (1 / 3, 3.0)
 """The reference step's measured time over its modelled time that a kept calibration may
 have: beyond it, the kernels and the reference step were measured under different loads
 (0.84-2.56 between calibrations on a shared 2-core machine; 3.34 in one taken at load 4)."""
-_UNCHECKED = ("per-op floor",)
-"""Differences whose figure is bounded below instead (the floor by 0.1 us); a floor a busy
-machine made too large shows as a negative per-step overhead, which is checked."""
+_UNCHECKED = ("per-op floor", "metric resets")
+"""Differences whose figure is bounded below instead (the floor by 0.1 us, a metric
+variable's reset by 0); a floor a busy machine made too large shows as a negative per-step
+overhead, which is checked."""
 CALIBRATION_ATTEMPTS = 3
 """Measurements :func:`calibrate` takes before it refuses to store one."""
 _NOISE_CHECKED = (
@@ -859,6 +922,7 @@ _NOISE_CHECKED = (
     "batched matmul",
     "convolution",
     "narrow convolution",
+    "one-row convolution",
     "depthwise convolution",
     "max pooling",
     "random numbers",

@@ -28,9 +28,11 @@ _Record = tuple[
     int,
     int,
     list[tuple[int, int, int]],
+    tuple[int, ...],
 ]
 """A traced operation: name, type, phase, inputs, outputs (index, dtype, bytes, count), FLOPs,
-scratch bytes, buffers held for a loop's iterations in flight (count, bytes of each, what)."""
+scratch bytes, buffers held for a loop's iterations in flight (count, bytes of each, what), a
+convolution's window."""
 
 __all__ = [
     "OpInfo",
@@ -114,6 +116,9 @@ class OpInfo:
             loop's iterations in flight, see ``_in_flight``; a CPU's 16-bit work buffers, see
             ``_cpu_16_bit_buffers``): ``(count, fixed, per_example, what)``, ``count``
             buffers of ``fixed + per_example * batch`` bytes.
+        window: a convolution's (its forward's or a gradient's) kernel window, its spatial
+            sizes (``(1, 7)`` for a Keras ``Conv1D`` of kernel size 7, which TensorFlow runs
+            as a 2-D convolution one row high); empty for anything else or an unknown size.
     """
 
     name: str
@@ -126,6 +131,7 @@ class OpInfo:
     scratch_fixed: int = 0
     scratch_per_example: int = 0
     held: tuple[tuple[int, int, int, int], ...] = ()
+    window: tuple[int, ...] = ()
 
     def scratch_at(self, batch: int) -> int:
         """Bytes the operation allocates for itself while it runs (see ``_scratch``)."""
@@ -159,6 +165,9 @@ class StepGraph:
     policy: str
     notes: list[str] = field(default_factory=list)
     loops: list[LoopBody] = field(default_factory=list)
+    metric_variables: int = 0
+    """The variables of the model's metrics (its loss tracker's too), which ``train_on_batch``
+    resets, one by one, before every step."""
 
     def flops(self, batch: int) -> int:
         """Matmul-class FLOPs of one training step at ``batch`` (forward, backward, update)."""
@@ -271,6 +280,7 @@ def _step_graph(
         optimizer=_optimizer_name(model, optimizers),
         policy=policy,
         loops=loop_bodies(first_loops, second_loops, batch_size, second),
+        metric_variables=len(getattr(model, "metrics_variables", None) or []),
     )
 
 
@@ -604,6 +614,7 @@ def _trace(
                 _op_flops(op),
                 _scratch(op),
                 _in_flight(op, elements) + _cpu_16_bit_buffers(op),
+                _op_window(op),
             )
         )
     placeholders = tuple(
@@ -1092,6 +1103,23 @@ def _op_flops(op: Any) -> int:
     return 0
 
 
+def _op_window(op: Any) -> tuple[int, ...]:
+    """The spatial sizes of a convolution's kernel window (empty for anything else, or where a
+    size is unknown): the kernel is the second input of a forward and of an input's gradient,
+    the output of a kernel's gradient."""
+    if op.type not in _CONVS:
+        return ()
+    try:
+        kernel = op.outputs[0] if op.type.endswith(("BackpropFilter", "FilterV2")) else op.inputs[1]
+        shape = kernel.shape.as_list()
+    except (TypeError, ValueError, IndexError):
+        return ()
+    window = shape[:-2]
+    if not window or any(not isinstance(size, int) for size in window):
+        return ()
+    return tuple(window)
+
+
 def _einsum_flops(equation: str, shapes: list[list[int]]) -> int:
     inputs, _, _output = equation.replace(" ", "").partition("->")
     sizes: dict[str, int] = {}
@@ -1110,7 +1138,7 @@ def _affine(
     batch: int,
     second: int,
 ) -> OpInfo:
-    name, op_type, phase, inputs, outs_a, flops_a, scratch_a, held_a = a
+    name, op_type, phase, inputs, outs_a, flops_a, scratch_a, held_a, window = a
     outs_b, flops_b, scratch_b, held_b = b[4], b[5], b[6], b[7]
     per_scratch = (scratch_b - scratch_a) // (second - batch)
     held = []
@@ -1134,6 +1162,7 @@ def _affine(
         scratch_fixed=scratch_a - per_scratch * batch,
         scratch_per_example=per_scratch,
         held=tuple(held),
+        window=window,
     )
 
 
@@ -1246,7 +1275,19 @@ def _loop_record(op: Any, iterations: int | None) -> _LoopRecord:
                 () if listed else tuple(index[t.name] for t in body_op.inputs if t.name in index)
             )
             flops = _op_flops(body_op)
-            records.append((body_op.name, body_op.type, "loop", inputs, outputs, flops, 0, []))
+            records.append(
+                (
+                    body_op.name,
+                    body_op.type,
+                    "loop",
+                    inputs,
+                    outputs,
+                    flops,
+                    0,
+                    [],
+                    _op_window(body_op),
+                )
+            )
     nested = loop_records(body)
     return (op.name, iterations, records, nested, why)
 
