@@ -230,6 +230,31 @@ def test_a_calibration_is_stored_and_read_back_by_fingerprint_and_onednn(tmp_pat
     assert latest is not None and latest.step_overhead_s == pytest.approx(2e-3)
 
 
+def test_a_calibration_measured_under_load_gives_way_to_an_older_quiet_one(
+    tmp_path: Path,
+) -> None:
+    from tfaccel.probe.cpu import usable_cores
+
+    busy = float(usable_cores()) + 2.0  # more runnable processes than this process's cores
+    db = tmp_path / "results.sqlite"
+    quiet = _calibration(step_overhead_s=1e-3)
+    quiet.load = (0.3, 0.4, 0.5)
+    save_calibration(quiet, "machine-a", {"cpu_model": "test"}, store=db)
+    loaded = _calibration(step_overhead_s=5e-3)
+    loaded.load = (busy, busy, busy)
+    save_calibration(loaded, "machine-a", {"cpu_model": "test"}, store=db)
+    read = load_calibration("machine-a", onednn="1", store=db)
+    assert read is not None and read.step_overhead_s == pytest.approx(1e-3)
+    assert f"measured at load average {busy:.2f}" in read.note and "not used" in read.note
+    assert read.note in read.describe()
+    # only calibrations measured under load: the newest, and it says what to do
+    only = tmp_path / "only.sqlite"
+    save_calibration(loaded, "machine-a", {"cpu_model": "test"}, store=only)
+    read = load_calibration("machine-a", onednn="1", store=only)
+    assert read is not None and read.step_overhead_s == pytest.approx(5e-3)
+    assert "tfaccel plan --calibrate` on a quiet machine" in read.describe()
+
+
 def test_an_unreadable_database_means_no_calibration(tmp_path: Path) -> None:
     broken = tmp_path / "results.sqlite"
     broken.write_bytes(b"not a database at all" * 100)

@@ -211,6 +211,8 @@ class CpuCalibration(Record):
         cost_s: seconds the calibration took (TensorFlow's import not counted).
         source: where it came from (the results database run).
         load: the 1, 5 and 15-minute load averages when the measurement ended.
+        note: why this stored calibration was read, where that needs saying (a newer one
+            measured under load passed over, or only loaded ones stored).
         differences: each measured difference of two medians the figures come from, with
             its noise: name -> (seconds of the difference, the larger interquartile range
             of the two medians' samples) (not stored; :func:`calibration_problems` judges
@@ -238,6 +240,7 @@ class CpuCalibration(Record):
     cost_s: float = 0.0
     source: str = "measured now"
     load: tuple[float, ...] = ()
+    note: str = ""
     differences: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def describe(self) -> str:
@@ -260,6 +263,7 @@ class CpuCalibration(Record):
             f"x {self.scale:.2f} (measured on a reference step; a While loop's body: "
             f"x {self.loop_scale:.2f}, measured on an LSTM); {self.source}"
             + (f", at load average {self.load[0]:.2f}" if self.load else "")
+            + (f" ({self.note})" if self.note else "")
         )
 
 
@@ -1149,6 +1153,12 @@ def stored_cpu_figures(
 
 
 def _calibration(db: ResultsStore, fingerprint: str, setting: str) -> CpuCalibration | None:
+    """The newest calibration of this machine under ``setting`` that was measured while the
+    machine was quiet (its load average under the cores this process may use); where none
+    was, the newest at all. One measured while other programs shared the cores reads every
+    rate low, and would make every plan's step time long until the next ``--calibrate``."""
+    newest: CpuCalibration | None = None
+    quiet_below = float(usable_cores())
     for run in db.runs(fingerprint, limit=200):
         if run.status != "complete" or run.details.get("kind") != CALIBRATION_KIND:
             continue
@@ -1159,7 +1169,7 @@ def _calibration(db: ResultsStore, fingerprint: str, setting: str) -> CpuCalibra
         if config.get("onednn") != setting:
             continue
         measured: dict[str, Any] = {m: figures[m].median for m in _CALIBRATION_METRICS}
-        return CpuCalibration(
+        found = CpuCalibration(
             **measured,
             precision=str(config.get("precision", "float32")),
             onednn=setting,
@@ -1167,7 +1177,20 @@ def _calibration(db: ResultsStore, fingerprint: str, setting: str) -> CpuCalibra
             source=f"measured on this machine {run.started_at} (results database run {run.id})",
             load=tuple(float(v) for v in run.details.get("load", ())),
         )
-    return None
+        if not found.load or found.load[0] < quiet_below:
+            if newest is not None:  # a newer one, measured under load, passed over
+                found.note = (
+                    f"a newer one ({newest.source.split('(')[-1].rstrip(')')}) was measured at "
+                    f"load average {newest.load[0]:.2f} on {quiet_below:g} cores and is not used"
+                )
+            return found
+        newest = newest or found
+    if newest is not None and newest.load:
+        newest.note = (
+            f"other programs shared the {quiet_below:g} cores while it was measured: its times "
+            "read long; run `tfaccel plan --calibrate` on a quiet machine"
+        )
+    return newest
 
 
 def _utilisation(db: ResultsStore, fingerprint: str, precision: str) -> tuple[float, str] | None:
