@@ -269,6 +269,29 @@ def test_the_stored_winner_takes_effect_in_the_scripts_model(
     ]  # fmt: skip
 
 
+def test_a_winner_whose_differences_cannot_be_applied_promises_no_gain(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the winner differs from the script only in its batch, which --tuned keeps: the fit
+    # trains as the script's own, and the gain the tune measured is not promised
+    script = _script(tmp_path)
+    db = tmp_path / "results.sqlite"
+    _store_winner(
+        script, db, recorded=True, precision="float32", jit=False, steps_per_execution=1,
+        batch_size=64,
+    )  # fmt: skip
+    status, document, err = _run(capsys, "--tuned", "--db", str(db), str(script))
+    assert status == 0, err
+    assert "batch size 16 (the tune's 64 changes the optimisation" in err
+    assert "expected gain: none: this fit trains as the script's own does" in err
+    assert "the tune measured x1.80 with them" in err
+    assert "expected gain: x1.80" not in err
+    assert document["tuned"]["took_effect"] == [
+        {"precision": "float32", "jit": False, "steps_per_execution": 1,
+         "batch_size": 16, "feed": "as given"}
+    ]  # fmt: skip
+
+
 def test_tuned_all_changes_the_batch_and_says_how_to_scale_the_learning_rate(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

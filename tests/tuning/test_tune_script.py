@@ -246,15 +246,40 @@ def test_a_winner_that_is_yours_needs_no_second_timing() -> None:
     assert "keep yours" in outcome.decision.reason  # type: ignore[union-attr]
 
 
-def test_data_a_trial_cannot_read_again_is_refused_with_the_fix() -> None:
+def test_a_generators_first_batches_become_the_arrays_every_trial_reads() -> None:
+    keras = pytest.importorskip("keras")
+    import numpy as np
+
     from tfaccel.tuning import TuneError
     from tfaccel.tuning.script import workload_hooks
     from tfaccel.workload import CompileArgs, Origin, Workload
 
-    examples = iter([(1, 2)])
-    workload = Workload(object(), CompileArgs(), examples, origin=Origin("train.py"))
-    with pytest.raises(TuneError, match=r"as a generator.*Dataset\.from_generator"):
-        workload_hooks(workload)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    model.compile("sgd", "mse")
+
+    def batches(labels: bool = True):  # type: ignore[no-untyped-def]
+        step = 0
+        while True:  # endless, as scripts that give fit steps_per_epoch write them
+            x = np.full((8, 4), step, "float32")
+            yield (x, np.zeros((8, 2), "float32")) if labels else x
+            step += 1
+
+    given = {"steps_per_epoch": 5, "epochs": 2}
+    workload = Workload(model, CompileArgs.of(model), batches(), None, given, Origin("train.py"))
+    found = workload_hooks(workload)
+    x, y = found.hooks.data
+    assert x.shape == (40, 4) and y.shape == (40, 2)  # steps_per_epoch batches, read once
+    assert [float(x[i * 8, 0]) for i in range(5)] == [0.0, 1.0, 2.0, 3.0, 4.0]  # in order
+    assert found.batch_size == 8 and found.feed == "numpy"
+    assert any("generator, read once: its first 5 batch(es) (40 examples)" in n
+               for n in found.described["notes"])  # fmt: skip
+    no_labels = Workload(model, CompileArgs.of(model), batches(False), None, given,
+                         Origin("train.py"))  # fmt: skip
+    with pytest.raises(TuneError, match="generator gives batches without labels"):
+        workload_hooks(no_labels)
+    unreadable = Workload(model, CompileArgs.of(model), lambda: None, origin=Origin("train.py"))
+    with pytest.raises(TuneError, match=r"which the trials cannot read again"):
+        workload_hooks(unreadable)
 
 
 def test_a_model_built_under_a_strategy_is_built_again_in_it_not_cloned() -> None:

@@ -6,7 +6,7 @@ script up to its ``fit`` (:func:`tfaccel.workload.capture`) and tunes what it ca
 * **the data** as given to ``fit``: arrays ``(x, y)`` (both feeds), or the script's own
   ``tf.data.Dataset`` (its ``.map``s, its shuffling and its source kept; its batches unbatched
   and re-batched at each trial's batch size by ``tfaccel.data.pipeline``), or its
-  ``keras.utils.PyDataset``;
+  ``keras.utils.PyDataset``; a generator is read once, its first batches joined into arrays;
 * **the model** of each trial, built under the trial's precision. Keras takes the precision
   when the layers are built, so a model of another precision is the script's own model built
   again: the script is captured again (run again up to its ``fit``, in this process) with the
@@ -169,6 +169,7 @@ def workload_hooks(workload: Workload, *, timeout: float = DEFAULT_TIMEOUT_S) ->
     strategy = workload.strategy
     kind = workload.data_kind
     labels_dropped = False
+    generator_note = ""
     # a step of the model's own (its train_step or compute_loss, or a loss its layers add with
     # labels among its inputs, as keras.io's OCR model) may take x alone
     x_alone = own_step_reason(model, workload.compile) is not None
@@ -195,14 +196,30 @@ def workload_hooks(workload: Workload, *, timeout: float = DEFAULT_TIMEOUT_S) ->
             # batches of x alone, read by the model's own train_step (a GAN on images): as
             # for fit(x) on arrays, the trials carry placeholder labels the model drops
             data, labels_dropped = _with_placeholder_labels(data), True
+    elif kind == "generator":
+        # a generator is read once: its first batches become arrays the trials read again
+        batch = workload.batch_size  # read before the batches are (the first one kept)
+        gx, gy, read_note = _generator_arrays(workload, name)
+        generator_note = read_note
+        if gy is None and x_alone:
+            labels_dropped = True
+        elif gy is None:
+            raise TuneError(
+                f"The script {name}'s generator gives batches without labels",
+                expected="a generator of (x, y) batches",
+                received="batches of x alone",
+                fix="yield (x, y) pairs from the generator",
+            )
+        data = (gx, _placeholder_labels(gx) if labels_dropped else gy)
+        feed, batched = "numpy", None
     else:
         raise TuneError(
             f"The script {name} gives fit its data as a {kind}, which the trials cannot read again",
-            expected="arrays (x, y), a tf.data.Dataset or a keras.utils.PyDataset (every trial "
-            "reads the data again)",
+            expected="arrays (x, y), a tf.data.Dataset, a keras.utils.PyDataset or a generator "
+            "of (x, y) batches (every trial reads the data again)",
             received=f"model.fit given a {type(workload.x).__name__}",
-            fix="wrap the generator: tf.data.Dataset.from_generator(make_examples, "
-            "output_signature=...) and give fit the dataset",
+            fix="give fit a tf.data.Dataset (tf.data.Dataset.from_generator(make_examples, "
+            "output_signature=...)) or arrays",
         )
     batch = workload.batch_size
     if batch is None:
@@ -241,7 +258,7 @@ def workload_hooks(workload: Workload, *, timeout: float = DEFAULT_TIMEOUT_S) ->
             "the script's own training loop (marked): the trials time Keras' fit with its "
             "optimizer and loss"
         )
-    notes: list[str] = []
+    notes: list[str] = [generator_note] if generator_note else []
     if labels_dropped:
         notes.append(
             "fit gets x alone, read by the model's own train_step: the trials carry "
@@ -270,6 +287,55 @@ def workload_hooks(workload: Workload, *, timeout: float = DEFAULT_TIMEOUT_S) ->
     if policy != precision:
         out.not_run.append(f"the script's dtype policy {policy} (tried as float32)")
     return out
+
+
+GENERATOR_BATCHES = 64
+"""Batches of a script's generator read into arrays for the trials (fewer where
+``steps_per_epoch`` says an epoch has fewer, or :data:`GENERATOR_BYTES` is reached)."""
+
+GENERATOR_BYTES = 256 * 2**20
+
+
+def _generator_arrays(workload: Workload, name: str) -> tuple[Any, Any, str]:
+    """The first batches of the script's generator, read once and joined into arrays (x, y;
+    y None for batches of x alone), and a note saying what was read."""
+    import numpy as np
+    import tensorflow as tf
+
+    steps = workload.fit_kwargs.get("steps_per_epoch")
+    limit = min(int(steps), GENERATOR_BATCHES) if steps else GENERATOR_BATCHES
+    batches: list[Any] = []
+    size = 0
+    try:
+        for batch in workload.x:
+            batch = tf.nest.map_structure(np.asarray, batch)
+            batches.append(batch)
+            size += sum(int(a.nbytes) for a in tf.nest.flatten(batch))
+            if len(batches) >= limit or size >= GENERATOR_BYTES:
+                break
+    except Exception as exc:  # the user's generator raised: said with its own message
+        raise TuneError(
+            f"The script {name}'s generator raised {type(exc).__name__} while its batches were "
+            f"read for the trials: {exc}",
+            expected="a generator that yields batches",
+            received=f"{type(exc).__name__} after {len(batches)} batch(es)",
+            fix="run the script on its own to see the error",
+        ) from exc
+    pairs = all(isinstance(b, tuple) and len(b) in (2, 3) for b in batches)
+    xs = [b[0] for b in batches] if pairs else batches
+    x = tf.nest.map_structure(lambda *parts: np.concatenate(parts), *xs)
+    y = (
+        tf.nest.map_structure(lambda *parts: np.concatenate(parts), *[b[1] for b in batches])
+        if pairs
+        else None
+    )
+    rows = len(tf.nest.flatten(x)[0])
+    note = (
+        f"fit gets a generator, read once: its first {len(batches)} batch(es) ({rows:,} "
+        "examples) became the arrays every trial and your own configuration read (the numpy "
+        "feed); the generator's own Python is not timed"
+    )
+    return x, y, note
 
 
 def _policy_of(model: Any) -> str:

@@ -636,7 +636,9 @@ def _apply(
     if kept:
         line += "; kept the script's: " + "; ".join(kept)
     _say(tuned, stream, line)
-    expected = _expected(tuned)
+    own_precision = (tuned.script or {}).get("precision")
+    applied = rebuild or bool(changed) or bool(own_precision and policy != own_precision)
+    expected = _expected(tuned, applied=applied)
     if expected:
         _say(tuned, stream, expected)
     return arguments
@@ -654,7 +656,7 @@ def _build_on_first_batch(model: Any, arguments: dict[str, Any]) -> dict[str, An
     return arguments
 
 
-def _expected(tuned: TunedRun) -> str:
+def _expected(tuned: TunedRun, *, applied: bool = True) -> str:
     winner = tuned.winner
     assert winner is not None
     verdict = winner.verdict or {}
@@ -663,6 +665,12 @@ def _expected(tuned: TunedRun) -> str:
     ratio = verdict.get("ratio") or (winner.speedup or {}).get("ratio")
     if not ratio:
         return ""
+    if not applied:
+        return (
+            f"expected gain: none: this fit trains as the script's own does, since none of the "
+            f"winner's settings that differ could be applied here (kept above); the tune "
+            f"measured x{ratio:.2f} with them"
+        )
     text = f"expected gain: x{ratio:.2f} in training throughput, as measured by the tune"
     if tuned.mode != "all" and winner.config.get("batch_size") != tuned.script.get("batch_size"):
         text += " (with its batch size; less with the script's own)"
