@@ -264,7 +264,9 @@ def test_a_gradient_tape_loop_is_told_the_line_to_add_and_mark_captures_it(
     assert workload.mark(w.model, w.x) is None  # outside a capture: nothing happens
 
 
-def test_a_train_on_batch_loop_is_captured_at_its_first_call(tmp_path: Path) -> None:
+def test_a_train_on_batch_loop_is_captured_at_its_first_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The older Keras GAN examples' shape: compiled models, a loop over batches, each batch
     # handed to train_on_batch; nothing after the first call runs.
     script = _script(
@@ -288,6 +290,7 @@ def test_a_train_on_batch_loop_is_captured_at_its_first_call(tmp_path: Path) -> 
         """,
         "gan_loop.py",
     )
+    monkeypatch.chdir(tmp_path)  # where the script writes, when it runs to its end
     w = capture(script)
     assert w.model.name == "discriminator" and not w.model.optimizer.iterations.numpy()
     assert w.origin.method == "train_on_batch" and w.origin.call == "gan_loop.py:14"
@@ -299,6 +302,7 @@ def test_a_train_on_batch_loop_is_captured_at_its_first_call(tmp_path: Path) -> 
     with pytest.raises(CaptureError) as info:
         capture(script, fit=2)
     assert info.value.reason == "no-fit"
+    assert (tmp_path / "trained.txt").read_text() == "done"  # it ran to its end
 
 
 @pytest.mark.parametrize(
