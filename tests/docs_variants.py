@@ -26,6 +26,7 @@ import re
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from docs_blocks import ROOT, Cheap, Check, Py, Ran, all_blocks, py_matches
 
@@ -444,6 +445,18 @@ def _every_device_planned(d: Path, runs: list[Ran]) -> None:
     assert [row["rank"] for row in devices] == list(range(1, len(devices) + 1)), devices
 
 
+def _kernel_table(report: Any, runs: list[Ran]) -> None:
+    """Every default target compiled, within every limit, and the table the command prints
+    (``report``: the document of tests/conftest.py's kernel_resources, not a folder)."""
+    from tfaccel.kernels.occupancy import DEFAULT_TARGETS
+    from tfaccel.kernels.resources import ResourceRow, Toolchain, check_resources, render_text
+
+    rows = [ResourceRow.from_dict(r) for r in report["rows"]]
+    assert report["ok"] and list(report["targets"]) == list(DEFAULT_TARGETS), report["targets"]
+    text = render_text(rows, check_resources(rows), Toolchain(**report["toolchain"]))
+    assert text.startswith("toolchain: numba-cuda's NVVM to PTX ISA "), text[:300]
+
+
 def _tuned_unchanged(d: Path, runs: list[Ran]) -> None:
     """docs/tune.md's own script was tuned against its own configuration, and stopped at fit:
     no best.keras right after the tune (TUNE_THEN_RUN's second line looks, before the run
@@ -624,9 +637,12 @@ CHEAP: dict[tuple[str, str], Cheap] = {
         exit_codes=(1,),
     ),
     ("docs/kernels.md", "python benchmarks/bench_kernels.py --resources"): Cheap(
-        ("python benchmarks/bench_kernels.py --resources --targets sm_90",),
-        "one target of the four: tests/kernels/test_kernels_compile.py compiles every kernel for every "
-        "target and checks the table; this shows the documented command runs",
+        ("python benchmarks/bench_kernels.py --resources --json",),
+        "its --json form, run once for tests/kernels/test_kernels_compile.py (tests/conftest.py's "
+        "kernel_resources: every kernel for every default target, ~25 s), which checks the "
+        "table this command prints from those rows",
+        check=_kernel_table,
+        reuse="kernel_resources",
     ),
     ("docs/distribute.md", "tfaccel launch -n 2 --restarts 1 train.py --epochs 3"): Cheap(
         ("tfaccel launch -n 2 --restarts 1 train.py --epochs 3",),
