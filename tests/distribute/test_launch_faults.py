@@ -197,7 +197,7 @@ def test_five_kills_of_random_ranks_at_random_steps_end_with_the_exact_weights(
     kills = {str(a): [rng.randrange(2), rng.randrange(3)] for a in range(5)}
     context = f"seed {SEED}, kills (attempt: [rank, steps after the attempt's first]) {kills}"
     # A short grace: the rank left is stuck in a collective with the dead one, never at a
-    # step boundary where it could save, so each attempt would wait out the whole grace
+    # step boundary where it could save, so most attempts wait out the whole grace (SIGKILL)
     doc, err = finish(
         start(script, tmp_path, {"kills": kills}, "--restarts", "5", "--grace", "0.5")
     )
