@@ -9,6 +9,7 @@ import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -82,3 +83,14 @@ def smoke_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from report_helpers import write_smoke_report
 
     return write_smoke_report(tmp_path_factory.mktemp("report"))
+
+
+@pytest.fixture(scope="session")
+def kernel_resources() -> dict[str, Any]:
+    """``benchmarks/bench_kernels.py --resources --json`` (every shipped kernel compiled for
+    every default target, kernel_helpers.resources_report), run once for
+    tests/kernels/test_kernels_compile.py and docs/kernels.md's ``bench_kernels.py
+    --resources`` in tests/test_docs.py."""
+    from kernel_helpers import resources_report
+
+    return resources_report()

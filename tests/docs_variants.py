@@ -26,6 +26,7 @@ import re
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from docs_blocks import ROOT, Cheap, Check, Py, Ran, all_blocks, py_matches
 
@@ -444,13 +445,27 @@ def _every_device_planned(d: Path, runs: list[Ran]) -> None:
     assert [row["rank"] for row in devices] == list(range(1, len(devices) + 1)), devices
 
 
+def _kernel_table(report: Any, runs: list[Ran]) -> None:
+    """Every default target compiled, within every limit, and the table the command prints
+    (``report``: the document of tests/conftest.py's kernel_resources, not a folder)."""
+    from tfaccel.kernels.occupancy import DEFAULT_TARGETS
+    from tfaccel.kernels.resources import ResourceRow, Toolchain, check_resources, render_text
+
+    rows = [ResourceRow.from_dict(r) for r in report["rows"]]
+    assert report["ok"] and list(report["targets"]) == list(DEFAULT_TARGETS), report["targets"]
+    text = render_text(rows, check_resources(rows), Toolchain(**report["toolchain"]))
+    assert text.startswith("toolchain: numba-cuda's NVVM to PTX ISA "), text[:300]
+
+
 def _tuned_unchanged(d: Path, runs: list[Ran]) -> None:
-    """docs/tune.md's own script was tuned against its own configuration, and stopped at fit."""
-    result = json.loads(runs[-1].stdout)
+    """docs/tune.md's own script was tuned against its own configuration, and stopped at fit:
+    no best.keras right after the tune (TUNE_THEN_RUN's second line looks, before the run
+    that writes one)."""
+    result = json.loads(runs[0].stdout)
     assert result["baseline"]["batch_size"] == 32 and result["baseline"]["feed"] == "as-given"
     assert result["baseline_verdict"]["says"], result["baseline_verdict"]
     assert result["not_run"] == ["callback ModelCheckpoint"], result["not_run"]
-    assert not (d / "best.keras").exists(), "the script's checkpoint callback ran"
+    assert runs[1].returncode == 0, "the tune wrote best.keras: the script's checkpoint ran"
 
 
 def _ran_tuned(d: Path, runs: list[Ran]) -> None:
@@ -526,6 +541,15 @@ PLAN_SCRIPT = "tfaccel plan --device a100-40gb --device this-cpu train.py --batc
 PLAN_MODEL = "tfaccel plan --model reference-cnn --batch 256"
 TUNE_OWN_SCRIPT = "tfaccel tune --budget 60 train.py --batch-size 32"
 RUN_TUNED = "tfaccel run --tuned train.py --batch-size 32"
+# Both commands in one job, as the document runs them: the script tuned (no best.keras
+# written: the second line exits 1 when there is one), then run with the winner.
+TUNE_THEN_RUN = (
+    "tfaccel tune --budget 30 --sample-seconds 0.2 --rounds 3 --space batch_size=32,128 "
+    "--space precision=float32 --space jit=off,on --space steps_per_execution=1 "
+    "--db results.sqlite --json train.py --batch-size 32",
+    "python -c \"import os, sys; sys.exit(os.path.exists('best.keras'))\"",
+    "tfaccel run --quiet --json --db results.sqlite --tuned train.py --batch-size 32 --epochs 1",
+)
 
 # A tune's cheap variant: fewer configurations, short samples, two final rounds. The search
 # ends when those are measured; the budget is only a ceiling (a tiny one is refused when the
@@ -582,10 +606,12 @@ CHEAP: dict[tuple[str, str], Cheap] = {
         exit_codes=(0, 1),  # 1 when the doctor finds a failure on this machine: its job
     ),
     ("docs/plan.md", "python benchmarks/bench_plan.py --smoke"): Cheap(
-        ("python benchmarks/bench_plan.py --smoke",),
-        "as documented; exit 1 too: the benchmark's verdict on its accuracy target, which a "
-        "test does not judge (on a CPU without AVX-512 mixed_bfloat16 runs through casts the "
-        "plan does not model)",
+        ("python benchmarks/bench_plan.py --smoke --precision float32 --stored-calibration",),
+        "its float32 row, without calibrating first (none is stored here, so the step time is "
+        "not predicted): the calibration costs 15-60 s, three tries on a busy machine, and "
+        "tests/planning/test_time_model.py calibrates; the mixed_bfloat16 row's measured and "
+        "predicted peaks are tests/planning/test_plan.py's. Exit 1 too: the benchmark's "
+        "verdict on its accuracy target, which a test does not judge",
         check=_plan_table,
         exit_codes=(0, 1),
     ),
@@ -611,9 +637,12 @@ CHEAP: dict[tuple[str, str], Cheap] = {
         exit_codes=(1,),
     ),
     ("docs/kernels.md", "python benchmarks/bench_kernels.py --resources"): Cheap(
-        ("python benchmarks/bench_kernels.py --resources --targets sm_90",),
-        "one target of the four: tests/kernels/test_kernels_compile.py compiles every kernel for every "
-        "target and checks the table; this shows the documented command runs",
+        ("python benchmarks/bench_kernels.py --resources --json",),
+        "its --json form, run once for tests/kernels/test_kernels_compile.py (tests/conftest.py's "
+        "kernel_resources: every kernel for every default target, ~25 s), which checks the "
+        "table this command prints from those rows",
+        check=_kernel_table,
+        reuse="kernel_resources",
     ),
     ("docs/distribute.md", "tfaccel launch -n 2 --restarts 1 train.py --epochs 3"): Cheap(
         ("tfaccel launch -n 2 --restarts 1 train.py --epochs 3",),
@@ -649,25 +678,16 @@ CHEAP: dict[tuple[str, str], Cheap] = {
         check=_files("results.sqlite"),
     ),
     ("docs/tune.md", TUNE_OWN_SCRIPT): Cheap(
-        (
-            "tfaccel tune --budget 30 --sample-seconds 0.2 --rounds 3 --space batch_size=32,128 "
-            "--space precision=float32 --space jit=off --space steps_per_execution=1 --no-save "
-            "--json train.py --batch-size 32",
-        ),
-        "the document's script as written: two batch sizes in float32 and short samples, "
-        "checked against its own configuration, with its checkpoint not written",
+        TUNE_THEN_RUN,
+        "the document's script as written: two batch sizes in float32, XLA off and on, short "
+        "samples, checked against its own configuration, with its checkpoint not written by "
+        "the tune; shares the run of `tfaccel run --tuned` below, which applies this tune",
         check=_tuned_unchanged,
     ),
     ("docs/tune.md", RUN_TUNED): Cheap(
-        (
-            "tfaccel tune --budget 30 --sample-seconds 0.2 --rounds 3 --space batch_size=32,128 "
-            "--space precision=float32 --space jit=off,on --space steps_per_execution=1 "
-            "--db results.sqlite train.py --batch-size 32",
-            "tfaccel run --quiet --json --db results.sqlite --tuned train.py --batch-size 32 "
-            "--epochs 1",
-        ),
-        "the document's script tuned briefly into a database of its own, then run with the "
-        "winner for one epoch",
+        TUNE_THEN_RUN,
+        "the document's script tuned briefly into a database of its own (the tune above), "
+        "then run with the winner for one epoch",
         check=_ran_tuned,
     ),
     ("docs/tune.md", "tfaccel tune --model reference-cnn --budget 150 --json"): Cheap(

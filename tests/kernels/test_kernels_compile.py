@@ -6,7 +6,9 @@ the install command, they do not skip. Compiling needs numba-cuda's real target,
 tests/kernels/test_kernels.py puts numba on the CUDA simulator in this process, so every build runs in
 a subprocess without ``NUMBA_ENABLE_CUDASIM``: ``benchmarks/bench_kernels.py --resources
 --json`` for every shipped kernel and target (about 25 s on two quiet cores), whose rows the
-tests share, and one for the planted register-hungry kernel; this process never imports numba.
+tests share (tests/conftest.py's ``kernel_resources``, run once: docs/kernels.md's command in
+tests/test_docs.py reads it too), and one for the planted register-hungry kernel; this process
+never imports numba.
 
 Run with ``-s`` to see the table: registers, shared memory, spills and occupancy per kernel
 and target.
@@ -18,7 +20,6 @@ import ast
 import dataclasses
 import importlib.util
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kernel_helpers import compiler_env, no_compiler
 
 from tfaccel.core.errors import UsageError
 from tfaccel.kernels import KernelCompilerError
@@ -85,34 +87,11 @@ PLANTED = textwrap.dedent(
 )
 
 
-def _env() -> dict[str, str]:
-    """This environment without the simulator: numba-cuda's real target, its compiler."""
-    return {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-
-
-def _no_compiler(error: str) -> None:
-    pytest.fail(
-        f"the kernels cannot be compiled here: {error}\n(the CUDA compiler wheels come with "
-        "`pip install 'tfaccel[kernels]'`, which `make test` runs)",
-        pytrace=False,
-    )
-
-
 @pytest.fixture(scope="module")
-def report() -> dict[str, Any]:
-    """``bench_kernels.py --resources --json`` for the default targets: every shipped kernel."""
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_kernels.py"), "--resources", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=540,
-        env=_env(),
-    )
-    document: dict[str, Any] = json.loads(done.stdout) if done.stdout.strip() else {}
-    if "error" in document:
-        _no_compiler(document["error"])
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return document
+def report(kernel_resources: dict[str, Any]) -> dict[str, Any]:
+    """``bench_kernels.py --resources --json`` for the default targets: every shipped kernel
+    (run once in the session: docs/kernels.md's command in tests/test_docs.py reads it too)."""
+    return kernel_resources
 
 
 @pytest.fixture(scope="module")
@@ -123,12 +102,16 @@ def shipped(report: dict[str, Any]) -> list[ResourceRow]:
 @pytest.fixture(scope="module")
 def planted() -> list[ResourceRow]:
     done = subprocess.run(
-        [sys.executable, "-c", PLANTED], capture_output=True, text=True, timeout=300, env=_env()
+        [sys.executable, "-c", PLANTED],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=compiler_env(),
     )
     assert done.returncode == 0, done.stderr[-4000:]
     result = json.loads(done.stdout)
     if "error" in result:
-        _no_compiler(result["error"])
+        no_compiler(result["error"])
     return [ResourceRow.from_dict(r) for r in result["rows"]]
 
 
@@ -256,7 +239,7 @@ def test_the_script_refuses_bad_input_before_compiling(
         capture_output=True,
         text=True,
         timeout=120,
-        env={**_env(), **env},
+        env={**compiler_env(), **env},
     )
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stdout == "", done.stdout  # no table, no rows: refused, not compiled
@@ -298,7 +281,11 @@ def test_a_missing_compiler_piece_is_named_with_the_install(missing: str) -> Non
         "    print(exc)\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=_env()
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=compiler_env(),
     )
     assert done.returncode == 0, done.stderr
     assert what in done.stdout, done.stdout

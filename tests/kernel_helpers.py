@@ -1,0 +1,45 @@
+"""The compiled kernels' resources, shared by tests/kernels/test_kernels_compile.py and
+docs/kernels.md's ``python benchmarks/bench_kernels.py --resources`` in tests/test_docs.py
+(the session fixture ``kernel_resources`` of tests/conftest.py runs it once)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def compiler_env() -> dict[str, str]:
+    """This environment without the simulator: numba-cuda's real target, its compiler."""
+    return {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+
+
+def no_compiler(error: str) -> None:
+    pytest.fail(
+        f"the kernels cannot be compiled here: {error}\n(the CUDA compiler wheels come with "
+        "`pip install 'tfaccel[kernels]'`, which `make test` runs)",
+        pytrace=False,
+    )
+
+
+def resources_report() -> dict[str, Any]:
+    """``bench_kernels.py --resources --json`` for the default targets: every shipped kernel."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_kernels.py"), "--resources", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=540,
+        env=compiler_env(),
+    )
+    document: dict[str, Any] = json.loads(done.stdout) if done.stdout.strip() else {}
+    if "error" in document:
+        no_compiler(document["error"])
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return document
