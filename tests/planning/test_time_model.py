@@ -246,6 +246,7 @@ def test_a_calibration_measured_under_load_gives_way_to_an_older_quiet_one(
     read = load_calibration("machine-a", onednn="1", store=db)
     assert read is not None and read.step_overhead_s == pytest.approx(1e-3)
     assert f"measured at load average {busy:.2f}" in read.note and "not used" in read.note
+    assert "(results database run 2)" in read.note  # the loaded one, the second stored
     assert read.note in read.describe()
     # only calibrations measured under load: the newest, and it says what to do
     only = tmp_path / "only.sqlite"

@@ -133,7 +133,9 @@ def test_a_scripts_way_to_its_fit_is_spent_from_the_budget_and_said(tmp_path: Pa
     spent = [n for n in result.notes if n.startswith("budget: ")]
     assert spent, result.notes
     seconds = float(spent[0].split()[1])
-    assert 1.5 <= seconds < 30 and "of the 30 s went before the first trial" in spent[0]
+    assert seconds >= 1.5, spent[0]  # the script's sleep before its fit, at least
+    assert seconds < 30, spent[0]
+    assert "of the 30 s went before the first trial" in spent[0]
     assert result.budget_s == 30 and result.elapsed_s >= seconds - 0.05  # said to 0.1 s
 
 

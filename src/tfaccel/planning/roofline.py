@@ -1157,7 +1157,8 @@ def _calibration(db: ResultsStore, fingerprint: str, setting: str) -> CpuCalibra
     machine was quiet (its load average under the cores this process may use); where none
     was, the newest at all. One measured while other programs shared the cores reads every
     rate low, and would make every plan's step time long until the next ``--calibrate``."""
-    newest: CpuCalibration | None = None
+    newest: CpuCalibration | None = None  # the newest one measured under load
+    newest_run = 0
     quiet_below = float(usable_cores())
     for run in db.runs(fingerprint, limit=200):
         if run.status != "complete" or run.details.get("kind") != CALIBRATION_KIND:
@@ -1180,11 +1181,12 @@ def _calibration(db: ResultsStore, fingerprint: str, setting: str) -> CpuCalibra
         if not found.load or found.load[0] < quiet_below:
             if newest is not None:  # a newer one, measured under load, passed over
                 found.note = (
-                    f"a newer one ({newest.source.split('(')[-1].rstrip(')')}) was measured at "
+                    f"a newer one (results database run {newest_run}) was measured at "
                     f"load average {newest.load[0]:.2f} on {quiet_below:g} cores and is not used"
                 )
             return found
-        newest = newest or found
+        if newest is None:
+            newest, newest_run = found, run.id
     if newest is not None and newest.load:
         newest.note = (
             f"other programs shared the {quiet_below:g} cores while it was measured: its times "
