@@ -18,6 +18,7 @@ from tfaccel.planning.roofline import (
     PARALLEL_BYTES,
     CalibrationError,
     CpuCalibration,
+    _passes_per_image,
     calibrate,
     calibrate_cpu,
     calibration_problems,
@@ -312,6 +313,7 @@ def test_the_calibration_measures_this_cpu() -> None:
         "batched_matmul_flops_per_s",
         "narrow_conv_flops_per_s",
         "row_conv_flops_per_s",
+        "filter_pass_s",
         "scale",
         "loop_scale",
     ):
@@ -922,3 +924,70 @@ def test_a_steps_metric_variables_are_reset_every_step(convolutions_step: StepGr
     assert time.step_overhead_s == pytest.approx(1e-3 + 4 * 1.5e-4)
     without = _graph(_step().ops)  # a hand-built step: no metric
     assert cpu_step_time(without, 1, calibration, onednn="1").step_overhead_s == pytest.approx(1e-3)
+
+
+# -- an input gradient that reads its kernel once per image --------------------------------------
+
+
+def test_the_traced_kernel_shapes(convolutions_step: StepGraph) -> None:
+    kernels = {(op.type, op.kernel) for op in convolutions_step.ops if op.kernel}
+    assert ("Conv2DBackpropInput", (1, 1, 8, 8)) in kernels  # the pointwise Conv1D
+    assert ("Conv2DBackpropInput", (3, 3, 8, 4)) in kernels  # the Conv2D, 8 -> 4 channels
+    assert ("Conv2DBackpropFilter", (1, 5, 4, 8)) in kernels  # a kernel's gradient: its output
+    assert all(op.window == op.kernel[:-2] for op in convolutions_step.ops if op.kernel)
+
+
+def _input_gradient(kernel: tuple[int, int, int, int], positions: int, batch: int) -> OpInfo:
+    """A ``Conv2DBackpropInput`` over ``positions`` output positions per image, as traced."""
+    *window, inputs, outputs = kernel
+    return OpInfo(
+        name="gradient_tape/conv/Conv2DBackpropInput",
+        type="Conv2DBackpropInput",
+        phase="backward",
+        inputs=(0,),
+        outputs=(TensorInfo(1, "float32", 0, 4 * positions * inputs),),
+        flops_per_example=2 * positions * math.prod(window) * inputs * outputs,
+        window=tuple(window),
+        kernel=kernel,
+    )
+
+
+def test_an_input_gradient_reads_its_kernel_once_per_image_where_tensorflow_says() -> None:
+    # TensorFlow's CPU kernel (conv_grad_input_ops.h) runs each image's product as its own
+    # parallel matmul where the per-image work unit over the threads reaches 256 KiB of
+    # elements, or the batch is 1; each reads the whole kernel again. A ResNet50's last stage
+    # at 64 x 64 (2 x 2 positions, 512 x 2048 kernels) spent 9x its FLOPs' time there.
+    wide = _input_gradient((1, 1, 1024, 1024), positions=4, batch=8)
+    assert _passes_per_image(wide, 8, threads=2) == 8 * 1024 * 1024
+    # a kernel of 128 x 128: the unit (16 Ki elements and a few) stays under 64 Ki per
+    # thread, so whole images go to each thread
+    narrow = _input_gradient((1, 1, 128, 128), positions=4, batch=8)
+    assert _passes_per_image(narrow, 8, threads=2) == 0
+    # the wide one on 32 threads: about 33 Ki elements each, under the unit
+    assert _passes_per_image(wide, 8, threads=32) == 0
+    # at batch 1 always one parallel matmul
+    assert _passes_per_image(narrow, 1, threads=2) == 128 * 128
+    # the columns count: a 3x3 kernel over many positions
+    spread = _input_gradient((3, 3, 64, 64), positions=32 * 32, batch=8)
+    assert _passes_per_image(spread, 8, threads=2) == 8 * 9 * 64 * 64
+    # other operations, and a kernel not traced
+    forward = OpInfo("conv", "Conv2D", "forward", (0,), wide.outputs, kernel=wide.kernel)
+    assert _passes_per_image(forward, 8, threads=2) == 0
+    untraced = OpInfo("g", "Conv2DBackpropInput", "backward", (0,), wide.outputs)
+    assert _passes_per_image(untraced, 8, threads=2) == 0
+
+
+def test_kernel_passes_are_compute_and_not_scaled() -> None:
+    step = _graph([_op("x", "Placeholder", (), 0, 64), _input_gradient((1, 1, 1024, 1024), 4, 8)])
+    figures = {"parallel_op_s": 0.0, "op_floor_s": 0.0, "bandwidth_bytes_per_s": 1e18}
+    plain = cpu_step_time(step, 8, _calibration(scale=2.0, **figures), onednn="1", cores=2)
+    read = cpu_step_time(
+        step, 8, _calibration(scale=2.0, filter_pass_s=3e-9, **figures), onednn="1", cores=2
+    )
+    assert read.compute_s - plain.compute_s == pytest.approx(8 * 1024 * 1024 * 3e-9)
+    assert read.bound == "compute"
+    # on 32 threads TensorFlow gives whole images to each: nothing more
+    many = cpu_step_time(
+        step, 8, _calibration(scale=2.0, filter_pass_s=3e-9, **figures), onednn="1", cores=32
+    )
+    assert many.compute_s == pytest.approx(plain.compute_s)

@@ -93,6 +93,7 @@ _CALIBRATION_METRICS = {
     "narrow_conv_flops_per_s": "FLOP/s",
     "row_conv_flops_per_s": "FLOP/s",
     "metric_reset_s": "s",
+    "filter_pass_s": "s",
     "scale": "x",
     "loop_scale": "x",
 }
@@ -194,6 +195,15 @@ class CpuCalibration(Record):
             as 350 small operations. A step pays it for :attr:`StepGraph.metric_variables` (its loss
             tracker's included); ``fit`` resets its metrics once per epoch, not per step, so a
             ``fit`` step is predicted that much slower than it runs (0: not measured).
+        filter_pass_s: the seconds an input's gradient of a convolution (``Conv2DBackpropInput``)
+            takes per element of its kernel and per image, where TensorFlow's CPU kernel runs
+            it as one matmul per image split across the cores (:func:`_passes_per_image`):
+            each image's product reads the whole kernel again, laid out anew, whatever few
+            positions it has. Measured on a 1x1 convolution over one position, 1024 -> 1024
+            channels (or more on many cores), batch 4 less batch 1, its products' FLOPs at the
+            convolution rate taken off: 2.8-4.2 ns on this 2-core EPYC, where a ResNet50's
+            last stages at a 64 x 64 input spent 9 times their FLOPs' time in these operations
+            (0: not measured).
         scale: a reference training step's measured time (less the step overhead) over the
             sum of its operations' modelled times: what scheduling, cores shared with other
             work and caches add to the kernels measured alone. Every operation of the step
@@ -233,6 +243,7 @@ class CpuCalibration(Record):
     narrow_conv_flops_per_s: float = 0.0
     row_conv_flops_per_s: float = 0.0
     metric_reset_s: float = 0.0
+    filter_pass_s: float = 0.0
     scale: float = 1.0
     loop_scale: float = 1.0
     precision: str = "float32"
@@ -258,6 +269,8 @@ class CpuCalibration(Record):
             f"{self.depthwise_flops_per_s / 1e9:.0f} GFLOP/s (depthwise conv) and bytes / "
             f"{self.bandwidth_bytes_per_s / 1e9:.1f} GB/s (max pooling: "
             f"{self.max_pool_element_s * 1e9:.1f} ns per element, forward and gradient; "
+            f"an input's gradient read per image: {self.filter_pass_s * 1e9:.1f} ns per "
+            "kernel element; "
             f"random numbers: {self.random_element_s * 1e9:.1f} ns per element; transposes: "
             f"{self.transpose_bytes_per_s / 1e9:.1f} GB/s), "
             f"x {self.scale:.2f} (measured on a reference step; a While loop's body: "
@@ -335,17 +348,23 @@ def cpu_step_time(
             f"and {len(step.loops)} traced: the body's operations, run once per iteration, are "
             "not known"
         )
-    terms = {k: v * calibration.scale for k, v in _op_terms(step.ops, batch, calibration).items()}
+    threads = cores if cores is not None else usable_cores()
+    modelled = _op_terms(step.ops, batch, calibration, threads)
+    terms = {k: v * calibration.scale for k, v in modelled.items() if k != KERNEL_PASSES}
+    terms["compute"] += modelled[KERNEL_PASSES]  # measured as they run in a step: not scaled
     each: list[dict[str, float]] = []
     for loop in step.loops:
-        loop_terms = _loop_terms(loop, batch, calibration)
+        loop_terms = _loop_terms(loop, batch, calibration, threads)
         if isinstance(loop_terms, str):
             return _unpredicted(loop_terms)
         each.append(loop_terms)
     side_by_side = _side_by_side(step, [sum(t.values()) for t in each], cores)
     for loop_terms in each:
         for term, seconds in loop_terms.items():
-            terms[term] += seconds * calibration.loop_scale * side_by_side
+            if term == KERNEL_PASSES:
+                terms["compute"] += seconds * side_by_side
+            else:
+                terms[term] += seconds * calibration.loop_scale * side_by_side
     terms["per-step overhead"] = (
         calibration.step_overhead_s + step.metric_variables * calibration.metric_reset_s
     )
@@ -401,11 +420,18 @@ def _side_by_side(step: StepGraph, seconds: list[float], cores: int | None = Non
     return min(wall / total, 1.0)
 
 
-def _op_terms(ops: list[OpInfo], batch: int, calibration: CpuCalibration) -> dict[str, float]:
+def _op_terms(
+    ops: list[OpInfo], batch: int, calibration: CpuCalibration, threads: int | None = None
+) -> dict[str, float]:
     """The modelled seconds of ``ops`` (run once each), by the term that bounds each, before
     :attr:`CpuCalibration.scale`: per operation its latency and the longer of its compute
-    and its memory traffic."""
-    terms = dict.fromkeys(("compute", "bandwidth", "per-op overhead"), 0.0)
+    and its memory traffic; an input's gradient of a convolution that reads its kernel once
+    per image (:func:`_passes_per_image`, on ``threads`` intra-op threads, default the cores
+    this process may use) adds those reads (:attr:`CpuCalibration.filter_pass_s`) as their
+    own term, :data:`KERNEL_PASSES`."""
+    if threads is None:
+        threads = usable_cores()
+    terms = dict.fromkeys(("compute", "bandwidth", "per-op overhead", KERNEL_PASSES), 0.0)
     sizes: dict[int, int] = {}
     per_example: set[int] = set()  # tensors that grow with the batch
     for op in ops:
@@ -428,6 +454,9 @@ def _op_terms(ops: list[OpInfo], batch: int, calibration: CpuCalibration) -> dic
             compute = largest / itemsize * calibration.max_pool_element_s / 2
         elif op.type in RANDOM_OPS and calibration.random_element_s > 0:
             compute = made * calibration.random_element_s
+        if op.type in INPUT_GRADIENT_OPS and calibration.filter_pass_s > 0:
+            passes = _passes_per_image(op, batch, threads)
+            terms[KERNEL_PASSES] += passes * calibration.filter_pass_s
         copies = 0.0
         if calibration.transpose_bytes_per_s > 0:
             if op.type in TRANSPOSE_OPS:
@@ -522,21 +551,67 @@ def _rate(op: OpInfo, calibration: CpuCalibration, per_example: set[int], produc
     return calibration.matmul_flops_per_s
 
 
+KERNEL_PASSES = "kernel passes"
+"""The term of :func:`_op_terms` that holds the kernel reads of input gradients run one matmul
+per image (:attr:`CpuCalibration.filter_pass_s`). :func:`cpu_step_time` adds it to the compute
+term without :attr:`CpuCalibration.scale` (an assumption): it is measured on the operation as a
+step runs it, alone on all the cores, where the scale stands for what a step of small
+operations adds to each (on a ResNet50 at a 64 x 64 input, scaled, the step was predicted 56%
+long; unscaled, within 10%)."""
+INPUT_GRADIENT_OPS = frozenset({"Conv2DBackpropInput"})
+"""Operations whose CPU kernel may read the whole convolution kernel once per image
+(:func:`_passes_per_image`): TensorFlow's ``Conv2DCustomBackpropInputOp``, the one it registers
+for ``Conv2DBackpropInput`` on the CPU (a Keras ``Conv2D``'s input gradient, a
+``Conv2DTranspose``'s forward)."""
+PARALLEL_CONTRACTION_BYTES = 256 * 2**10
+"""The per-thread working set from which TensorFlow's CPU ``Conv2DBackpropInput`` runs each
+image's product as one matmul split across the intra-op threads instead of giving whole images
+to each thread (its ``l2_cache_size``, in elements of the tensor's type)."""
+
+
+def _passes_per_image(op: OpInfo, batch: int, threads: int) -> float:
+    """Kernel elements read once per image by ``op`` at ``batch``: batch x its kernel's elements
+    where TensorFlow's CPU kernel for a convolution's input gradient takes the path of one
+    matmul per image split across the cores, else 0 (another operation; a kernel shape not
+    traced; whole images per thread, each matmul small enough to stay in a core's cache).
+
+    That kernel's rule (``conv_grad_input_ops.h``): per image, the products' three matrices
+    (the output gradient ``positions x out channels``, the kernel ``window x in channels x out
+    channels`` and the columns ``positions x window x in channels``) make its work unit; where
+    the unit over the intra-op ``threads`` reaches :data:`PARALLEL_CONTRACTION_BYTES`, or the
+    batch is 1, every image's product is its own parallel contraction, which lays the whole
+    kernel out again. The positions are the FLOPs' (``2 x batch x positions x kernel``)."""
+    if op.type not in INPUT_GRADIENT_OPS or len(op.kernel) != 4:
+        return 0.0
+    *window, inputs, outputs = op.kernel
+    kernel = math.prod(window) * inputs * outputs
+    flops = op.flops_fixed + op.flops_per_example * batch
+    if kernel <= 0 or flops <= 0:
+        return 0.0
+    positions = flops / (2 * batch * kernel)
+    unit = positions * outputs + kernel + positions * math.prod(window) * inputs
+    itemsize = _ITEMSIZE.get(op.outputs[0].dtype, 4) if op.outputs else 4
+    parallel = batch == 1 or unit / max(threads, 1) >= PARALLEL_CONTRACTION_BYTES / itemsize
+    return float(batch * kernel) if parallel else 0.0
+
+
 def _one_row(op: OpInfo) -> bool:
     """Whether ``op`` is a convolution whose window is one row of more than one column (a
     ``Conv1D``'s, run as a 2-D convolution one row high; a 1x1 convolution is not)."""
     return len(op.window) == 2 and op.window[0] == 1 and op.window[1] > 1
 
 
-def _loop_terms(loop: LoopBody, batch: int, calibration: CpuCalibration) -> dict[str, float] | str:
+def _loop_terms(
+    loop: LoopBody, batch: int, calibration: CpuCalibration, threads: int | None = None
+) -> dict[str, float] | str:
     """The modelled seconds of a While loop's iterations, before the scale: ``iterations`` x
     (its body's and condition's operations, each with the same terms as the step's, and its
     nested loops); or why they are not known (its or a nested loop's iterations unknown)."""
     if loop.iterations is None:
         return loop.why or f"the While loop {loop.name} runs an unknown number of iterations"
-    terms = _op_terms(list(loop.ops), batch, calibration)
+    terms = _op_terms(list(loop.ops), batch, calibration, threads)
     for inner in loop.loops:
-        inner_terms = _loop_terms(inner, batch, calibration)
+        inner_terms = _loop_terms(inner, batch, calibration, threads)
         if isinstance(inner_terms, str):
             return inner_terms
         for term, seconds in inner_terms.items():
@@ -679,6 +754,19 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
             lambda a, w: tf.nn.depthwise_conv2d(a, w, [1, 1, 1, 1], "SAME"),
         )
 
+    pass_outputs = max(PASS_CHANNELS, 64 * usable_cores())  # batch 4 also one matmul per image
+
+    def input_gradient(batch: int) -> Callable[[], Any]:  # a 1x1 convolution over one position
+        kernel = tf.Variable(tf.random.normal([1, 1, PASS_CHANNELS, pass_outputs]))
+        grads = tf.Variable(tf.random.normal([batch, 1, 1, pass_outputs]))
+
+        @tf.function
+        def run() -> Any:
+            made = tf.nn.conv2d_transpose(grads, kernel, [batch, 1, 1, PASS_CHANNELS], 1)
+            return tf.reduce_sum(made[:1])
+
+        return lambda: run().numpy()
+
     def max_pool(batch: int) -> Callable[[], Any]:
         images = tf.Variable(tf.random.normal([batch, 32, 32, 16]))
 
@@ -746,6 +834,7 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
         "one-row convolution": (row_conv(4), row_conv(32)),
         "depthwise convolution": (depthwise(4), depthwise(32)),
         "max pooling": (max_pool(4), max_pool(32)),
+        "input gradient passes": (input_gradient(1), input_gradient(4)),
         "random numbers": (random(RANDOM_SIZES[0]), random(RANDOM_SIZES[1])),
         "transposes": (transposes(TRANSPOSE_SIZES[0]), transposes(TRANSPOSE_SIZES[1])),
         "loop": (short_step, long_step),
@@ -796,6 +885,11 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
         3 * 2 * (32 - 4) * 32 * 32 * 64 * 9 / max(differences["depthwise convolution"][0], 1e-9)
     )
     pooled = (32 - 4) * 32 * 32 * 16
+    kernel_elements = PASS_CHANNELS * pass_outputs
+    pass_products = 2 * (4 - 1) * kernel_elements / conv_rate  # wide: 1024 products each
+    filter_pass = (differences["input gradient passes"][0] - pass_products) / (
+        (4 - 1) * kernel_elements
+    )
     calibration = CpuCalibration(
         step_overhead_s=overhead,
         op_floor_s=floor,
@@ -808,6 +902,7 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
         narrow_conv_flops_per_s=narrow_rate,
         row_conv_flops_per_s=row_rate,
         metric_reset_s=metric_reset,
+        filter_pass_s=max(filter_pass, 0.0),
         max_pool_element_s=max(differences["max pooling"][0], 0.0) / pooled,
         random_element_s=max(differences["random numbers"][0], 0.0)
         / (RANDOM_SIZES[1] - RANDOM_SIZES[0]),
@@ -871,6 +966,10 @@ def reference_model() -> Any:
     return model
 
 
+PASS_CHANNELS = 1024
+"""The input channels of the calibration's input gradients (:attr:`CpuCalibration.filter_pass_s`);
+their output channels are as many, or 64 per core where that is more, so that batch 4 also
+takes the path of one matmul per image (:func:`_passes_per_image`)."""
 LOOP_STEPS = (8, 40)
 """The time steps of the calibration's two LSTMs (:attr:`CpuCalibration.loop_scale`)."""
 LOOP_BATCH, LOOP_UNITS, LOOP_FEATURES = 32, 64, 32
@@ -929,6 +1028,7 @@ _NOISE_CHECKED = (
     "one-row convolution",
     "depthwise convolution",
     "max pooling",
+    "input gradient passes",
     "random numbers",
     "transposes",
     "loop",

@@ -32,7 +32,7 @@ _Record = tuple[
 ]
 """A traced operation: name, type, phase, inputs, outputs (index, dtype, bytes, count), FLOPs,
 scratch bytes, buffers held for a loop's iterations in flight (count, bytes of each, what), a
-convolution's window."""
+convolution's kernel shape."""
 
 __all__ = [
     "OpInfo",
@@ -119,6 +119,8 @@ class OpInfo:
         window: a convolution's (its forward's or a gradient's) kernel window, its spatial
             sizes (``(1, 7)`` for a Keras ``Conv1D`` of kernel size 7, which TensorFlow runs
             as a 2-D convolution one row high); empty for anything else or an unknown size.
+        kernel: a convolution's kernel shape: its window, its input channels, its output
+            channels (a depthwise one's: its channel multiplier); empty as ``window`` is.
     """
 
     name: str
@@ -132,6 +134,7 @@ class OpInfo:
     scratch_per_example: int = 0
     held: tuple[tuple[int, int, int, int], ...] = ()
     window: tuple[int, ...] = ()
+    kernel: tuple[int, ...] = ()
 
     def scratch_at(self, batch: int) -> int:
         """Bytes the operation allocates for itself while it runs (see ``_scratch``)."""
@@ -614,7 +617,7 @@ def _trace(
                 _op_flops(op),
                 _scratch(op),
                 _in_flight(op, elements) + _cpu_16_bit_buffers(op),
-                _op_window(op),
+                _op_kernel(op),
             )
         )
     placeholders = tuple(
@@ -1103,10 +1106,11 @@ def _op_flops(op: Any) -> int:
     return 0
 
 
-def _op_window(op: Any) -> tuple[int, ...]:
-    """The spatial sizes of a convolution's kernel window (empty for anything else, or where a
-    size is unknown): the kernel is the second input of a forward and of an input's gradient,
-    the output of a kernel's gradient."""
+def _op_kernel(op: Any) -> tuple[int, ...]:
+    """A convolution's kernel shape (its window's spatial sizes, then its input channels and
+    its output channels or depth multiplier; empty for anything else, or where a size is
+    unknown): the kernel is the second input of a forward and of an input's gradient, the
+    output of a kernel's gradient."""
     if op.type not in _CONVS:
         return ()
     try:
@@ -1114,10 +1118,9 @@ def _op_window(op: Any) -> tuple[int, ...]:
         shape = kernel.shape.as_list()
     except (TypeError, ValueError, IndexError):
         return ()
-    window = shape[:-2]
-    if not window or any(not isinstance(size, int) for size in window):
+    if len(shape) < 3 or any(not isinstance(size, int) for size in shape):
         return ()
-    return tuple(window)
+    return tuple(shape)
 
 
 def _einsum_flops(equation: str, shapes: list[list[int]]) -> int:
@@ -1138,7 +1141,7 @@ def _affine(
     batch: int,
     second: int,
 ) -> OpInfo:
-    name, op_type, phase, inputs, outs_a, flops_a, scratch_a, held_a, window = a
+    name, op_type, phase, inputs, outs_a, flops_a, scratch_a, held_a, kernel = a
     outs_b, flops_b, scratch_b, held_b = b[4], b[5], b[6], b[7]
     per_scratch = (scratch_b - scratch_a) // (second - batch)
     held = []
@@ -1162,7 +1165,8 @@ def _affine(
         scratch_fixed=scratch_a - per_scratch * batch,
         scratch_per_example=per_scratch,
         held=tuple(held),
-        window=window,
+        window=kernel[:-2],
+        kernel=kernel,
     )
 
 
@@ -1285,7 +1289,7 @@ def _loop_record(op: Any, iterations: int | None) -> _LoopRecord:
                     flops,
                     0,
                     [],
-                    _op_window(body_op),
+                    _op_kernel(body_op),
                 )
             )
     nested = loop_records(body)
