@@ -16,7 +16,9 @@ the larger of the two, :func:`_popped_while_filled`) and the buffers of its iter
 transposed operands) and, on a CPU, the float32 copies a 16-bit MatMul is computed in
 (:data:`UPCAST_16_BIT`) and the work buffers of 16-bit convolution and pooling gradients
 (:func:`tfaccel.planning.trace._cpu_16_bit_buffers`), held while the operation runs. Operations
-the step does not need are not in the trace (:func:`tfaccel.planning.trace._needed`). The
+the step does not need are not in the trace (:func:`tfaccel.planning.trace._needed`); those
+the graph optimiser folds (:func:`tfaccel.planning.trace._folded`) run no kernel, and the
+constants they leave are held through the step (:func:`_folded_constants`). The
 variables (weights, optimizer slots, metric state) live throughout, and the caller's batch
 until the step returns; a CPU's float32 max pooling keeps oneDNN's workspace beside its output
 (:func:`_pooling_workspace`). The peak of that simulation,
@@ -580,6 +582,10 @@ def _simulate(
     live_kind: dict[int, str] = {i: "input_batch" for i in step.inputs}
     for i in step.inputs:  # the caller holds its batch until the step returns
         buffer_end[i] = len(ops)
+    for i in _folded_constants(ops):  # the function holds them through the step
+        buffer_of[i], buffer_end[i] = i, len(ops)
+        owned.add(i)
+        live[i], live_kind[i] = sizes.get(i, 0), "temporaries"
     persistent = _variable_parts(step, rules)
     events: list[Event] = [Event(i, size) for i, size in live.items() if size]
     current = sum(live.values())
@@ -591,7 +597,7 @@ def _simulate(
     for position, op in enumerate(ops):
         mark = len(events)
         for t in op.outputs:
-            if t.index not in last_use:
+            if op.folded or t.index not in last_use:
                 continue  # never read: freed at once (or a control output)
             if op.type in ALIASING or op.type in ("Const", "VarHandleOp", "Placeholder"):
                 if op.inputs and op.type in ALIASING and op.inputs[0] in buffer_of:
@@ -634,7 +640,9 @@ def _simulate(
                 events.append(Event(key, workspace))
                 current += workspace
         scratch = [(size, 1) for size in _upcast_copies(op, info, batch_size, rules)]
-        if op.scratch_at(batch_size):
+        if op.folded:  # evaluated once by the graph optimiser, not in the step
+            scratch = []
+        elif op.scratch_at(batch_size):
             scratch.append((rules.size(op.scratch_at(batch_size)), 1))
         scratch = [(size, count) for size, count in scratch if size and count]
         scratch += _held_buffers(op.held_at(batch_size), rules)
@@ -691,6 +699,20 @@ def _simulate(
         peak_op=peak_op,
         allocator=rules.name,
     )
+
+
+def _folded_constants(ops: list[OpInfo]) -> list[int]:
+    """The constants the graph optimiser leaves in the step's function in place of the
+    operations it folds (:func:`tfaccel.planning.trace._folded`): the outputs of folded
+    operations that an operation it does not fold reads. The function holds each from its
+    first step on (a buffer of the step's, never written over); the folded operations
+    themselves take no buffer and run no kernel in the step."""
+    made = {t.index for op in ops if op.folded for t in op.outputs}
+    found: dict[int, None] = {}
+    for op in ops:
+        if not op.folded:
+            found.update((i, None) for i in op.inputs if i in made)
+    return list(found)
 
 
 def _popped_while_filled(

@@ -439,7 +439,7 @@ def _op_terms(
             sizes[t.index] = t.bytes_at(batch)
             if t.per_example > 0:
                 per_example.add(t.index)
-        if op.type in _NOT_RUN:
+        if op.type in _NOT_RUN or op.folded:  # folded: a constant before the step runs
             continue
         nbytes = sum(sizes[t.index] for t in op.outputs) + sum(sizes.get(i, 0) for i in op.inputs)
         flops = op.flops_fixed + op.flops_per_example * batch

@@ -29,10 +29,12 @@ _Record = tuple[
     int,
     list[tuple[int, int, int]],
     tuple[int, ...],
+    bool,
 ]
 """A traced operation: name, type, phase, inputs, outputs (index, dtype, bytes, count), FLOPs,
 scratch bytes, buffers held for a loop's iterations in flight (count, bytes of each, what), a
-convolution's kernel shape."""
+convolution's kernel shape, whether the graph optimiser folds it into a constant (see
+``_folded``)."""
 
 __all__ = [
     "OpInfo",
@@ -121,6 +123,9 @@ class OpInfo:
             as a 2-D convolution one row high); empty for anything else or an unknown size.
         kernel: a convolution's kernel shape: its window, its input channels, its output
             channels (a depthwise one's: its channel multiplier); empty as ``window`` is.
+        folded: TensorFlow's graph optimiser replaces the operation by a constant before the
+            step runs (see ``_folded``): its outputs that an operation left in the graph reads
+            are constants, held while the step's function lives.
     """
 
     name: str
@@ -135,6 +140,7 @@ class OpInfo:
     held: tuple[tuple[int, int, int, int], ...] = ()
     window: tuple[int, ...] = ()
     kernel: tuple[int, ...] = ()
+    folded: bool = False
 
     def scratch_at(self, batch: int) -> int:
         """Bytes the operation allocates for itself while it runs (see ``_scratch``)."""
@@ -560,12 +566,26 @@ def _input_specs(model: Any) -> list[tuple[tuple[int, ...], str]]:
 
 
 def _targets(model: Any, batch: int, tf: Any) -> Any:
-    """A TensorSpec for ``y`` that the compiled loss accepts: integer labels when the output
-    is a class distribution and the loss is a sparse one, else the output's own shape."""
-    outputs = model.outputs
+    """TensorSpecs for ``y`` that the compiled loss accepts, one per output in the structure
+    of the model's outputs (a dict of named outputs: a dict of targets, with each output's own
+    loss): integer labels when the output is a class distribution and its loss is a sparse
+    one, else the output's own shape."""
     loss = model.loss if hasattr(model, "loss") else None
+    structure = getattr(model, "_outputs_struct", None)
+    if isinstance(structure, dict) and len(structure) > 1:
+        return {
+            key: _target(output, loss.get(key) if isinstance(loss, dict) else loss, batch, tf)
+            for key, output in structure.items()
+        }
+    if isinstance(structure, (list, tuple)) and len(structure) > 1:
+        losses = loss if isinstance(loss, (list, tuple)) else [loss] * len(structure)
+        return [_target(o, each, batch, tf) for o, each in zip(structure, losses, strict=False)]
+    return _target(model.outputs[0], loss, batch, tf)
+
+
+def _target(output: Any, loss: Any, batch: int, tf: Any) -> Any:
     name = loss if isinstance(loss, str) else getattr(loss, "name", type(loss).__name__)
-    out_shape = tuple(int(d) for d in outputs[0].shape[1:])
+    out_shape = tuple(int(d) for d in output.shape[1:])
     if "sparse" in str(name).lower():
         return tf.TensorSpec((batch, *out_shape[:-1]), tf.int64)
     return tf.TensorSpec((batch, *out_shape), tf.float32)
@@ -596,6 +616,7 @@ def _trace(
     records = []
     elements: dict[str, int] = {}  # TensorList tensor name -> elements it holds (when known)
     needed = _needed(graph)
+    folded = _folded(graph, needed)
     for op in graph.get_operations():
         if op not in needed:
             continue
@@ -618,6 +639,7 @@ def _trace(
                 _scratch(op),
                 _in_flight(op, elements) + _cpu_16_bit_buffers(op),
                 _op_kernel(op),
+                op.name in folded,
             )
         )
     placeholders = tuple(
@@ -748,6 +770,112 @@ def _needed(graph: Any) -> set[Any]:
         needed.add(op)
         todo += [t.op for t in op.inputs] + list(op.control_inputs)
     return needed
+
+
+FOLD_LIMIT = 100 * 1024
+"""Bytes from which TensorFlow's constant folding keeps an operation whose values are not all
+equal (``kMaxConstantSize`` of ``grappler/optimizers/constant_folding.cc``: it folds only where
+the constant's encoding is under 100 KiB or no larger than what it replaces; a tensor of one
+repeated value is encoded as that value, whatever its size)."""
+
+_SHAPE_QUERIES = frozenset({"Shape", "ShapeN", "Size", "Rank"})
+_FILLS = frozenset({"OnesLike", "ZerosLike"})
+# What keeps a tensor of one repeated value one: its first input's value moved, broadcast or
+# cast (Fill: its second input's).
+_SPREADS = frozenset(
+    {"Tile", "BroadcastTo", "Reshape", "ExpandDims", "Squeeze", "Identity", "Cast", "Transpose",
+     "Unpack", "Slice", "StridedSlice"}
+)  # fmt: skip
+_ELEMENTWISE = frozenset(
+    {
+        "Neg", "Square", "Sqrt", "Rsqrt", "Exp", "Log", "Sign", "Abs", "Reciprocal",
+        "AddV2", "Add", "Sub", "Mul", "MulNoNan", "RealDiv", "Div", "DivNoNan", "Maximum",
+        "Minimum", "Pow", "SquaredDifference", "AddN",
+    }
+)  # fmt: skip
+_NEVER_FOLDED = frozenset(
+    {"Placeholder", "ReadVariableOp", "While", "StatelessWhile", "If", "StatelessIf",
+     "PartitionedCall", "StatefulPartitionedCall", "NoOp"}
+)  # fmt: skip
+
+
+def _folded(graph: Any, needed: set[Any]) -> set[str]:
+    """The names of the operations TensorFlow's graph optimiser replaces by constants before a
+    ``tf.function``'s step runs (Grappler's constant folding, on by default): an operation
+    that is not stateful, reads no variable, list or placeholder, and whose inputs are all
+    constants (a ``Const``, or an operation folded before it); a shape query (``Shape``,
+    ``Size``, ``Rank``) of a tensor of fully known shape; ``OnesLike`` and ``ZerosLike`` of a
+    fully known shape. One whose values are not all equal is folded only under
+    :data:`FOLD_LIMIT` bytes. The graph optimiser evaluates each once, and the step's function
+    then holds the result as a constant for as long as it lives.
+
+    TensorFlow's allocation log of the keras.io recommender (``benchmarks/results/
+    unseen_scripts/recommender.py``: an ``l2`` ``embeddings_regularizer`` on a 9,724 x 50
+    table) shows one: the regulariser's gradient ``l2 * 2 * table`` is computed as the
+    gradient of ``l2 * sum(square(table))``, whose ``Tile`` of the loss's constant gradient to
+    the table's shape reads constants only; the graph optimiser evaluates it (an allocation of
+    step ``-1``) and the function keeps the table-sized result (``Unknown (from Proto)``) from
+    the first step to the end, beside the step's own buffers: one table-sized buffer the
+    plan had not counted at the step's peak (13.1 MiB measured, 11.6 predicted).
+    """
+    constant: dict[str, bool] = {}  # a constant tensor's name -> all its values equal
+    folded: set[str] = set()
+    for op in graph.get_operations():
+        if op not in needed:
+            continue
+        if op.type == "Const":
+            for t in op.outputs:
+                constant[t.name] = _one_value(op)
+            continue
+        if op.type in _NEVER_FOLDED or _stateful(op):
+            continue
+        if any(t.dtype.name in ("resource", "variant") for t in [*op.inputs, *op.outputs]):
+            continue
+        if op.type in _SHAPE_QUERIES:
+            if not all(t.shape.is_fully_defined() for t in op.inputs):
+                continue
+            uniform = False
+        elif op.type in _FILLS:
+            if not op.outputs[0].shape.is_fully_defined():
+                continue
+            uniform = True
+        elif op.inputs and all(t.name in constant for t in op.inputs):
+            values = [constant[t.name] for t in op.inputs]
+            if op.type == "Fill":
+                uniform = values[1]
+            elif op.type in _SPREADS:
+                uniform = values[0]
+            else:
+                uniform = op.type in _ELEMENTWISE and all(values)
+        else:
+            continue
+        if all(t.shape.is_fully_defined() and t.shape.num_elements() <= 1 for t in op.outputs):
+            uniform = True
+        if not uniform and sum(max(_nbytes(t), 0) for t in op.outputs) >= FOLD_LIMIT:
+            continue
+        folded.add(op.name)
+        for t in op.outputs:
+            constant[t.name] = uniform
+    return folded
+
+
+def _stateful(op: Any) -> bool:
+    try:
+        return bool(op.op_def.is_stateful)
+    except AttributeError:
+        return True
+
+
+def _one_value(op: Any) -> bool:
+    """Whether every value of a ``Const`` is the same."""
+    import numpy as np
+    import tensorflow as tf
+
+    try:
+        value = tf.make_ndarray(op.get_attr("value"))
+    except (ValueError, TypeError, AttributeError):
+        return False
+    return bool(value.size <= 1 or np.all(value == value.flat[0]))
 
 
 def _nbytes(tensor: Any) -> int:
@@ -1141,7 +1269,7 @@ def _affine(
     batch: int,
     second: int,
 ) -> OpInfo:
-    name, op_type, phase, inputs, outs_a, flops_a, scratch_a, held_a, kernel = a
+    name, op_type, phase, inputs, outs_a, flops_a, scratch_a, held_a, kernel, folded = a
     outs_b, flops_b, scratch_b, held_b = b[4], b[5], b[6], b[7]
     per_scratch = (scratch_b - scratch_a) // (second - batch)
     held = []
@@ -1167,6 +1295,7 @@ def _affine(
         held=tuple(held),
         window=kernel[:-2],
         kernel=kernel,
+        folded=folded and b[9],
     )
 
 
@@ -1290,6 +1419,7 @@ def _loop_record(op: Any, iterations: int | None) -> _LoopRecord:
                     0,
                     [],
                     _op_kernel(body_op),
+                    False,
                 )
             )
     nested = loop_records(body)
