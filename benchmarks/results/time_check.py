@@ -10,11 +10,8 @@ rounds of each model's prediction with its error and bound:
 - ``now``: this step-time model (``roofline.cpu_step_time``);
 - ``scale 1``: this model without the reference step's scale (every operation as its
   kernels were measured alone);
-- ``before``: the model of commit 0796625, recomputed from the same calibration's figures:
-  Conv1Ds at the 3x3 convolution's rates, no metric resets (the calibration's tiny model's
-  loss-tracker resets back in the per-step overhead), and the reference step's scale derived
-  again without the new terms. Its per-op floor is this calibration's (measured from 16
-  Dense(8) layers where 0796625's was from 8).
+- ``before``: this model without the kernel passes of input gradients run one matmul per
+  image (``filter_pass_s`` taken as not measured), the reference step's scale derived again.
 
     python benchmarks/results/time_check.py [--rounds 3] [--steps 5] [NAME[:BATCH] ...]
 

@@ -16,13 +16,17 @@ from tfaccel.planning.roofline import (
     BOOST_ALLOWANCE,
     BOUNDS,
     PARALLEL_BYTES,
+    PASS_SPREAD,
     CalibrationError,
     CpuCalibration,
+    StepTime,
+    _pass_cost,
     _passes_per_image,
     calibrate,
     calibrate_cpu,
     calibration_problems,
     cpu_step_time,
+    kernel_pass_note,
     load_calibration,
     rate_ceiling,
     save_calibration,
@@ -314,6 +318,7 @@ def test_the_calibration_measures_this_cpu() -> None:
         "narrow_conv_flops_per_s",
         "row_conv_flops_per_s",
         "filter_pass_s",
+        "filter_pass_unaligned_s",
         "scale",
         "loop_scale",
     ):
@@ -985,9 +990,43 @@ def test_kernel_passes_are_compute_and_not_scaled() -> None:
         step, 8, _calibration(scale=2.0, filter_pass_s=3e-9, **figures), onednn="1", cores=2
     )
     assert read.compute_s - plain.compute_s == pytest.approx(8 * 1024 * 1024 * 3e-9)
+    assert read.kernel_passes_s == pytest.approx(8 * 1024 * 1024 * 3e-9)
+    assert plain.kernel_passes_s == 0
     assert read.bound == "compute"
     # on 32 threads TensorFlow gives whole images to each: nothing more
     many = cpu_step_time(
         step, 8, _calibration(scale=2.0, filter_pass_s=3e-9, **figures), onednn="1", cores=32
     )
     assert many.compute_s == pytest.approx(plain.compute_s)
+
+
+def test_a_step_mostly_kernel_passes_says_how_far_their_cost_may_move() -> None:
+    # their cost per kernel element moved 0.4-3.4 ns with the kernel's shape on this 2-core
+    # EPYC: where they are a large share of the step, the plan says which times that allows
+    step = StepTime(0.100, 0.090, 0.001, "compute", kernel_passes_s=0.060)
+    note = kernel_pass_note(step)
+    assert note is not None and note.startswith("60% of the predicted step")
+    low = 0.100 + 0.060 * (PASS_SPREAD[0] - 1)
+    high = 0.100 + 0.060 * (PASS_SPREAD[1] - 1)
+    assert note.endswith(f"{low * 1e3:.0f}-{high * 1e3:.0f} ms")
+    assert kernel_pass_note(StepTime(0.100, 0.090, 0.001, "compute", kernel_passes_s=0.01)) is None
+    assert kernel_pass_note(StepTime(0.100, 0.090, 0.001, "compute")) is None
+    assert kernel_pass_note(StepTime(None, None, None, None, why="not calibrated")) is None
+
+
+def test_a_kernel_of_aligned_rows_is_read_at_the_aligned_cost() -> None:
+    # reading down a column steps by a row: rows of 512, 1024 or 2048 floats (multiples of 2
+    # KiB) cost 1.5-2.2 ns per element on this 2-core EPYC, 500 or 1000 floats 0.4
+    calibration = _calibration(filter_pass_s=2e-9, filter_pass_unaligned_s=0.5e-9)
+
+    def cost(outputs: int) -> float:
+        return _pass_cost(_input_gradient((1, 1, 512, outputs), 4, 8), calibration)
+
+    assert cost(512) == cost(1024) == cost(2048) == pytest.approx(2e-9)
+    assert cost(500) == cost(1000) == cost(576) == cost(64) == pytest.approx(0.5e-9)
+    assert 0.5e-9 < cost(384) < cost(768) < 2e-9  # rows of 512 B and 1 KiB times 3: between
+    assert cost(768) == pytest.approx(0.5e-9 * 4 ** (2 / 3))
+    # not measured: the aligned figure for all
+    assert _pass_cost(
+        _input_gradient((1, 1, 512, 500), 4, 8), _calibration(filter_pass_s=2e-9)
+    ) == pytest.approx(2e-9)

@@ -24,6 +24,7 @@ from tfaccel.planning.roofline import (
     CALIBRATE_HINT,
     StepTime,
     cpu_step_time,
+    kernel_pass_note,
     step_time,
     stored_cpu_figures,
 )
@@ -258,7 +259,11 @@ def plan_step(
             )
         )
     cpu_notes = [
-        _cpu_time_note(row) for row in rows if row.target.kind == "cpu" and row.target.this_machine
+        note
+        for row in rows
+        if row.target.kind == "cpu" and row.target.this_machine
+        for note in (_cpu_time_note(row), _kernel_pass_note(row))
+        if note
     ]
     ranked = sorted(rows, key=_rank_key)
     for rank, row in enumerate(ranked, start=1):
@@ -334,6 +339,11 @@ def _cpu_terms(time: StepTime) -> str:
         ("per-step", time.step_overhead_s),
     )
     return ", ".join(f"{name} {(value or 0.0) * 1e3:.1f} ms" for name, value in terms)
+
+
+def _kernel_pass_note(row: DevicePlan) -> str | None:
+    note = kernel_pass_note(row.time) if row.time is not None else None
+    return f"{row.target.key}: {note}" if note else None
 
 
 def _cpu_time_note(row: DevicePlan) -> str:

@@ -57,6 +57,7 @@ __all__ = [
     "calibrate_cpu",
     "calibration_problems",
     "cpu_step_time",
+    "kernel_pass_note",
     "load_calibration",
     "onednn_setting",
     "rate_ceiling",
@@ -94,6 +95,7 @@ _CALIBRATION_METRICS = {
     "row_conv_flops_per_s": "FLOP/s",
     "metric_reset_s": "s",
     "filter_pass_s": "s",
+    "filter_pass_unaligned_s": "s",
     "scale": "x",
     "loop_scale": "x",
 }
@@ -111,6 +113,10 @@ class StepTime(Record):
         op_floor_s: on this CPU, the time of the operations too small to be bound by
             anything but the per-op floor (a catalogued GPU: launches x 5 us).
         step_overhead_s: on this CPU, the measured per-step overhead.
+        kernel_passes_s: on this CPU, the part of ``compute_s`` that is convolutions' input
+            gradients reading their kernels once per image
+            (:attr:`CpuCalibration.filter_pass_s`), whose cost per kernel element moves with
+            the kernel's shape (:data:`PASS_SPREAD`; see :func:`kernel_pass_note`).
         why: where ``step_s`` is None, the reason.
     """
 
@@ -120,6 +126,7 @@ class StepTime(Record):
     bound: str | None
     op_floor_s: float | None = None
     step_overhead_s: float | None = None
+    kernel_passes_s: float | None = None
     why: str | None = None
 
 
@@ -199,11 +206,20 @@ class CpuCalibration(Record):
             takes per element of its kernel and per image, where TensorFlow's CPU kernel runs
             it as one matmul per image split across the cores (:func:`_passes_per_image`):
             each image's product reads the whole kernel again, laid out anew, whatever few
-            positions it has. Measured on a 1x1 convolution over one position, 1024 -> 1024
-            channels (or more on many cores), batch 4 less batch 1, its products' FLOPs at the
-            convolution rate taken off: 2.8-4.2 ns on this 2-core EPYC, where a ResNet50's
-            last stages at a 64 x 64 input spent 9 times their FLOPs' time in these operations
-            (0: not measured).
+            positions it has; for a kernel whose rows (its output channels' bytes) are a
+            multiple of :data:`ALIGNED_ROW_BYTES`, whose reads down a column fall in few cache
+            sets. Measured on a 3x3 convolution of 512 -> 512 channels over 3 x 3 positions
+            (:data:`PASS_CHANNELS`), batch 4 less batch 1, its products' FLOPs at the
+            convolution rate taken off: 1.1-1.3 ns on this quiet 2-core EPYC, where a
+            ResNet50's last stages at a 64 x 64 input spent 9 times their FLOPs' time in these
+            operations (0: not measured).
+        filter_pass_unaligned_s: the same for a kernel of rows whose largest power-of-two
+            divisor is :data:`UNALIGNED_ROW_BYTES` or less (500 output channels: 2000 bytes);
+            between the two, interpolated in the log of that divisor (:func:`_pass_cost`). On
+            this 2-core EPYC (1x1 over 2 x 2 positions, 512 input channels) 1.5-2.2 ns with
+            512, 1024 or 2048 output channels, 0.8-1.2 with 384, 640, 768, 1280 or 1536, 0.4-0.9
+            with 448, 480, 500, 520, 576, 960, 1000 or 1040 (0: not measured, the aligned
+            figure for every kernel).
         scale: a reference training step's measured time (less the step overhead) over the
             sum of its operations' modelled times: what scheduling, cores shared with other
             work and caches add to the kernels measured alone. Every operation of the step
@@ -244,6 +260,7 @@ class CpuCalibration(Record):
     row_conv_flops_per_s: float = 0.0
     metric_reset_s: float = 0.0
     filter_pass_s: float = 0.0
+    filter_pass_unaligned_s: float = 0.0
     scale: float = 1.0
     loop_scale: float = 1.0
     precision: str = "float32"
@@ -270,7 +287,7 @@ class CpuCalibration(Record):
             f"{self.bandwidth_bytes_per_s / 1e9:.1f} GB/s (max pooling: "
             f"{self.max_pool_element_s * 1e9:.1f} ns per element, forward and gradient; "
             f"an input's gradient read per image: {self.filter_pass_s * 1e9:.1f} ns per "
-            "kernel element; "
+            f"kernel element, {self.filter_pass_unaligned_s * 1e9:.1f} with rows not aligned; "
             f"random numbers: {self.random_element_s * 1e9:.1f} ns per element; transposes: "
             f"{self.transpose_bytes_per_s / 1e9:.1f} GB/s), "
             f"x {self.scale:.2f} (measured on a reference step; a While loop's body: "
@@ -352,6 +369,7 @@ def cpu_step_time(
     modelled = _op_terms(step.ops, batch, calibration, threads)
     terms = {k: v * calibration.scale for k, v in modelled.items() if k != KERNEL_PASSES}
     terms["compute"] += modelled[KERNEL_PASSES]  # measured as they run in a step: not scaled
+    passes = modelled[KERNEL_PASSES]
     each: list[dict[str, float]] = []
     for loop in step.loops:
         loop_terms = _loop_terms(loop, batch, calibration, threads)
@@ -363,6 +381,7 @@ def cpu_step_time(
         for term, seconds in loop_terms.items():
             if term == KERNEL_PASSES:
                 terms["compute"] += seconds * side_by_side
+                passes += seconds * side_by_side
             else:
                 terms[term] += seconds * calibration.loop_scale * side_by_side
     terms["per-step overhead"] = (
@@ -376,6 +395,36 @@ def cpu_step_time(
         bound=bound,
         op_floor_s=terms["per-op overhead"],
         step_overhead_s=terms["per-step overhead"],
+        kernel_passes_s=passes,
+    )
+
+
+PASS_SPREAD = (0.5, 2.5)
+"""How far the cost per kernel element of input gradients run one matmul per image moved from
+the modelled one (:func:`_pass_cost`) with other kernel shapes on this 2-core EPYC, quiet:
+1.0-2.5x (a 3x3 512 -> 512 over 2 x 2 positions 2x its cost over 3 x 3; 1x1 1024 -> 1024 2x;
+448 or 480 output channels 2.2x the unaligned figure), and down to half, an allowance."""
+PASS_NOTE_SHARE = 0.2
+"""The share of a predicted step in kernel passes from which the plan says how far the
+prediction may be off for them (:func:`kernel_pass_note`)."""
+
+
+def kernel_pass_note(time: StepTime) -> str | None:
+    """Where convolutions' input gradients reading their kernels once per image make
+    :data:`PASS_NOTE_SHARE` or more of a predicted step: what share, and the step times that
+    the spread of their cost with the kernel's shape (:data:`PASS_SPREAD`) allows; else None."""
+    passes, step = time.kernel_passes_s, time.step_s
+    if not passes or not step or passes < PASS_NOTE_SHARE * step:
+        return None
+    low, high = (step + passes * (factor - 1) for factor in PASS_SPREAD)
+    return (
+        f"{passes / step:.0%} of the predicted step is convolutions' input gradients reading "
+        "their whole kernel once per image (TensorFlow's CPU kernel for them, where each "
+        "image's product is its own matmul), at the cost per kernel element measured on two "
+        "3x3 kernels; other kernel shapes cost "
+        f"{PASS_SPREAD[0]:g}-{PASS_SPREAD[1]:g}x as much on the CPU that was measured on, so "
+        "the step may take "
+        f"{low * 1e3:.0f}-{high * 1e3:.0f} ms"
     )
 
 
@@ -456,7 +505,7 @@ def _op_terms(
             compute = made * calibration.random_element_s
         if op.type in INPUT_GRADIENT_OPS and calibration.filter_pass_s > 0:
             passes = _passes_per_image(op, batch, threads)
-            terms[KERNEL_PASSES] += passes * calibration.filter_pass_s
+            terms[KERNEL_PASSES] += passes * _pass_cost(op, calibration)
         copies = 0.0
         if calibration.transpose_bytes_per_s > 0:
             if op.type in TRANSPOSE_OPS:
@@ -567,6 +616,32 @@ PARALLEL_CONTRACTION_BYTES = 256 * 2**10
 """The per-thread working set from which TensorFlow's CPU ``Conv2DBackpropInput`` runs each
 image's product as one matmul split across the intra-op threads instead of giving whole images
 to each thread (its ``l2_cache_size``, in elements of the tensor's type)."""
+
+
+ALIGNED_ROW_BYTES, UNALIGNED_ROW_BYTES = 2048, 256
+"""A kernel whose rows (output channels x the element's bytes) are a multiple of the first is
+read per image at :attr:`CpuCalibration.filter_pass_s`; one whose rows' largest power-of-two
+divisor is the second or less, at :attr:`CpuCalibration.filter_pass_unaligned_s`: reading a
+column of the kernel steps by a row, and rows of a large power of two land in few of the
+cache's sets, which evict one another."""
+
+
+def _pass_cost(op: OpInfo, calibration: CpuCalibration) -> float:
+    """Seconds per kernel element and image of ``op``'s kernel reads: the aligned figure for
+    rows a multiple of :data:`ALIGNED_ROW_BYTES`, the unaligned one for rows whose largest
+    power-of-two divisor is :data:`UNALIGNED_ROW_BYTES` or less, geometric between (the
+    aligned figure alone where the unaligned one was not measured)."""
+    aligned, unaligned = calibration.filter_pass_s, calibration.filter_pass_unaligned_s
+    if unaligned <= 0 or aligned <= 0 or not op.kernel:
+        return aligned
+    itemsize = _ITEMSIZE.get(op.outputs[0].dtype, 4) if op.outputs else 4
+    row = op.kernel[-1] * itemsize
+    divisor = row & -row  # the largest power of two dividing it
+    share = math.log2(
+        min(max(divisor, UNALIGNED_ROW_BYTES), ALIGNED_ROW_BYTES) / UNALIGNED_ROW_BYTES
+    )
+    share /= math.log2(ALIGNED_ROW_BYTES / UNALIGNED_ROW_BYTES)
+    return unaligned * (aligned / unaligned) ** share
 
 
 def _passes_per_image(op: OpInfo, batch: int, threads: int) -> float:
@@ -754,15 +829,20 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
             lambda a, w: tf.nn.depthwise_conv2d(a, w, [1, 1, 1, 1], "SAME"),
         )
 
-    pass_outputs = max(PASS_CHANNELS, 64 * usable_cores())  # batch 4 also one matmul per image
+    # batch 4 takes the path of a matmul per image too: 36 threads per 512 output channels
+    widen = max(1, math.ceil(usable_cores() / 36))
+    side = PASS_POSITIONS
 
-    def input_gradient(batch: int) -> Callable[[], Any]:  # a 1x1 convolution over one position
-        kernel = tf.Variable(tf.random.normal([1, 1, PASS_CHANNELS, pass_outputs]))
-        grads = tf.Variable(tf.random.normal([batch, 1, 1, pass_outputs]))
+    def input_gradient(batch: int, outputs: int = PASS_CHANNELS) -> Callable[[], Any]:
+        pass_outputs = outputs * widen  # a 3x3 convolution over 3 x 3 positions
+        kernel = tf.Variable(tf.random.normal([3, 3, PASS_CHANNELS, pass_outputs]))
+        grads = tf.Variable(tf.random.normal([batch, side, side, pass_outputs]))
 
         @tf.function
         def run() -> Any:
-            made = tf.nn.conv2d_transpose(grads, kernel, [batch, 1, 1, PASS_CHANNELS], 1)
+            made = tf.nn.conv2d_transpose(
+                grads, kernel, [batch, side, side, PASS_CHANNELS], 1, padding="SAME"
+            )
             return tf.reduce_sum(made[:1])
 
         return lambda: run().numpy()
@@ -835,6 +915,10 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
         "depthwise convolution": (depthwise(4), depthwise(32)),
         "max pooling": (max_pool(4), max_pool(32)),
         "input gradient passes": (input_gradient(1), input_gradient(4)),
+        "unaligned input gradient passes": (
+            input_gradient(1, UNALIGNED_CHANNELS),
+            input_gradient(4, UNALIGNED_CHANNELS),
+        ),
         "random numbers": (random(RANDOM_SIZES[0]), random(RANDOM_SIZES[1])),
         "transposes": (transposes(TRANSPOSE_SIZES[0]), transposes(TRANSPOSE_SIZES[1])),
         "loop": (short_step, long_step),
@@ -885,11 +969,17 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
         3 * 2 * (32 - 4) * 32 * 32 * 64 * 9 / max(differences["depthwise convolution"][0], 1e-9)
     )
     pooled = (32 - 4) * 32 * 32 * 16
-    kernel_elements = PASS_CHANNELS * pass_outputs
-    pass_products = 2 * (4 - 1) * kernel_elements / conv_rate  # wide: 1024 products each
-    filter_pass = (differences["input gradient passes"][0] - pass_products) / (
-        (4 - 1) * kernel_elements
-    )
+    filter_passes = []
+    for name, outputs in (
+        ("input gradient passes", PASS_CHANNELS),
+        ("unaligned input gradient passes", UNALIGNED_CHANNELS),
+    ):
+        kernel_elements = 9 * PASS_CHANNELS * outputs * widen
+        # its products (wide: 9 x 512 per output) at the convolution rate
+        pass_products = 2 * (4 - 1) * side * side * kernel_elements / conv_rate
+        filter_passes.append(
+            max((differences[name][0] - pass_products) / ((4 - 1) * kernel_elements), 0.0)
+        )
     calibration = CpuCalibration(
         step_overhead_s=overhead,
         op_floor_s=floor,
@@ -902,7 +992,8 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
         narrow_conv_flops_per_s=narrow_rate,
         row_conv_flops_per_s=row_rate,
         metric_reset_s=metric_reset,
-        filter_pass_s=max(filter_pass, 0.0),
+        filter_pass_s=filter_passes[0],
+        filter_pass_unaligned_s=filter_passes[1],
         max_pool_element_s=max(differences["max pooling"][0], 0.0) / pooled,
         random_element_s=max(differences["random numbers"][0], 0.0)
         / (RANDOM_SIZES[1] - RANDOM_SIZES[0]),
@@ -966,10 +1057,15 @@ def reference_model() -> Any:
     return model
 
 
-PASS_CHANNELS = 1024
-"""The input channels of the calibration's input gradients (:attr:`CpuCalibration.filter_pass_s`);
-their output channels are as many, or 64 per core where that is more, so that batch 4 also
-takes the path of one matmul per image (:func:`_passes_per_image`)."""
+PASS_CHANNELS, PASS_POSITIONS, UNALIGNED_CHANNELS = 512, 3, 500
+"""The calibration's input gradients (:attr:`CpuCalibration.filter_pass_s` and
+:attr:`CpuCalibration.filter_pass_unaligned_s`): 3x3 convolutions of 512 -> 512 and 512 -> 500
+channels (as many times more output channels as 36 cores go into the cores, so that batch 4
+also takes the path of one matmul per image, :func:`_passes_per_image`) over 3 x 3 positions,
+as a VGG's or a ResNet's last stages have at a small input. With one figure for every kernel,
+measured on a 1x1 2048 -> 512 over one position (2.5 ns quiet), a VGG16 and a MobileNetV2
+were predicted 46-47% long; measured on the 3x3 512 -> 512 (1.1-1.3 ns), an InceptionV3 at
+75 x 75, whose channels are 192, 320, 384, 448 and 768, 89% long."""
 LOOP_STEPS = (8, 40)
 """The time steps of the calibration's two LSTMs (:attr:`CpuCalibration.loop_scale`)."""
 LOOP_BATCH, LOOP_UNITS, LOOP_FEATURES = 32, 64, 32
@@ -1029,6 +1125,7 @@ _NOISE_CHECKED = (
     "depthwise convolution",
     "max pooling",
     "input gradient passes",
+    "unaligned input gradient passes",
     "random numbers",
     "transposes",
     "loop",
