@@ -318,14 +318,16 @@ def test_the_calibration_measures_this_cpu() -> None:
         "narrow_conv_flops_per_s",
         "row_conv_flops_per_s",
         "filter_pass_s",
-        "filter_pass_unaligned_s",
         "scale",
         "loop_scale",
     ):
         value = getattr(calibration, metric)
         assert math.isfinite(value) and value > 0, metric
-    # bounded below by 0: one round's difference of two resets can be lost in its noise
-    assert math.isfinite(calibration.metric_reset_s) and calibration.metric_reset_s >= 0
+    # bounded below by 0: one round's difference of two resets, or of two unaligned input
+    # gradients less their products (2-4 ms and about 1 ms here), can be lost in its noise
+    for metric in ("metric_reset_s", "filter_pass_unaligned_s"):
+        value = getattr(calibration, metric)
+        assert math.isfinite(value) and value >= 0, metric
     # Two cores reach well under 10 TFLOP/s and 1 TB/s; anything above is a folded constant.
     assert calibration.matmul_flops_per_s < 1e13 and calibration.conv_flops_per_s < 1e13
     assert calibration.bandwidth_bytes_per_s < 1e12
@@ -890,7 +892,7 @@ def test_a_conv1d_runs_at_the_one_row_rate(convolutions_step: StepGraph) -> None
 
 
 def test_a_one_row_convolution_is_timed_at_its_rate_whatever_it_sums() -> None:
-    def conv(window: tuple[int, ...], products: int) -> StepGraph:
+    def conv(window: tuple[int, ...], products: int) -> StepGraph:  # 64 -> 64 channels
         outputs = 1000
         return _graph(
             [
@@ -902,7 +904,7 @@ def test_a_one_row_convolution_is_timed_at_its_rate_whatever_it_sums() -> None:
                     inputs=(0,),
                     outputs=(TensorInfo(1, "float32", 4 * outputs, 0),),
                     flops_fixed=2 * outputs * products,
-                    window=window,
+                    kernel=(*window, 64, 64),
                 ),
             ]
         )
@@ -939,7 +941,6 @@ def test_the_traced_kernel_shapes(convolutions_step: StepGraph) -> None:
     assert ("Conv2DBackpropInput", (1, 1, 8, 8)) in kernels  # the pointwise Conv1D
     assert ("Conv2DBackpropInput", (3, 3, 8, 4)) in kernels  # the Conv2D, 8 -> 4 channels
     assert ("Conv2DBackpropFilter", (1, 5, 4, 8)) in kernels  # a kernel's gradient: its output
-    assert all(op.window == op.kernel[:-2] for op in convolutions_step.ops if op.kernel)
 
 
 def _input_gradient(kernel: tuple[int, int, int, int], positions: int, batch: int) -> OpInfo:
@@ -952,7 +953,6 @@ def _input_gradient(kernel: tuple[int, int, int, int], positions: int, batch: in
         inputs=(0,),
         outputs=(TensorInfo(1, "float32", 0, 4 * positions * inputs),),
         flops_per_example=2 * positions * math.prod(window) * inputs * outputs,
-        window=tuple(window),
         kernel=kernel,
     )
 

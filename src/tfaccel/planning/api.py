@@ -342,7 +342,7 @@ def _cpu_terms(time: StepTime) -> str:
 
 
 def _kernel_pass_note(row: DevicePlan) -> str | None:
-    note = kernel_pass_note(row.time) if row.time is not None else None
+    note = kernel_pass_note(row.time)
     return f"{row.target.key}: {note}" if note else None
 
 

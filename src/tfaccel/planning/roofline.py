@@ -492,7 +492,7 @@ def _op_terms(
             continue
         nbytes = sum(sizes[t.index] for t in op.outputs) + sum(sizes.get(i, 0) for i in op.inputs)
         flops = op.flops_fixed + op.flops_per_example * batch
-        itemsize = _ITEMSIZE.get(op.outputs[0].dtype, 4) if op.outputs else 4
+        itemsize = _itemsize(op)
         made = sizes[op.outputs[0].index] / itemsize if op.outputs else 0.0  # output elements
         rate = _rate(op, calibration, per_example, flops / max(2 * made, 1))
         compute, memory = flops / rate, nbytes / calibration.bandwidth_bytes_per_s
@@ -552,6 +552,12 @@ TRANSPOSE_OPS = frozenset({"Transpose", "ConjugateTranspose"})
 _ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
 
 
+def _itemsize(op: OpInfo) -> int:
+    """Bytes per element of ``op``'s first output (4 where it has none or its type is not a
+    float)."""
+    return _ITEMSIZE.get(op.outputs[0].dtype, 4) if op.outputs else 4
+
+
 def _conv_rate(products: float, calibration: CpuCalibration) -> float:
     """The FLOP rate of a convolution that sums ``products`` products per output (the
     kernel's window x its input channels; a kernel gradient's: the batch x the positions):
@@ -606,7 +612,7 @@ per image (:attr:`CpuCalibration.filter_pass_s`). :func:`cpu_step_time` adds it 
 term without :attr:`CpuCalibration.scale` (an assumption): it is measured on the operation as a
 step runs it, alone on all the cores, where the scale stands for what a step of small
 operations adds to each (on a ResNet50 at a 64 x 64 input, scaled, the step was predicted 56%
-long; unscaled, within 10%)."""
+long; unscaled, 17% short, ``benchmarks/results/time_unseen_quiet3.txt``)."""
 INPUT_GRADIENT_OPS = frozenset({"Conv2DBackpropInput"})
 """Operations whose CPU kernel may read the whole convolution kernel once per image
 (:func:`_passes_per_image`): TensorFlow's ``Conv2DCustomBackpropInputOp``, the one it registers
@@ -634,8 +640,7 @@ def _pass_cost(op: OpInfo, calibration: CpuCalibration) -> float:
     aligned, unaligned = calibration.filter_pass_s, calibration.filter_pass_unaligned_s
     if unaligned <= 0 or aligned <= 0 or not op.kernel:
         return aligned
-    itemsize = _ITEMSIZE.get(op.outputs[0].dtype, 4) if op.outputs else 4
-    row = op.kernel[-1] * itemsize
+    row = op.kernel[-1] * _itemsize(op)
     divisor = row & -row  # the largest power of two dividing it
     share = math.log2(
         min(max(divisor, UNALIGNED_ROW_BYTES), ALIGNED_ROW_BYTES) / UNALIGNED_ROW_BYTES
@@ -665,8 +670,7 @@ def _passes_per_image(op: OpInfo, batch: int, threads: int) -> float:
         return 0.0
     positions = flops / (2 * batch * kernel)
     unit = positions * outputs + kernel + positions * math.prod(window) * inputs
-    itemsize = _ITEMSIZE.get(op.outputs[0].dtype, 4) if op.outputs else 4
-    parallel = batch == 1 or unit / max(threads, 1) >= PARALLEL_CONTRACTION_BYTES / itemsize
+    parallel = batch == 1 or unit / max(threads, 1) >= PARALLEL_CONTRACTION_BYTES / _itemsize(op)
     return float(batch * kernel) if parallel else 0.0
 
 

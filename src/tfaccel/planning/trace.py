@@ -118,11 +118,10 @@ class OpInfo:
             loop's iterations in flight, see ``_in_flight``; a CPU's 16-bit work buffers, see
             ``_cpu_16_bit_buffers``): ``(count, fixed, per_example, what)``, ``count``
             buffers of ``fixed + per_example * batch`` bytes.
-        window: a convolution's (its forward's or a gradient's) kernel window, its spatial
-            sizes (``(1, 7)`` for a Keras ``Conv1D`` of kernel size 7, which TensorFlow runs
-            as a 2-D convolution one row high); empty for anything else or an unknown size.
-        kernel: a convolution's kernel shape: its window, its input channels, its output
-            channels (a depthwise one's: its channel multiplier); empty as ``window`` is.
+        kernel: a convolution's (its forward's or a gradient's) kernel shape: its window's
+            spatial sizes, its input channels, its output channels (a depthwise one's: its
+            channel multiplier); empty for anything else or an unknown size (see
+            :attr:`window`).
         folded: TensorFlow's graph optimiser replaces the operation by a constant before the
             step runs (see ``_folded``): its outputs that an operation left in the graph reads
             are constants, held while the step's function lives.
@@ -138,9 +137,15 @@ class OpInfo:
     scratch_fixed: int = 0
     scratch_per_example: int = 0
     held: tuple[tuple[int, int, int, int], ...] = ()
-    window: tuple[int, ...] = ()
     kernel: tuple[int, ...] = ()
     folded: bool = False
+
+    @property
+    def window(self) -> tuple[int, ...]:
+        """A convolution's kernel window, its spatial sizes (``(1, 7)`` for a Keras ``Conv1D``
+        of kernel size 7, which TensorFlow runs as a 2-D convolution one row high); empty for
+        anything else or an unknown size."""
+        return self.kernel[:-2]
 
     def scratch_at(self, batch: int) -> int:
         """Bytes the operation allocates for itself while it runs (see ``_scratch``)."""
@@ -1293,7 +1298,6 @@ def _affine(
         scratch_fixed=scratch_a - per_scratch * batch,
         scratch_per_example=per_scratch,
         held=tuple(held),
-        window=kernel[:-2],
         kernel=kernel,
         folded=folded and b[9],
     )
