@@ -7,8 +7,9 @@ another fresh process predicts the peak with ``tfaccel.planning.estimate_memory`
 traced step, under the same allocator's counting rules, before anything runs. The table shows
 predicted, measured and the error; the summary the median and the worst absolute error.
 
-On the CPU each row also checks the plan's step time: the measuring process times its steps
-after the first two (median and IQR), and the predicting process predicts the step time from
+On the CPU each row also checks the plan's step time: the measuring process times ``fit``
+steps on the row's batch after the first two (median and IQR; each from one batch's start to
+the next's), and the predicting process predicts the step time from
 the traced step and this machine's calibration (``tfaccel plan --calibrate``; this script
 calibrates first, in a process like the others, and stores it, unless ``--stored-calibration``).
 Each row names the term that bounds the prediction (compute, bandwidth, per-op overhead,
@@ -49,6 +50,7 @@ Older runs of this script, under load and with earlier models: ``bench_plan_*.tx
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -378,33 +380,59 @@ def build(name: str, dtype: str) -> tuple[Any, Any, Any]:
     return model, batch_of, None
 
 
+def fit_step_times(model: Any, data: Any, steps: int) -> list[float]:
+    """The seconds of ``steps`` steps of ``model.fit`` on the batch ``data`` (``(x, y)``, as
+    ``fit`` hands a batch to ``train_step``) repeated, each from one batch's start to the
+    next's: the loop's own cost (the iterator, the callbacks) is in them, the epoch's start
+    is not."""
+    import keras
+    import tensorflow as tf
+
+    starts: list[float] = []
+
+    class Starts(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+            starts.append(time.perf_counter())
+
+    repeated = tf.data.Dataset.from_tensors(data).repeat()
+    model.fit(
+        repeated,
+        epochs=1,
+        steps_per_epoch=steps + 1,
+        verbose=0,
+        shuffle=False,
+        callbacks=[Starts()],
+    )
+    return [later - earlier for earlier, later in itertools.pairwise(starts)]
+
+
+def timed_fit_steps(model: Any, data: Any) -> list[float]:
+    """``fit`` steps (:func:`fit_step_times`) after ``WARMUP_STEPS``: at least ``MIN_TIMED``,
+    more up to ``MAX_TIMED`` while they take under ``TIMED_BUDGET_S``."""
+    fit_step_times(model, data, WARMUP_STEPS)
+    times = fit_step_times(model, data, MIN_TIMED)
+    if sum(times) < TIMED_BUDGET_S:
+        times += fit_step_times(model, data, MAX_TIMED - MIN_TIMED)
+    return times
+
+
 def measure(name: str, batch: int, dtype: str, device: str, now: bool = False) -> dict[str, Any]:
-    """Train ``STEPS`` real steps and read the allocator's peak, from a reset before the
-    first; go on training to time the steps after the first ``WARMUP_STEPS`` (the first
-    traces the step): at least ``MIN_TIMED`` of them, more up to ``MAX_TIMED`` while they take
-    under ``TIMED_BUDGET_S``. With ``now``, on the CPU in float32, then calibrate the machine
-    again and predict the step time with that calibration ("now")."""
+    """Train ``STEPS`` real steps (``train_on_batch``) and read the allocator's peak, from a
+    reset before the first; then time ``fit`` steps on the same batch (:func:`timed_fit_steps`).
+    With ``now``, on the CPU in float32, then calibrate the machine again and predict the step
+    time with that calibration ("now")."""
     import tensorflow as tf
 
     tf_device = device.upper()
-    times = []
     with tf.device(tf_device):
         model, batch_of, _ = build(name, dtype)
         x, y = batch_of(batch)
         tf.config.experimental.reset_memory_stats(tf_device)
         for _ in range(STEPS):
-            started = time.perf_counter()
             model.train_on_batch(x, y)
-            times.append(time.perf_counter() - started)
         info = tf.config.experimental.get_memory_info(tf_device)
         load = os.getloadavg()[0]
-        while len(times) - WARMUP_STEPS < MIN_TIMED or (
-            len(times) - WARMUP_STEPS < MAX_TIMED and sum(times[WARMUP_STEPS:]) < TIMED_BUDGET_S
-        ):
-            started = time.perf_counter()
-            model.train_on_batch(x, y)
-            times.append(time.perf_counter() - started)
-    timed = times[WARMUP_STEPS:]
+        timed = timed_fit_steps(model, (x, y))
     q1, _, q3 = statistics.quantiles(timed, n=4)
     doc: dict[str, Any] = {
         "peak": int(info["peak"]),
@@ -701,7 +729,7 @@ def main(argv: list[str] | None = None) -> int:
     precisions = (args.precision,) if args.precision else PRECISIONS
     print(f"peak training memory on {args.device}: predicted (tfaccel plan) vs measured (MiB);")
     print(
-        f"step time: measured median (and IQR) of train_on_batch steps after the first "
+        f"step time: measured median (and IQR) of fit steps on one batch after the first "
         f"{WARMUP_STEPS}, vs the plan's prediction from the stored calibration (pred) and from "
         "one taken right after the row's steps (now), with the term that bounds it; load = "
         "1-minute load average when the steps ran"

@@ -10,8 +10,13 @@ rounds of each model's prediction with its error and bound:
 - ``now``: this step-time model (``roofline.cpu_step_time``);
 - ``scale 1``: this model without the reference step's scale (every operation as its
   kernels were measured alone);
-- ``before``: this model without the kernel passes of input gradients run one matmul per
-  image (``filter_pass_s`` taken as not measured), the reference step's scale derived again.
+- ``before``: this model with a ``fit`` step's overhead taken as a ``train_on_batch`` call's
+  (``fit_overhead_s`` taken as not measured: that call's overhead and its metrics' resets);
+- ``train_on_batch``: the same rows' ``train_on_batch`` steps, timed in the same rounds,
+  against this model's prediction for steps called so.
+
+Steps are ``fit``'s (``bench_plan.fit_step_times``: one batch repeated, each step from one
+batch's start to the next's), as a script's ``fit`` runs them.
 
     python benchmarks/results/time_check.py [--rounds 3] [--steps 5] [NAME[:BATCH] ...]
 
@@ -43,10 +48,12 @@ def _load() -> str:
 VARIANTS: dict[str, tuple[dict[str, float], int | None]] = {
     "now": ({}, None),
     "scale 1": ({"scale": 1.0}, None),
-    "before": ({"filter_pass_s": 0.0}, None),
+    "before": ({"fit_overhead_s": 0.0}, None),
 }
 """Each column: the calibration's figures taken as not measured (0), and the cores loops run
 side by side on (None: this machine's; 1: one after another)."""
+CALL = "train_on_batch"
+"""The last column: the rows' ``train_on_batch`` steps, predicted as called so."""
 
 
 def _without(calibration: Any, reference: Any, zeros: dict[str, float]) -> Any:
@@ -88,12 +95,15 @@ def main(argv: list[str] | None = None) -> int:
         x, y = batch_of(batch)
         for _ in range(bench_plan.WARMUP_STEPS):
             model.train_on_batch(x, y)
+        bench_plan.fit_step_times(model, (x, y), bench_plan.WARMUP_STEPS)
         row: dict[str, Any] = {
             "name": name,
             "batch": batch,
             "step": (model, x, y),
             "graph": trace_step(model, batch),
             "samples": [],
+            "call samples": [],
+            CALL: [],
         }
         row.update({key: [] for key in VARIANTS})
         rows.append(row)
@@ -110,31 +120,41 @@ def main(argv: list[str] | None = None) -> int:
         shift = round_index % len(rows)
         for row in rows[shift:] + rows[:shift]:
             model, x, y = row["step"]
-            times = []
+            times = bench_plan.fit_step_times(model, (x, y), args.steps)
+            calls = []
             for _ in range(args.steps):
                 started = time.perf_counter()
                 model.train_on_batch(x, y)
-                times.append(time.perf_counter() - started)
+                calls.append(time.perf_counter() - started)
             row["samples"] += times
+            row["call samples"] += calls
             median = statistics.median(times)
             for key, (_, cores) in VARIANTS.items():
                 predicted = roofline.cpu_step_time(
                     row["graph"], row["batch"], figures[key], cores=cores
                 )
                 row[key].append((predicted.step_s, predicted.bound, predicted.step_s / median - 1))
+            called = roofline.cpu_step_time(
+                row["graph"], row["batch"], calibration, call="train_on_batch"
+            )
+            row[CALL].append(
+                (called.step_s, called.bound, called.step_s / statistics.median(calls) - 1)
+            )
     print(f"load average at end: {_load()}")
     print(
-        "step ms: median (IQR) of all rounds' steps; then per model: the median over rounds of "
-        "the prediction from that round's calibration, its error against that round's median "
-        "step, and the bound (of the round with the median error)"
+        "step ms: median (IQR) of all rounds' fit steps; then per model: the median over "
+        "rounds of the prediction from that round's calibration, its error against that "
+        "round's median step, and the bound (of the round with the median error); call ms: "
+        "the same rows' train_on_batch steps, and the prediction for steps called so"
     )
     header = f"{'model':<15}{'batch':>6} {'step ms':>9} {'IQR':>7} "
     for key in VARIANTS:
         header += f"  {key[:9] + ' ms':>12} {'error':>7}  {'bound':<16}"
+    header += f"  {'call ms':>9} {'IQR':>7}  {'predicted':>9} {'error':>7}  {'bound':<16}"
     print(header.rstrip())
     for group, held in (("worked-from", False), ("held-out", True)):
         print(f"-- {group} architectures")
-        errors: dict[str, list[float]] = {key: [] for key in VARIANTS}
+        errors: dict[str, list[float]] = {key: [] for key in (*VARIANTS, CALL)}
         for row in rows:
             if (row["name"] in bench_plan.HELD_OUT) != held:
                 continue
@@ -149,6 +169,15 @@ def main(argv: list[str] | None = None) -> int:
                 error = statistics.median(p[2] for p in row[key])
                 errors[key].append(error)
                 line += f"  {step_s * 1e3:12.1f} {error * 100:+6.1f}%  {bound:<16}"
+            calls = summarize(row["call samples"])
+            ranked = sorted(row[CALL], key=lambda p: p[2])
+            step_s, bound, _ = ranked[len(ranked) // 2]
+            error = statistics.median(p[2] for p in row[CALL])
+            errors[CALL].append(error)
+            line += (
+                f"  {calls.median * 1e3:9.1f} {(calls.q3 - calls.q1) * 1e3:7.1f}  "
+                f"{step_s * 1e3:9.1f} {error * 100:+6.1f}%  {bound:<16}"
+            )
             print(line.rstrip())
         for key, found in errors.items():
             if found:

@@ -3,8 +3,9 @@
 For each ``SCRIPT [ARGS]`` (given as one quoted argument; ``--fit N`` first picks a later
 ``fit``), one fresh process: captures the script at its ``fit`` (``tfaccel.workload.capture``,
 nothing trained), times the script's own compiled model's training step on the first batch
-as ``fit`` hands it (``train_on_batch``, 3 warm-up; then the timed steps in two halves, one
-before and one after the calibration, each at least 10 steps and more while under
+as ``fit`` hands it (``fit`` steps on that batch repeated, ``bench_plan.fit_step_times``; a
+script whose own loop calls ``train_on_batch``, those calls; 3 warm-up; then the timed steps in
+two halves, one before and one after the calibration, each at least 10 steps and more while under
 ``HALF_S`` seconds; median and IQR of all), calibrates this CPU in the same process between
 the two halves (``roofline.calibrate_cpu``, not stored), and plans the workload
 as ``tfaccel plan SCRIPT`` does, once per model of ``time_check.VARIANTS`` (the calibration
@@ -48,9 +49,22 @@ def _timed(step: Any) -> list[float]:
     return times
 
 
+def _fit_timed(model: Any, element: Any) -> list[float]:
+    """At least 10 ``fit`` steps on the batch ``element`` (``bench_plan.fit_step_times``),
+    more while they take under :data:`HALF_S` (up to 200)."""
+    import bench_plan
+
+    times = bench_plan.fit_step_times(model, element, 10)
+    more = min(190, int(HALF_S / max(statistics.median(times), 1e-6)) - 10)
+    if more > 0:
+        times += bench_plan.fit_step_times(model, element, more)
+    return times
+
+
 def child(script: str, args: list[str]) -> dict[str, Any]:
     """Measure then plan one script (in this process; the working directory is its folder)."""
-    sys.path.insert(0, str(HERE))
+    sys.path[:0] = [str(HERE), str(HERE.parent)]
+    import bench_plan
     import keras
     import time_check
 
@@ -61,16 +75,20 @@ def child(script: str, args: list[str]) -> dict[str, Any]:
     if args[:1] == ["--fit"]:
         fit, args = int(args[1]), args[2:]
     workload = capture(script, args, fit=fit)
-    x, y, weight = keras.utils.unpack_x_y_sample_weight(source.fit_element(workload))
+    element = source.fit_element(workload)
+    x, y, weight = keras.utils.unpack_x_y_sample_weight(element)
+    by_call = workload.origin.method == "train_on_batch"
 
     def step() -> None:
         workload.model.train_on_batch(x, y, sample_weight=weight)
 
     for _ in range(3):
         step()
-    times = _timed(step)
+    if not by_call:
+        bench_plan.fit_step_times(workload.model, element, 2)
+    times = _timed(step) if by_call else _fit_timed(workload.model, element)
     calibration = roofline.calibrate_cpu()
-    times += _timed(step)
+    times += _timed(step) if by_call else _fit_timed(workload.model, element)
     quartiles = statistics.quantiles(times, n=4)
     reference = trace_step(roofline.reference_model(), roofline.REFERENCE_BATCH)
     out: dict[str, Any] = {
@@ -85,8 +103,10 @@ def child(script: str, args: list[str]) -> dict[str, Any]:
         figures = time_check._without(calibration, reference, zeros)
         roofline._calibration = lambda db, fp, setting, f=figures: f  # type: ignore[assignment]
 
-        def timed(step: Any, batch: int, c: Any, *, onednn: Any = None, k: Any = cores) -> Any:
-            return real(step, batch, c, onednn=onednn, cores=k)
+        def timed(
+            step: Any, batch: int, c: Any, *, onednn: Any = None, call: str = "fit", k: Any = cores
+        ) -> Any:
+            return real(step, batch, c, onednn=onednn, cores=k, call=call)
 
         api.cpu_step_time = timed  # type: ignore[assignment]
         try:

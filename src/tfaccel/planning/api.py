@@ -22,9 +22,11 @@ from tfaccel.planning.memory import (
 from tfaccel.planning.result import DevicePlan, Plan
 from tfaccel.planning.roofline import (
     CALIBRATE_HINT,
+    STEP_CALLS,
     StepTime,
     cpu_step_time,
     kernel_pass_note,
+    loop_note,
     step_time,
     stored_cpu_figures,
 )
@@ -73,6 +75,7 @@ def plan(
     prices: Mapping[str, float] | None = None,
     inventory: Any = None,
     data: Any = None,
+    step_call: str = "fit",
 ) -> Plan:
     """Plan training of ``model`` at ``batch_size``: will it fit, where, how long.
 
@@ -101,6 +104,9 @@ def plan(
             subclassed model, a VAE or GAN without ``call``), and for a ``train_step`` that
             reads something other than ``(x, y)``. The model is built on it first, as ``fit``
             builds it.
+        step_call: how each step will be called, for this CPU's time: ``fit`` (default; a
+            custom loop calling its own ``tf.function`` too) or ``train_on_batch`` (a loop of
+            calls, each of which also resets the model's metrics).
 
     Returns:
         A :class:`Plan`; every figure in it is a prediction.
@@ -116,6 +122,14 @@ def plan(
     _check_batch(batch_size)
     _check_precision(precision)
     _check_examples(examples)
+    if step_call not in STEP_CALLS:
+        raise UsageError(
+            "tfaccel.plan() got an unknown step_call",
+            expected=" or ".join(repr(call) for call in STEP_CALLS),
+            received=f"step_call={shown(step_call)}",
+            fix="pass step_call='fit' where fit (or a custom loop) trains, 'train_on_batch' "
+            "where the script calls model.train_on_batch itself",
+        )
     price_table = _check_prices(prices)
     if devices is not None:
         if isinstance(devices, str):
@@ -153,6 +167,7 @@ def plan(
         prices=price_table,
         notes=notes,
         model_name=getattr(built, "name", "model"),
+        step_call=step_call,
     )
 
 
@@ -208,8 +223,10 @@ def plan_step(
     prices: Mapping[str, float] | None = None,
     notes: Sequence[str] = (),
     model_name: str = "model",
+    step_call: str = "fit",
 ) -> Plan:
-    """The plan of a traced step on ``chosen`` targets (pure: no TensorFlow)."""
+    """The plan of a traced step on ``chosen`` targets (pure: no TensorFlow); each step called
+    by ``step_call`` (:data:`~tfaccel.planning.roofline.STEP_CALLS`)."""
     memory = simulate(step, batch_size, rules=GPU_BFC_RULES)
     cache: dict[tuple[str, int], MemoryEstimate] = {}
 
@@ -233,7 +250,7 @@ def plan_step(
         micro = batch_size // accumulation if accumulation else batch_size
         steps = accumulation or 1
         if target.kind == "cpu" and target.this_machine:
-            timing = cpu_step_time(step, micro, target.calibration)
+            timing = cpu_step_time(step, micro, target.calibration, call=step_call)
         else:
             timing = step_time(target, step.flops(micro), step.bytes_touched(micro), step.launches)
         step_s = (
@@ -262,7 +279,7 @@ def plan_step(
         note
         for row in rows
         if row.target.kind == "cpu" and row.target.this_machine
-        for note in (_cpu_time_note(row), _kernel_pass_note(row))
+        for note in (_cpu_time_note(row), _kernel_pass_note(row), _loop_note(row))
         if note
     ]
     ranked = sorted(rows, key=_rank_key)
@@ -343,6 +360,11 @@ def _cpu_terms(time: StepTime) -> str:
 
 def _kernel_pass_note(row: DevicePlan) -> str | None:
     note = kernel_pass_note(row.time)
+    return f"{row.target.key}: {note}" if note else None
+
+
+def _loop_note(row: DevicePlan) -> str | None:
+    note = loop_note(row.time)
     return f"{row.target.key}: {note}" if note else None
 
 

@@ -27,6 +27,7 @@ prediction.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import sys
@@ -59,6 +60,7 @@ __all__ = [
     "cpu_step_time",
     "kernel_pass_note",
     "load_calibration",
+    "loop_note",
     "onednn_setting",
     "rate_ceiling",
     "save_calibration",
@@ -94,6 +96,7 @@ _CALIBRATION_METRICS = {
     "narrow_conv_flops_per_s": "FLOP/s",
     "row_conv_flops_per_s": "FLOP/s",
     "metric_reset_s": "s",
+    "fit_overhead_s": "s",
     "filter_pass_s": "s",
     "filter_pass_unaligned_s": "s",
     "scale": "x",
@@ -117,6 +120,9 @@ class StepTime(Record):
             gradients reading their kernels once per image
             (:attr:`CpuCalibration.filter_pass_s`), whose cost per kernel element moves with
             the kernel's shape (:data:`PASS_SPREAD`; see :func:`kernel_pass_note`).
+        loops_s: on this CPU, the part of the step in ``While`` loops' bodies (recurrent
+            layers), at the loop scale measured on one LSTM (:data:`LOOP_SPREAD`; see
+            :func:`loop_note`).
         why: where ``step_s`` is None, the reason.
     """
 
@@ -127,6 +133,7 @@ class StepTime(Record):
     op_floor_s: float | None = None
     step_overhead_s: float | None = None
     kernel_passes_s: float | None = None
+    loops_s: float | None = None
     why: str | None = None
 
 
@@ -138,7 +145,9 @@ class CpuCalibration(Record):
     Attributes:
         step_overhead_s: the fixed cost of one ``train_on_batch`` call (Python, the function
             call, the loss read back), apart from its operations and its metrics' resets
-            (:attr:`metric_reset_s`).
+            (:attr:`metric_reset_s`); measured over :data:`CALL_BURST` calls in a row, as a
+            script's loop makes them (one call at a time, each after the calibration's larger
+            workloads, took 0.8 ms more on this 2-core EPYC: 2.9 against 2.1 ms at load 1.2).
         op_floor_s: the time of a small operation of a training step (run inline).
         parallel_op_s: the latency of an operation moving :data:`PARALLEL_BYTES` or more,
             which the thread pool splits across the cores, beyond its work.
@@ -200,8 +209,16 @@ class CpuCalibration(Record):
             alone, over 4. At load 3, one such metric made a tiny model's
             ``train_on_batch`` 0.32-0.35 ms slower where its 10 operations cost 0.01, as much
             as 350 small operations. A step pays it for :attr:`StepGraph.metric_variables` (its loss
-            tracker's included); ``fit`` resets its metrics once per epoch, not per step, so a
-            ``fit`` step is predicted that much slower than it runs (0: not measured).
+            tracker's included); ``fit`` resets its metrics once per epoch, not per step
+            (:attr:`fit_overhead_s`) (0: not measured).
+        fit_overhead_s: the fixed cost of one step of ``fit`` (its loop: the iterator, the
+            function call, the callbacks), apart from its operations: ``fit`` resets its
+            metrics once per epoch, not per step, and keeps its logs as tensors. The median of
+            the tiny model's ``fit`` steps on one repeated batch (:data:`FIT_STEPS` a round,
+            each from one batch's start to the next's), less its operations. On this 2-core
+            EPYC (load 1.2) a tiny model's ``fit`` step took 0.97 ms where its
+            ``train_on_batch`` took 1.77, and 1.42 against 2.40 with two metrics (0: not
+            measured, a calibration made by hand: :attr:`step_overhead_s` stands for it).
         filter_pass_s: the seconds an input's gradient of a convolution (``Conv2DBackpropInput``)
             takes per element of its kernel and per image, where TensorFlow's CPU kernel runs
             it as one matmul per image split across the cores (:func:`_passes_per_image`):
@@ -259,6 +276,7 @@ class CpuCalibration(Record):
     narrow_conv_flops_per_s: float = 0.0
     row_conv_flops_per_s: float = 0.0
     metric_reset_s: float = 0.0
+    fit_overhead_s: float = 0.0
     filter_pass_s: float = 0.0
     filter_pass_unaligned_s: float = 0.0
     scale: float = 1.0
@@ -271,11 +289,19 @@ class CpuCalibration(Record):
     note: str = ""
     differences: dict[str, tuple[float, float]] = field(default_factory=dict)
 
+    def _per_step(self) -> str:
+        called = (
+            f"{self.step_overhead_s * 1e3:.2f} ms per train_on_batch call + "
+            f"{self.metric_reset_s * 1e6:.0f} us per metric variable reset"
+        )
+        if not self.fit_overhead_s:  # not measured: the call's stands for a fit step's
+            return called.replace("per train_on_batch call", "per step")
+        return f"{self.fit_overhead_s * 1e3:.2f} ms per fit step ({called})"
+
     def describe(self) -> str:
         """The calibration in words, for a plan's notes."""
         return (
-            f"this CPU's step time = {self.step_overhead_s * 1e3:.2f} ms per step + "
-            f"{self.metric_reset_s * 1e6:.0f} us per metric variable reset + per "
+            f"this CPU's step time = {self._per_step()} + per "
             f"operation {self.op_floor_s * 1e6:.1f} us (small) or {self.parallel_op_s * 1e6:.0f} "
             f"us (split across cores) + the longer of FLOPs / "
             f"{self.matmul_flops_per_s / 1e9:.0f} GFLOP/s (matmul), "
@@ -323,9 +349,13 @@ def cpu_step_time(
     *,
     onednn: str | None = None,
     cores: int | None = None,
+    call: str = "fit",
 ) -> StepTime:
-    """The step time of ``step`` at ``batch`` on this CPU: the measured per-step overhead (and
-    the reset of its metrics' variables, :attr:`CpuCalibration.metric_reset_s`) plus,
+    """The step time of ``step`` at ``batch`` on this CPU: the measured per-step overhead of
+    the loop that ``call`` s it (:data:`STEP_CALLS`: a ``fit`` step's,
+    :attr:`CpuCalibration.fit_overhead_s`; a ``train_on_batch`` call's,
+    :attr:`CpuCalibration.step_overhead_s`, with the reset of the model's metrics' variables
+    that every call makes, :attr:`CpuCalibration.metric_reset_s`) plus,
     for every operation that runs a kernel, its latency (the small-op floor, or the parallel
     latency for one moving :data:`PARALLEL_BYTES` or more) and the longer of its FLOPs at the
     measured matmul or convolution rate and its bytes at the measured bandwidth (operations
@@ -377,6 +407,7 @@ def cpu_step_time(
             return _unpredicted(loop_terms)
         each.append(loop_terms)
     side_by_side = _side_by_side(step, [sum(t.values()) for t in each], cores)
+    looped = 0.0
     for loop_terms in each:
         for term, seconds in loop_terms.items():
             if term == KERNEL_PASSES:
@@ -384,9 +415,8 @@ def cpu_step_time(
                 passes += seconds * side_by_side
             else:
                 terms[term] += seconds * calibration.loop_scale * side_by_side
-    terms["per-step overhead"] = (
-        calibration.step_overhead_s + step.metric_variables * calibration.metric_reset_s
-    )
+                looped += seconds * calibration.loop_scale * side_by_side
+    terms["per-step overhead"] = per_step_overhead(step, calibration, call)
     bound = max(terms, key=lambda k: terms[k])
     return StepTime(
         step_s=sum(terms.values()),
@@ -396,7 +426,26 @@ def cpu_step_time(
         op_floor_s=terms["per-op overhead"],
         step_overhead_s=terms["per-step overhead"],
         kernel_passes_s=passes,
+        loops_s=looped,
     )
+
+
+STEP_CALLS = ("fit", "train_on_batch")
+"""How a training step is called: by ``fit`` (its loop; a custom loop calling its own
+``tf.function`` is planned as one) or by a script's own loop of ``train_on_batch`` calls."""
+
+
+def per_step_overhead(step: StepGraph, calibration: CpuCalibration, call: str = "fit") -> float:
+    """The fixed seconds of one step of ``step`` beyond its operations, called by ``call``
+    (:data:`STEP_CALLS`): ``fit``'s loop (:attr:`CpuCalibration.fit_overhead_s`), or a
+    ``train_on_batch`` call, which resets the model's metrics' variables
+    (:attr:`StepGraph.metric_variables`) before every step (also what a calibration without
+    ``fit``'s figure gives a ``fit`` step)."""
+    if call not in STEP_CALLS:
+        raise ValueError(f"call is {call!r}, not one of {STEP_CALLS}")
+    if call == "fit" and calibration.fit_overhead_s:
+        return calibration.fit_overhead_s
+    return calibration.step_overhead_s + step.metric_variables * calibration.metric_reset_s
 
 
 PASS_SPREAD = (0.5, 2.5)
@@ -425,6 +474,33 @@ def kernel_pass_note(time: StepTime) -> str | None:
         f"{PASS_SPREAD[0]:g}-{PASS_SPREAD[1]:g}x as much on the CPU that was measured on, so "
         "the step may take "
         f"{low * 1e3:.0f}-{high * 1e3:.0f} ms"
+    )
+
+
+LOOP_SPREAD = (0.8, 1.8)
+"""How far the measured step of models whose step is mostly ``While`` loops' bodies moved from
+the predicted one on this 2-core EPYC, quiet, with the loop scale measured on an LSTM: an LSTM,
+a bidirectional LSTM and a GRU with attention 0.96-1.2x, an OCR model's bidirectional LSTMs
+0.9x, a masked bidirectional GRU over 200 steps 1.65x; the band is taken over the loops'
+share of the step (:func:`loop_note`)."""
+LOOP_NOTE_SHARE = 0.2
+"""The share of a predicted step in loops' bodies from which the plan says how far the
+prediction may be off for them (:func:`loop_note`)."""
+
+
+def loop_note(time: StepTime) -> str | None:
+    """Where ``While`` loops' bodies (recurrent layers) make :data:`LOOP_NOTE_SHARE` or more of
+    a predicted step: what share, and the step times that the spread of other recurrent
+    models' measured loops (:data:`LOOP_SPREAD`) allows; else None."""
+    looped, step = time.loops_s, time.step_s
+    if not looped or not step or looped < LOOP_NOTE_SHARE * step:
+        return None
+    low, high = (step + looped * (factor - 1) for factor in LOOP_SPREAD)
+    return (
+        f"{looped / step:.0%} of the predicted step is While loops' bodies (recurrent layers: "
+        "one iteration per time step), timed at the scale measured on an LSTM; other "
+        f"recurrent models' loops ran {LOOP_SPREAD[0]:g}-{LOOP_SPREAD[1]:g}x that on the CPU "
+        f"that was measured on, so the step may take {low * 1e3:.0f}-{high * 1e3:.0f} ms"
     )
 
 
@@ -726,14 +802,15 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
     rotating order; the medians of ``rounds`` rounds after two warm-up ones), so that all the
     figures see the same stretches of a shared machine's speed. Every figure is a difference of
     two medians, so the fixed costs of the call cancel: the floor and the step overhead from two
-    tiny Keras models trained with ``train_on_batch`` (a Dense(4) alone, and behind
-    :data:`FLOOR_DEPTH` Dense(8) layers: the floor is the difference of their step times over
-    the difference of their traced operations, the overhead what the smaller one's step takes
-    beyond its operations and its loss tracker's resets); a metric variable's reset from the
-    ``reset_metrics()`` of the Dense(4) alone and with two metrics' resets (4 variables
-    more); the
-    parallel latency and the bandwidth from chains of 50 element-wise operations on 64 Ki and 4
-    Mi floats; the rates from a Dense layer's three training matmuls at batch 64 and 1024 (512 x
+    tiny Keras models trained with ``train_on_batch``, :data:`CALL_BURST` calls in a row (a
+    Dense(4) alone, and behind :data:`FLOOR_DEPTH` Dense(8) layers: the floor is the
+    difference of their step times over the difference of their traced operations, the
+    overhead what the smaller one's step takes beyond its operations and its loss tracker's
+    resets); a metric variable's reset from the ``reset_metrics()`` of the Dense(4) alone and
+    with two metrics' resets (4 variables more), as many in a row; a ``fit`` step's overhead
+    from the Dense(4)'s ``fit`` steps on one batch (:data:`FIT_STEPS`); the parallel latency
+    and the bandwidth from chains of 50 element-wise operations on 64 Ki and 4 Mi floats;
+    the rates from a Dense layer's three training matmuls at batch 64 and 1024 (512 x
     512), attention-shaped batched matmuls' ([64, 16] x [16, 64] per matrix) at 64 and 512
     matrices, a 3x3 convolution's forward and both gradients at batch 4 and 32 (over 32
     channels; over 3, its forward and kernel gradient), a Conv1D's (kernel 7, one row high) at
@@ -765,10 +842,38 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
     small, large = tiny(0), tiny(FLOOR_DEPTH)
     metrics = [keras.metrics.MeanAbsoluteError(), keras.metrics.MeanSquaredError()]
 
+    def burst(call: Callable[[], Any]) -> Callable[[], Any]:
+        """``call`` :data:`CALL_BURST` times in a row, as a script's loop calls it."""
+        return lambda: [call() for _ in range(CALL_BURST)]
+
     def more_resets() -> None:  # what reset_metrics() does for a model with these two metrics
         small.reset_metrics()
         for metric in metrics:
             metric.reset_state()
+
+    one_batch = tf.data.Dataset.from_tensors((x, y)).repeat()
+
+    fit_steps: list[float] = []  # each fit step, from one batch's start to the next's
+
+    class Starts(keras.callbacks.Callback):
+        def on_train_begin(self, logs: Any = None) -> None:
+            self.starts: list[float] = []
+
+        def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+            self.starts.append(time.perf_counter())
+
+        def on_train_end(self, logs: Any = None) -> None:
+            fit_steps.extend(b - a for a, b in itertools.pairwise(self.starts))
+
+    def fit_run() -> None:
+        small.fit(
+            one_batch,
+            epochs=1,
+            steps_per_epoch=FIT_STEPS + 1,
+            verbose=0,
+            shuffle=False,
+            callbacks=[Starts()],
+        )
 
     chain_ops = 50
 
@@ -908,8 +1013,11 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
     long_rnn, long_step = recurrent(LOOP_STEPS[1])
     sizes = (2**16, 2**22)
     pairs = {
-        "per-op floor": (lambda: small.train_on_batch(x, y), lambda: large.train_on_batch(x, y)),
-        "metric resets": (small.reset_metrics, more_resets),
+        "per-op floor": (
+            burst(lambda: small.train_on_batch(x, y)),
+            burst(lambda: large.train_on_batch(x, y)),
+        ),
+        "metric resets": (burst(small.reset_metrics), burst(more_resets)),
         "bandwidth": (chain(sizes[0]), chain(sizes[1])),
         "matmul": (dense(64), dense(1024)),
         "batched matmul": (batched(BATCHED_SIZES[0]), batched(BATCHED_SIZES[1])),
@@ -933,6 +1041,7 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
         for end, call in (("a", a), ("b", b))
     }
     calls["reference"] = lambda: reference.train_on_batch(images, labels)
+    calls["fit steps"] = fit_run
     timed = {name: _untimed(call) for name, call in calls.items()}
     summaries = {
         name: summarize(samples)
@@ -945,6 +1054,10 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
         medians[name] = (a.median, b.median)
         differences[name] = (b.median - a.median, max(a.q3 - a.q1, b.q3 - b.q1))
 
+    for name in ("per-op floor", "metric resets"):  # a burst's medians, per call
+        medians[name] = (medians[name][0] / CALL_BURST, medians[name][1] / CALL_BURST)
+        difference, noise = differences[name]
+        differences[name] = (difference / CALL_BURST, noise / CALL_BURST)
     t_small, t_large = medians["per-op floor"]
     ops_small = trace_step(small, 8).launches
     ops_large = trace_step(large, 8).launches
@@ -954,6 +1067,9 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
     fixed = t_small - ops_small * floor - len(small.metrics_variables) * metric_reset
     overhead = max(fixed, 0.0)
     differences["per-step overhead"] = (fixed, differences["per-op floor"][1])
+    stepped = summarize(fit_steps[-rounds * FIT_STEPS :])  # the warm-up rounds' left out
+    fit_fixed = stepped.median - ops_small * floor
+    differences["per fit step overhead"] = (fit_fixed, stepped.q3 - stepped.q1)
     t_few, t_many = medians["bandwidth"]
     moved = [8 * n for n in sizes]  # each operation reads and writes n floats
     bandwidth = (moved[1] - moved[0]) / max((t_many - t_few) / chain_ops, 1e-9)
@@ -996,6 +1112,7 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
         narrow_conv_flops_per_s=narrow_rate,
         row_conv_flops_per_s=row_rate,
         metric_reset_s=metric_reset,
+        fit_overhead_s=max(fit_fixed, 0.0),
         filter_pass_s=filter_passes[0],
         filter_pass_unaligned_s=filter_passes[1],
         max_pool_element_s=max(differences["max pooling"][0], 0.0) / pooled,
@@ -1029,6 +1146,16 @@ smaller one's, over their difference in operations, 816). With 8 (408 more opera
 quiet machine's difference, 0.03 ms, was under its noise (IQR 0.14 ms) and the floor fell to
 its lower bound; at load 3.5, 80 interleaved rounds gave 1.52-1.63 us per operation from 4,
 8, 16 and 32 layers alike. 32 layers took 11 s to build, trace and compile, 16 take 5."""
+CALL_BURST = 8
+"""Calls in a row the calibration times for the tiny models' ``train_on_batch`` and the metric
+resets (their medians per call): a script's loop makes its calls one after another. Timed one
+at a time, each after the calibration's larger workloads, a tiny model's call took 2.9 ms
+where eight in a row took 2.1 each (this 2-core EPYC, load 1.2)."""
+FIT_STEPS = 10
+"""The ``fit`` steps the calibration times per round on the tiny model (one repeated batch),
+each from one batch's start to the next's: their median, less the model's operations, is a
+``fit`` step's overhead (:attr:`CpuCalibration.fit_overhead_s`); the call's own start (its
+iterator, its callbacks) is not in them."""
 BATCHED_SIZES = (64, 512)
 """The matrices of the calibration's two attention-shaped batched matmuls."""
 RANDOM_SIZES = (2**14, 2**20)

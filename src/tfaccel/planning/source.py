@@ -385,6 +385,7 @@ def plan_workload(
         examples=examples,
         prices=prices,
         inventory=inventory,
+        step_call="train_on_batch" if workload.origin.method == "train_on_batch" else "fit",
     )
     result.notes[0:0] = notes
     return result
