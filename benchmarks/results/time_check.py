@@ -103,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
             "graph": trace_step(model, batch),
             "samples": [],
             "call samples": [],
+            "bands": [],
             CALL: [],
         }
         row.update({key: [] for key in VARIANTS})
@@ -134,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
                     row["graph"], row["batch"], figures[key], cores=cores
                 )
                 row[key].append((predicted.step_s, predicted.bound, predicted.step_s / median - 1))
+                if key == "now":
+                    row["bands"].append((roofline.step_band(predicted), median))
             called = roofline.cpu_step_time(
                 row["graph"], row["batch"], calibration, call="train_on_batch"
             )
@@ -178,6 +181,11 @@ def main(argv: list[str] | None = None) -> int:
                 f"  {calls.median * 1e3:9.1f} {(calls.q3 - calls.q1) * 1e3:7.1f}  "
                 f"{step_s * 1e3:9.1f} {error * 100:+6.1f}%  {bound:<16}"
             )
+            bands = [(band, median) for band, median in row["bands"] if band]
+            if bands:  # the step times the plan's notes allow, in each round
+                inside = sum(band[0] <= median <= band[1] for band, median in bands)
+                low, high = bands[len(bands) // 2][0]
+                line += f"  notes: {low * 1e3:.1f}-{high * 1e3:.1f} ms, {inside}/{len(bands)} in"
             print(line.rstrip())
         for key, found in errors.items():
             if found:

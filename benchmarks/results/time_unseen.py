@@ -114,6 +114,8 @@ def child(script: str, args: list[str]) -> dict[str, Any]:
         finally:
             api.cpu_step_time = real
         out["predicted"][key] = row.step_s
+        if key == "now":  # the step times the plan's notes allow, where it gives them
+            out["band"] = roofline.step_band(row.time)
         out["batch"] = row.batch_size if hasattr(row, "batch_size") else None
     return out
 
@@ -149,6 +151,13 @@ def main(argv: list[str] | None = None) -> int:
         for key, step_s in found["predicted"].items():
             text += f" | {key}: " + (
                 f"{step_s * 1e3:.1f} ({(step_s / measured - 1) * 100:+.0f}%)" if step_s else "-"
+            )
+        band = found.get("band")
+        if band:
+            inside = band[0] <= measured <= band[1]
+            text += (
+                f" | the plan's notes: {band[0] * 1e3:.1f}-{band[1] * 1e3:.1f} "
+                f"({'measured within' if inside else 'measured outside'})"
             )
         print(text, flush=True)
     print(f"load average at end: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")

@@ -35,6 +35,7 @@ from tfaccel.planning.roofline import (
     per_step_overhead,
     rate_ceiling,
     save_calibration,
+    step_band,
     stored_cpu_figures,
 )
 from tfaccel.planning.trace import LoopBody, OpInfo, StepGraph, TensorInfo, Variable
@@ -476,6 +477,22 @@ def test_a_loops_body_is_scaled_by_the_loop_scale_not_the_reference_steps(
     assert any(note.startswith("this-cpu: ") and "While loops' bodies" in note for note in notes)
     few = _calibration(loop_scale=0.01)
     assert not any("While loops' bodies" in n for n in plan_step(step, 4, [_cpu(few)]).notes)
+
+
+def test_the_band_a_predictions_notes_allow() -> None:
+    # each part's spread where its note is given, together; none where no note is
+    both = StepTime(0.200, 0.150, 0.001, "compute", kernel_passes_s=0.050, loops_s=0.100)
+    low, high = step_band(both) or (0.0, 0.0)
+    assert low == pytest.approx(0.200 + 0.050 * (PASS_SPREAD[0] - 1) + 0.100 * (LOOP_SPREAD[0] - 1))
+    assert high == pytest.approx(
+        0.200 + 0.050 * (PASS_SPREAD[1] - 1) + 0.100 * (LOOP_SPREAD[1] - 1)
+    )
+    small_loops = StepTime(0.200, 0.150, 0.001, "compute", kernel_passes_s=0.050, loops_s=0.01)
+    assert step_band(small_loops) == pytest.approx(
+        (0.200 + 0.050 * (PASS_SPREAD[0] - 1), 0.200 + 0.050 * (PASS_SPREAD[1] - 1))
+    )
+    assert step_band(StepTime(0.200, 0.150, 0.001, "compute", loops_s=0.01)) is None
+    assert step_band(StepTime(None, None, None, None, why="not calibrated")) is None
 
 
 def test_a_step_mostly_loops_says_how_far_they_may_be_off() -> None:

@@ -64,6 +64,7 @@ __all__ = [
     "onednn_setting",
     "rate_ceiling",
     "save_calibration",
+    "step_band",
     "step_time",
     "stored_cpu_figures",
 ]
@@ -502,6 +503,28 @@ def loop_note(time: StepTime) -> str | None:
         f"recurrent models' loops ran {LOOP_SPREAD[0]:g}-{LOOP_SPREAD[1]:g}x that on the CPU "
         f"that was measured on, so the step may take {low * 1e3:.0f}-{high * 1e3:.0f} ms"
     )
+
+
+def step_band(time: StepTime) -> tuple[float, float] | None:
+    """The step times that the notes of a prediction allow (:func:`kernel_pass_note`,
+    :func:`loop_note`: each part's spread where it is a large enough share of the step, taken
+    together), or None where no such note is given (the prediction stands alone)."""
+    step = time.step_s
+    if not step:
+        return None
+    parts = [
+        (seconds, spread)
+        for seconds, spread, share in (
+            (time.kernel_passes_s, PASS_SPREAD, PASS_NOTE_SHARE),
+            (time.loops_s, LOOP_SPREAD, LOOP_NOTE_SHARE),
+        )
+        if seconds and seconds >= share * step
+    ]
+    if not parts:
+        return None
+    low = step + sum(seconds * (spread[0] - 1) for seconds, spread in parts)
+    high = step + sum(seconds * (spread[1] - 1) for seconds, spread in parts)
+    return low, high
 
 
 def _side_by_side(step: StepGraph, seconds: list[float], cores: int | None = None) -> float:
