@@ -5,6 +5,7 @@ itself on real TensorFlow."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Any
@@ -999,8 +1000,25 @@ def test_a_fit_step_pays_fits_loop_and_no_metric_resets(convolutions_step: StepG
         called.step_overhead_s
     )
     assert per_step_overhead(convolutions_step, calibration, "fit") == pytest.approx(4e-4)
+    # steps_per_execution: fit runs that many steps in one call of its function
+    shared = dataclasses.replace(convolutions_step, steps_per_execution=8)
+    assert per_step_overhead(shared, calibration, "fit") == pytest.approx(4e-4 / 8)
+    called_once = per_step_overhead(shared, calibration, "train_on_batch")
+    assert called_once == pytest.approx(called.step_overhead_s)
     with pytest.raises(ValueError, match="train_on_batch"):
         per_step_overhead(convolutions_step, calibration, "predict")
+
+
+def test_the_traced_step_keeps_the_models_steps_per_execution() -> None:
+    import keras
+
+    from tfaccel.planning.trace import trace_step
+
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    model.compile(optimizer="sgd", loss="mse", steps_per_execution=16)
+    assert trace_step(model, 4).steps_per_execution == 16
+    model.compile(optimizer="sgd", loss="mse")
+    assert trace_step(model, 4).steps_per_execution == 1
 
 
 def test_plan_refuses_an_unknown_step_call() -> None:

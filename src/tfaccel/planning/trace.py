@@ -182,6 +182,9 @@ class StepGraph:
     metric_variables: int = 0
     """The variables of the model's metrics (its loss tracker's too), which ``train_on_batch``
     resets, one by one, before every step."""
+    steps_per_execution: int = 1
+    """The compiled model's ``steps_per_execution``: the steps ``fit`` runs in one call of its
+    function."""
 
     def flops(self, batch: int) -> int:
         """Matmul-class FLOPs of one training step at ``batch`` (forward, backward, update)."""
@@ -295,7 +298,14 @@ def _step_graph(
         policy=policy,
         loops=loop_bodies(first_loops, second_loops, batch_size, second),
         metric_variables=len(getattr(model, "metrics_variables", None) or []),
+        steps_per_execution=_steps_per_execution(model),
     )
+
+
+def _steps_per_execution(model: Any) -> int:
+    """The compiled model's ``steps_per_execution`` (1 where it has none, or not a count)."""
+    value = getattr(model, "steps_per_execution", 1)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
 
 
 @dataclass(frozen=True)
