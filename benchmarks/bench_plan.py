@@ -50,7 +50,6 @@ Older runs of this script, under load and with earlier models: ``bench_plan_*.tx
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
 import statistics
@@ -380,35 +379,11 @@ def build(name: str, dtype: str) -> tuple[Any, Any, Any]:
     return model, batch_of, None
 
 
-def fit_step_times(model: Any, data: Any, steps: int) -> list[float]:
-    """The seconds of ``steps`` steps of ``model.fit`` on the batch ``data`` (``(x, y)``, as
-    ``fit`` hands a batch to ``train_step``) repeated, each from one batch's start to the
-    next's: the loop's own cost (the iterator, the callbacks) is in them, the epoch's start
-    is not."""
-    import keras
-    import tensorflow as tf
-
-    starts: list[float] = []
-
-    class Starts(keras.callbacks.Callback):
-        def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
-            starts.append(time.perf_counter())
-
-    repeated = tf.data.Dataset.from_tensors(data).repeat()
-    model.fit(
-        repeated,
-        epochs=1,
-        steps_per_epoch=steps + 1,
-        verbose=0,
-        shuffle=False,
-        callbacks=[Starts()],
-    )
-    return [later - earlier for earlier, later in itertools.pairwise(starts)]
-
-
 def timed_fit_steps(model: Any, data: Any) -> list[float]:
-    """``fit`` steps (:func:`fit_step_times`) after ``WARMUP_STEPS``: at least ``MIN_TIMED``,
-    more up to ``MAX_TIMED`` while they take under ``TIMED_BUDGET_S``."""
+    """``fit`` steps (``roofline.fit_step_times``) after ``WARMUP_STEPS``: at least
+    ``MIN_TIMED``, more up to ``MAX_TIMED`` while they take under ``TIMED_BUDGET_S``."""
+    from tfaccel.planning.roofline import fit_step_times
+
     fit_step_times(model, data, WARMUP_STEPS)
     times = fit_step_times(model, data, MIN_TIMED)
     if sum(times) < TIMED_BUDGET_S:

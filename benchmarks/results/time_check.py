@@ -15,7 +15,7 @@ rounds of each model's prediction with its error and bound:
 - ``train_on_batch``: the same rows' ``train_on_batch`` steps, timed in the same rounds,
   against this model's prediction for steps called so.
 
-Steps are ``fit``'s (``bench_plan.fit_step_times``: one batch repeated, each step from one
+Steps are ``fit``'s (``roofline.fit_step_times``: one batch repeated, each step from one
 batch's start to the next's), as a script's ``fit`` runs them.
 
     python benchmarks/results/time_check.py [--rounds 3] [--steps 5] [NAME[:BATCH] ...]
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         x, y = batch_of(batch)
         for _ in range(bench_plan.WARMUP_STEPS):
             model.train_on_batch(x, y)
-        bench_plan.fit_step_times(model, (x, y), bench_plan.WARMUP_STEPS)
+        roofline.fit_step_times(model, (x, y), bench_plan.WARMUP_STEPS)
         row: dict[str, Any] = {
             "name": name,
             "batch": batch,
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         shift = round_index % len(rows)
         for row in rows[shift:] + rows[:shift]:
             model, x, y = row["step"]
-            times = bench_plan.fit_step_times(model, (x, y), args.steps)
+            times = roofline.fit_step_times(model, (x, y), args.steps)
             calls = []
             for _ in range(args.steps):
                 started = time.perf_counter()

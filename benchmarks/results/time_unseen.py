@@ -3,7 +3,7 @@
 For each ``SCRIPT [ARGS]`` (given as one quoted argument; ``--fit N`` first picks a later
 ``fit``), one fresh process: captures the script at its ``fit`` (``tfaccel.workload.capture``,
 nothing trained), times the script's own compiled model's training step on the first batch
-as ``fit`` hands it (``fit`` steps on that batch repeated, ``bench_plan.fit_step_times``; a
+as ``fit`` hands it (``fit`` steps on that batch repeated, ``roofline.fit_step_times``; a
 script whose own loop calls ``train_on_batch``, those calls; 3 warm-up; then the timed steps in
 two halves, one before and one after the calibration, each at least 10 steps and more while under
 ``HALF_S`` seconds; median and IQR of all), calibrates this CPU in the same process between
@@ -50,21 +50,20 @@ def _timed(step: Any) -> list[float]:
 
 
 def _fit_timed(model: Any, element: Any) -> list[float]:
-    """At least 10 ``fit`` steps on the batch ``element`` (``bench_plan.fit_step_times``),
+    """At least 10 ``fit`` steps on the batch ``element`` (``roofline.fit_step_times``),
     more while they take under :data:`HALF_S` (up to 200)."""
-    import bench_plan
+    from tfaccel.planning import roofline
 
-    times = bench_plan.fit_step_times(model, element, 10)
+    times = roofline.fit_step_times(model, element, 10)
     more = min(190, int(HALF_S / max(statistics.median(times), 1e-6)) - 10)
     if more > 0:
-        times += bench_plan.fit_step_times(model, element, more)
+        times += roofline.fit_step_times(model, element, more)
     return times
 
 
 def child(script: str, args: list[str]) -> dict[str, Any]:
     """Measure then plan one script (in this process; the working directory is its folder)."""
-    sys.path[:0] = [str(HERE), str(HERE.parent)]
-    import bench_plan
+    sys.path.insert(0, str(HERE))
     import keras
     import time_check
 
@@ -85,7 +84,7 @@ def child(script: str, args: list[str]) -> dict[str, Any]:
     for _ in range(3):
         step()
     if not by_call:
-        bench_plan.fit_step_times(workload.model, element, 2)
+        roofline.fit_step_times(workload.model, element, 2)
     times = _timed(step) if by_call else _fit_timed(workload.model, element)
     calibration = roofline.calibrate_cpu()
     times += _timed(step) if by_call else _fit_timed(workload.model, element)

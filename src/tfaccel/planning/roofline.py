@@ -58,6 +58,7 @@ __all__ = [
     "calibrate_cpu",
     "calibration_problems",
     "cpu_step_time",
+    "fit_step_times",
     "kernel_pass_note",
     "load_calibration",
     "loop_note",
@@ -466,19 +467,41 @@ def kernel_pass_note(time: StepTime) -> str | None:
     """Where convolutions' input gradients reading their kernels once per image make
     :data:`PASS_NOTE_SHARE` or more of a predicted step: what share, and the step times that
     the spread of their cost with the kernel's shape (:data:`PASS_SPREAD`) allows; else None."""
-    passes, step = time.kernel_passes_s, time.step_s
-    if not passes or not step or passes < PASS_NOTE_SHARE * step:
-        return None
-    low, high = (step + passes * (factor - 1) for factor in PASS_SPREAD)
-    return (
-        f"{passes / step:.0%} of the predicted step is convolutions' input gradients reading "
-        "their whole kernel once per image (TensorFlow's CPU kernel for them, where each "
-        "image's product is its own matmul), at the cost per kernel element measured on two "
-        "3x3 kernels; other kernel shapes cost "
-        f"{PASS_SPREAD[0]:g}-{PASS_SPREAD[1]:g}x as much on the CPU that was measured on, so "
-        "the step may take "
-        f"{low * 1e3:.0f}-{high * 1e3:.0f} ms"
+    return _part_note(
+        time,
+        time.kernel_passes_s,
+        PASS_SPREAD,
+        PASS_NOTE_SHARE,
+        "convolutions' input gradients reading their whole kernel once per image "
+        "(TensorFlow's CPU kernel for them, where each image's product is its own matmul), at "
+        "the cost per kernel element measured on two 3x3 kernels; other kernel shapes cost "
+        f"{PASS_SPREAD[0]:g}-{PASS_SPREAD[1]:g}x as much on the CPU that was measured on",
     )
+
+
+def _part_note(
+    time: StepTime, part: float | None, spread: tuple[float, float], share: float, what: str
+) -> str | None:
+    """``what`` a ``part`` of a predicted step is and how far it may be off, with its share and
+    the step times it allows (:func:`_part_band`); None where it is under ``share``."""
+    band = _part_band(time.step_s, part, spread, share)
+    if band is None or not time.step_s or not part:
+        return None
+    return (
+        f"{part / time.step_s:.0%} of the predicted step is {what}, so the step may take "
+        f"{band[0] * 1e3:.0f}-{band[1] * 1e3:.0f} ms"
+    )
+
+
+def _part_band(
+    step: float | None, part: float | None, spread: tuple[float, float], share: float
+) -> tuple[float, float] | None:
+    """The step times a ``part`` of a predicted ``step`` allows at ``spread`` times its
+    predicted time, where it is ``share`` or more of the step; else None."""
+    if not step or not part or part < share * step:
+        return None
+    low, high = (step + part * (factor - 1) for factor in spread)
+    return low, high
 
 
 LOOP_SPREAD = (0.8, 1.8)
@@ -496,15 +519,14 @@ def loop_note(time: StepTime) -> str | None:
     """Where ``While`` loops' bodies (recurrent layers) make :data:`LOOP_NOTE_SHARE` or more of
     a predicted step: what share, and the step times that the spread of other recurrent
     models' measured loops (:data:`LOOP_SPREAD`) allows; else None."""
-    looped, step = time.loops_s, time.step_s
-    if not looped or not step or looped < LOOP_NOTE_SHARE * step:
-        return None
-    low, high = (step + looped * (factor - 1) for factor in LOOP_SPREAD)
-    return (
-        f"{looped / step:.0%} of the predicted step is While loops' bodies (recurrent layers: "
-        "one iteration per time step), timed at the scale measured on an LSTM; other "
-        f"recurrent models' loops ran {LOOP_SPREAD[0]:g}-{LOOP_SPREAD[1]:g}x that on the CPU "
-        f"that was measured on, so the step may take {low * 1e3:.0f}-{high * 1e3:.0f} ms"
+    return _part_note(
+        time,
+        time.loops_s,
+        LOOP_SPREAD,
+        LOOP_NOTE_SHARE,
+        "While loops' bodies (recurrent layers: one iteration per time step), timed at the "
+        "scale measured on an LSTM; other recurrent models' loops ran "
+        f"{LOOP_SPREAD[0]:g}-{LOOP_SPREAD[1]:g}x that on the CPU that was measured on",
     )
 
 
@@ -513,21 +535,17 @@ def step_band(time: StepTime) -> tuple[float, float] | None:
     :func:`loop_note`: each part's spread where it is a large enough share of the step, taken
     together), or None where no such note is given (the prediction stands alone)."""
     step = time.step_s
-    if not step:
-        return None
-    parts = [
-        (seconds, spread)
-        for seconds, spread, share in (
-            (time.kernel_passes_s, PASS_SPREAD, PASS_NOTE_SHARE),
-            (time.loops_s, LOOP_SPREAD, LOOP_NOTE_SHARE),
+    bands = [
+        band
+        for band in (
+            _part_band(step, time.kernel_passes_s, PASS_SPREAD, PASS_NOTE_SHARE),
+            _part_band(step, time.loops_s, LOOP_SPREAD, LOOP_NOTE_SHARE),
         )
-        if seconds and seconds >= share * step
+        if band is not None
     ]
-    if not parts:
+    if not step or not bands:
         return None
-    low = step + sum(seconds * (spread[0] - 1) for seconds, spread in parts)
-    high = step + sum(seconds * (spread[1] - 1) for seconds, spread in parts)
-    return low, high
+    return step + sum(b[0] - step for b in bands), step + sum(b[1] - step for b in bands)
 
 
 def _side_by_side(step: StepGraph, seconds: list[float], cores: int | None = None) -> float:
@@ -877,29 +895,10 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
         for metric in metrics:
             metric.reset_state()
 
-    one_batch = tf.data.Dataset.from_tensors((x, y)).repeat()
-
     fit_steps: list[float] = []  # each fit step, from one batch's start to the next's
 
-    class Starts(keras.callbacks.Callback):
-        def on_train_begin(self, logs: Any = None) -> None:
-            self.starts: list[float] = []
-
-        def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
-            self.starts.append(time.perf_counter())
-
-        def on_train_end(self, logs: Any = None) -> None:
-            fit_steps.extend(b - a for a, b in itertools.pairwise(self.starts))
-
     def fit_run() -> None:
-        small.fit(
-            one_batch,
-            epochs=1,
-            steps_per_epoch=FIT_STEPS + 1,
-            verbose=0,
-            shuffle=False,
-            callbacks=[Starts()],
-        )
+        fit_steps.extend(fit_step_times(small, (x, y), FIT_STEPS))
 
     chain_ops = 50
 
@@ -1237,6 +1236,31 @@ def _loops_seconds(step: StepGraph, calibration: CpuCalibration) -> float:
         terms = _loop_terms(loop, LOOP_BATCH, calibration)
         seconds += 0.0 if isinstance(terms, str) else sum(terms.values())
     return seconds
+
+
+def fit_step_times(model: Any, data: Any, steps: int) -> list[float]:
+    """The seconds of ``steps`` steps of ``model.fit`` on the batch ``data`` (as ``fit`` hands
+    a batch to ``train_step``: ``(x, y)``, ``(x, y, sample_weight)``) repeated, each from one
+    batch's start to the next's: the loop's own cost (the iterator, the callbacks) is in them,
+    the epoch's start is not (imports TensorFlow)."""
+    import keras
+    import tensorflow as tf
+
+    starts: list[float] = []
+
+    class Starts(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+            starts.append(time.perf_counter())
+
+    model.fit(
+        tf.data.Dataset.from_tensors(data).repeat(),
+        epochs=1,
+        steps_per_epoch=steps + 1,
+        verbose=0,
+        shuffle=False,
+        callbacks=[Starts()],
+    )
+    return [later - earlier for earlier, later in itertools.pairwise(starts)]
 
 
 def _untimed(call: Callable[[], Any]) -> Callable[[], None]:
