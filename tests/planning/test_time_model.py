@@ -325,15 +325,15 @@ def test_the_calibration_measures_this_cpu() -> None:
         "narrow_conv_flops_per_s",
         "row_conv_flops_per_s",
         "filter_pass_s",
-        "fit_overhead_s",
         "scale",
         "loop_scale",
     ):
         value = getattr(calibration, metric)
         assert math.isfinite(value) and value > 0, metric
     # bounded below by 0: one round's difference of two resets, or of two unaligned input
-    # gradients less their products (2-4 ms and about 1 ms here), can be lost in its noise
-    for metric in ("metric_reset_s", "filter_pass_unaligned_s"):
+    # gradients less their products (2-4 ms and about 1 ms here), can be lost in its noise,
+    # and a busy machine's floor can take all of a tiny fit step less its operations
+    for metric in ("metric_reset_s", "filter_pass_unaligned_s", "fit_overhead_s"):
         value = getattr(calibration, metric)
         assert math.isfinite(value) and value >= 0, metric
     # Two cores reach well under 10 TFLOP/s and 1 TB/s; anything above is a folded constant.
@@ -341,7 +341,8 @@ def test_the_calibration_measures_this_cpu() -> None:
     assert calibration.bandwidth_bytes_per_s < 1e12
     assert calibration.op_floor_s < 1e-3 and calibration.step_overhead_s < 1.0
     assert calibration.fit_overhead_s < 1.0
-    assert "per fit step overhead" in calibration.differences
+    fit_fixed, fit_noise = calibration.differences["per fit step overhead"]
+    assert calibration.fit_overhead_s == pytest.approx(max(fit_fixed, 0.0)) and fit_noise >= 0
     assert calibration.cost_s > 0
 
 
