@@ -94,3 +94,28 @@ def kernel_resources() -> dict[str, Any]:
     from kernel_helpers import resources_report
 
     return resources_report()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _docs_jobs_ahead(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Any]:
+    """tests/test_docs.py's subprocess jobs (its ``Jobs``), started with the session one at a
+    time: most of the suite runs one process at a time and leaves a core idle, on which the
+    documents' commands run long before their tests ask for them. None when no test of
+    tests/test_docs.py is selected."""
+    docs = next(
+        (
+            module
+            for item in request.session.items
+            if (module := getattr(item, "module", None)) is not None
+            and module.__name__ == "test_docs"
+        ),
+        None,
+    )
+    if docs is None:
+        yield None
+        return
+    pool = docs.start_ahead(request.session, tmp_path_factory.mktemp("docs"))
+    yield pool
+    pool.close()

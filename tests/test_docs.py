@@ -22,8 +22,11 @@ tests/docs_variants.py, where a new entry goes; reading the documents and the ty
 entries (Block, Command, Py, Cheap, Ran, Check) are in tests/docs_blocks.py.
 
 Every run hides the GPUs (``CUDA_VISIBLE_DEVICES=""``): the documents' examples are checked on
-the CPU, the same on every machine. Jobs run two at a time (``TFACCEL_DOC_JOBS=N`` to change
-it; ``TFACCEL_DOC_TIMES=1`` with ``-s`` prints what each job and block took).
+the CPU, the same on every machine. The jobs start with the session (tests/conftest.py's
+``_docs_jobs_ahead``), one at a time, on the core the rest of the suite leaves idle while it
+waits on its own subprocesses; from this module's first test on they run two at a time
+(``TFACCEL_DOC_JOBS=N`` to change it; ``TFACCEL_DOC_TIMES=1`` with ``-s`` prints what each job
+and block took).
 """
 
 from __future__ import annotations
@@ -301,6 +304,31 @@ class Jobs:
         self.lock = threading.Lock()
         self.started = time.perf_counter()
         self.seconds: dict[Any, tuple[float, float]] = {}
+        self.all_at_once = threading.Event()
+
+    def ahead(self, session: pytest.Session) -> None:
+        """Start the jobs of the selected items one after the other, in a thread of their own,
+        until :meth:`start_all`."""
+
+        def one_at_a_time() -> None:
+            for start in _job_starts(self, session):
+                if self.all_at_once.is_set():
+                    return
+                future, _ = start()
+                future.exception()  # waits; a failure is the test's to report
+
+        threading.Thread(target=one_at_a_time, name="docs-jobs-ahead", daemon=True).start()
+
+    def start_all(self, session: pytest.Session) -> None:
+        """Start every job the selected items need (the long ones first), as many at a time
+        as the pool has workers."""
+        self.all_at_once.set()
+        for start in _job_starts(self, session):
+            start()
+
+    def close(self) -> None:
+        self.all_at_once.set()
+        self.pool.shutdown(wait=True, cancel_futures=True)
 
     def submit(self, key: Any, fn: Callable[[Path], Any]) -> tuple[Future[Any], Path]:
         with self.lock:
@@ -360,30 +388,48 @@ def _command_plan(command: Command) -> tuple[str | None, Cheap | None]:
     return None, Cheap((command.text,), "as documented")
 
 
-@pytest.fixture(scope="session")
-def jobs(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Jobs]:
-    pool = Jobs(tmp_path_factory.mktemp("docs"), int(os.environ.get("TFACCEL_DOC_JOBS", "2")))
-    # Start every job the selected items need, the long ones first.
+def _job_starts(
+    pool: Jobs, session: pytest.Session
+) -> list[Callable[[], tuple[Future[Any], Path]]]:
+    """What starts each job the selected items of this module need, the long ones first."""
     selected = [
         i.callspec.params["item"]
-        for i in request.session.items
+        for i in session.items
         if i.module is sys.modules[__name__]
         and hasattr(i, "callspec")
         and "item" in i.callspec.params
     ]
+    starts: list[Callable[[], tuple[Future[Any], Path]]] = []
     for name in ("keras", "setup", "light"):
         members = [i for i in PROCESS_ITEMS if _process_of(i) == name]
         if any(i in selected for i in members):
-            pool.submit(("process", name), lambda d, n=name, m=members: run_process(n, m, d))
+            starts.append(
+                lambda n=name, m=members: pool.submit(
+                    ("process", n), lambda d: run_process(n, m, d)
+                )
+            )
     for item in selected:
         if item.kind == "command" and item.command is not None:
             _, cheap = _command_plan(item.command)
             if cheap is not None and cheap.reuse is None:
-                pool.commands((item.command.path, item.command.first), cheap)
+                key = (item.command.path, item.command.first)
+                starts.append(lambda k=key, c=cheap: pool.commands(k, c))
+    return starts
+
+
+def start_ahead(session: pytest.Session, tmp: Path) -> Jobs:
+    """The pool, its jobs started one at a time (tests/conftest.py, at the session's start)."""
+    pool = Jobs(tmp, int(os.environ.get("TFACCEL_DOC_JOBS", "2")))
+    pool.ahead(session)
+    return pool
+
+
+@pytest.fixture(scope="session")
+def jobs(request: pytest.FixtureRequest) -> Iterator[Jobs]:
+    pool: Jobs = request.getfixturevalue("_docs_jobs_ahead")
+    pool.start_all(request.session)
     yield pool
-    pool.pool.shutdown(wait=True, cancel_futures=True)
+    pool.close()
     if os.environ.get("TFACCEL_DOC_TIMES"):
         for key, (at, took) in pool.seconds.items():
             print(f"job at {at:6.1f} s took {took:6.1f} s: {str(key)[:150]}", file=sys.stderr)
