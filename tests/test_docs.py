@@ -22,9 +22,9 @@ tests/docs_variants.py, where a new entry goes; reading the documents and the ty
 entries (Block, Command, Py, Cheap, Ran, Check) are in tests/docs_blocks.py.
 
 Every run hides the GPUs (``CUDA_VISIBLE_DEVICES=""``): the documents' examples are checked on
-the CPU, the same on every machine. The jobs start with the session (tests/conftest.py's
-``_docs_jobs_ahead``), one at a time, on the core the rest of the suite leaves idle while it
-waits on its own subprocesses; from this module's first test on they run two at a time
+the CPU, the same on every machine. The jobs start with the session, one at a time, on the
+core the rest of the suite leaves idle (tests/conftest.py's ``Ahead``, after the other runs
+queued there); from this module's first test on they run two at a time
 (``TFACCEL_DOC_JOBS=N`` to change it; ``TFACCEL_DOC_TIMES=1`` with ``-s`` prints what each job
 and block took).
 """
@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 from docs_blocks import (
@@ -294,6 +294,14 @@ def help_command(command: Command) -> str:
     return " ".join([*words, "--help"])
 
 
+class Queue(Protocol):
+    """tests/conftest.py's ``Ahead``, as the jobs use it."""
+
+    def add(self, key: str, fn: Callable[[], Any]) -> None: ...
+
+    def drop(self, prefix: str) -> None: ...
+
+
 class Jobs:
     """Subprocess jobs run on a small pool; each result is computed once and shared."""
 
@@ -304,30 +312,17 @@ class Jobs:
         self.lock = threading.Lock()
         self.started = time.perf_counter()
         self.seconds: dict[Any, tuple[float, float]] = {}
-        self.all_at_once = threading.Event()
-
-    def ahead(self, session: pytest.Session) -> None:
-        """Start the jobs of the selected items one after the other, in a thread of their own,
-        until :meth:`start_all`."""
-
-        def one_at_a_time() -> None:
-            for start in _job_starts(self, session):
-                if self.all_at_once.is_set():
-                    return
-                future, _ = start()
-                future.exception()  # waits; a failure is the test's to report
-
-        threading.Thread(target=one_at_a_time, name="docs-jobs-ahead", daemon=True).start()
+        self.ahead: Queue | None = None
 
     def start_all(self, session: pytest.Session) -> None:
         """Start every job the selected items need (the long ones first), as many at a time
         as the pool has workers."""
-        self.all_at_once.set()
+        if self.ahead is not None:
+            self.ahead.drop("docs:")
         for start in _job_starts(self, session):
             start()
 
     def close(self) -> None:
-        self.all_at_once.set()
         self.pool.shutdown(wait=True, cancel_futures=True)
 
     def submit(self, key: Any, fn: Callable[[Path], Any]) -> tuple[Future[Any], Path]:
@@ -417,16 +412,27 @@ def _job_starts(
     return starts
 
 
-def start_ahead(session: pytest.Session, tmp: Path) -> Jobs:
-    """The pool, its jobs started one at a time (tests/conftest.py, at the session's start)."""
+POOL: list[Jobs] = []
+
+
+def start_ahead(session: pytest.Session, tmp: Path, ahead: Queue) -> None:
+    """The pool, its jobs queued on ``ahead`` (tests/conftest.py's, at the session's start):
+    each waits for its job, so that they run one at a time until :meth:`Jobs.start_all`."""
     pool = Jobs(tmp, int(os.environ.get("TFACCEL_DOC_JOBS", "2")))
-    pool.ahead(session)
-    return pool
+    pool.ahead = ahead
+    POOL.append(pool)
+    for n, start in enumerate(_job_starts(pool, session)):
+        ahead.add(f"docs:{n}", lambda start=start: start()[0].exception())
+
+
+def close_ahead() -> None:
+    for pool in POOL:
+        pool.close()
 
 
 @pytest.fixture(scope="session")
 def jobs(request: pytest.FixtureRequest) -> Iterator[Jobs]:
-    pool: Jobs = request.getfixturevalue("_docs_jobs_ahead")
+    (pool,) = POOL  # tests/conftest.py's _ahead made it
     pool.start_all(request.session)
     yield pool
     pool.close()
