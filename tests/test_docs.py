@@ -69,6 +69,7 @@ from docs_variants import (
     SKIPPED,
     TEXT_BLOCKS,
 )
+from runtime_helpers import STARTING_ENVIRON
 
 BIN = Path(sys.executable).parent
 TFACCEL = BIN / "tfaccel"
@@ -130,7 +131,7 @@ ITEMS, STRAY = all_items(all_blocks())
 
 
 def _env(tmp: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    env = dict(os.environ)
+    env = dict(STARTING_ENVIRON)  # not a test's own: the jobs run beside the tests
     env.update(
         XDG_DATA_HOME=str(tmp / "xdg-data"),  # results databases land here, not in the user's
         CUDA_VISIBLE_DEVICES="",

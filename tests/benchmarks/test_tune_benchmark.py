@@ -13,17 +13,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runtime_helpers import clean_env
+from runtime_helpers import STARTING_DIR, STARTING_ENVIRON, clean_env
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _bench_tune_smoke() -> subprocess.CompletedProcess[str]:
+    """The run, in the session's starting environment and folder (it may run beside a test)."""
     return subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "bench_tune.py"), "--smoke", "--json"],
         capture_output=True,
         text=True,
-        env=clean_env(),
+        env=clean_env(base=STARTING_ENVIRON),
+        cwd=STARTING_DIR,
         timeout=300,
     )
 

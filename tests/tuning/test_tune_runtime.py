@@ -204,11 +204,12 @@ def _reproduce(best: Config) -> tuple[TuneResult, str]:
 
 
 def _reproduce_all() -> dict[str, Any]:
-    """Each case's reproduce lines run as written, each in a fresh process."""
+    """Each case's reproduce lines run as written, each in a fresh process (in the session's
+    starting environment and folder: it may run beside a test)."""
     import subprocess
     import sys
 
-    from runtime_helpers import clean_env
+    from runtime_helpers import STARTING_DIR, STARTING_ENVIRON, clean_env
 
     return {
         case: subprocess.run(
@@ -216,7 +217,8 @@ def _reproduce_all() -> dict[str, Any]:
             input=_reproduce(best)[1],
             capture_output=True,
             text=True,
-            env=clean_env(),
+            env=clean_env(base=STARTING_ENVIRON),
+            cwd=STARTING_DIR,
             timeout=300,
         )
         for case, (best, _) in REPRODUCED.items()
