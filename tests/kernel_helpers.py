@@ -8,17 +8,24 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
+from runtime_helpers import STARTING_DIR, STARTING_ENVIRON
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def compiler_env() -> dict[str, str]:
-    """This environment without the simulator: numba-cuda's real target, its compiler."""
-    return {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+def compiler_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """This environment (or ``base``) without the simulator: numba-cuda's real target, its
+    compiler."""
+    return {
+        k: v
+        for k, v in (os.environ if base is None else base).items()
+        if k != "NUMBA_ENABLE_CUDASIM"
+    }
 
 
 def no_compiler(error: str) -> None:
@@ -30,13 +37,15 @@ def no_compiler(error: str) -> None:
 
 
 def resources_report() -> dict[str, Any]:
-    """``bench_kernels.py --resources --json`` for the default targets: every shipped kernel."""
+    """``bench_kernels.py --resources --json`` for the default targets: every shipped kernel
+    (in the session's starting environment and folder: it may run beside a test)."""
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "bench_kernels.py"), "--resources", "--json"],
         capture_output=True,
         text=True,
         timeout=540,
-        env=compiler_env(),
+        env=compiler_env(STARTING_ENVIRON),
+        cwd=STARTING_DIR,
     )
     document: dict[str, Any] = json.loads(done.stdout) if done.stdout.strip() else {}
     if "error" in document:

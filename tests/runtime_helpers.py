@@ -19,6 +19,10 @@ from typing import Any
 
 TESTS_DIR = Path(__file__).resolve().parent
 MARKER = "SCENARIO-RESULT:"
+# The environment and folder the session started in, before any test changed its own: the runs
+# tests/conftest.py's Ahead starts in a thread beside the tests start from these.
+STARTING_ENVIRON = dict(os.environ)
+STARTING_DIR = os.getcwd()
 
 
 def ctrl_c_reaches_it() -> None:
@@ -29,15 +33,18 @@ def ctrl_c_reaches_it() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """This environment without TFACCEL_* or TF growth settings, TF's logs quietened.
+def clean_env(
+    extra: Mapping[str, str] | None = None, *, base: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """This environment (or ``base``) without TFACCEL_* or TF growth settings, TF's logs
+    quietened.
 
     ``XDG_DATA_HOME`` points at a directory that does not exist (reading the results store
     creates nothing), so no store of this machine's user steers ``jit="auto"``.
     """
     env = {
         k: v
-        for k, v in os.environ.items()
+        for k, v in (os.environ if base is None else base).items()
         if not k.startswith("TFACCEL_") and k != "TF_FORCE_GPU_ALLOW_GROWTH"
     }
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"

@@ -22,8 +22,11 @@ tests/docs_variants.py, where a new entry goes; reading the documents and the ty
 entries (Block, Command, Py, Cheap, Ran, Check) are in tests/docs_blocks.py.
 
 Every run hides the GPUs (``CUDA_VISIBLE_DEVICES=""``): the documents' examples are checked on
-the CPU, the same on every machine. Jobs run two at a time (``TFACCEL_DOC_JOBS=N`` to change
-it; ``TFACCEL_DOC_TIMES=1`` with ``-s`` prints what each job and block took).
+the CPU, the same on every machine. The jobs start with the session, one at a time, on the
+core the rest of the suite leaves idle (tests/conftest.py's ``Ahead``, after the other runs
+queued there); from this module's first test on they run two at a time
+(``TFACCEL_DOC_JOBS=N`` to change it; ``TFACCEL_DOC_TIMES=1`` with ``-s`` prints what each job
+and block took).
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 from docs_blocks import (
@@ -66,6 +69,7 @@ from docs_variants import (
     SKIPPED,
     TEXT_BLOCKS,
 )
+from runtime_helpers import STARTING_ENVIRON
 
 BIN = Path(sys.executable).parent
 TFACCEL = BIN / "tfaccel"
@@ -127,7 +131,7 @@ ITEMS, STRAY = all_items(all_blocks())
 
 
 def _env(tmp: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    env = dict(os.environ)
+    env = dict(STARTING_ENVIRON)  # not a test's own: the jobs run beside the tests
     env.update(
         XDG_DATA_HOME=str(tmp / "xdg-data"),  # results databases land here, not in the user's
         CUDA_VISIBLE_DEVICES="",
@@ -291,6 +295,14 @@ def help_command(command: Command) -> str:
     return " ".join([*words, "--help"])
 
 
+class Queue(Protocol):
+    """tests/conftest.py's ``Ahead``, as the jobs use it."""
+
+    def add(self, key: str, fn: Callable[[], Any]) -> None: ...
+
+    def drop(self, prefix: str) -> None: ...
+
+
 class Jobs:
     """Subprocess jobs run on a small pool; each result is computed once and shared."""
 
@@ -301,6 +313,18 @@ class Jobs:
         self.lock = threading.Lock()
         self.started = time.perf_counter()
         self.seconds: dict[Any, tuple[float, float]] = {}
+        self.ahead: Queue | None = None
+
+    def start_all(self, session: pytest.Session) -> None:
+        """Start every job the selected items need (the long ones first), as many at a time
+        as the pool has workers."""
+        if self.ahead is not None:
+            self.ahead.drop("docs:")
+        for start in _job_starts(self, session):
+            start()
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
 
     def submit(self, key: Any, fn: Callable[[Path], Any]) -> tuple[Future[Any], Path]:
         with self.lock:
@@ -360,30 +384,59 @@ def _command_plan(command: Command) -> tuple[str | None, Cheap | None]:
     return None, Cheap((command.text,), "as documented")
 
 
-@pytest.fixture(scope="session")
-def jobs(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Jobs]:
-    pool = Jobs(tmp_path_factory.mktemp("docs"), int(os.environ.get("TFACCEL_DOC_JOBS", "2")))
-    # Start every job the selected items need, the long ones first.
+def _job_starts(
+    pool: Jobs, session: pytest.Session
+) -> list[Callable[[], tuple[Future[Any], Path]]]:
+    """What starts each job the selected items of this module need, the long ones first."""
     selected = [
         i.callspec.params["item"]
-        for i in request.session.items
+        for i in session.items
         if i.module is sys.modules[__name__]
         and hasattr(i, "callspec")
         and "item" in i.callspec.params
     ]
+    starts: list[Callable[[], tuple[Future[Any], Path]]] = []
     for name in ("keras", "setup", "light"):
         members = [i for i in PROCESS_ITEMS if _process_of(i) == name]
         if any(i in selected for i in members):
-            pool.submit(("process", name), lambda d, n=name, m=members: run_process(n, m, d))
+            starts.append(
+                lambda n=name, m=members: pool.submit(
+                    ("process", n), lambda d: run_process(n, m, d)
+                )
+            )
     for item in selected:
         if item.kind == "command" and item.command is not None:
             _, cheap = _command_plan(item.command)
             if cheap is not None and cheap.reuse is None:
-                pool.commands((item.command.path, item.command.first), cheap)
+                key = (item.command.path, item.command.first)
+                starts.append(lambda k=key, c=cheap: pool.commands(k, c))
+    return starts
+
+
+POOL: list[Jobs] = []
+
+
+def start_ahead(session: pytest.Session, tmp: Path, ahead: Queue) -> None:
+    """The pool, its jobs queued on ``ahead`` (tests/conftest.py's, at the session's start):
+    each waits for its job, so that they run one at a time until :meth:`Jobs.start_all`."""
+    pool = Jobs(tmp, int(os.environ.get("TFACCEL_DOC_JOBS", "2")))
+    pool.ahead = ahead
+    POOL.append(pool)
+    for n, start in enumerate(_job_starts(pool, session)):
+        ahead.add(f"docs:{n}", lambda start=start: start()[0].exception())
+
+
+def close_ahead() -> None:
+    for pool in POOL:
+        pool.close()
+
+
+@pytest.fixture(scope="session")
+def jobs(request: pytest.FixtureRequest) -> Iterator[Jobs]:
+    (pool,) = POOL  # tests/conftest.py's _ahead made it
+    pool.start_all(request.session)
     yield pool
-    pool.pool.shutdown(wait=True, cancel_futures=True)
+    pool.close()
     if os.environ.get("TFACCEL_DOC_TIMES"):
         for key, (at, took) in pool.seconds.items():
             print(f"job at {at:6.1f} s took {took:6.1f} s: {str(key)[:150]}", file=sys.stderr)

@@ -69,8 +69,10 @@ def machine() -> Snapshot:
 @pytest.fixture
 def fast(machine: Snapshot, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
     """Probe from the cached snapshot, no TensorFlow, tripwires before any measurement; the
-    working directory and the default database in a scratch directory."""
+    working directory and the default database in a scratch directory; the parser built once
+    (``main`` builds the same one on every call: three quarters of an example's time)."""
     import tfaccel.bench.history
+    import tfaccel.cli
     import tfaccel.models
     import tfaccel.tuning.api
     from tfaccel.probe import deep
@@ -112,6 +114,8 @@ def fast(machine: Snapshot, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> 
     work.mkdir()
     monkeypatch.chdir(work)
     monkeypatch.setenv("XDG_DATA_HOME", str(work / "xdg"))
+    parser = tfaccel.cli.build_parser()
+    monkeypatch.setattr(tfaccel.cli, "build_parser", lambda: parser)
     yield work
 
 

@@ -6,7 +6,8 @@ steps, Adam, deterministic ops, checkpoints every 2 steps) with ``tfaccel.distri
 and injects the faults a JSON plan names, in its ``on_step`` (the library has no fault hooks):
 
 - kills: at attempt A, rank R SIGKILLs itself K steps after the attempt's first step (five
-  attempts in a row, drawn from a fixed seed printed in the failure messages);
+  attempts in a row, drawn from a fixed seed printed in the failure messages): each is named,
+  stops the group, and the next resumes from the checkpoint before it, mid-epoch;
 - hang: at attempt 0, rank 1 sleeps for ever after step 4 (the launcher must detect it within
   ``--hang-timeout`` and restart the group);
 - term: at attempt 1, rank 0 stops at step 8 until the test has sent it SIGTERM (it must save
@@ -75,7 +76,8 @@ def on_step(log):
     first.append(log.step)
     kill = plan.get("kills", {}).get(str(attempt))
     if kill and kill[0] == rank and log.step == first[0] + kill[1]:
-        note("killed", str(log.step))
+        note("killed", json.dumps({"step": log.step, "first": first[0]}))
+        print(f"killing myself at step {log.step}", flush=True)
         os.kill(os.getpid(), signal.SIGKILL)
     if plan.get("hang") == [attempt, rank, log.step]:
         note("hang", repr(time.time()))
@@ -193,6 +195,11 @@ def test_the_uninterrupted_run_is_isolated_and_both_workers_agree(reference: Pat
 def test_five_kills_of_random_ranks_at_random_steps_end_with_the_exact_weights(
     script: Path, tmp_path: Path, reference: Path
 ) -> None:
+    """Each kill: the launcher names the killed rank and stops the other (blocked in a
+    collective), nobody finishes that attempt, and the next group resumes from the checkpoint
+    before the kill; the last one ends with the uninterrupted weights. (Without restarts the
+    launcher then exits 128 + 9: tests/distribute/test_launch.py checks that exit code with
+    plain Python workers.)"""
     rng = random.Random(SEED)
     kills = {str(a): [rng.randrange(2), rng.randrange(3)] for a in range(5)}
     context = f"seed {SEED}, kills (attempt: [rank, steps after the attempt's first]) {kills}"
@@ -208,6 +215,26 @@ def test_five_kills_of_random_ranks_at_random_steps_end_with_the_exact_weights(
     )
     killed = sorted((tmp_path / "out").glob("killed-*"))
     assert len(killed) == 5, context
+    assert err.count("restarting all 2 workers") == 5, f"{context}\n{err}"
+    stopped = [line for line in err.splitlines() if "; stopping the others" in line]
+    assert len(stopped) == 5, f"{context}\n{err}"
+    resumed_at = 0  # the step each attempt starts after
+    for a in range(5):
+        rank = kills[str(a)][0]
+        at = json.loads((tmp_path / "out" / f"killed-{rank}-{a}").read_text())
+        assert at["first"] == resumed_at + 1, f"{context}: attempt {a} {at}"
+        assert at["step"] == at["first"] + kills[str(a)][1], f"{context}: attempt {a} {at}"
+        assert f"[{rank}] killing myself at step {at['step']}" in err, f"{context}\n{err}"
+        attempt = doc["attempts"][a]
+        assert f"worker {rank} was killed by SIGKILL" in stopped[a], f"{context}\n{err}"
+        assert attempt["reason"] in stopped[a], (context, attempt)
+        assert attempt["exit_codes"][rank] == -9, (context, attempt)
+        assert attempt["exit_codes"][1 - rank] != 0, (context, attempt)  # nobody finished
+        resumed_at = (at["step"] - 1) // 2 * 2  # the checkpoint before the kill (every 2 steps)
+    final = [json.loads((tmp_path / "out" / f"result-{r}-5").read_text()) for r in (0, 1)]
+    assert [r["start_step"] for r in final] == [resumed_at] * 2, context
+    assert resumed_at % 6, context  # mid-epoch (6 steps an epoch): the data's place restored too
+    assert [r["global_step"] for r in final] == [12, 12], context
     assert_exact(tmp_path, reference, context)
     assert_no_worker_left(tmp_path)
 
