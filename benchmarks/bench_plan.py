@@ -38,10 +38,11 @@ The latest figures on this CPU (a quiet 2-core AMD EPYC; the files are in
   peak moves by up to 25% between fresh processes (``mem_modes.txt``: lstm 32's two modes, the
   gradient loop's sum lagging or not; lstm 128's and mlp 1024's allocator chunks), as much as
   most rows' error.
-- step time, float32, smallest batch, ``time_check.py`` (one process, calibrated every round;
-  ``time_check_quiet2.txt``): worked from, 10/11 rows within +-30%, median |error| 16.7%
-  (conv1d_series +34%); held out, 4/4, median 5.0%. On six scripts the model was never fitted
-  to, ``time_unseen.py`` (``time_unseen_quiet.txt``): 4/6 within +-30%, median 10.5%.
+- step time, float32, smallest batch, ``fit`` steps, ``time_check.py`` (one process,
+  calibrated every round; ``time_check_quiet7.txt``): worked from, 10/11 rows within +-30%,
+  median |error| 15.8% (lstm -41%); held out, 3/4, median 21.8% (densenet121 +64%). On 19
+  scripts the model was never fitted to, ``time_unseen.py`` (``time_unseen_quiet4.txt``):
+  14/19 within +-30%, median 19%.
 
 Older runs of this script, under load and with earlier models: ``bench_plan_*.txt`` and
 ``time_check_load*.txt``.
