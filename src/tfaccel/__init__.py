@@ -364,6 +364,7 @@ def plan(
     prices: Mapping[str, float] | None = None,
     inventory: Any = None,
     data: Any = None,
+    step_call: str = "fit",
 ) -> Plan:
     """Predict memory, fit, largest batch and step time of training on each accelerator.
 
@@ -386,12 +387,15 @@ def plan(
         data: one batch as ``fit`` hands it to ``train_step`` (``x``, ``(x, y)``, dicts), or
             a dataset whose first batch is taken: the model's own ``train_step`` is traced on
             it, with every optimizer it holds (a subclassed model, a VAE, a GAN).
+        step_call: how each step will be called, for this CPU's time: ``fit`` (default; a
+            custom loop too) or ``train_on_batch`` (a loop of calls, each resetting the
+            model's metrics).
 
     Returns:
         A :class:`~tfaccel.planning.Plan`; every figure in it is a prediction.
 
     Raises:
-        UsageError: a bad batch size, precision, device key or price.
+        UsageError: a bad batch size, precision, device key, price or step call.
         PlanError: the model cannot be built or traced.
 
     Example:
@@ -410,4 +414,5 @@ def plan(
         prices=prices,
         inventory=inventory,
         data=data,
+        step_call=step_call,
     )

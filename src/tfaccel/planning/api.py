@@ -112,7 +112,7 @@ def plan(
         A :class:`Plan`; every figure in it is a prediction.
 
     Raises:
-        UsageError: a bad batch size, precision, device key or price.
+        UsageError: a bad batch size, precision, device key, price or step call.
         PlanError: the model cannot be built or traced.
 
     Example:
