@@ -12,9 +12,7 @@ from typing import Any
 
 import pytest
 
-from tfaccel.core.errors import UsageError
 from tfaccel.planning import Target, plan_step
-from tfaccel.planning.api import plan
 from tfaccel.planning.roofline import (
     BOOST_ALLOWANCE,
     BOUNDS,
@@ -1020,16 +1018,6 @@ def test_the_traced_step_keeps_the_models_steps_per_execution() -> None:
     assert trace_step(model, 4).steps_per_execution == 16
     model.compile(optimizer="sgd", loss="mse")
     assert trace_step(model, 4).steps_per_execution == 1
-
-
-def test_plan_refuses_an_unknown_step_call() -> None:
-    with pytest.raises(UsageError) as caught:
-        plan(lambda: None, step_call="fit_generator")
-    message = str(caught.value)
-    assert "step_call='fit_generator'" in message and "'train_on_batch'" in message
-
-
-# -- an input gradient that reads its kernel once per image --------------------------------------
 
 
 def test_the_traced_kernel_shapes(convolutions_step: StepGraph) -> None:

@@ -122,14 +122,7 @@ def plan(
     _check_batch(batch_size)
     _check_precision(precision)
     _check_examples(examples)
-    if step_call not in STEP_CALLS:
-        raise UsageError(
-            "tfaccel.plan() got an unknown step_call",
-            expected=" or ".join(repr(call) for call in STEP_CALLS),
-            received=f"step_call={shown(step_call)}",
-            fix="pass step_call='fit' where fit (or a custom loop) trains, 'train_on_batch' "
-            "where the script calls model.train_on_batch itself",
-        )
+    _check_step_call(step_call)
     price_table = _check_prices(prices)
     if devices is not None:
         if isinstance(devices, str):
@@ -279,8 +272,7 @@ def plan_step(
         note
         for row in rows
         if row.target.kind == "cpu" and row.target.this_machine
-        for note in (_cpu_time_note(row), _kernel_pass_note(row), _loop_note(row))
-        if note
+        for note in (_cpu_time_note(row), *_part_notes(row))
     ]
     ranked = sorted(rows, key=_rank_key)
     for rank, row in enumerate(ranked, start=1):
@@ -358,14 +350,11 @@ def _cpu_terms(time: StepTime) -> str:
     return ", ".join(f"{name} {(value or 0.0) * 1e3:.1f} ms" for name, value in terms)
 
 
-def _kernel_pass_note(row: DevicePlan) -> str | None:
-    note = kernel_pass_note(row.time)
-    return f"{row.target.key}: {note}" if note else None
-
-
-def _loop_note(row: DevicePlan) -> str | None:
-    note = loop_note(row.time)
-    return f"{row.target.key}: {note}" if note else None
+def _part_notes(row: DevicePlan) -> list[str]:
+    """How far the parts of a CPU row's time whose cost is spread may move it (kernel passes,
+    loops' bodies), each where it is a large enough share of the step."""
+    notes = (kernel_pass_note(row.time), loop_note(row.time))
+    return [f"{row.target.key}: {note}" for note in notes if note]
 
 
 def _cpu_time_note(row: DevicePlan) -> str:
@@ -672,6 +661,17 @@ def _check_precision(precision: Any) -> None:
             expected="one of " + ", ".join(PRECISIONS),
             received=argument("precision", precision),
             fix="pass e.g. " + argument("precision", "mixed_bfloat16"),
+        )
+
+
+def _check_step_call(step_call: Any) -> None:
+    if step_call not in STEP_CALLS:
+        raise UsageError(
+            "Unknown step call",
+            expected="one of " + ", ".join(STEP_CALLS),
+            received=argument("step_call", step_call),
+            fix="pass step_call='fit' where fit (or a custom loop) trains, 'train_on_batch' "
+            "where the script calls model.train_on_batch itself",
         )
 
 

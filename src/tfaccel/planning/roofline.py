@@ -292,13 +292,14 @@ class CpuCalibration(Record):
     differences: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def _per_step(self) -> str:
-        called = (
-            f"{self.step_overhead_s * 1e3:.2f} ms per train_on_batch call + "
-            f"{self.metric_reset_s * 1e6:.0f} us per metric variable reset"
-        )
-        if not self.fit_overhead_s:  # not measured: the call's stands for a fit step's
-            return called.replace("per train_on_batch call", "per step")
-        return f"{self.fit_overhead_s * 1e3:.2f} ms per fit step ({called})"
+        """The per-step costs in words: a fit step's, and a train_on_batch call's with its
+        resets (only the call's, as any step's, where fit's was not measured)."""
+        resets = f"{self.metric_reset_s * 1e6:.0f} us per metric variable reset"
+        call = f"{self.step_overhead_s * 1e3:.2f} ms per"
+        if not self.fit_overhead_s:
+            return f"{call} step + {resets}"
+        fit = f"{self.fit_overhead_s * 1e3:.2f} ms per fit step"
+        return f"{fit} ({call} train_on_batch call + {resets})"
 
     def describe(self) -> str:
         """The calibration in words, for a plan's notes."""
