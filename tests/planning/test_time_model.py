@@ -31,6 +31,7 @@ from tfaccel.planning.roofline import (
     kernel_pass_note,
     load_calibration,
     loop_note,
+    op_costs,
     per_step_overhead,
     rate_ceiling,
     save_calibration,
@@ -107,6 +108,22 @@ def test_each_operation_costs_its_latency_and_the_longer_of_compute_and_traffic(
     parts = (time.compute_s, time.memory_s, time.op_floor_s, time.step_overhead_s)
     assert time.step_s == pytest.approx(sum(parts))
     assert time.bound == "compute" and time.why is None
+
+
+def test_each_operations_cost_is_given_alone_and_they_add_up_to_the_step() -> None:
+    calibration = _calibration()
+    costs = {op.name: terms for op, terms in op_costs(_step().ops, 1, calibration)}
+    assert list(costs) == ["matmul", "relu", "tiny"]  # the input runs no kernel
+    assert costs["matmul"]["compute"] == pytest.approx(0.020)
+    assert costs["matmul"]["bandwidth"] == 0.0
+    assert costs["relu"]["bandwidth"] == pytest.approx(8 * MIB / 1e10)
+    assert costs["tiny"]["per-op overhead"] == pytest.approx(1e-6)
+    time = cpu_step_time(_step(), 1, calibration, onednn="1")
+    assert sum(terms["compute"] for terms in costs.values()) == pytest.approx(time.compute_s)
+    assert sum(terms["bandwidth"] for terms in costs.values()) == pytest.approx(time.memory_s)
+    assert sum(terms["per-op overhead"] for terms in costs.values()) == pytest.approx(
+        time.op_floor_s
+    )
 
 
 def test_the_bound_is_the_largest_term() -> None:

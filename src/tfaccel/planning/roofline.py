@@ -32,7 +32,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -594,14 +594,27 @@ def _op_terms(
     ops: list[OpInfo], batch: int, calibration: CpuCalibration, threads: int | None = None
 ) -> dict[str, float]:
     """The modelled seconds of ``ops`` (run once each), by the term that bounds each, before
-    :attr:`CpuCalibration.scale`: per operation its latency and the longer of its compute
-    and its memory traffic; an input's gradient of a convolution that reads its kernel once
-    per image (:func:`_passes_per_image`, on ``threads`` intra-op threads, default the cores
-    this process may use) adds those reads (:attr:`CpuCalibration.filter_pass_s`) as their
-    own term, :data:`KERNEL_PASSES`."""
+    :attr:`CpuCalibration.scale`: the sums of :func:`op_costs`."""
+    terms = dict.fromkeys(("compute", "bandwidth", "per-op overhead", KERNEL_PASSES), 0.0)
+    for _, costs in op_costs(ops, batch, calibration, threads):
+        for term, seconds in costs.items():
+            terms[term] += seconds
+    return terms
+
+
+def op_costs(
+    ops: list[OpInfo], batch: int, calibration: CpuCalibration, threads: int | None = None
+) -> Iterator[tuple[OpInfo, dict[str, float]]]:
+    """Each operation of ``ops`` that runs a kernel, with its modelled seconds by term, before
+    :attr:`CpuCalibration.scale`: its latency (``per-op overhead``) and the longer of its
+    compute and its memory traffic (``compute`` or ``bandwidth``; an Einsum's copies of its
+    operands also ``bandwidth``); an input's gradient of a convolution that reads its kernel
+    once per image (:func:`_passes_per_image`, on ``threads`` intra-op threads, default the
+    cores this process may use) adds those reads (:attr:`CpuCalibration.filter_pass_s`) as
+    their own term, :data:`KERNEL_PASSES`. Operations folded into constants or not run are
+    left out."""
     if threads is None:
         threads = usable_cores()
-    terms = dict.fromkeys(("compute", "bandwidth", "per-op overhead", KERNEL_PASSES), 0.0)
     sizes: dict[int, int] = {}
     per_example: set[int] = set()  # tensors that grow with the batch
     for op in ops:
@@ -624,9 +637,10 @@ def _op_terms(
             compute = largest / itemsize * calibration.max_pool_element_s / 2
         elif op.type in RANDOM_OPS and calibration.random_element_s > 0:
             compute = made * calibration.random_element_s
+        costs = dict.fromkeys(("compute", "bandwidth", "per-op overhead", KERNEL_PASSES), 0.0)
         if op.type in INPUT_GRADIENT_OPS and calibration.filter_pass_s > 0:
             passes = _passes_per_image(op, batch, threads)
-            terms[KERNEL_PASSES] += passes * _pass_cost(op, calibration)
+            costs[KERNEL_PASSES] = passes * _pass_cost(op, calibration)
         copies = 0.0
         if calibration.transpose_bytes_per_s > 0:
             if op.type in TRANSPOSE_OPS:
@@ -634,10 +648,10 @@ def _op_terms(
             elif op.type == "Einsum":  # its operands copied into its own layout, read back
                 copies = 2 * op.scratch_at(batch) / calibration.transpose_bytes_per_s
         split = nbytes >= PARALLEL_BYTES or compute > calibration.parallel_op_s
-        terms["per-op overhead"] += calibration.parallel_op_s if split else calibration.op_floor_s
-        terms["compute" if compute > memory else "bandwidth"] += max(compute, memory)
-        terms["bandwidth"] += copies
-    return terms
+        costs["per-op overhead"] = calibration.parallel_op_s if split else calibration.op_floor_s
+        costs["compute" if compute > memory else "bandwidth"] += max(compute, memory)
+        costs["bandwidth"] += copies
+        yield op, costs
 
 
 MAX_POOLING_OPS = frozenset({"MaxPool", "MaxPoolV2", "MaxPoolGrad", "MaxPoolGradV2"})

@@ -1,0 +1,189 @@
+"""The plan's CPU step time by operation type, against TensorFlow's profiler: where it is off.
+
+For each row (an architecture of ``bench_plan.ROWS``, at its smallest batch unless given, or a
+training script captured at its first ``fit`` in its own folder, as ``tfaccel plan SCRIPT``
+captures it), in
+one process calibrated once (``roofline.calibrate_cpu``, not stored): the median of ``--steps``
+``fit`` steps (``roofline.fit_step_times``), the plan's prediction, then as many steps again
+under TensorFlow's profiler (``tfaccel.profile.trace``), whose per-op self times are summed by
+type. Each operation of the traced step is modelled on its own (``roofline.op_costs``, times
+the reference step's scale; kernel passes unscaled, as the plan counts them) and summed by
+type; loops' bodies are one line, ``(While bodies)``, modelled (times the loop scale) against
+nothing, since the profiler names their operations by their own types.
+
+The profiler names operations by the kernel that ran them: oneDNN's (``_Mkl``, ``_MklNative``
+prefixes) and the graph optimiser's fused ones. They are named back by the graph type they
+stand for (:func:`graph_type`); a fused operation's time counts under its first part (a
+``_FusedConv2D``'s bias and activation under ``Conv2D``), so ``BiasAdd`` and the activations
+it absorbed show modelled time and little or none profiled.
+
+Prints per row the measured step, the prediction and its error, the profiled self time per
+step summed over operations and its ratio to the measured step (above 1: operations ran side
+by side on the cores, which the plan's sum takes as one after another), then per type: the
+operations the plan counts and the profiler saw per step, the modelled and profiled
+milliseconds per step and their ratio. The profiler adds a little time to every operation, so
+profiled times of small operations read high.
+
+    python benchmarks/results/time_ops.py [--steps 10] [--types 14] [NAME[:BATCH] ...]
+    python benchmarks/results/time_ops.py encoder_block "unseen_scripts/ts_transformer.py"
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import shlex
+import statistics
+import sys
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import bench_plan
+
+KERNEL_PREFIXES = ("_MklNative", "_Mkl")
+"""Prefixes of the operation types oneDNN's kernels run under (the first that matches is
+taken off)."""
+RUN_AS = {
+    "Conv2DBackpropFilterWithBias": "Conv2DBackpropFilter",
+    "_UnaryOpsComposition": "(unary compositions)",
+}
+"""Types, after the prefixes are taken off, that stand for another graph type (the graph
+optimiser's chain of unary operations stands for several)."""
+
+
+def graph_type(profiled: str) -> str:
+    """The graph operation type a profiled one stands for: oneDNN's prefix off, then the
+    graph optimiser's ``_Fused`` or oneDNN's ``Fused`` (not the graph's own ``FusedBatchNorm``
+    types): ``_MklNativeFusedConv2D`` -> ``Conv2D``, ``_MklMatMul`` -> ``MatMul``,
+    ``_FusedMatMul`` -> ``MatMul``, ``_MklNativeFusedBatchNormV3`` -> ``FusedBatchNormV3``."""
+    name = profiled
+    for prefix in KERNEL_PREFIXES:
+        if name.startswith(prefix) and len(name) > len(prefix):
+            name = name[len(prefix) :]
+            break
+    if name.startswith("_Fused") and len(name) > len("_Fused"):
+        name = name[len("_Fused") :]
+    elif name.startswith("Fused") and not name.startswith("FusedBatchNorm"):
+        name = name[len("Fused") :]
+    return RUN_AS.get(name, name)
+
+
+def modelled_by_type(graph: Any, batch: int, calibration: Any) -> tuple[dict[str, float], Any]:
+    """Per graph type, the modelled seconds of the step's operations outside loops (scaled as
+    the plan scales them), with ``(While bodies)`` for the loops; and how many of each."""
+    from tfaccel.planning import roofline
+
+    seconds: dict[str, float] = collections.Counter()
+    count: collections.Counter[str] = collections.Counter()
+    for op, costs in roofline.op_costs(graph.ops, batch, calibration):
+        passes = costs.pop(roofline.KERNEL_PASSES)
+        seconds[op.type] += sum(costs.values()) * calibration.scale + passes
+        count[op.type] += 1
+    predicted = roofline.cpu_step_time(graph, batch, calibration)
+    if predicted.loops_s:
+        seconds["(While bodies)"] = predicted.loops_s
+    return seconds, count
+
+
+def profiled_by_type(model: Any, data: Any, steps: int) -> tuple[dict[str, float], Any, str]:
+    """Per graph type, the profiler's self seconds per step over ``steps`` ``fit`` steps, and
+    how many operations per step; with the trace's error, if any."""
+    import tensorflow as tf
+
+    from tfaccel.planning import roofline
+    from tfaccel.profile import trace
+
+    folder = tempfile.mkdtemp(prefix="time_ops_")
+    tf.profiler.experimental.start(folder)
+    try:
+        roofline.fit_step_times(model, data, steps)
+    finally:
+        tf.profiler.experimental.stop()
+    summary = trace.read_trace(folder, steps + 1)  # fit runs one step more than it times
+    seconds: dict[str, float] = collections.Counter()
+    count: collections.Counter[str] = collections.Counter()
+    for op in summary.ops:
+        kind = graph_type(op.type)
+        seconds[kind] += op.self_time_us / 1e6 / (steps + 1)
+        count[kind] += op.occurrences / (steps + 1)
+    return seconds, count, summary.error or ""
+
+
+def _script_row(spec: str) -> tuple[str, int, Any, Any]:
+    """A training script's row (``"SCRIPT [ARGS]"``): captured at its first ``fit``, in its
+    own folder (``tfaccel.workload.capture``, nothing trained), its model and first batch as
+    ``fit`` hands it."""
+    from tfaccel.planning import source
+    from tfaccel.workload import capture
+
+    words = shlex.split(spec)
+    path = Path(words[0]).resolve()
+    os.chdir(path.parent)
+    workload = capture(str(path), words[1:])
+    return path.name, workload.batch_size, workload.model, source.fit_element(workload)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "rows",
+        nargs="*",
+        help='NAME or NAME:BATCH, or "SCRIPT [ARGS]" (one quoted argument; default: every '
+        "architecture at its smallest batch)",
+    )
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--types", type=int, default=14, help="types shown per row")
+    args = parser.parse_args(argv)
+    wanted = args.rows or [f"{name}:{batches[0]}" for name, batches in bench_plan.ROWS.items()]
+
+    from tfaccel.planning import roofline, trace_step
+
+    print(f"command: python benchmarks/results/time_ops.py {' '.join(argv or sys.argv[1:])}")
+    print(f"date: {datetime.now(timezone.utc).isoformat(timespec='seconds')}")
+    print(f"load average at start: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
+    rows = []
+    for spec in wanted:
+        if shlex.split(spec)[0].endswith(".py"):
+            name, batch, model, data = _script_row(spec)
+        else:
+            name, _, batch_text = spec.partition(":")
+            batch = int(batch_text) if batch_text else bench_plan.ROWS[name][0]
+            model, batch_of, _ = bench_plan.build(name, "float32")
+            data = batch_of(batch)
+        roofline.fit_step_times(model, data, bench_plan.WARMUP_STEPS)
+        rows.append((name, batch, model, data, trace_step(model, batch)))
+    calibration = roofline.calibrate_cpu()
+    print(calibration.describe(), flush=True)
+    for name, batch, model, data, graph in rows:
+        measured = statistics.median(roofline.fit_step_times(model, data, args.steps))
+        predicted = roofline.cpu_step_time(graph, batch, calibration).step_s or 0.0
+        modelled, counted = modelled_by_type(graph, batch, calibration)
+        profiled, seen, error = profiled_by_type(model, data, args.steps)
+        total = sum(profiled.values())
+        print(
+            f"\n{name} {batch}: measured {measured * 1e3:.1f} ms, predicted "
+            f"{predicted * 1e3:.1f} ms ({predicted / measured - 1:+.0%}); profiled self time "
+            f"{total * 1e3:.1f} ms per step, {total / measured:.2f}x the step"
+            + (f" [{error}]" if error else "")
+        )
+        print(f"  {'type':<28}{'ops':>6}{'seen':>7}{'model ms':>10}{'profiled':>10}{'ratio':>7}")
+        kinds = sorted(set(modelled) | set(profiled), key=lambda k: -max(modelled[k], profiled[k]))
+        for kind in kinds[: args.types]:
+            ratio = f"{modelled[kind] / profiled[kind]:7.2f}" if profiled[kind] else f"{'-':>7}"
+            print(
+                f"  {kind[:27]:<28}{counted[kind]:6d}{seen[kind]:7.1f}"
+                f"{modelled[kind] * 1e3:10.2f}{profiled[kind] * 1e3:10.2f}{ratio}"
+            )
+        rest_m = sum(modelled[k] for k in kinds[args.types :])
+        rest_p = sum(profiled[k] for k in kinds[args.types :])
+        print(f"  {'(the other types)':<28}{'':13}{rest_m * 1e3:10.2f}{rest_p * 1e3:10.2f}")
+    print(f"\nload average at end: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
