@@ -150,6 +150,7 @@ def main(argv: list[str]) -> int:
     ]
     if args.repeat < 1:
         parser.error(f"--repeat takes 1 or more processes per row, not {args.repeat}")
+    print(bench_plan.cpu_line())
     print(f"load average at start: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
     rows = []
     if args.repeat == 1:

@@ -86,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"command: python benchmarks/results/time_check.py {' '.join(argv or sys.argv[1:])}")
     print(f"date: {datetime.now(timezone.utc).isoformat(timespec='seconds')}")
+    print(bench_plan.cpu_line())
     print(f"load average at start: {_load()}  (cores: {os.cpu_count()})", flush=True)
     rows = []
     for spec in wanted:

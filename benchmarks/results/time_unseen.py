@@ -130,6 +130,10 @@ def main(argv: list[str] | None = None) -> int:
         words = shlex.split(args.scripts[0])
         print("RESULT " + json.dumps(child(words[0], words[1:])))
         return 0
+    sys.path.insert(0, str(HERE.parent))
+    import bench_plan
+
+    print(bench_plan.cpu_line())
     print(f"load average at start: {' '.join(f'{v:.2f}' for v in os.getloadavg())}", flush=True)
     for spec in args.scripts:
         done = subprocess.run(
