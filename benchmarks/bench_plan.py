@@ -42,7 +42,9 @@ The latest figures on this CPU (a quiet 2-core AMD EPYC; the files are in
   calibrated every round; ``time_check_quiet7.txt``): worked from, 10/11 rows within +-30%,
   median |error| 15.8% (lstm -41%); held out, 3/4, median 21.8% (densenet121 +64%). On 19
   scripts the model was never fitted to, ``time_unseen.py`` (``time_unseen_quiet4.txt``):
-  14/19 within +-30%, median 19%.
+  14/19 within +-30%, median 19%. On a 2-core Intel Xeon (AVX-512, AMX) the model was never
+  fitted on (``time_check_xeon.txt``, ``time_unseen_xeon.txt``): worked from 10/11 (median
+  11.6%, encoder_block +34%), held out 2/4 (median 23.7%), unseen scripts 17/19 (median 11%).
 
 Older runs of this script, under load and with earlier models: ``bench_plan_*.txt`` and
 ``time_check_load*.txt``.
