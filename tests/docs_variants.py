@@ -474,6 +474,7 @@ def _ran_tuned(d: Path, runs: list[Ran]) -> None:
     winner = tuned["winner"]
     assert winner is not None, tuned["says"]
     (effect,) = tuned["took_effect"]
+    assert "jit" in winner["config"], f"the tune did not time both XLA settings: {tuned}"
     assert effect["jit"] is winner["config"]["jit"], tuned
     assert effect["batch_size"] == 32, tuned  # the script's own without --tuned=all
 
@@ -543,8 +544,11 @@ TUNE_OWN_SCRIPT = "tfaccel tune --budget 60 train.py --batch-size 32"
 RUN_TUNED = "tfaccel run --tuned train.py --batch-size 32"
 # Both commands in one job, as the document runs them: the script tuned (no best.keras
 # written: the second line exits 1 when there is one), then run with the winner.
+# The budget is a ceiling: the search ends when its four configurations are measured. With 30 s
+# a slow run once ended before it timed XLA on, and the winner then rightly stored no XLA
+# setting (tuning.record.store_config) for the run to apply.
 TUNE_THEN_RUN = (
-    "tfaccel tune --budget 30 --sample-seconds 0.2 --rounds 3 --space batch_size=32,128 "
+    "tfaccel tune --budget 90 --sample-seconds 0.2 --rounds 3 --space batch_size=32,128 "
     "--space precision=float32 --space jit=off,on --space steps_per_execution=1 "
     "--db results.sqlite --json train.py --batch-size 32",
     "python -c \"import os, sys; sys.exit(os.path.exists('best.keras'))\"",
