@@ -58,7 +58,8 @@ optimiser's chain of unary operations stands for several)."""
 PARTIAL = 0.5
 """A step without loops whose profile holds fewer than this share of the operations the plan
 counts is marked partial: on a DenseNet121 at batch 8 (over 9,000 operations a step) the
-profiler kept under a tenth of them, and its self times summed to less than the step."""
+profiler kept under a tenth of them (684-688 a step, over 1 or 5 steps, with the host tracer at
+level 2 or 3), and its self times summed to less than the step."""
 
 
 def graph_type(profiled: str) -> str:
@@ -103,15 +104,15 @@ def profiled_by_type(model: Any, data: Any, steps: int) -> tuple[dict[str, float
     from tfaccel.planning import roofline
     from tfaccel.profile import trace
 
-    folder = tempfile.mkdtemp(prefix="time_ops_")
-    tf.profiler.experimental.start(folder)
-    try:
-        roofline.fit_step_times(model, data, steps)
-    finally:
-        tf.profiler.experimental.stop()
-    summary = trace.read_trace(folder, steps + 1)  # fit runs one step more than it times
+    with tempfile.TemporaryDirectory(prefix="time_ops_") as folder:
+        tf.profiler.experimental.start(folder)
+        try:
+            roofline.fit_step_times(model, data, steps)
+        finally:
+            tf.profiler.experimental.stop()
+        summary = trace.read_trace(folder, steps + 1)  # fit runs one step more than it times
     seconds: dict[str, float] = collections.Counter()
-    count: collections.Counter[str] = collections.Counter()
+    count: dict[str, float] = collections.Counter()
     for op in summary.ops:
         kind = graph_type(op.type)
         seconds[kind] += op.self_time_us / 1e6 / (steps + 1)
@@ -119,18 +120,28 @@ def profiled_by_type(model: Any, data: Any, steps: int) -> tuple[dict[str, float
     return seconds, count, summary.error or ""
 
 
-def _script_row(spec: str) -> tuple[str, int, Any, Any]:
+def _script_row(spec: str) -> tuple[str, int, Any, Any, Any]:
     """A training script's row (``"SCRIPT [ARGS]"``): captured at its first ``fit``, in its
-    own folder (``tfaccel.workload.capture``, nothing trained), its model and first batch as
-    ``fit`` hands it."""
-    from tfaccel.planning import source
+    own folder (``tfaccel.workload.capture``, nothing trained): its name, batch, model and
+    first batch as ``fit`` hands it, and its step traced as ``tfaccel plan SCRIPT`` traces it
+    (a subclassed model called on inputs shaped like its data, a model with its own
+    ``train_step`` through that step)."""
+    from tfaccel.planning import api, source
     from tfaccel.workload import capture
 
     words = shlex.split(spec)
     path = Path(words[0]).resolve()
+    here = os.getcwd()
     os.chdir(path.parent)
-    workload = capture(str(path), words[1:])
-    return path.name, workload.batch_size, workload.model, source.fit_element(workload)
+    try:
+        workload = capture(str(path), words[1:])
+        planned, optimizer, _ = source.workload_model(workload)
+        prepared, _ = api._prepare(planned, None, optimizer)
+        batch = workload.batch_size
+        graph = api.traced(prepared, batch)
+        return path.name, batch, workload.model, source.fit_element(workload), graph
+    finally:
+        os.chdir(here)  # the next row's path is the caller's
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -155,14 +166,15 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for spec in wanted:
         if shlex.split(spec)[0].endswith(".py"):
-            name, batch, model, data = _script_row(spec)
+            name, batch, model, data, graph = _script_row(spec)
         else:
             name, _, batch_text = spec.partition(":")
             batch = int(batch_text) if batch_text else bench_plan.ROWS[name][0]
             model, batch_of, _ = bench_plan.build(name, "float32")
             data = batch_of(batch)
+            graph = trace_step(model, batch)
         roofline.fit_step_times(model, data, bench_plan.WARMUP_STEPS)
-        rows.append((name, batch, model, data, trace_step(model, batch)))
+        rows.append((name, batch, model, data, graph))
     calibration = roofline.calibrate_cpu()
     print(calibration.describe(), flush=True)
     for name, batch, model, data, graph in rows:
