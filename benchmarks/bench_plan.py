@@ -40,7 +40,7 @@ The latest figures on this CPU (a quiet 2-core AMD EPYC; the files are in
   most rows' error. On a 2-core Intel Xeon (AVX-512, AMX; ``mem_worked_xeon.txt``,
   ``mem_miss_xeon.txt``, ``mem_held_xeon.txt``): worked from, 29/33 within the limits in one
   process per row (median 5.7%), and of the four misses only gru_attention 32 (-15.2%) stayed
-  out over three processes; held out, 8/12 over three processes each (median 4.6%).
+  out over three processes; held out, 9/12 over three processes each (median 4.6%).
 - step time, float32, smallest batch, ``fit`` steps, ``time_check.py`` (one process,
   calibrated every round; ``time_check_quiet7.txt``): worked from, 10/11 rows within +-30%,
   median |error| 15.8% (lstm -41%); held out, 3/4, median 21.8% (densenet121 +64%). On 19
