@@ -434,21 +434,15 @@ def measure(name: str, batch: int, dtype: str, device: str, now: bool = False) -
     return doc
 
 
-CPU_FEATURES = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
-"""The instruction sets that move this CPU's kernels' rates (bf16 gained 2x without AMX and 4x
-with it on two 2-core machines of the same size), named in :func:`cpu_line`."""
-
-
 def cpu_line() -> str:
     """This CPU in one line, for a figures file: its model, the cores this process may use and
-    which of :data:`CPU_FEATURES` it has (figures of two CPUs are not comparable)."""
-    from tfaccel.probe import cpu
+    its instruction sets (the inventory's: figures of two CPUs are not comparable)."""
+    from tfaccel import inventory
 
-    info = cpu.collect()
-    features = [name for name in CPU_FEATURES if name in (info.flags or [])]
+    cpu = inventory.current().cpu
     return (
-        f"cpu: {info.model or 'unknown model'}, {info.usable_cores} usable cores, "
-        f"{' '.join(features) or 'none of ' + ' '.join(CPU_FEATURES)}"
+        f"cpu: {cpu.model or 'unknown model'}, {cpu.usable_cores} usable cores, "
+        f"{' '.join(cpu.features) or 'no vector extensions named'}"
     )
 
 

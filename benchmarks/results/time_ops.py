@@ -79,20 +79,21 @@ def graph_type(profiled: str) -> str:
     return RUN_AS.get(name, name)
 
 
-def modelled_by_type(graph: Any, batch: int, calibration: Any) -> tuple[dict[str, float], Any]:
-    """Per graph type, the modelled seconds of the step's operations outside loops (scaled as
-    the plan scales them), with ``(While bodies)`` for the loops; and how many of each."""
+def modelled_by_type(
+    graph: Any, batch: int, calibration: Any, loops_s: float | None
+) -> tuple[dict[str, float], Any]:
+    """Per graph type, the modelled seconds of the step's operations outside loops (as the
+    plan counts them, ``roofline.as_stepped``), with ``(While bodies)`` for the loops
+    (``loops_s``, the prediction's); and how many of each."""
     from tfaccel.planning import roofline
 
     seconds: dict[str, float] = collections.Counter()
     count: collections.Counter[str] = collections.Counter()
     for op, costs in roofline.op_costs(graph.ops, batch, calibration):
-        passes = costs.pop(roofline.KERNEL_PASSES)
-        seconds[op.type] += sum(costs.values()) * calibration.scale + passes
+        seconds[op.type] += sum(roofline.as_stepped(costs, calibration).values())
         count[op.type] += 1
-    predicted = roofline.cpu_step_time(graph, batch, calibration)
-    if predicted.loops_s:
-        seconds["(While bodies)"] = predicted.loops_s
+    if loops_s:
+        seconds["(While bodies)"] = loops_s
     return seconds, count
 
 
@@ -179,8 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     print(calibration.describe(), flush=True)
     for name, batch, model, data, graph in rows:
         measured = statistics.median(roofline.fit_step_times(model, data, args.steps))
-        predicted = roofline.cpu_step_time(graph, batch, calibration).step_s or 0.0
-        modelled, counted = modelled_by_type(graph, batch, calibration)
+        prediction = roofline.cpu_step_time(graph, batch, calibration)
+        predicted = prediction.step_s or 0.0
+        modelled, counted = modelled_by_type(graph, batch, calibration, prediction.loops_s)
         profiled, seen, error = profiled_by_type(model, data, args.steps)
         total = sum(profiled.values())
         counted_ops, seen_ops = sum(counted.values()), sum(seen.values())

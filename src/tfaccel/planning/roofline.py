@@ -54,6 +54,7 @@ __all__ = [
     "CalibrationError",
     "CpuCalibration",
     "StepTime",
+    "as_stepped",
     "calibrate",
     "calibrate_cpu",
     "calibration_problems",
@@ -63,6 +64,7 @@ __all__ = [
     "load_calibration",
     "loop_note",
     "onednn_setting",
+    "op_costs",
     "rate_ceiling",
     "save_calibration",
     "step_band",
@@ -399,10 +401,9 @@ def cpu_step_time(
             "not known"
         )
     threads = cores if cores is not None else usable_cores()
-    modelled = _op_terms(step.ops, batch, calibration, threads)
-    terms = {k: v * calibration.scale for k, v in modelled.items() if k != KERNEL_PASSES}
-    terms["compute"] += modelled[KERNEL_PASSES]  # measured as they run in a step: not scaled
-    passes = modelled[KERNEL_PASSES]
+    terms = as_stepped(_op_terms(step.ops, batch, calibration, threads), calibration)
+    passes = terms.pop(KERNEL_PASSES)
+    terms["compute"] += passes
     each: list[dict[str, float]] = []
     for loop in step.loops:
         loop_terms = _loop_terms(loop, batch, calibration, threads)
@@ -590,12 +591,22 @@ def _side_by_side(step: StepGraph, seconds: list[float], cores: int | None = Non
     return min(wall / total, 1.0)
 
 
+def as_stepped(costs: dict[str, float], calibration: CpuCalibration) -> dict[str, float]:
+    """Modelled seconds by term (:func:`op_costs`, one operation's or a sum's) as a step's own
+    operations pay them: times :attr:`CpuCalibration.scale`, but the kernel passes, measured
+    as they run in a step (a loop's body takes :attr:`CpuCalibration.loop_scale` instead)."""
+    return {
+        term: seconds if term == KERNEL_PASSES else seconds * calibration.scale
+        for term, seconds in costs.items()
+    }
+
+
 def _op_terms(
     ops: list[OpInfo], batch: int, calibration: CpuCalibration, threads: int | None = None
 ) -> dict[str, float]:
     """The modelled seconds of ``ops`` (run once each), by the term that bounds each, before
     :attr:`CpuCalibration.scale`: the sums of :func:`op_costs`."""
-    terms = dict.fromkeys(("compute", "bandwidth", "per-op overhead", KERNEL_PASSES), 0.0)
+    terms = dict.fromkeys(_TERMS, 0.0)
     for _, costs in op_costs(ops, batch, calibration, threads):
         for term, seconds in costs.items():
             terms[term] += seconds
@@ -637,7 +648,7 @@ def op_costs(
             compute = largest / itemsize * calibration.max_pool_element_s / 2
         elif op.type in RANDOM_OPS and calibration.random_element_s > 0:
             compute = made * calibration.random_element_s
-        costs = dict.fromkeys(("compute", "bandwidth", "per-op overhead", KERNEL_PASSES), 0.0)
+        costs = dict.fromkeys(_TERMS, 0.0)
         if op.type in INPUT_GRADIENT_OPS and calibration.filter_pass_s > 0:
             passes = _passes_per_image(op, batch, threads)
             costs[KERNEL_PASSES] = passes * _pass_cost(op, calibration)
@@ -743,11 +754,14 @@ def _rate(op: OpInfo, calibration: CpuCalibration, per_example: set[int], produc
 
 KERNEL_PASSES = "kernel passes"
 """The term of :func:`_op_terms` that holds the kernel reads of input gradients run one matmul
-per image (:attr:`CpuCalibration.filter_pass_s`). :func:`cpu_step_time` adds it to the compute
-term without :attr:`CpuCalibration.scale` (an assumption): it is measured on the operation as a
+per image (:attr:`CpuCalibration.filter_pass_s`). :func:`as_stepped` leaves it without
+:attr:`CpuCalibration.scale` and :func:`cpu_step_time` adds it to the compute term (an
+assumption): it is measured on the operation as a
 step runs it, alone on all the cores, where the scale stands for what a step of small
 operations adds to each (on a ResNet50 at a 64 x 64 input, scaled, the step was predicted 56%
 long; unscaled, 17% short, ``benchmarks/results/time_unseen_quiet3.txt``)."""
+_TERMS = ("compute", "bandwidth", "per-op overhead", KERNEL_PASSES)
+"""The terms :func:`op_costs` gives each operation's seconds by."""
 INPUT_GRADIENT_OPS = frozenset({"Conv2DBackpropInput"})
 """Operations whose CPU kernel may read the whole convolution kernel once per image
 (:func:`_passes_per_image`): TensorFlow's ``Conv2DCustomBackpropInputOp``, the one it registers
