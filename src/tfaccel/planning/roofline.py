@@ -33,7 +33,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -51,6 +51,7 @@ __all__ = [
     "CALIBRATION_KIND",
     "LOOP_OPS",
     "OP_OVERHEAD_S",
+    "SECONDARY_FIGURES",
     "CalibrationError",
     "CpuCalibration",
     "StepTime",
@@ -70,6 +71,7 @@ __all__ = [
     "step_band",
     "step_time",
     "stored_cpu_figures",
+    "without_lost_figures",
 ]
 
 OP_OVERHEAD_S = {"gpu": 5e-6, "tpu": 0.0, "cpu": 0.0}
@@ -264,6 +266,9 @@ class CpuCalibration(Record):
             its noise: name -> (seconds of the difference, the larger interquartile range
             of the two medians' samples) (not stored; :func:`calibration_problems` judges
             them).
+        unmeasured: the differences of :data:`SECONDARY_FIGURES` lost in their noise, whose
+            figures :func:`without_lost_figures` left not measured (0, their stand-ins), in
+            the order of that table (not stored: a stored 0 says it).
     """
 
     step_overhead_s: float
@@ -292,6 +297,7 @@ class CpuCalibration(Record):
     load: tuple[float, ...] = ()
     note: str = ""
     differences: dict[str, tuple[float, float]] = field(default_factory=dict)
+    unmeasured: tuple[str, ...] = ()
 
     def _per_step(self) -> str:
         """The per-step costs in words: a fit step's, and a train_on_batch call's with its
@@ -304,26 +310,53 @@ class CpuCalibration(Record):
         return f"{fit} ({call} train_on_batch call + {resets})"
 
     def describe(self) -> str:
-        """The calibration in words, for a plan's notes."""
+        """The calibration in words, for a plan's notes (a figure not measured says so, and
+        what stands in for it)."""
+
+        def rate(value: float, unit: str, stand_in: str, per: float = 1e9) -> str:
+            return (
+                f"{value / per:.{1 if unit != 'GFLOP/s' else 0}f} {unit}"
+                if value
+                else (f"not measured: {stand_in}")
+            )
+
+        def each(value: float, stand_in: str) -> str:
+            return f"{value * 1e9:.1f} ns per element" if value else f"not measured: {stand_in}"
+
+        passes = (
+            f"{self.filter_pass_s * 1e9:.1f} ns per kernel element, "
+            + (
+                f"{self.filter_pass_unaligned_s * 1e9:.1f} with rows not aligned"
+                if self.filter_pass_unaligned_s
+                else "rows not aligned not measured: the same"
+            )
+            if self.filter_pass_s
+            else "not measured: not modelled"
+        )
         return (
             f"this CPU's step time = {self._per_step()} + per "
             f"operation {self.op_floor_s * 1e6:.1f} us (small) or {self.parallel_op_s * 1e6:.0f} "
             f"us (split across cores) + the longer of FLOPs / "
             f"{self.matmul_flops_per_s / 1e9:.0f} GFLOP/s (matmul), "
-            f"{self.batched_matmul_flops_per_s / 1e9:.0f} GFLOP/s (batched matmul), "
-            f"{self.conv_flops_per_s / 1e9:.0f} GFLOP/s (conv; "
-            f"{self.narrow_conv_flops_per_s / 1e9:.0f} over 3 channels, "
-            f"{self.row_conv_flops_per_s / 1e9:.0f} one row high (Conv1D)) or "
-            f"{self.depthwise_flops_per_s / 1e9:.0f} GFLOP/s (depthwise conv) and bytes / "
-            f"{self.bandwidth_bytes_per_s / 1e9:.1f} GB/s (max pooling: "
-            f"{self.max_pool_element_s * 1e9:.1f} ns per element, forward and gradient; "
-            f"an input's gradient read per image: {self.filter_pass_s * 1e9:.1f} ns per "
-            f"kernel element, {self.filter_pass_unaligned_s * 1e9:.1f} with rows not aligned; "
-            f"random numbers: {self.random_element_s * 1e9:.1f} ns per element; transposes: "
-            f"{self.transpose_bytes_per_s / 1e9:.1f} GB/s), "
+            f"{rate(self.batched_matmul_flops_per_s, 'GFLOP/s', 'the matmul rate')} (batched "
+            f"matmul), {self.conv_flops_per_s / 1e9:.0f} GFLOP/s (conv; "
+            f"{rate(self.narrow_conv_flops_per_s, 'GFLOP/s', 'the conv rate')} over 3 channels, "
+            f"{rate(self.row_conv_flops_per_s, 'GFLOP/s', 'the conv rate')} one row high "
+            f"(Conv1D)) or "
+            f"{rate(self.depthwise_flops_per_s, 'GFLOP/s', 'the conv rate')} (depthwise conv) "
+            f"and bytes / {self.bandwidth_bytes_per_s / 1e9:.1f} GB/s (max pooling: "
+            f"{each(self.max_pool_element_s, 'its bytes')}, forward and gradient; "
+            f"an input's gradient read per image: {passes}; "
+            f"random numbers: {each(self.random_element_s, 'their bytes')}; transposes: "
+            f"{rate(self.transpose_bytes_per_s, 'GB/s', 'the bandwidth')}), "
             f"x {self.scale:.2f} (measured on a reference step; a While loop's body: "
             f"x {self.loop_scale:.2f}, measured on an LSTM); {self.source}"
             + (f", at load average {self.load[0]:.2f}" if self.load else "")
+            + (
+                f"; lost in their noise, not measured: {', '.join(self.unmeasured)}"
+                if self.unmeasured
+                else ""
+            )
             + (f" ({self.note})" if self.note else "")
         )
 
@@ -1096,7 +1129,10 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
     }
     calls["reference"] = lambda: reference.train_on_batch(images, labels)
     calls["fit steps"] = fit_run
-    timed = {name: _untimed(call) for name, call in calls.items()}
+    timed: dict[str, Callable[[], float | None]] = {
+        name: _after_itself(call) for name, call in calls.items() if name != "fit steps"
+    }
+    timed["fit steps"] = _untimed(fit_run)  # times each of its steps, one after another
     summaries = {
         name: summarize(samples)
         for name, samples in measure_interleaved(timed, repeats=rounds, warmup=2).items()
@@ -1176,7 +1212,9 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
         * (TRANSPOSE_SIZES[1] - TRANSPOSE_SIZES[0])
         / max(differences["transposes"][0] / TRANSPOSE_CHAIN, 1e-9),
         onednn=onednn_setting(),
+        differences=differences,
     )
+    calibration = without_lost_figures(calibration)  # before the scales, which use them
     t_reference = summaries["reference"].median
     modelled = sum(_op_terms(trace_step(reference, batch).ops, batch, calibration).values())
     calibration.scale = max(t_reference - overhead, 1e-6) / max(modelled, 1e-9)
@@ -1189,7 +1227,6 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
     calibration.loop_scale = max(measured_inside, 1e-9) / max(inside, 1e-12)
     calibration.cost_s = time.perf_counter() - started
     calibration.load = tuple(round(v, 2) for v in os.getloadavg())
-    calibration.differences = differences
     return calibration
 
 
@@ -1301,6 +1338,24 @@ def _untimed(call: Callable[[], Any]) -> Callable[[], None]:
     return run
 
 
+def _after_itself(call: Callable[[], Any]) -> Callable[[], float]:
+    """``call`` made twice in a row, returning the seconds of the second: a workload timed as a
+    training step runs, right after one like it. Timed right after another workload, one can
+    pay for what that left behind: on a 2-core AMD EPYC with AVX-512 (load 1.1), a 3x3
+    convolution's forward and kernel gradient over 3 channels at batch 4 took 0.80 ms right
+    after a batch-32 convolution over 32 channels, more than at batch 32 (0.67 ms); right
+    after itself, 0.49 ms. Every calibration on that CPU was refused for it ("the larger
+    workload measured no slower")."""
+
+    def run() -> float:
+        call()
+        start = time.perf_counter()
+        call()
+        return time.perf_counter() - start
+
+    return run
+
+
 # -- is a calibration one to keep ----------------------------------------------------------------
 
 BOOST_ALLOWANCE = 2.0
@@ -1348,6 +1403,58 @@ the floor is (0.03 ms under a 0.14 ms IQR, a floor of 0.1 us), and the floor the
 its lower bound; a busy machine is told by the other figures."""
 
 
+SECONDARY_FIGURES = {
+    "batched matmul": "batched_matmul_flops_per_s",
+    "narrow convolution": "narrow_conv_flops_per_s",
+    "one-row convolution": "row_conv_flops_per_s",
+    "depthwise convolution": "depthwise_flops_per_s",
+    "max pooling": "max_pool_element_s",
+    "input gradient passes": "filter_pass_s",
+    "unaligned input gradient passes": "filter_pass_unaligned_s",
+    "random numbers": "random_element_s",
+    "transposes": "transpose_bytes_per_s",
+}
+"""The calibration's differences whose figures a plan can do without (difference name ->
+:class:`CpuCalibration` field): each, not measured (0), has its stand-in (a narrow or one-row
+convolution at the convolution rate, a batched matmul at the matmul rate, a transpose at the
+bandwidth, ...; see :class:`CpuCalibration`). On a 2-core AMD EPYC with AVX-512 (load 0.5-1.5)
+a 3x3 convolution over 3 channels took 0.03-0.07 ms more at batch 32 than at batch 4, within
+its noise (0.14-0.22 ms) in every calibration, where the other figures were clean: every
+calibration was refused for it, and no plan on that CPU had a step time."""
+MAX_UNMEASURED = 4
+"""Secondary figures a calibration may leave not measured (:func:`without_lost_figures`), under
+half of the nine; more lost in their noise is a busy machine's calibration, refused
+(:func:`calibration_problems`). On that AVX-512 EPYC, quiet (load 0.4-0.6), two calibrations of
+three lost two or three: the narrow convolution, the batched matmul and the input gradient's
+kernel reads (0.1 ns per element there, where the AVX2 EPYC's were 1.1-1.3)."""
+
+
+def _lost(difference: float, noise: float) -> bool:
+    """Whether a difference of two medians says nothing: not positive, or within its noise."""
+    return difference <= 0 or difference <= noise
+
+
+def without_lost_figures(calibration: CpuCalibration) -> CpuCalibration:
+    """``calibration`` with each figure of :data:`SECONDARY_FIGURES` whose difference was lost
+    in its noise (not positive, or not larger than the larger interquartile range of its two
+    medians) left not measured (0: its stand-in), and those named in
+    :attr:`CpuCalibration.unmeasured`; ``calibration`` itself where none was, or where more
+    than :data:`MAX_UNMEASURED` were (a busy machine's: :func:`calibration_problems` names
+    them). Pure."""
+    lost = tuple(
+        name
+        for name in SECONDARY_FIGURES
+        if name in calibration.differences and _lost(*calibration.differences[name])
+    )
+    if not lost or len(lost) > MAX_UNMEASURED:
+        return calibration
+    return replace(
+        calibration,
+        unmeasured=lost,
+        **{SECONDARY_FIGURES[name]: 0.0 for name in lost},
+    )
+
+
 class CalibrationError(TfaccelError):
     """This CPU's calibration was not self-consistent (a busy machine): nothing stored."""
 
@@ -1378,6 +1485,8 @@ def calibration_problems(calibration: CpuCalibration, ceiling: float | None) -> 
       (the larger workload measured no slower), or, for the per-op floor, a rate or the
       bandwidth, not larger than the noise of its two medians (the larger interquartile
       range): the figure is the load's, not the CPU's.
+      A secondary figure left not measured for it (:attr:`CpuCalibration.unmeasured`,
+      :func:`without_lost_figures`) is not a problem.
     - A :attr:`CpuCalibration.scale` or :attr:`CpuCalibration.loop_scale` outside
       :data:`SCALE_RANGE`.
     """
@@ -1398,7 +1507,7 @@ def calibration_problems(calibration: CpuCalibration, ceiling: float | None) -> 
                     f"{limit / 1e9:.0f} GFLOP/s this CPU can reach (its peak estimate, {how})"
                 )
     for name, (difference, noise) in calibration.differences.items():
-        if name in _UNCHECKED:
+        if name in _UNCHECKED or name in calibration.unmeasured:
             continue
         if difference <= 0:
             problems.append(
