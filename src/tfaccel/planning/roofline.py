@@ -1448,11 +1448,10 @@ def without_lost_figures(calibration: CpuCalibration) -> CpuCalibration:
     )
     if not lost or len(lost) > MAX_UNMEASURED:
         return calibration
-    return replace(
-        calibration,
-        unmeasured=lost,
-        **{SECONDARY_FIGURES[name]: 0.0 for name in lost},
-    )
+    found = replace(calibration, unmeasured=lost)
+    for name in lost:
+        setattr(found, SECONDARY_FIGURES[name], 0.0)
+    return found
 
 
 class CalibrationError(TfaccelError):
