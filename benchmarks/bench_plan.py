@@ -40,7 +40,9 @@ The latest figures on this CPU (a quiet 2-core AMD EPYC; the files are in
   most rows' error. On a 2-core Intel Xeon (AVX-512, AMX; ``mem_worked_xeon.txt``,
   ``mem_miss_xeon.txt``, ``mem_held_xeon.txt``): worked from, 29/33 within the limits in one
   process per row (median 5.7%), and of the four misses only gru_attention 32 (-15.2%) stayed
-  out over three processes; held out, 9/12 over three processes each (median 4.6%).
+  out over three processes; held out, 9/12 over three processes each (median 4.6%). On a
+  2-core AMD EPYC with AVX-512 (``mem_worked_zen4.txt``, ``mem_held_zen4.txt``): 32/33
+  (median 3.3%) and 9/12 over three processes (median 3.9%).
 - step time, float32, smallest batch, ``fit`` steps, ``time_check.py`` (one process,
   calibrated every round; ``time_check_quiet7.txt``): worked from, 10/11 rows within +-30%,
   median |error| 15.8% (lstm -41%); held out, 3/4, median 21.8% (densenet121 +64%). On 19
@@ -48,6 +50,9 @@ The latest figures on this CPU (a quiet 2-core AMD EPYC; the files are in
   14/19 within +-30%, median 19%. On a 2-core Intel Xeon (AVX-512, AMX) the model was never
   fitted on (``time_check_xeon.txt``, ``time_unseen_xeon.txt``): worked from 10/11 (median
   11.6%, encoder_block +34%), held out 2/4 (median 23.7%), unseen scripts 17/19 (median 11%).
+  On a 2-core AMD EPYC with AVX-512 (``time_check_zen4_after.txt``, ``time_unseen_zen4.txt``):
+  9/11 (median 14.0%; encoder_block +46%, efficientnetb0 -36%), 4/4 (median 5.9%), unseen
+  16/19 (median 12%).
 
 Older runs of this script, under load and with earlier models: ``bench_plan_*.txt`` and
 ``time_check_load*.txt``.

@@ -24,7 +24,11 @@ operations the plan counts and the profiler saw per step, the modelled and profi
 milliseconds per step and their ratio. The profiler adds a little time to every operation, so
 profiled times of small operations read high.
 
-    python benchmarks/results/time_ops.py [--steps 10] [--types 14] [NAME[:BATCH] ...]
+With ``--each PART``, each operation whose type contains PART follows its row's table: its
+FLOPs, modelled and profiled microseconds (matched by name; a forward convolution fused with
+its activation is named by the activation and left out).
+
+    python benchmarks/results/time_ops.py [--steps 10] [--types 14] [--each Conv] [NAME[:BATCH] ...]
     python benchmarks/results/time_ops.py encoder_block "unseen_scripts/ts_transformer.py"
 """
 
@@ -97,9 +101,13 @@ def modelled_by_type(
     return seconds, count
 
 
-def profiled_by_type(model: Any, data: Any, steps: int) -> tuple[dict[str, float], Any, str]:
+def profiled_by_type(
+    model: Any, data: Any, steps: int
+) -> tuple[dict[str, float], Any, str, dict[str, float]]:
     """Per graph type, the profiler's self seconds per step over ``steps`` ``fit`` steps, and
-    how many operations per step; with the trace's error, if any."""
+    how many operations per step; with the trace's error, if any, and the self seconds per
+    step of each operation by its name in the step's graph (:data:`CALL_PREFIX` off; a fused
+    operation is named by its last part, an activation, and matches no graph operation)."""
     import tensorflow as tf
 
     from tfaccel.planning import roofline
@@ -114,11 +122,46 @@ def profiled_by_type(model: Any, data: Any, steps: int) -> tuple[dict[str, float
         summary = trace.read_trace(folder, steps + 1)  # fit runs one step more than it times
     seconds: dict[str, float] = collections.Counter()
     count: dict[str, float] = collections.Counter()
+    named: dict[str, float] = collections.defaultdict(float)
     for op in summary.ops:
         kind = graph_type(op.type)
         seconds[kind] += op.self_time_us / 1e6 / (steps + 1)
         count[kind] += op.occurrences / (steps + 1)
-    return seconds, count, summary.error or ""
+        named[op.name.rpartition(CALL_PREFIX)[2]] += op.self_time_us / 1e6 / (steps + 1)
+    return seconds, count, summary.error or "", named
+
+
+CALL_PREFIX = "StatefulPartitionedCall/"
+"""What the profiler puts before the names of a ``tf.function``'s operations."""
+
+
+def each_op(
+    graph: Any, batch: int, calibration: Any, named: dict[str, float], part: str
+) -> list[str]:
+    """A line for each operation of the step whose type contains ``part``, smallest FLOPs
+    first: its type, MFLOP, modelled microseconds (as the plan counts them) and profiled self
+    microseconds per step, and their ratio; those the profile does not name (a fused forward
+    convolution, named by its activation) left out, and counted on the last line."""
+    from tfaccel.planning import roofline
+
+    lines, missing = [], 0
+    found = [(op, costs) for op, costs in roofline.op_costs(graph.ops, batch, calibration)]
+    found.sort(key=lambda pair: pair[0].flops_fixed + pair[0].flops_per_example * batch)
+    for op, costs in found:
+        if part not in op.type:
+            continue
+        if op.name not in named:
+            missing += 1
+            continue
+        modelled = sum(roofline.as_stepped(costs, calibration).values())
+        flops = op.flops_fixed + op.flops_per_example * batch
+        profiled = named[op.name]
+        lines.append(
+            f"    {op.type[:34]:<35}{flops / 1e6:9.1f}{modelled * 1e6:10.1f}{profiled * 1e6:10.1f}"
+            f"{profiled / max(modelled, 1e-12):7.2f}  {op.name[-48:]}"
+        )
+    header = f"    {'each ' + part + ' operation':<35}{'MFLOP':>9}{'model us':>10}{'prof us':>10}"
+    return [header + f"{'x':>7}", *lines, f"    ({missing} not named by the profile)"]
 
 
 def _script_row(spec: str) -> tuple[str, int, Any, Any, Any]:
@@ -155,6 +198,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--types", type=int, default=14, help="types shown per row")
+    parser.add_argument(
+        "--each",
+        default="",
+        help="also list each operation whose type contains this (Conv: every convolution)",
+    )
     args = parser.parse_args(argv)
     wanted = args.rows or [f"{name}:{batches[0]}" for name, batches in bench_plan.ROWS.items()]
 
@@ -183,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         prediction = roofline.cpu_step_time(graph, batch, calibration)
         predicted = prediction.step_s or 0.0
         modelled, counted = modelled_by_type(graph, batch, calibration, prediction.loops_s)
-        profiled, seen, error = profiled_by_type(model, data, args.steps)
+        profiled, seen, error, named = profiled_by_type(model, data, args.steps)
         total = sum(profiled.values())
         counted_ops, seen_ops = sum(counted.values()), sum(seen.values())
         partial = not graph.loops and seen_ops < PARTIAL * counted_ops
@@ -206,6 +254,8 @@ def main(argv: list[str] | None = None) -> int:
         rest_m = sum(modelled[k] for k in kinds[args.types :])
         rest_p = sum(profiled[k] for k in kinds[args.types :])
         print(f"  {'(the other types)':<28}{'':13}{rest_m * 1e3:10.2f}{rest_p * 1e3:10.2f}")
+        if args.each:
+            print("\n".join(each_op(graph, batch, calibration, named, args.each)))
     print(f"\nload average at end: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
     return 0
 
