@@ -42,7 +42,8 @@ The latest figures on this CPU (a quiet 2-core AMD EPYC; the files are in
   process per row (median 5.7%), and of the four misses only gru_attention 32 (-15.2%) stayed
   out over three processes; held out, 9/12 over three processes each (median 4.6%). On a
   2-core AMD EPYC with AVX-512 (``mem_worked_zen4.txt``, ``mem_held_zen4.txt``): 32/33
-  (median 3.3%; the miss, reference_cnn 256, +4.2% over three processes) and 9/12 over three processes (median 3.9%).
+  (median 3.3%; the miss, reference_cnn 256, +4.2% over three processes) and 9/12 over
+  three processes (median 3.9%).
 - step time, float32, smallest batch, ``fit`` steps, ``time_check.py`` (one process,
   calibrated every round; ``time_check_quiet7.txt``): worked from, 10/11 rows within +-30%,
   median |error| 15.8% (lstm -41%); held out, 3/4, median 21.8% (densenet121 +64%). On 19
