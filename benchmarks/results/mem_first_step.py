@@ -5,7 +5,9 @@ optimizer's slots) or the steps after. One fresh process per run, one row:
   ``bench_plan.py`` measures it);
 - ``reset_after_first``: the same, with the peak reset again after the first step;
 - ``build_first``: the optimizer built before the first step (and Python's garbage collected),
-  the peak reset after, then read after each step.
+  the peak reset after, then read after each step;
+- ``build_no_gc``: the same without collecting Python's garbage;
+- ``no_gc``: as ``plain``, with Python's garbage collector off from the start.
 
     python benchmarks/results/mem_first_step.py [--runs 3] [NAME [BATCH]]   (default: tabular 256)
 """
@@ -22,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import bench_plan
 
-MODES = ("plain", "reset_after_first", "build_first")
+MODES = ("plain", "reset_after_first", "build_first", "build_no_gc", "no_gc")
 MIB = 2**20
 
 
@@ -30,13 +32,16 @@ def one(name: str, batch: int, mode: str) -> str:
     """One run in this process: a line of (step, peak MiB, current MiB) after each step."""
     import tensorflow as tf
 
+    if mode == "no_gc":
+        gc.disable()
     model, batch_of, _ = bench_plan.build(name, "float32")
     x, y = batch_of(batch)
     tf.config.experimental.reset_memory_stats("CPU:0")
     found = []
-    if mode == "build_first":
+    if mode in ("build_first", "build_no_gc"):
         model.optimizer.build(model.trainable_variables)
-        gc.collect()
+        if mode == "build_first":
+            gc.collect()
         info = tf.config.experimental.get_memory_info("CPU:0")
         found.append(f"built {info['peak'] / MIB:.2f}/{info['current'] / MIB:.2f}")
         tf.config.experimental.reset_memory_stats("CPU:0")
