@@ -144,20 +144,22 @@ def each_op(
     convolution, named by its activation) left out, and counted on the last line."""
     from tfaccel.planning import roofline
 
+    def flops(op: Any) -> float:
+        return float(op.flops_fixed + op.flops_per_example * batch)
+
     lines, missing = [], 0
-    found = [(op, costs) for op, costs in roofline.op_costs(graph.ops, batch, calibration)]
-    found.sort(key=lambda pair: pair[0].flops_fixed + pair[0].flops_per_example * batch)
-    for op, costs in found:
-        if part not in op.type:
-            continue
+    found = [
+        pair for pair in roofline.op_costs(graph.ops, batch, calibration) if part in pair[0].type
+    ]
+    for op, costs in sorted(found, key=lambda pair: flops(pair[0])):
         if op.name not in named:
             missing += 1
             continue
         modelled = sum(roofline.as_stepped(costs, calibration).values())
-        flops = op.flops_fixed + op.flops_per_example * batch
         profiled = named[op.name]
         lines.append(
-            f"    {op.type[:34]:<35}{flops / 1e6:9.1f}{modelled * 1e6:10.1f}{profiled * 1e6:10.1f}"
+            f"    {op.type[:34]:<35}{flops(op) / 1e6:9.1f}{modelled * 1e6:10.1f}"
+            f"{profiled * 1e6:10.1f}"
             f"{profiled / max(modelled, 1e-12):7.2f}  {op.name[-48:]}"
         )
     header = f"    {'each ' + part + ' operation':<35}{'MFLOP':>9}{'model us':>10}{'prof us':>10}"

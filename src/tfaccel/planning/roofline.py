@@ -313,12 +313,9 @@ class CpuCalibration(Record):
         """The calibration in words, for a plan's notes (a figure not measured says so, and
         what stands in for it)."""
 
-        def rate(value: float, unit: str, stand_in: str, per: float = 1e9) -> str:
-            return (
-                f"{value / per:.{1 if unit != 'GFLOP/s' else 0}f} {unit}"
-                if value
-                else (f"not measured: {stand_in}")
-            )
+        def rate(value: float, unit: str, stand_in: str) -> str:
+            digits = 0 if unit == "GFLOP/s" else 1
+            return f"{value / 1e9:.{digits}f} {unit}" if value else f"not measured: {stand_in}"
 
         def each(value: float, stand_in: str) -> str:
             return f"{value * 1e9:.1f} ns per element" if value else f"not measured: {stand_in}"
@@ -1129,10 +1126,10 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
     }
     calls["reference"] = lambda: reference.train_on_batch(images, labels)
     calls["fit steps"] = fit_run
-    timed: dict[str, Callable[[], float | None]] = {
-        name: _after_itself(call) for name, call in calls.items() if name != "fit steps"
+    timed: dict[str, Callable[[], float | None]] = {  # fit times each of its steps itself
+        name: _untimed(call) if name == "fit steps" else _after_itself(call)
+        for name, call in calls.items()
     }
-    timed["fit steps"] = _untimed(fit_run)  # times each of its steps, one after another
     summaries = {
         name: summarize(samples)
         for name, samples in measure_interleaved(timed, repeats=rounds, warmup=2).items()
