@@ -10,8 +10,8 @@ rounds of each model's prediction with its error and bound:
 - ``now``: this step-time model (``roofline.cpu_step_time``);
 - ``scale 1``: this model without the reference step's scale (every operation as its
   kernels were measured alone);
-- ``before``: this model with a ``fit`` step's overhead taken as a ``train_on_batch`` call's
-  (``fit_overhead_s`` taken as not measured: that call's overhead and its metrics' resets);
+- ``before``: this model without a convolution call's fixed cost (``conv_call_s`` taken as
+  not measured: each call at the per-op floor), the scale derived again;
 - ``train_on_batch``: the same rows' ``train_on_batch`` steps, timed in the same rounds,
   against this model's prediction for steps called so.
 
@@ -48,7 +48,7 @@ def _load() -> str:
 VARIANTS: dict[str, tuple[dict[str, float], int | None]] = {
     "now": ({}, None),
     "scale 1": ({"scale": 1.0}, None),
-    "before": ({"fit_overhead_s": 0.0}, None),
+    "before": ({"conv_call_s": 0.0}, None),
 }
 """Each column: the calibration's figures taken as not measured (0), and the cores loops run
 side by side on (None: this machine's; 1: one after another)."""
@@ -68,10 +68,10 @@ def _without(calibration: Any, reference: Any, zeros: dict[str, float]) -> Any:
     plain = dataclasses.replace(calibration, **zeros)
     if "metric_reset_s" in zeros:  # the tiny model's loss tracker: 2 variables reset per step
         plain.step_overhead_s += 2 * calibration.metric_reset_s
-    batch = roofline.REFERENCE_BATCH
-    now = sum(roofline._op_terms(reference.ops, batch, calibration).values())
-    then = sum(roofline._op_terms(reference.ops, batch, plain).values())
-    return dataclasses.replace(plain, scale=calibration.scale * now / then)
+    batch = roofline.REFERENCE_BATCH  # the reference step's time as this calibration has it
+    terms = roofline._op_terms(reference.ops, batch, calibration)
+    measured = sum(roofline.as_stepped(terms, calibration).values())
+    return dataclasses.replace(plain, scale=roofline.reference_scale(reference, plain, measured))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -38,6 +38,7 @@ from tfaccel.planning.roofline import (
     op_costs,
     per_step_overhead,
     rate_ceiling,
+    reference_scale,
     save_calibration,
     step_band,
     stored_cpu_figures,
@@ -162,6 +163,55 @@ def test_the_scale_multiplies_the_operations_not_the_step_overhead() -> None:
 def test_convolutions_run_at_the_convolution_rate() -> None:
     conv = _graph([_op("c", "Conv2DBackpropFilter", (), 0, 64, flops=2 * 10**9)])
     assert cpu_step_time(conv, 1, _calibration(), onednn="1").compute_s == pytest.approx(0.010)
+
+
+def test_each_convolution_call_pays_its_measured_cost_unscaled_as_per_op_overhead() -> None:
+    ops = [
+        _op("c", "Conv2D", (), 0, 64),
+        _op("dx", "Conv2DBackpropInput", (0,), 1, 64),
+        _op("dw", "DepthwiseConv2dNativeBackpropFilter", (1,), 2, 64),
+        _op("m", "MatMul", (2,), 3, 64),
+    ]
+    figures = {"scale": 2.0, "step_overhead_s": 1e-6}
+    without = cpu_step_time(_graph(ops), 1, _calibration(**figures), onednn="1")
+    measured = _calibration(conv_call_s=50e-6, **figures)
+    calls = cpu_step_time(_graph(ops), 1, measured, onednn="1")
+    assert "a convolution's call: 50 us more, measured in a step" in measured.describe()
+    assert "a convolution's call: not measured: the same" in _calibration().describe()
+    # three convolution calls (a MatMul is not one), each 50 us more, not times the scale
+    assert calls.op_floor_s == pytest.approx(without.op_floor_s + 3 * 50e-6)
+    assert calls.step_s == pytest.approx(without.step_s + 3 * 50e-6)
+    assert calls.bound == "per-op overhead" and calls.compute_s == without.compute_s
+    costs = {op.name: terms for op, terms in op_costs(ops, 1, _calibration(conv_call_s=50e-6))}
+    assert [costs[name]["convolution calls"] for name in ("c", "dx", "dw", "m")] == [
+        50e-6,
+        50e-6,
+        50e-6,
+        0.0,
+    ]
+    # in a loop's body too, once per iteration, not times the loop scale
+    loop = LoopBody("while", 10, (ops[0],))
+    looped = [
+        cpu_step_time(
+            _graph([_op("w", "While", (), 0, 64)], loops=[loop]),
+            1,
+            _calibration(loop_scale=3.0, **figure),
+            onednn="1",
+        )
+        for figure in ({}, {"conv_call_s": 50e-6})
+    ]
+    assert looped[1].op_floor_s == pytest.approx(looped[0].op_floor_s + 10 * 50e-6)
+
+
+def test_the_reference_scale_leaves_out_what_is_measured_as_a_step_runs_it() -> None:
+    reference = _graph([_op("c", "Conv2D", (), 0, 64, flops=2 * 10**9)])  # 10 ms of compute
+    scaled = 0.010 + 10e-6  # its compute and its parallel latency, before the scale
+    plain = reference_scale(reference, _calibration(), 2 * scaled)
+    assert plain == pytest.approx(2.0)
+    # 1 ms of the same measured time is its one convolution call's: the scale is of the rest
+    assert reference_scale(reference, _calibration(conv_call_s=1e-3), 2 * scaled) == (
+        pytest.approx((2 * scaled - 1e-3) / scaled)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -344,6 +394,7 @@ def test_the_calibration_measures_this_cpu() -> None:
         "batched_matmul_flops_per_s",
         "narrow_conv_flops_per_s",
         "row_conv_flops_per_s",
+        "conv_call_s",
         "scale",
         "loop_scale",
     ):

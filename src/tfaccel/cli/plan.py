@@ -124,7 +124,7 @@ def _add_options(p: Any) -> None:
     p.add_argument(
         "--calibrate",
         action="store_true",
-        help="first measure this CPU's per-step and per-op costs and rates (5-20 s) "
+        help="first measure this CPU's per-step and per-op costs and rates (10-30 s) "
         "and store them, so that plans on this machine predict its step time",
     )
     p.add_argument("--list-devices", action="store_true", help="list the device keys and exit")

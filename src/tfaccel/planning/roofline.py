@@ -83,7 +83,7 @@ BOUNDS = ("compute", "bandwidth", "per-op overhead", "per-step overhead")
 """The terms a predicted step time can be bound by."""
 CALIBRATION_KIND = "plan-calibration"
 """``details["kind"]`` of a calibration run in the results database."""
-CALIBRATE_HINT = "run `tfaccel plan --calibrate` once on this machine (5-20 s)"
+CALIBRATE_HINT = "run `tfaccel plan --calibrate` once on this machine (10-30 s)"
 LOOP_OPS = frozenset({"While", "StatelessWhile"})
 """Operations whose body runs many times out of the traced graph (an RNN's time loop)."""
 _NOT_RUN = ALIASING | {"Const", "NoOp", "VarHandleOp", "Placeholder", "Shape"}
@@ -105,6 +105,7 @@ _CALIBRATION_METRICS = {
     "fit_overhead_s": "s",
     "filter_pass_s": "s",
     "filter_pass_unaligned_s": "s",
+    "conv_call_s": "s",
     "scale": "x",
     "loop_scale": "x",
 }
@@ -243,6 +244,18 @@ class CpuCalibration(Record):
             512, 1024 or 2048 output channels, 0.8-1.2 with 384, 640, 768, 1280 or 1536, 0.4-0.9
             with 448, 480, 500, 520, 576, 960, 1000 or 1040 (0: not measured, the aligned
             figure for every kernel).
+        conv_call_s: the fixed seconds of one convolution kernel's call in a training step
+            (a forward, an input's or a kernel's gradient, depthwise or not:
+            :data:`CONV_CALL_OPS`), beyond the per-op floor and its work: a Keras model of
+            :data:`FLOOR_DEPTH` 1x1 ``Conv2D(8)`` layers over 4 x 4 x 8 trained with
+            ``train_on_batch`` (:data:`CALL_BURST` calls in a row) less the tiny model of as
+            many ``Dense(8)`` layers, their modelled difference taken off, over the
+            convolution calls. With oneDNN (TensorFlow's default on x86 Linux), each call
+            prepares its primitive and its operands' layouts: on a 2-core AMD EPYC with
+            AVX-512, such a layer took 200-250 us of a ``fit`` step more than a ``Dense`` of
+            the same size, and 10 us more with ``TF_ENABLE_ONEDNN_OPTS=0``. It is not
+            multiplied by :attr:`scale`: it is measured in a step (0: not measured, a
+            calibration made by hand).
         scale: a reference training step's measured time (less the step overhead) over the
             sum of its operations' modelled times: what scheduling, cores shared with other
             work and caches add to the kernels measured alone. Every operation of the step
@@ -288,6 +301,7 @@ class CpuCalibration(Record):
     fit_overhead_s: float = 0.0
     filter_pass_s: float = 0.0
     filter_pass_unaligned_s: float = 0.0
+    conv_call_s: float = 0.0
     scale: float = 1.0
     loop_scale: float = 1.0
     precision: str = "float32"
@@ -330,10 +344,15 @@ class CpuCalibration(Record):
             if self.filter_pass_s
             else "not measured: not modelled"
         )
+        conv_calls = (
+            f"{self.conv_call_s * 1e6:.0f} us more, measured in a step"
+            if self.conv_call_s
+            else "not measured: the same"
+        )
         return (
             f"this CPU's step time = {self._per_step()} + per "
             f"operation {self.op_floor_s * 1e6:.1f} us (small) or {self.parallel_op_s * 1e6:.0f} "
-            f"us (split across cores) + the longer of FLOPs / "
+            f"us (split across cores; a convolution's call: {conv_calls}) + the longer of FLOPs / "
             f"{self.matmul_flops_per_s / 1e9:.0f} GFLOP/s (matmul), "
             f"{rate(self.batched_matmul_flops_per_s, 'GFLOP/s', 'the matmul rate')} (batched "
             f"matmul), {self.conv_flops_per_s / 1e9:.0f} GFLOP/s (conv; "
@@ -434,6 +453,7 @@ def cpu_step_time(
     terms = as_stepped(_op_terms(step.ops, batch, calibration, threads), calibration)
     passes = terms.pop(KERNEL_PASSES)
     terms["compute"] += passes
+    terms["per-op overhead"] += terms.pop(CONV_CALLS)
     each: list[dict[str, float]] = []
     for loop in step.loops:
         loop_terms = _loop_terms(loop, batch, calibration, threads)
@@ -447,6 +467,8 @@ def cpu_step_time(
             if term == KERNEL_PASSES:
                 terms["compute"] += seconds * side_by_side
                 passes += seconds * side_by_side
+            elif term == CONV_CALLS:
+                terms["per-op overhead"] += seconds * side_by_side
             else:
                 terms[term] += seconds * calibration.loop_scale * side_by_side
                 looped += seconds * calibration.loop_scale * side_by_side
@@ -623,12 +645,23 @@ def _side_by_side(step: StepGraph, seconds: list[float], cores: int | None = Non
 
 def as_stepped(costs: dict[str, float], calibration: CpuCalibration) -> dict[str, float]:
     """Modelled seconds by term (:func:`op_costs`, one operation's or a sum's) as a step's own
-    operations pay them: times :attr:`CpuCalibration.scale`, but the kernel passes, measured
-    as they run in a step (a loop's body takes :attr:`CpuCalibration.loop_scale` instead)."""
+    operations pay them: times :attr:`CpuCalibration.scale`, but the terms measured as they
+    run in a step (:data:`UNSCALED_TERMS`; a loop's body takes
+    :attr:`CpuCalibration.loop_scale` instead)."""
     return {
-        term: seconds if term == KERNEL_PASSES else seconds * calibration.scale
+        term: seconds if term in UNSCALED_TERMS else seconds * calibration.scale
         for term, seconds in costs.items()
     }
+
+
+def reference_scale(reference: StepGraph, calibration: CpuCalibration, measured_s: float) -> float:
+    """:attr:`CpuCalibration.scale` for a reference step (:func:`reference_model` at
+    :data:`REFERENCE_BATCH`) that took ``measured_s`` beyond the per-step overhead, modelled
+    with ``calibration``'s figures: what its terms measured as a step runs them
+    (:data:`UNSCALED_TERMS`) leave of it, over the rest of its modelled time."""
+    terms = _op_terms(reference.ops, REFERENCE_BATCH, calibration)
+    fixed = sum(terms[term] for term in UNSCALED_TERMS)
+    return max(measured_s - fixed, 1e-6) / max(sum(terms.values()) - fixed, 1e-9)
 
 
 def _op_terms(
@@ -679,6 +712,8 @@ def op_costs(
         elif op.type in RANDOM_OPS and calibration.random_element_s > 0:
             compute = made * calibration.random_element_s
         costs = dict.fromkeys(_TERMS, 0.0)
+        if op.type in CONV_CALL_OPS:
+            costs[CONV_CALLS] = calibration.conv_call_s
         if op.type in INPUT_GRADIENT_OPS and calibration.filter_pass_s > 0:
             passes = _passes_per_image(op, batch, threads)
             costs[KERNEL_PASSES] = passes * _pass_cost(op, calibration)
@@ -790,8 +825,31 @@ assumption): it is measured on the operation as a
 step runs it, alone on all the cores, where the scale stands for what a step of small
 operations adds to each (on a ResNet50 at a 64 x 64 input, scaled, the step was predicted 56%
 long; unscaled, 17% short, ``benchmarks/results/time_unseen_quiet3.txt``)."""
-_TERMS = ("compute", "bandwidth", "per-op overhead", KERNEL_PASSES)
+CONV_CALLS = "convolution calls"
+"""The term of :func:`_op_terms` that holds the convolution kernels' fixed costs
+(:attr:`CpuCalibration.conv_call_s`): not multiplied by :attr:`CpuCalibration.scale`, and
+added to the per-op overhead by :func:`cpu_step_time`."""
+CONV_CALL_OPS = frozenset(
+    {
+        "Conv2D",
+        "Conv2DBackpropInput",
+        "Conv2DBackpropFilter",
+        "DepthwiseConv2dNative",
+        "DepthwiseConv2dNativeBackpropInput",
+        "DepthwiseConv2dNativeBackpropFilter",
+        "Conv3D",
+        "Conv3DBackpropInputV2",
+        "Conv3DBackpropFilterV2",
+    }
+)
+"""Operations that pay :attr:`CpuCalibration.conv_call_s` each (a Keras ``Conv1D``,
+``Conv2D``, ``Conv2DTranspose``, ``DepthwiseConv2D``, ``SeparableConv2D`` or ``Conv3D``, their
+gradients)."""
+_TERMS = ("compute", "bandwidth", "per-op overhead", KERNEL_PASSES, CONV_CALLS)
 """The terms :func:`op_costs` gives each operation's seconds by."""
+UNSCALED_TERMS = (KERNEL_PASSES, CONV_CALLS)
+"""The terms measured as a step runs them, which :attr:`CpuCalibration.scale` does not
+multiply (:func:`as_stepped`)."""
 INPUT_GRADIENT_OPS = frozenset({"Conv2DBackpropInput"})
 """Operations whose CPU kernel may read the whole convolution kernel once per image
 (:func:`_passes_per_image`): TensorFlow's ``Conv2DCustomBackpropInputOp``, the one it registers
@@ -899,7 +957,7 @@ work of tens of thousands of elements and more; measured per-op costs jump there
 def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
     """Measure this CPU's per-step overhead, per-op latencies, matmul, convolution and depthwise
     convolution FLOP rates, bandwidth, and the scales of a reference step and of a loop's body,
-    in float32 (imports TensorFlow; 14-18 s on 2 cores shared at load 3-4).
+    in float32 (imports TensorFlow; 17-18 s on a quiet 2-core AVX-512 EPYC).
 
     Every workload below runs in one interleaved measurement (each round runs each once, in a
     rotating order; the medians of ``rounds`` rounds after two warm-up ones), so that all the
@@ -921,8 +979,10 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
     batch 4 and 32; the time of a 2x2 max pooling's forward and gradient per element from 4 and
     32 images; that of a random-number operation per element from 16 Ki and 1 Mi uniform floats;
     the bytes a transpose moves per second from chains of 10 transposes of 64 Ki and 1 Mi
-    floats. A reference training step (a small CNN: two convolutions, two Dense(512) layers with
-    dropout and a softmax, batch 64) measured and modelled with those figures gives
+    floats; a convolution's call from a stack of :data:`FLOOR_DEPTH` 1x1 ``Conv2D(8)`` layers
+    trained like the larger tiny model, less it (:data:`CONV_CALLS_TIMED`). A reference training
+    step (a small CNN: two convolutions, two Dense(512) layers with dropout and a softmax, batch
+    64) measured and modelled with those figures, less its convolutions' calls, gives
     :attr:`CpuCalibration.scale`; an LSTM (:data:`LOOP_UNITS` units, batch :data:`LOOP_BATCH`)
     trained over 8 and 40 time steps gives :attr:`CpuCalibration.loop_scale`.
     """
@@ -943,6 +1003,13 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
 
     x, y = np.ones((8, 8), np.float32), np.ones((8, 4), np.float32)
     small, large = tiny(0), tiny(FLOOR_DEPTH)
+    convs = keras.Sequential(  # as many layers as ``large``, each a 1x1 convolution
+        [keras.Input((4, 4, 8))]
+        + [keras.layers.Conv2D(8, 1, activation="relu") for _ in range(FLOOR_DEPTH)]
+        + [keras.layers.Flatten(), keras.layers.Dense(4)]
+    )
+    convs.compile(optimizer=keras.optimizers.Adam(), loss="mse")
+    images_x = np.ones((8, 4, 4, 8), np.float32)
     metrics = [keras.metrics.MeanAbsoluteError(), keras.metrics.MeanSquaredError()]
 
     def burst(call: Callable[[], Any]) -> Callable[[], Any]:
@@ -1125,6 +1192,7 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
         for end, call in (("a", a), ("b", b))
     }
     calls["reference"] = lambda: reference.train_on_batch(images, labels)
+    calls["convolution stack"] = burst(lambda: convs.train_on_batch(images_x, y))
     calls["fit steps"] = fit_run
     timed: dict[str, Callable[[], float | None]] = {  # fit times each of its steps itself
         name: _untimed(call) if name == "fit steps" else _after_itself(call)
@@ -1211,10 +1279,17 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
         onednn=onednn_setting(),
         differences=differences,
     )
+    stack, dense_stack = summaries["convolution stack"], summaries["per-op floor b"]
+    differences["convolution calls"] = (
+        (stack.median - dense_stack.median) / CALL_BURST,
+        max(stack.q3 - stack.q1, dense_stack.q3 - dense_stack.q1) / CALL_BURST,
+    )
+    calibration.conv_call_s = max(differences["convolution calls"][0], 0.0) / CONV_CALLS_TIMED
     calibration = without_lost_figures(calibration)  # before the scales, which use them
     t_reference = summaries["reference"].median
-    modelled = sum(_op_terms(trace_step(reference, batch).ops, batch, calibration).values())
-    calibration.scale = max(t_reference - overhead, 1e-6) / max(modelled, 1e-9)
+    calibration.scale = reference_scale(
+        trace_step(reference, batch), calibration, t_reference - overhead
+    )
     short, long = trace_step(short_rnn, LOOP_BATCH), trace_step(long_rnn, LOOP_BATCH)
     outside = sum(_op_terms(long.ops, LOOP_BATCH, calibration).values()) - sum(
         _op_terms(short.ops, LOOP_BATCH, calibration).values()
@@ -1234,6 +1309,16 @@ smaller one's, over their difference in operations, 816). With 8 (408 more opera
 quiet machine's difference, 0.03 ms, was under its noise (IQR 0.14 ms) and the floor fell to
 its lower bound; at load 3.5, 80 interleaved rounds gave 1.52-1.63 us per operation from 4,
 8, 16 and 32 layers alike. 32 layers took 11 s to build, trace and compile, 16 take 5."""
+CONV_CALLS_TIMED = 3 * FLOOR_DEPTH - 1
+"""The convolution calls of a step of the calibration's stack of :data:`FLOOR_DEPTH` 1x1
+``Conv2D(8, activation="relu")`` layers over 4 x 4 x 8 (:attr:`CpuCalibration.conv_call_s`):
+each layer's forward and kernel gradient, each but the first's input gradient. Its other
+operations are taken as those of the tiny model of as many ``Dense(8)`` layers it is compared
+with: their modelled difference, 16 small operations more (a flattening, reshapes), is under
+0.3 us a call. Timed as bare convolutions over the same shapes (no bias, no activation, no
+optimizer) in one function, a call cost 37-44 us more than a matmul's, where the Keras layers'
+cost 61-103 us: a layer's convolution with its bias and activation runs as one fused kernel, as
+in a model."""
 CALL_BURST = 8
 """Calls in a row the calibration times for the tiny models' ``train_on_batch`` and the metric
 resets (their medians per call): a script's loop makes its calls one after another. Timed one
@@ -1379,6 +1464,7 @@ CALIBRATION_ATTEMPTS = 3
 """Measurements :func:`calibrate` takes before it refuses to store one."""
 _NOISE_CHECKED = (
     "bandwidth",
+    "convolution calls",
     "matmul",
     "batched matmul",
     "convolution",
@@ -1410,17 +1496,19 @@ SECONDARY_FIGURES = {
     "unaligned input gradient passes": "filter_pass_unaligned_s",
     "random numbers": "random_element_s",
     "transposes": "transpose_bytes_per_s",
+    "convolution calls": "conv_call_s",
 }
 """The calibration's differences whose figures a plan can do without (difference name ->
 :class:`CpuCalibration` field): each, not measured (0), has its stand-in (a narrow or one-row
 convolution at the convolution rate, a batched matmul at the matmul rate, a transpose at the
-bandwidth, ...; see :class:`CpuCalibration`). On a 2-core AMD EPYC with AVX-512 (load 0.5-1.5)
-a 3x3 convolution over 3 channels took 0.03-0.07 ms more at batch 32 than at batch 4, within
-its noise (0.14-0.22 ms) in every calibration, where the other figures were clean: every
-calibration was refused for it, and no plan on that CPU had a step time."""
+bandwidth, a convolution's call at the per-op floor, ...; see :class:`CpuCalibration`). On a
+2-core AMD EPYC with AVX-512 (load 0.5-1.5) a 3x3 convolution over 3 channels took 0.03-0.07 ms
+more at batch 32 than at batch 4, within its noise (0.14-0.22 ms) in every calibration, where
+the other figures were clean: every calibration was refused for it, and no plan on that CPU had
+a step time."""
 MAX_UNMEASURED = 4
 """Secondary figures a calibration may leave not measured (:func:`without_lost_figures`), under
-half of the nine; more lost in their noise is a busy machine's calibration, refused
+half of the ten; more lost in their noise is a busy machine's calibration, refused
 (:func:`calibration_problems`). On that AVX-512 EPYC, quiet (load 0.4-0.6), two calibrations of
 three lost two or three: the narrow convolution, the batched matmul and the input gradient's
 kernel reads (0.1 ns per element there, where the AVX2 EPYC's were 1.1-1.3)."""
