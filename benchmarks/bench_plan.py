@@ -53,7 +53,10 @@ The latest figures on this CPU (a quiet 2-core AMD EPYC; the files are in
   11.6%, encoder_block +34%), held out 2/4 (median 23.7%), unseen scripts 17/19 (median 11%).
   On a 2-core AMD EPYC with AVX-512 (``time_check_zen4_after.txt``, ``time_unseen_zen4.txt``):
   9/11 (median 14.0%; encoder_block +46%, efficientnetb0 -36%), 4/4 (median 5.9%), unseen
-  16/19 (median 12%).
+  16/19 (median 12%); with a convolution's call measured (``time_check_conv_calls_zen4.txt``,
+  ``time_unseen_conv_calls_zen4.txt``, each row also predicted without it from the same
+  run): 10/11 (median 19.7%; encoder_block +33%; 8/11 without), 4/4 (median 12.1%), unseen
+  13/19 (median 14%; 13/19 without).
 
 Older runs of this script, under load and with earlier models: ``bench_plan_*.txt`` and
 ``time_check_load*.txt``.
