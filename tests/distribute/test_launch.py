@@ -30,9 +30,11 @@ import json, os, signal, subprocess, sys, time
 pids, mode = sys.argv[1], sys.argv[2]
 rank = int(os.environ["TFACCEL_LAUNCH_RANK"])
 attempt = int(os.environ["TFACCEL_LAUNCH_ATTEMPT"])
-def record(name, pid):
-    with open(os.path.join(pids, f"{name}-{rank}-{attempt}"), "w") as f:
+def record(name, pid):  # whole or not at all: the test reads these files as they appear
+    path = os.path.join(pids, f"{name}-{rank}-{attempt}")
+    with open(path + ".part", "w") as f:
         f.write(str(pid))
+    os.replace(path + ".part", path)
 record("worker", os.getpid())
 print(f"hello from {rank}", flush=True)
 print(f"warning from {rank}", file=sys.stderr, flush=True)
@@ -79,7 +81,7 @@ def pids(tmp_path: Path) -> Path:
 
 
 def recorded(pids: Path) -> dict[str, int]:
-    return {p.name: int(p.read_text()) for p in pids.iterdir()}
+    return {p.name: int(p.read_text()) for p in pids.iterdir() if p.suffix != ".part"}
 
 
 def assert_none_left(pids: Path) -> None:

@@ -51,9 +51,11 @@ attempt = int(os.environ["TFACCEL_LAUNCH_ATTEMPT"])
 os.makedirs(args.out, exist_ok=True)
 
 
-def note(name, text=None):
-    with open(os.path.join(args.out, f"{name}-{rank}-{attempt}"), "w") as f:
+def note(name, text=None):  # whole or not at all: the test reads some as they appear
+    path = os.path.join(args.out, f"{name}-{rank}-{attempt}")
+    with open(path + ".part", "w") as f:
         f.write(str(os.getpid()) if text is None else text)
+    os.replace(path + ".part", path)
 
 
 note("pid")
