@@ -288,7 +288,9 @@ def test_a_time_it_cannot_stand_behind_is_not_predicted_and_says_why(
 def test_a_calibration_is_stored_and_read_back_by_fingerprint_and_onednn(tmp_path: Path) -> None:
     db = tmp_path / "results.sqlite"
     assert load_calibration("machine-a", onednn="1", store=db) is None  # no database yet
-    stored = _calibration(cost_s=3.5, scale=1.25, loop_scale=0.75, depthwise_flops_per_s=2e10)
+    stored = _calibration(
+        cost_s=3.5, scale=1.25, loop_scale=0.75, depthwise_flops_per_s=2e10, conv_call_s=7e-5
+    )
     stored.load = (2.5, 2.0, 1.5)
     save_calibration(stored, "machine-a", {"cpu_model": "test"}, store=db)
     read = load_calibration("machine-a", onednn="1", store=db)
@@ -299,6 +301,7 @@ def test_a_calibration_is_stored_and_read_back_by_fingerprint_and_onednn(tmp_pat
         "op_floor_s",
         "parallel_op_s",
         "depthwise_flops_per_s",
+        "conv_call_s",
         "scale",
         "loop_scale",
     ):
