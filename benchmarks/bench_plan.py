@@ -54,9 +54,10 @@ The latest figures on this CPU (a quiet 2-core AMD EPYC; the files are in
   On a 2-core AMD EPYC with AVX-512 (``time_check_zen4_after.txt``, ``time_unseen_zen4.txt``):
   9/11 (median 14.0%; encoder_block +46%, efficientnetb0 -36%), 4/4 (median 5.9%), unseen
   16/19 (median 12%); with a convolution's call measured (``time_check_conv_calls_zen4.txt``,
-  ``time_unseen_conv_calls_zen4.txt``, each row also predicted without it from the same
-  run): 10/11 (median 19.7%; encoder_block +33%; 8/11 without), 4/4 (median 12.1%), unseen
-  13/19 (median 14%; 13/19 without).
+  ``time_check_conv_calls_zen4_2.txt``, ``time_unseen_conv_calls_zen4.txt``, each row also
+  predicted without it from the same run): 10/11 twice (median 19.7% and 12.0%; encoder_block
+  +33% and +47%; 8/11 and 10/11 without), held out 4/4 and 2/4 (densenet121 +33%, bilstm -34%;
+  4/4 and 3/4 without), unseen 13/19 (median 14%; 13/19 without).
 
 Older runs of this script, under load and with earlier models: ``bench_plan_*.txt`` and
 ``time_check_load*.txt``.
