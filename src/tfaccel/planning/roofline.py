@@ -249,13 +249,13 @@ class CpuCalibration(Record):
             :data:`CONV_CALL_OPS`), beyond the per-op floor and its work: a Keras model of
             :data:`FLOOR_DEPTH` 1x1 ``Conv2D(8)`` layers over 4 x 4 x 8 trained with
             ``train_on_batch`` (:data:`CALL_BURST` calls in a row) less the tiny model of as
-            many ``Dense(8)`` layers, their modelled difference taken off, over the
-            convolution calls. With oneDNN (TensorFlow's default on x86 Linux), each call
-            prepares its primitive and its operands' layouts: on a 2-core AMD EPYC with
-            AVX-512, such a layer took 200-250 us of a ``fit`` step more than a ``Dense`` of
-            the same size, and 10 us more with ``TF_ENABLE_ONEDNN_OPTS=0``. It is not
-            multiplied by :attr:`scale`: it is measured in a step (0: not measured, a
-            calibration made by hand).
+            many ``Dense(8)`` layers, over its convolution calls (:data:`CONV_CALLS_TIMED`).
+            With oneDNN (TensorFlow's default on x86 Linux) a convolution costs far more to
+            call than its work: on a 2-core AMD EPYC with AVX-512, such a layer took 200-250
+            us of a ``fit`` step more than a ``Dense`` of the same size, and 10 us more with
+            ``TF_ENABLE_ONEDNN_OPTS=0``. It is multiplied by neither :attr:`scale` nor
+            :attr:`loop_scale`: it is measured in a step (0: not measured, a calibration made
+            by hand).
         scale: a reference training step's measured time (less the step overhead) over the
             sum of its operations' modelled times: what scheduling, cores shared with other
             work and caches add to the kernels measured alone. Every operation of the step
@@ -451,9 +451,9 @@ def cpu_step_time(
         )
     threads = cores if cores is not None else usable_cores()
     terms = as_stepped(_op_terms(step.ops, batch, calibration, threads), calibration)
-    passes = terms.pop(KERNEL_PASSES)
-    terms["compute"] += passes
-    terms["per-op overhead"] += terms.pop(CONV_CALLS)
+    passes = terms[KERNEL_PASSES]
+    for term, into in FOLDED_TERMS.items():
+        terms[into] += terms.pop(term)
     each: list[dict[str, float]] = []
     for loop in step.loops:
         loop_terms = _loop_terms(loop, batch, calibration, threads)
@@ -464,11 +464,9 @@ def cpu_step_time(
     looped = 0.0
     for loop_terms in each:
         for term, seconds in loop_terms.items():
-            if term == KERNEL_PASSES:
-                terms["compute"] += seconds * side_by_side
-                passes += seconds * side_by_side
-            elif term == CONV_CALLS:
-                terms["per-op overhead"] += seconds * side_by_side
+            if term in FOLDED_TERMS:
+                terms[FOLDED_TERMS[term]] += seconds * side_by_side
+                passes += seconds * side_by_side if term == KERNEL_PASSES else 0.0
             else:
                 terms[term] += seconds * calibration.loop_scale * side_by_side
                 looped += seconds * calibration.loop_scale * side_by_side
@@ -646,10 +644,10 @@ def _side_by_side(step: StepGraph, seconds: list[float], cores: int | None = Non
 def as_stepped(costs: dict[str, float], calibration: CpuCalibration) -> dict[str, float]:
     """Modelled seconds by term (:func:`op_costs`, one operation's or a sum's) as a step's own
     operations pay them: times :attr:`CpuCalibration.scale`, but the terms measured as they
-    run in a step (:data:`UNSCALED_TERMS`; a loop's body takes
+    run in a step (:data:`FOLDED_TERMS`; a loop's body takes
     :attr:`CpuCalibration.loop_scale` instead)."""
     return {
-        term: seconds if term in UNSCALED_TERMS else seconds * calibration.scale
+        term: seconds if term in FOLDED_TERMS else seconds * calibration.scale
         for term, seconds in costs.items()
     }
 
@@ -658,9 +656,9 @@ def reference_scale(reference: StepGraph, calibration: CpuCalibration, measured_
     """:attr:`CpuCalibration.scale` for a reference step (:func:`reference_model` at
     :data:`REFERENCE_BATCH`) that took ``measured_s`` beyond the per-step overhead, modelled
     with ``calibration``'s figures: what its terms measured as a step runs them
-    (:data:`UNSCALED_TERMS`) leave of it, over the rest of its modelled time."""
+    (:data:`FOLDED_TERMS`) leave of it, over the rest of its modelled time."""
     terms = _op_terms(reference.ops, REFERENCE_BATCH, calibration)
-    fixed = sum(terms[term] for term in UNSCALED_TERMS)
+    fixed = sum(terms[term] for term in FOLDED_TERMS)
     return max(measured_s - fixed, 1e-6) / max(sum(terms.values()) - fixed, 1e-9)
 
 
@@ -847,9 +845,10 @@ CONV_CALL_OPS = frozenset(
 gradients)."""
 _TERMS = ("compute", "bandwidth", "per-op overhead", KERNEL_PASSES, CONV_CALLS)
 """The terms :func:`op_costs` gives each operation's seconds by."""
-UNSCALED_TERMS = (KERNEL_PASSES, CONV_CALLS)
-"""The terms measured as a step runs them, which :attr:`CpuCalibration.scale` does not
-multiply (:func:`as_stepped`)."""
+FOLDED_TERMS = {KERNEL_PASSES: "compute", CONV_CALLS: "per-op overhead"}
+"""The terms measured as a step runs them, which neither :attr:`CpuCalibration.scale` nor
+:attr:`CpuCalibration.loop_scale` multiplies (:func:`as_stepped`), and the term of a
+:class:`StepTime` each is counted in (:func:`cpu_step_time`)."""
 INPUT_GRADIENT_OPS = frozenset({"Conv2DBackpropInput"})
 """Operations whose CPU kernel may read the whole convolution kernel once per image
 (:func:`_passes_per_image`): TensorFlow's ``Conv2DCustomBackpropInputOp``, the one it registers
@@ -1204,12 +1203,15 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
     }
     differences: dict[str, tuple[float, float]] = {}
     medians: dict[str, tuple[float, float]] = {}
-    for name in pairs:
-        a, b = summaries[f"{name} a"], summaries[f"{name} b"]
+    ends = {name: (f"{name} a", f"{name} b") for name in pairs}
+    # the convolution stack against the Dense stack of as many layers, timed once for both
+    ends["convolution calls"] = ("per-op floor b", "convolution stack")
+    for name, (smaller, larger) in ends.items():
+        a, b = summaries[smaller], summaries[larger]
         medians[name] = (a.median, b.median)
         differences[name] = (b.median - a.median, max(a.q3 - a.q1, b.q3 - b.q1))
 
-    for name in ("per-op floor", "metric resets"):  # a burst's medians, per call
+    for name in ("per-op floor", "metric resets", "convolution calls"):  # a burst's, per call
         medians[name] = (medians[name][0] / CALL_BURST, medians[name][1] / CALL_BURST)
         difference, noise = differences[name]
         differences[name] = (difference / CALL_BURST, noise / CALL_BURST)
@@ -1270,6 +1272,7 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
         fit_overhead_s=max(fit_fixed, 0.0),
         filter_pass_s=filter_passes[0],
         filter_pass_unaligned_s=filter_passes[1],
+        conv_call_s=max(differences["convolution calls"][0], 0.0) / CONV_CALLS_TIMED,
         max_pool_element_s=max(differences["max pooling"][0], 0.0) / pooled,
         random_element_s=max(differences["random numbers"][0], 0.0)
         / (RANDOM_SIZES[1] - RANDOM_SIZES[0]),
@@ -1279,23 +1282,18 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
         onednn=onednn_setting(),
         differences=differences,
     )
-    stack, dense_stack = summaries["convolution stack"], summaries["per-op floor b"]
-    differences["convolution calls"] = (
-        (stack.median - dense_stack.median) / CALL_BURST,
-        max(stack.q3 - stack.q1, dense_stack.q3 - dense_stack.q1) / CALL_BURST,
-    )
-    calibration.conv_call_s = max(differences["convolution calls"][0], 0.0) / CONV_CALLS_TIMED
     calibration = without_lost_figures(calibration)  # before the scales, which use them
     t_reference = summaries["reference"].median
     calibration.scale = reference_scale(
         trace_step(reference, batch), calibration, t_reference - overhead
     )
     short, long = trace_step(short_rnn, LOOP_BATCH), trace_step(long_rnn, LOOP_BATCH)
-    outside = sum(_op_terms(long.ops, LOOP_BATCH, calibration).values()) - sum(
-        _op_terms(short.ops, LOOP_BATCH, calibration).values()
-    )
+    outside = [  # the operations outside the loops, as a step pays them
+        sum(as_stepped(_op_terms(rnn.ops, LOOP_BATCH, calibration), calibration).values())
+        for rnn in (short, long)
+    ]
     inside = _loops_seconds(long, calibration) - _loops_seconds(short, calibration)
-    measured_inside = differences["loop"][0] - calibration.scale * outside
+    measured_inside = differences["loop"][0] - (outside[1] - outside[0])
     calibration.loop_scale = max(measured_inside, 1e-9) / max(inside, 1e-12)
     calibration.cost_s = time.perf_counter() - started
     calibration.load = tuple(round(v, 2) for v in os.getloadavg())
