@@ -10,8 +10,8 @@ rounds of each model's prediction with its error and bound:
 - ``now``: this step-time model (``roofline.cpu_step_time``);
 - ``scale 1``: this model without the reference step's scale (every operation as its
   kernels were measured alone);
-- ``before``: this model without a convolution call's fixed cost (``conv_call_s`` taken as
-  not measured: each call at the per-op floor), the scale derived again;
+- ``before``: this model with the scale of one reference step, the small CNN's (as before
+  the middle of ``roofline.REFERENCE_STEPS``' scales);
 - ``train_on_batch``: the same rows' ``train_on_batch`` steps, timed in the same rounds,
   against this model's prediction for steps called so.
 
@@ -48,10 +48,11 @@ def _load() -> str:
 VARIANTS: dict[str, tuple[dict[str, float], int | None]] = {
     "now": ({}, None),
     "scale 1": ({"scale": 1.0}, None),
-    "before": ({"conv_call_s": 0.0}, None),
+    "before": ({"scale_low": 0.0, "scale_high": 0.0}, None),
 }
 """Each column: the calibration's figures taken as not measured (0), and the cores loops run
-side by side on (None: this machine's; 1: one after another)."""
+side by side on (None: this machine's; 1: one after another). The scales' spread not measured:
+the scale of the first reference step alone (``roofline.REFERENCE_STEPS``)."""
 CALL = "train_on_batch"
 """The last column: the rows' ``train_on_batch`` steps, predicted as called so."""
 
@@ -65,6 +66,10 @@ def _without(calibration: Any, reference: Any, zeros: dict[str, float]) -> Any:
         return calibration
     if "scale" in zeros:  # the operations as measured alone, no reference step's scale
         return dataclasses.replace(calibration, **zeros)
+    if "scale_low" in zeros:  # one reference step: the first's scale
+        first = next(iter(roofline.REFERENCE_STEPS))
+        scale = calibration.reference_scales.get(first, calibration.scale)
+        return dataclasses.replace(calibration, **zeros, scale=scale)
     plain = dataclasses.replace(calibration, **zeros)
     if "metric_reset_s" in zeros:  # the tiny model's loss tracker: 2 variables reset per step
         plain.step_overhead_s += 2 * calibration.metric_reset_s

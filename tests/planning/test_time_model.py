@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from tfaccel.planning.roofline import (
     MAX_UNMEASURED,
     PARALLEL_BYTES,
     PASS_SPREAD,
+    REFERENCE_STEPS,
     SECONDARY_FIGURES,
     CalibrationError,
     CpuCalibration,
@@ -289,7 +291,13 @@ def test_a_calibration_is_stored_and_read_back_by_fingerprint_and_onednn(tmp_pat
     db = tmp_path / "results.sqlite"
     assert load_calibration("machine-a", onednn="1", store=db) is None  # no database yet
     stored = _calibration(
-        cost_s=3.5, scale=1.25, loop_scale=0.75, depthwise_flops_per_s=2e10, conv_call_s=7e-5
+        cost_s=3.5,
+        scale=1.25,
+        scale_low=1.0,
+        scale_high=1.5,
+        loop_scale=0.75,
+        depthwise_flops_per_s=2e10,
+        conv_call_s=7e-5,
     )
     stored.load = (2.5, 2.0, 1.5)
     save_calibration(stored, "machine-a", {"cpu_model": "test"}, store=db)
@@ -303,9 +311,12 @@ def test_a_calibration_is_stored_and_read_back_by_fingerprint_and_onednn(tmp_pat
         "depthwise_flops_per_s",
         "conv_call_s",
         "scale",
+        "scale_low",
+        "scale_high",
         "loop_scale",
     ):
         assert getattr(read, metric) == pytest.approx(getattr(stored, metric))
+    assert "the middle of 1.00-1.50, measured on 2 reference steps" in read.describe()
     assert "results database run" in read.source
     assert load_calibration("machine-b", onednn="1", store=db) is None
     assert load_calibration("machine-a", onednn="default", store=db) is None
@@ -408,6 +419,12 @@ def test_the_calibration_measures_this_cpu() -> None:
         lost = [name for name, field in SECONDARY_FIGURES.items() if field == metric]
         assert value > 0 or (lost and lost[0] in calibration.unmeasured), metric
     assert len(calibration.unmeasured) <= MAX_UNMEASURED
+    # every reference step measured, and the scale the middle of theirs
+    assert list(calibration.reference_scales) == list(REFERENCE_STEPS)
+    scales = calibration.reference_scales.values()
+    assert all(math.isfinite(scale) and scale > 0 for scale in scales)
+    assert calibration.scale == pytest.approx(statistics.median(scales))
+    assert (calibration.scale_low, calibration.scale_high) == (min(scales), max(scales))
     # bounded below by 0: one round's difference of two resets, or of two input gradients
     # less their products (2-4 ms and about 1 ms on the AVX2 EPYC; on an AVX-512 EPYC the
     # products took about all of it), can be lost in its noise, and a busy machine's floor can
@@ -574,6 +591,14 @@ def test_the_band_a_predictions_notes_allow() -> None:
     )
     assert step_band(StepTime(0.200, 0.150, 0.001, "compute", loops_s=0.01)) is None
     assert step_band(StepTime(None, None, None, None, why="not calibrated")) is None
+
+
+def test_a_reference_steps_scale_far_from_its_model_is_named() -> None:
+    found = calibration_problems(
+        _calibration(scale=2.0, reference_scales={"a small CNN": 2.0, "large matmuls": 3.5}),
+        None,
+    )
+    assert len(found) == 1 and "the reference step of large matmuls took 3.50x" in found[0]
 
 
 def test_a_step_mostly_loops_says_how_far_they_may_be_off() -> None:
