@@ -57,7 +57,13 @@ The latest figures on this CPU (a quiet 2-core AMD EPYC; the files are in
   ``time_check_conv_calls_zen4_2.txt``, ``time_unseen_conv_calls_zen4.txt``, each row also
   predicted without it from the same run): 10/11 twice (median 19.7% and 12.0%; encoder_block
   +33% and +47%; 8/11 and 10/11 without), held out 4/4 and 2/4 (densenet121 +33%, bilstm -34%;
-  4/4 and 3/4 without), unseen 13/19 (median 14%; 13/19 without).
+  4/4 and 3/4 without), unseen 13/19 (median 14%; 13/19 without). With the scale the middle of
+  two reference steps' (``time_check_two_refs_zen4.txt``, ``time_check_two_refs_zen4_2.txt``,
+  ``time_unseen_two_refs_zen4.txt``, ``time_unseen_two_refs_zen4_2.txt``, each row also
+  predicted with the small CNN's scale alone): 10/11 twice (median 9.9% and 17.1%;
+  encoder_block +42% and +36%; 10/11 twice, 18.1% and 10.8%, with the CNN's), held out 4/4
+  twice (7.3% and 16.4%; 4/4, 6.8% and 8.1%), unseen 15/19 and 14/19 (median 19% and 16%;
+  12/19 and 14/19, 22% and 20%).
 
 Older runs of this script, under load and with earlier models: ``bench_plan_*.txt`` and
 ``time_check_load*.txt``.

@@ -57,9 +57,10 @@ CALL = "train_on_batch"
 """The last column: the rows' ``train_on_batch`` steps, predicted as called so."""
 
 
-def _without(calibration: Any, reference: Any, zeros: dict[str, float]) -> Any:
-    """``calibration`` with the figures ``zeros`` not measured, and the reference step's scale
-    derived again without them."""
+def _without(calibration: Any, references: dict[str, Any], zeros: dict[str, float]) -> Any:
+    """``calibration`` with the figures ``zeros`` not measured, and the reference steps' scales
+    derived again without them (``references``: each reference step's traced graph, by name of
+    ``roofline.REFERENCE_STEPS``)."""
     from tfaccel.planning import roofline
 
     if not zeros:
@@ -73,10 +74,20 @@ def _without(calibration: Any, reference: Any, zeros: dict[str, float]) -> Any:
     plain = dataclasses.replace(calibration, **zeros)
     if "metric_reset_s" in zeros:  # the tiny model's loss tracker: 2 variables reset per step
         plain.step_overhead_s += 2 * calibration.metric_reset_s
-    batch = roofline.REFERENCE_BATCH  # the reference step's time as this calibration has it
-    terms = roofline._op_terms(reference.ops, batch, calibration)
-    measured = sum(roofline.as_stepped(terms, calibration).values())
-    return dataclasses.replace(plain, scale=roofline.reference_scale(reference, plain, measured))
+    scales = {}
+    for name, graph in references.items():  # each step's time as this calibration has it
+        batch = roofline.REFERENCE_STEPS[name][2]
+        own = dataclasses.replace(calibration, scale=calibration.reference_scales[name])
+        terms = roofline._op_terms(graph.ops, batch, calibration)
+        measured = sum(roofline.as_stepped(terms, own).values())
+        scales[name] = roofline.reference_scale(graph, plain, measured, batch)
+    return dataclasses.replace(
+        plain,
+        scale=statistics.median(scales.values()),
+        scale_low=min(scales.values()),
+        scale_high=max(scales.values()),
+        reference_scales=scales,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -114,7 +125,10 @@ def main(argv: list[str] | None = None) -> int:
         }
         row.update({key: [] for key in VARIANTS})
         rows.append(row)
-    reference = trace_step(roofline.reference_model(), roofline.REFERENCE_BATCH)
+    references = {
+        name: trace_step(make(), batch)
+        for name, (make, _, batch) in roofline.REFERENCE_STEPS.items()
+    }
     for round_index in range(args.rounds):
         calibration = roofline.calibrate_cpu()
         problems = roofline.calibration_problems(calibration, bench_plan._rate_ceiling())
@@ -123,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
             + (f" [would not be stored: {problems[0]}]" if problems else ""),
             flush=True,
         )
-        figures = {key: _without(calibration, reference, z) for key, (z, _) in VARIANTS.items()}
+        figures = {key: _without(calibration, references, z) for key, (z, _) in VARIANTS.items()}
         shift = round_index % len(rows)
         for row in rows[shift:] + rows[:shift]:
             model, x, y = row["step"]

@@ -89,7 +89,10 @@ def child(script: str, args: list[str]) -> dict[str, Any]:
     calibration = roofline.calibrate_cpu()
     times += _timed(step) if by_call else _fit_timed(workload.model, element)
     quartiles = statistics.quantiles(times, n=4)
-    reference = trace_step(roofline.reference_model(), roofline.REFERENCE_BATCH)
+    references = {
+        name: trace_step(make(), batch)
+        for name, (make, _, batch) in roofline.REFERENCE_STEPS.items()
+    }
     out: dict[str, Any] = {
         "measured_s": statistics.median(times),
         "iqr_s": quartiles[2] - quartiles[0],
@@ -99,7 +102,7 @@ def child(script: str, args: list[str]) -> dict[str, Any]:
     }
     real = api.cpu_step_time
     for key, (zeros, cores) in time_check.VARIANTS.items():
-        figures = time_check._without(calibration, reference, zeros)
+        figures = time_check._without(calibration, references, zeros)
         roofline._calibration = lambda db, fp, setting, f=figures: f  # type: ignore[assignment]
 
         def timed(
