@@ -1378,7 +1378,7 @@ TRANSPOSE_SIZES, TRANSPOSE_CHAIN = (2**16, 2**20), 10
 
 
 def reference_model() -> Any:
-    """The calibration's reference training step (:attr:`CpuCalibration.scale`), compiled: a
+    """The calibration's first reference training step (:data:`REFERENCE_STEPS`), compiled: a
     small CNN on 32 x 32 x 3 images (two 3x3 convolutions, a 2x2 max pooling, two Dense(512)
     layers with dropout, a softmax over 10; Adam), trained at :data:`REFERENCE_BATCH`."""
     import keras
@@ -1423,17 +1423,16 @@ REFERENCE_STEPS: dict[str, tuple[Callable[[], Any], tuple[int, ...], int]] = {
 shape, its batch; labels of 10 classes): each one's measured time over its modelled time is a
 scale, and :attr:`CpuCalibration.scale` is their middle. How much a step adds to its operations
 measured alone moves with the architecture, and these two lie apart: on a 2-core AMD EPYC with
-AVX-512, the large matmuls' scale was 0.66-0.83 times the small CNN's in eight calibrations
-(which carries a 5408 x 512 Dense layer whose matmuls are skinny at batch 64), where the scales
-15 architectures needed were 0.64-1.15 times it (a Transformer encoder block of large matmuls
-the lowest, a small MLP the highest). With their middle, in two runs each (each row also
-predicted with the small CNN's scale alone, in the same run), ``time_check.py`` put 10 of the
-11 architectures the model was worked from within 30% both times (median 9.9% and 17.1%;
-18.1% and 10.8% with the small CNN's), the 4 set aside 4 of 4 (7.3% and 16.4%; 6.8% and 8.1%),
-and ``time_unseen.py`` 15 and 14 of 19 scripts never seen (median 19% and 16%; 12 and 14 of 19,
-22% and 20%). A stack of eight 3x3 convolutions with
-batch normalization (batch 8) was tried as a third: its scale moved 1.2-2.9 between
-calibrations, with its convolutions' calls."""
+AVX-512, the large matmuls' scale was 0.66-0.83 times the small CNN's (whose 5408 x 512 Dense
+layer's matmuls are skinny at batch 64) in eight calibrations, where the scales 15
+architectures needed were 0.64-1.15 times it (a Transformer encoder block of large matmuls the
+lowest, a small MLP the highest). With their middle, in two runs each (each row also predicted
+with the small CNN's scale alone, in the same run), ``time_check.py`` put 10 of the 11
+architectures the model was worked from within 30% both times (median 9.9% and 17.1%; 18.1%
+and 10.8% with the small CNN's), the 4 set aside 4 of 4 (7.3% and 16.4%; 6.8% and 8.1%), and
+``time_unseen.py`` 15 and 14 of 19 scripts never seen (median 19% and 16%; 12 and 14 of 19,
+22% and 20%). A stack of eight 3x3 convolutions with batch normalization (batch 8) was tried
+as a third: its scale moved 1.2-2.9 between calibrations, with its convolutions' calls."""
 
 
 PASS_CHANNELS, PASS_POSITIONS, UNALIGNED_CHANNELS = 512, 3, 500
