@@ -57,37 +57,39 @@ CALL = "train_on_batch"
 """The last column: the rows' ``train_on_batch`` steps, predicted as called so."""
 
 
+def reference_graphs() -> dict[str, Any]:
+    """Each of ``roofline.REFERENCE_STEPS``' training steps, traced at its batch, by name."""
+    from tfaccel.planning import roofline, trace_step
+
+    return {
+        name: trace_step(step.make(), step.batch) for name, step in roofline.REFERENCE_STEPS.items()
+    }
+
+
 def _without(calibration: Any, references: dict[str, Any], zeros: dict[str, float]) -> Any:
     """``calibration`` with the figures ``zeros`` not measured, and the reference steps' scales
-    derived again without them (``references``: each reference step's traced graph, by name of
-    ``roofline.REFERENCE_STEPS``)."""
+    derived again without them (``references``: :func:`reference_graphs`). The scales' spread
+    not measured (``scale_low``, ``scale_high``): the first reference step's scale alone."""
     from tfaccel.planning import roofline
 
     if not zeros:
         return calibration
     if "scale" in zeros:  # the operations as measured alone, no reference step's scale
         return dataclasses.replace(calibration, **zeros)
-    if "scale_low" in zeros:  # one reference step: the first's scale
+    if "scale_low" in zeros:  # one reference step: the first
         first = next(iter(roofline.REFERENCE_STEPS))
-        scale = calibration.reference_scales.get(first, calibration.scale)
-        return dataclasses.replace(calibration, **zeros, scale=scale)
+        return calibration.with_reference_scales({first: calibration.reference_scales[first]})
     plain = dataclasses.replace(calibration, **zeros)
     if "metric_reset_s" in zeros:  # the tiny model's loss tracker: 2 variables reset per step
         plain.step_overhead_s += 2 * calibration.metric_reset_s
     scales = {}
     for name, graph in references.items():  # each step's time as this calibration has it
-        batch = roofline.REFERENCE_STEPS[name][2]
+        batch = roofline.REFERENCE_STEPS[name].batch
         own = dataclasses.replace(calibration, scale=calibration.reference_scales[name])
         terms = roofline._op_terms(graph.ops, batch, calibration)
         measured = sum(roofline.as_stepped(terms, own).values())
         scales[name] = roofline.reference_scale(graph, plain, measured, batch)
-    return dataclasses.replace(
-        plain,
-        scale=statistics.median(scales.values()),
-        scale_low=min(scales.values()),
-        scale_high=max(scales.values()),
-        reference_scales=scales,
-    )
+    return plain.with_reference_scales(scales)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -125,10 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         row.update({key: [] for key in VARIANTS})
         rows.append(row)
-    references = {
-        name: trace_step(make(), batch)
-        for name, (make, _, batch) in roofline.REFERENCE_STEPS.items()
-    }
+    references = reference_graphs()
     for round_index in range(args.rounds):
         calibration = roofline.calibrate_cpu()
         problems = roofline.calibration_problems(calibration, bench_plan._rate_ceiling())

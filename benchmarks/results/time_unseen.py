@@ -67,7 +67,7 @@ def child(script: str, args: list[str]) -> dict[str, Any]:
     import keras
     import time_check
 
-    from tfaccel.planning import api, roofline, source, trace_step
+    from tfaccel.planning import api, roofline, source
     from tfaccel.workload import capture
 
     fit = 1
@@ -89,10 +89,7 @@ def child(script: str, args: list[str]) -> dict[str, Any]:
     calibration = roofline.calibrate_cpu()
     times += _timed(step) if by_call else _fit_timed(workload.model, element)
     quartiles = statistics.quantiles(times, n=4)
-    references = {
-        name: trace_step(make(), batch)
-        for name, (make, _, batch) in roofline.REFERENCE_STEPS.items()
-    }
+    references = time_check.reference_graphs()
     out: dict[str, Any] = {
         "measured_s": statistics.median(times),
         "iqr_s": quartiles[2] - quartiles[0],

@@ -208,12 +208,39 @@ def test_each_convolution_call_pays_its_measured_cost_unscaled_as_per_op_overhea
 def test_the_reference_scale_leaves_out_what_is_measured_as_a_step_runs_it() -> None:
     reference = _graph([_op("c", "Conv2D", (), 0, 64, flops=2 * 10**9)])  # 10 ms of compute
     scaled = 0.010 + 10e-6  # its compute and its parallel latency, before the scale
-    plain = reference_scale(reference, _calibration(), 2 * scaled)
+    plain = reference_scale(reference, _calibration(), 2 * scaled, 64)
     assert plain == pytest.approx(2.0)
     # 1 ms of the same measured time is its one convolution call's: the scale is of the rest
-    assert reference_scale(reference, _calibration(conv_call_s=1e-3), 2 * scaled) == (
+    assert reference_scale(reference, _calibration(conv_call_s=1e-3), 2 * scaled, 64) == (
         pytest.approx((2 * scaled - 1e-3) / scaled)
     )
+
+
+def test_a_reference_steps_scale_is_of_its_step_at_its_own_batch() -> None:
+    # an element-wise operation over 1 MiB per example: at batch 8 it moves 8 times what it
+    # moves at batch 1, so the same measured time is a smaller scale
+    grown = OpInfo(
+        name="relu",
+        type="Relu",
+        phase="forward",
+        inputs=(),
+        outputs=(TensorInfo(0, "float32", 0, MIB),),
+    )
+    reference = _graph([grown])
+    figures = _calibration(op_floor_s=0.0, parallel_op_s=0.0, bandwidth_bytes_per_s=2**30)
+    one, eight = (reference_scale(reference, figures, 0.01, batch) for batch in (1, 8))
+    assert one == pytest.approx(0.01 / 2**-10)  # 1 MiB at 1 GiB/s: about 1 ms
+    assert eight == pytest.approx(one / 8)
+
+
+def test_the_scale_is_the_middle_of_the_reference_steps_and_their_spread_is_kept() -> None:
+    three = _calibration().with_reference_scales({"a": 2.0, "b": 1.5, "c": 3.0})
+    assert (three.scale, three.scale_low, three.scale_high) == (2.0, 1.5, 3.0)
+    assert three.reference_scales == {"a": 2.0, "b": 1.5, "c": 3.0}
+    assert "x 2.00 (the middle of 1.50-3.00, measured on 3 reference steps" in three.describe()
+    one = three.with_reference_scales({"a": 2.5})  # no spread measured: the ends not set
+    assert (one.scale, one.scale_low, one.scale_high) == (2.5, 0.0, 0.0)
+    assert "x 2.50 (measured on a reference step" in one.describe()
 
 
 @pytest.fixture(scope="module")
@@ -324,6 +351,26 @@ def test_a_calibration_is_stored_and_read_back_by_fingerprint_and_onednn(tmp_pat
     save_calibration(newer, "machine-a", {"cpu_model": "test"}, store=db)
     latest = load_calibration("machine-a", onednn="1", store=db)
     assert latest is not None and latest.step_overhead_s == pytest.approx(2e-3)
+
+
+def test_a_calibration_stored_without_the_reference_steps_spread_is_not_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # as an earlier version stored it: its one scale is one reference step's, not the middle
+    from tfaccel.planning import roofline
+
+    db = tmp_path / "results.sqlite"
+    earlier = {
+        metric: unit
+        for metric, unit in roofline._CALIBRATION_METRICS.items()
+        if metric not in ("scale_low", "scale_high")
+    }
+    monkeypatch.setattr(roofline, "_CALIBRATION_METRICS", earlier)
+    save_calibration(_calibration(), "machine-a", {"cpu_model": "test"}, store=db)
+    monkeypatch.undo()
+    assert load_calibration("machine-a", onednn="1", store=db) is None
+    save_calibration(_calibration(), "machine-a", {"cpu_model": "test"}, store=db)
+    assert load_calibration("machine-a", onednn="1", store=db) is not None
 
 
 def test_a_calibration_measured_under_load_gives_way_to_an_older_quiet_one(

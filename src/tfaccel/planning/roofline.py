@@ -38,7 +38,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from tfaccel.core.errors import TfaccelError
 from tfaccel.core.records import Record
@@ -335,6 +335,19 @@ class CpuCalibration(Record):
             return f"{call} step + {resets}"
         fit = f"{self.fit_overhead_s * 1e3:.2f} ms per fit step"
         return f"{fit} ({call} train_on_batch call + {resets})"
+
+    def with_reference_scales(self, scales: dict[str, float]) -> CpuCalibration:
+        """A copy whose :attr:`scale` is the middle of the reference steps' ``scales`` (by
+        name), with them and their lowest and highest (0 for one step: no spread measured)."""
+        values = list(scales.values())
+        spread = len(values) > 1
+        return replace(
+            self,
+            reference_scales=dict(scales),
+            scale=statistics.median(values),
+            scale_low=min(values) if spread else 0.0,
+            scale_high=max(values) if spread else 0.0,
+        )
 
     def _scales(self) -> str:
         """Where :attr:`scale` came from, in words: one reference step, or the middle of
@@ -680,13 +693,13 @@ def reference_scale(
     reference: StepGraph,
     calibration: CpuCalibration,
     measured_s: float,
-    batch: int | None = None,
+    batch: int,
 ) -> float:
-    """The scale of a reference step (:data:`REFERENCE_STEPS`; default batch: the small
-    CNN's) that took ``measured_s`` beyond the per-step overhead at ``batch``, modelled with
-    ``calibration``'s figures: what its terms measured as a step runs them
-    (:data:`FOLDED_TERMS`) leave of it, over the rest of its modelled time."""
-    terms = _op_terms(reference.ops, REFERENCE_BATCH if batch is None else batch, calibration)
+    """The scale of a reference step (:data:`REFERENCE_STEPS`) that took ``measured_s``
+    beyond the per-step overhead at ``batch``, modelled with ``calibration``'s figures: what
+    its terms measured as a step runs them (:data:`FOLDED_TERMS`) leave of it, over the rest
+    of its modelled time."""
+    terms = _op_terms(reference.ops, batch, calibration)
     fixed = sum(terms[term] for term in FOLDED_TERMS)
     return max(measured_s - fixed, 1e-6) / max(sum(terms.values()) - fixed, 1e-9)
 
@@ -1316,18 +1329,17 @@ def calibrate_cpu(rounds: int = ROUNDS) -> CpuCalibration:
         differences=differences,
     )
     calibration = without_lost_figures(calibration)  # before the scales, which use them
-    calibration.reference_scales = {
-        name: reference_scale(
-            trace_step(model, batch),
-            calibration,
-            summaries[f"reference: {name}"].median - overhead,
-            batch,
-        )
-        for name, (model, batch, _, _) in references.items()
-    }
-    scales = calibration.reference_scales.values()
-    calibration.scale = statistics.median(scales)
-    calibration.scale_low, calibration.scale_high = min(scales), max(scales)
+    calibration = calibration.with_reference_scales(
+        {
+            name: reference_scale(
+                trace_step(model, batch),
+                calibration,
+                summaries[f"reference: {name}"].median - overhead,
+                batch,
+            )
+            for name, (model, batch, _, _) in references.items()
+        }
+    )
     short, long = trace_step(short_rnn, LOOP_BATCH), trace_step(long_rnn, LOOP_BATCH)
     outside = [  # the operations outside the loops, as a step pays them
         sum(as_stepped(_op_terms(rnn.ops, LOOP_BATCH, calibration), calibration).values())
@@ -1415,13 +1427,22 @@ def large_reference_model() -> Any:
     return model
 
 
-REFERENCE_STEPS: dict[str, tuple[Callable[[], Any], tuple[int, ...], int]] = {
-    "a small CNN": (reference_model, (32, 32, 3), REFERENCE_BATCH),
-    "large matmuls": (large_reference_model, (1024,), 256),
+class ReferenceStep(NamedTuple):
+    """One of the calibration's reference training steps: the compiled model's maker, its
+    input's shape (one example's), its batch; its labels are of 10 classes."""
+
+    make: Callable[[], Any]
+    shape: tuple[int, ...]
+    batch: int
+
+
+REFERENCE_STEPS: dict[str, ReferenceStep] = {
+    "a small CNN": ReferenceStep(reference_model, (32, 32, 3), REFERENCE_BATCH),
+    "large matmuls": ReferenceStep(large_reference_model, (1024,), 256),
 }
-"""The calibration's reference training steps (name -> the compiled model's maker, its input's
-shape, its batch; labels of 10 classes): each one's measured time over its modelled time is a
-scale, and :attr:`CpuCalibration.scale` is their middle. How much a step adds to its operations
+"""The calibration's reference training steps (:class:`ReferenceStep`, by name): each one's
+measured time over its modelled time is a scale, and :attr:`CpuCalibration.scale` is their
+middle (:meth:`CpuCalibration.with_reference_scales`). How much a step adds to its operations
 measured alone moves with the architecture, and these two lie apart: on a 2-core AMD EPYC with
 AVX-512, the large matmuls' scale was 0.66-0.83 times the small CNN's (whose 5408 x 512 Dense
 layer's matmuls are skinny at batch 64) in eight calibrations, where the scales 15
