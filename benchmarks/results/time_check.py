@@ -10,8 +10,9 @@ rounds of each model's prediction with its error and bound:
 - ``now``: this step-time model (``roofline.cpu_step_time``);
 - ``scale 1``: this model without the reference step's scale (every operation as its
   kernels were measured alone);
-- ``before``: this model with the scale of one reference step, the small CNN's (as before
-  the middle of ``roofline.REFERENCE_STEPS``' scales);
+- ``before``: this model with every product of many matrices (attention's scores and
+  context) at the one batched rate the calibration measures, whatever its FLOPs per byte (as
+  before ``roofline._batched_rate``; :data:`PATCHES`);
 - ``train_on_batch``: the same rows' ``train_on_batch`` steps, timed in the same rounds,
   against this model's prediction for steps called so.
 
@@ -26,11 +27,13 @@ Default rows: every architecture of ``bench_plan.ROWS`` at its smallest batch, f
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -48,11 +51,34 @@ def _load() -> str:
 VARIANTS: dict[str, tuple[dict[str, float], int | None]] = {
     "now": ({}, None),
     "scale 1": ({"scale": 1.0}, None),
-    "before": ({"scale_low": 0.0, "scale_high": 0.0}, None),
+    "before": ({}, None),
 }
 """Each column: the calibration's figures taken as not measured (0), and the cores loops run
-side by side on (None: this machine's; 1: one after another). The scales' spread not measured:
-the scale of the first reference step alone (``roofline.REFERENCE_STEPS``)."""
+side by side on (None: this machine's; 1: one after another)."""
+PATCHES: dict[str, dict[str, Any]] = {
+    "before": {
+        "_batched_rate": lambda intensity, calibration: calibration.batched_matmul_flops_per_s
+    }
+}
+"""Each column's functions of ``roofline`` replaced while it is predicted: ``before``, every
+product of many matrices at the one batched rate, whatever its FLOPs per byte."""
+
+
+@contextlib.contextmanager
+def patched(key: str) -> Iterator[None]:
+    """``roofline`` with the column ``key``'s :data:`PATCHES` while inside."""
+    from tfaccel.planning import roofline
+
+    saved = {name: getattr(roofline, name) for name in PATCHES.get(key, {})}
+    for name, value in PATCHES.get(key, {}).items():
+        setattr(roofline, name, value)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(roofline, name, value)
+
+
 CALL = "train_on_batch"
 """The last column: the rows' ``train_on_batch`` steps, predicted as called so."""
 
@@ -68,17 +94,13 @@ def reference_graphs() -> dict[str, Any]:
 
 def _without(calibration: Any, references: dict[str, Any], zeros: dict[str, float]) -> Any:
     """``calibration`` with the figures ``zeros`` not measured, and the reference steps' scales
-    derived again without them (``references``: :func:`reference_graphs`). The scales' spread
-    not measured (``scale_low``, ``scale_high``): the first reference step's scale alone."""
+    derived again without them (``references``: :func:`reference_graphs`)."""
     from tfaccel.planning import roofline
 
     if not zeros:
         return calibration
     if "scale" in zeros:  # the operations as measured alone, no reference step's scale
         return dataclasses.replace(calibration, **zeros)
-    if "scale_low" in zeros:  # one reference step: the first
-        first = next(iter(roofline.REFERENCE_STEPS))
-        return calibration.with_reference_scales({first: calibration.reference_scales[first]})
     plain = dataclasses.replace(calibration, **zeros)
     if "metric_reset_s" in zeros:  # the tiny model's loss tracker: 2 variables reset per step
         plain.step_overhead_s += 2 * calibration.metric_reset_s
@@ -150,9 +172,10 @@ def main(argv: list[str] | None = None) -> int:
             row["call samples"] += calls
             median = statistics.median(times)
             for key, (_, cores) in VARIANTS.items():
-                predicted = roofline.cpu_step_time(
-                    row["graph"], row["batch"], figures[key], cores=cores
-                )
+                with patched(key):
+                    predicted = roofline.cpu_step_time(
+                        row["graph"], row["batch"], figures[key], cores=cores
+                    )
                 row[key].append((predicted.step_s, predicted.bound, predicted.step_s / median - 1))
                 if key == "now":
                     row["bands"].append((roofline.step_band(predicted), median))

@@ -109,7 +109,8 @@ def child(script: str, args: list[str]) -> dict[str, Any]:
 
         api.cpu_step_time = timed  # type: ignore[assignment]
         try:
-            row = source.plan_workload(workload, devices=["this-cpu"]).devices[0]
+            with time_check.patched(key):
+                row = source.plan_workload(workload, devices=["this-cpu"]).devices[0]
         finally:
             api.cpu_step_time = real
         out["predicted"][key] = row.step_s

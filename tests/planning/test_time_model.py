@@ -809,6 +809,60 @@ def test_attentions_batched_matmuls_run_at_the_batched_rate() -> None:
     assert slow.compute_s - plain.compute_s == pytest.approx(flops / 1e6 - flops / 1e11, rel=1e-6)
 
 
+def test_a_batched_matmul_of_larger_matrices_runs_faster_up_to_the_matmul_rate() -> None:
+    # forward and both gradients, 2-core AVX-512 EPYC (benchmarks/results/batched_shapes.py):
+    # [64, 16] x [16, 64] per matrix ran at 35 GFLOP/s, attention's scores over 500 tokens with
+    # heads of 64 at 73, 256 x 256 matrices at 78, a 512 x 512 Dense layer's matmuls at 120: at
+    # the one batched rate, a time-series Transformer's attention was modelled twice too long.
+    import keras
+
+    from tfaccel.planning.roofline import (
+        BATCHED_INTENSITY,
+        MATMUL_INTENSITY,
+        _batched_rate,
+        op_costs,
+    )
+    from tfaccel.planning.trace import trace_step
+
+    calibration = _calibration(
+        batched_matmul_flops_per_s=1e10,
+        matmul_flops_per_s=1e11,
+        parallel_op_s=0.0,
+        op_floor_s=0.0,
+        bandwidth_bytes_per_s=1e18,
+    )
+    assert _batched_rate(BATCHED_INTENSITY, calibration) == 1e10
+    assert _batched_rate(1.0, calibration) == 1e10  # fewer FLOPs per byte: the measured rate
+    assert _batched_rate(MATMUL_INTENSITY, calibration) == 1e11
+    assert _batched_rate(10 * MATMUL_INTENSITY, calibration) == 1e11
+    middle = (BATCHED_INTENSITY * MATMUL_INTENSITY) ** 0.5  # half-way in log intensity
+    assert _batched_rate(middle, calibration) == pytest.approx((1e10 * 1e11) ** 0.5)
+
+    def attention_rates(head: int) -> list[float]:
+        """The modelled FLOP rate of each product of many matrices in a step of attention over
+        64 tokens with one head of ``head``: the scores, the context and their gradients
+        (Keras's ``Einsum`` s; its projections' weight gradients are batched matmuls over 8
+        features, as few FLOPs per byte as the calibration's or fewer)."""
+        tokens = keras.Input((64, 8))
+        attended = keras.layers.MultiHeadAttention(1, head)(tokens, tokens)
+        model = keras.Model(tokens, keras.layers.GlobalAveragePooling1D()(attended))
+        model.compile(optimizer="sgd", loss="mse")
+        step = trace_step(model, 2)
+        growing = {t.index for op in step.ops for t in op.outputs if t.per_example > 0}
+        return [
+            (op.flops_fixed + op.flops_per_example * 2) / costs["compute"]
+            for op, costs in op_costs(step.ops, 2, calibration)
+            if op.type == "Einsum" and all(i in growing for i in op.inputs[:2])
+        ]
+
+    small, large = attention_rates(4), attention_rates(64)
+    assert len(small) == len(large) == 6
+    # heads of 4: under the calibration's FLOPs per byte, its rate; heads of 64: faster, and
+    # never past the matmul rate
+    assert all(rate == pytest.approx(1e10) for rate in small)
+    assert all(1.5e10 < rate < 1e11 for rate in large), large
+
+
 def test_a_convolution_over_few_channels_runs_at_the_narrow_rate() -> None:
     # 3x3 -> 64 channels on a 2-core EPYC: 27 products per output ran at 31 GFLOP/s, 288 at
     # 139: the reference CNN's first layer (over 3 channels) was modelled 4.6x too fast, and the
@@ -935,8 +989,8 @@ def test_a_secondary_figure_lost_in_its_noise_is_left_not_measured_not_refused()
     assert "not measured: the conv rate over 3 channels" in found.describe()
     # the stand-in in the model: a convolution over 3 channels at the convolution rate
     first = _conv_op(products=27)
-    assert _rate(first, found, set(), products=27) == found.conv_flops_per_s
-    assert _rate(first, measured, set(), products=27) == 4e10
+    assert _rate(first, found, set(), products=27, intensity=1.0) == found.conv_flops_per_s
+    assert _rate(first, measured, set(), products=27, intensity=1.0) == 4e10
     # a backwards difference is lost too
     backwards = dict(clean, **{"transposes": (-0.2e-3, 0.1e-3)})
     assert without_lost_figures(

@@ -194,10 +194,11 @@ class CpuCalibration(Record):
             64 tokens scores them; 512 matrices less 64): small matrices, which on this 2-core
             EPYC ran at about a sixth of a large matmul's rate. Every ``BatchMatMul`` and
             ``Einsum`` whose two operands grow with the batch runs at it (in Keras's
-            attention: the scores, the context, and the gradients of its projections' weights;
-            an assumption: a batched matmul of large matrices would run faster); one by a
-            weight, which TensorFlow runs as one large matmul, at the matmul rate (0: not
-            measured, a calibration made by hand: the matmul rate).
+            attention: the scores, the context, and the gradients of its projections'
+            weights) where its FLOPs per byte are as few as these matrices', and faster where
+            they are more, up to the matmul rate (:func:`_batched_rate`); one by a weight,
+            which TensorFlow runs as one large matmul, at the matmul rate (0: not measured, a
+            calibration made by hand: the matmul rate).
         narrow_conv_flops_per_s: the FLOP rate of a convolution that sums over few inputs
             per output (3x3 over 3 channels, an image model's first layer: 27 products per
             output, against 288 for :attr:`conv_flops_per_s`'s), its forward and kernel
@@ -742,7 +743,7 @@ def op_costs(
         flops = op.flops_fixed + op.flops_per_example * batch
         itemsize = _itemsize(op)
         made = sizes[op.outputs[0].index] / itemsize if op.outputs else 0.0  # output elements
-        rate = _rate(op, calibration, per_example, flops / max(2 * made, 1))
+        rate = _rate(op, calibration, per_example, flops / max(2 * made, 1), flops / max(nbytes, 1))
         compute, memory = flops / rate, nbytes / calibration.bandwidth_bytes_per_s
         if op.type in MAX_POOLING_OPS:  # per element of the pooled tensor, not per FLOP
             largest = max(
@@ -809,20 +810,26 @@ def _itemsize(op: OpInfo) -> int:
     return _ITEMSIZE.get(op.outputs[0].dtype, 4) if op.outputs else 4
 
 
+def _in_log_between(at: float, low: tuple[float, float], high: tuple[float, float]) -> float:
+    """The rate at ``at`` between two measured points (``(where, rate)`` each), interpolated in
+    log ``where`` and log rate; the nearer point's rate outside them."""
+    if at <= low[0] or high[0] <= low[0]:
+        return low[1]
+    if at >= high[0]:
+        return high[1]
+    share = math.log(at / low[0]) / math.log(high[0] / low[0])
+    return low[1] * (high[1] / low[1]) ** share
+
+
 def _conv_rate(products: float, calibration: CpuCalibration) -> float:
     """The FLOP rate of a convolution that sums ``products`` products per output (the
     kernel's window x its input channels; a kernel gradient's: the batch x the positions):
     the convolution rate from :data:`CONV_PRODUCTS` up, the narrow convolution's at
     :data:`NARROW_CONV_PRODUCTS` and below, interpolated in log ``products`` between."""
     wide, narrow = calibration.conv_flops_per_s, calibration.narrow_conv_flops_per_s
-    if narrow <= 0 or products >= CONV_PRODUCTS:
+    if narrow <= 0:
         return wide
-    if products <= NARROW_CONV_PRODUCTS:
-        return narrow
-    share = math.log(products / NARROW_CONV_PRODUCTS) / math.log(
-        CONV_PRODUCTS / NARROW_CONV_PRODUCTS
-    )
-    return narrow * (wide / narrow) ** share
+    return _in_log_between(products, (NARROW_CONV_PRODUCTS, narrow), (CONV_PRODUCTS, wide))
 
 
 CONV_PRODUCTS, NARROW_CONV_PRODUCTS = 3 * 3 * 32, 3 * 3 * 3
@@ -832,13 +839,46 @@ convolution (3x3 over 3). Measured forward on this 2-core EPYC, one interleaved 
 144 at 117, 288 at 139 and 576 at 141."""
 
 
-def _rate(op: OpInfo, calibration: CpuCalibration, per_example: set[int], products: float) -> float:
+def _batched_rate(intensity: float, calibration: CpuCalibration) -> float:
+    """The FLOP rate of a batched matmul of many matrices (attention's scores and context,
+    their gradients) that does ``intensity`` FLOPs per byte it reads and writes: the batched
+    rate at the calibration's attention-shaped matrices' :data:`BATCHED_INTENSITY` and below,
+    the matmul rate at the calibration's Dense matmuls' :data:`MATMUL_INTENSITY` and above,
+    interpolated in log intensity between (a roofline: small matrices are bound by moving
+    their operands, larger ones by their arithmetic)."""
+    return _in_log_between(
+        intensity,
+        (BATCHED_INTENSITY, calibration.batched_matmul_flops_per_s),
+        (MATMUL_INTENSITY, calibration.matmul_flops_per_s),
+    )
+
+
+BATCHED_INTENSITY, MATMUL_INTENSITY = 2 * 64 * 64 * 16 / (4 * (64 * 16 + 16 * 64 + 64 * 64)), 128.0
+"""FLOPs per byte read and written of the calibration's batched matmuls (per matrix, [64, 16] x
+[16, 64], their gradients alike: 16/3) and of what its Dense layer's matmuls add per example
+(512 x 512: 2 x 512 x 512 FLOPs over 512 floats in and 512 out, 128). Measured on this 2-core
+AVX-512 EPYC (forward and both gradients, interleaved, load 3; ``batched_shapes.py``), the
+rate this interpolation gives was 0.87-1.0x the measured one for attention's scores and context
+over 500 tokens with heads of 64 (intensity 25, where the one batched rate was 0.47-0.54x it),
+[64, 256] x [256, 64] (14, 0.99x against 0.68x) and 256 x 256 matrices (43, 1.0x against
+0.44x); small matrices with few outputs ran slower than it: [128, 128] x [128, 16] 0.68x,
+[26, 64] x [64, 26] 0.64x (the one rate: 0.73x, 0.65x)."""
+
+
+def _rate(
+    op: OpInfo,
+    calibration: CpuCalibration,
+    per_example: set[int],
+    products: float,
+    intensity: float,
+) -> float:
     """The FLOP rate of ``op``: a depthwise convolution's (its forward or a gradient) where
     measured; a one-row convolution's (a ``Conv1D``'s, :func:`_one_row`) where measured; a
     convolution's for the ``products`` it sums per output (:func:`_conv_rate`); a
     batched matmul's for a product of many matrices (a ``BatchMatMul`` or ``Einsum`` whose
-    operands both grow with the batch, ``per_example``: attention's scores and context); else
-    a matmul's (a batched matmul by weights, which TensorFlow runs as one matmul)."""
+    operands both grow with the batch, ``per_example``: attention's scores and context) at its
+    ``intensity``, FLOPs per byte (:func:`_batched_rate`); else a matmul's (a batched matmul by
+    weights, which TensorFlow runs as one matmul)."""
     if op.type.startswith("Depthwise") and calibration.depthwise_flops_per_s > 0:
         return calibration.depthwise_flops_per_s
     if (
@@ -847,7 +887,7 @@ def _rate(op: OpInfo, calibration: CpuCalibration, per_example: set[int], produc
         and len(op.inputs) >= 2
         and all(i in per_example for i in op.inputs[:2])
     ):
-        return calibration.batched_matmul_flops_per_s
+        return _batched_rate(intensity, calibration)
     if "Conv" in op.type:
         if op.type.startswith("Depthwise"):  # not measured: a convolution's
             return calibration.conv_flops_per_s
