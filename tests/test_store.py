@@ -153,6 +153,46 @@ def test_corrupt_database_is_a_clear_error(tmp_path: Path) -> None:
     assert path.read_bytes()  # left as it was, for the user to inspect
 
 
+@pytest.mark.parametrize(
+    ("column", "value", "named"),
+    [
+        ("runs.details_json", "{{", "runs.details_json is not JSON"),
+        ("runs.details_json", "[]", "runs.details_json is a JSON list, not dict"),
+        ("runs.fingerprint_json", "{bad", "runs.fingerprint_json is not JSON"),
+        ("results.config_json", "{bad", "results.config_json is not JSON"),
+        ("results.median", "abc", "results.median is 'abc', not a number"),
+        ("results.samples_json", '{"a": 1}', "results.samples_json is a JSON dict, not list"),
+    ],
+)
+def test_a_damaged_row_is_a_clear_error_and_left_as_it_is(
+    tmp_path: Path, column: str, value: str, named: str
+) -> None:
+    # a row edited by hand or damaged on disk: every read that meets it says which and where,
+    # as for a corrupt file, instead of failing later in the numbers it feeds
+    path = tmp_path / "r.sqlite"
+    with ResultsStore(path) as db:
+        run_id = _write_run(db, [_record("reference_cnn", n=512)])
+    table, field = column.split(".")
+    with sqlite3.connect(path) as raw:
+        key = "id" if table == "runs" else "run_id"
+        raw.execute(f"UPDATE {table} SET {field} = ? WHERE {key} = ?", (value, run_id))
+    before = path.read_bytes()
+    with ResultsStore(path) as db:
+        reads = [lambda: db.last_run(FP), lambda: db.get_run(run_id), lambda: db.runs(FP)]
+        if table == "results":
+            reads = [lambda: db.results(run_id), lambda: db.best_setting(FP, "reference_cnn", "n")]
+        for read in reads:
+            with pytest.raises(StoreError, match="holds a damaged row") as info:
+                read()
+            received = info.value.received or ""
+            # where SQLite reads the JSON itself (json_extract in a query), it names no row
+            assert (named in received and f"run {run_id}" in received) or (
+                "malformed JSON" in received
+            ), received
+            assert info.value.fix and f"mv {path}" in info.value.fix
+    assert path.read_bytes() == before
+
+
 def test_directory_and_newer_schema_are_clear_errors(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="is a directory"):
         ResultsStore(tmp_path)

@@ -34,6 +34,7 @@ __all__ = [
     "HOOK_NAMES",
     "ScriptHooks",
     "check_script",
+    "check_source",
     "defines_hooks",
     "load_script",
     "read_hooks",
@@ -69,6 +70,55 @@ def defines_hooks(path: str | os.PathLike[str], names: tuple[str, ...] = HOOK_NA
         ):
             return True
     return False
+
+
+def check_source(path: str | os.PathLike[str], command: str) -> None:
+    """Refuse a script that Python cannot compile (a syntax error, an encoding it does not
+    declare, a binary file), with its line and no frames of tfaccel's, before it runs.
+
+    Raises:
+        UsageError: what Python said, where.
+    """
+    name = Path(path).name
+    try:
+        source = Path(path).read_bytes()
+    except OSError as exc:
+        raise UsageError(
+            f"The script {name} cannot be read",
+            expected="a readable Python file",
+            received=os_reason(exc),
+            fix="check the path's permissions",
+        ) from None
+    if b"\x00" in source:  # Python refuses NUL bytes in source: a binary file
+        raise UsageError(
+            f"The script {name} is not Python source: it holds NUL bytes",
+            expected="a Python source file (text)",
+            received=f"{_file_kind_of_bytes(source)} of {len(source):,} bytes",
+            fix=f"pass the training script (train.py), not a binary; tfaccel {command}'s "
+            "options go before it, the script's own after it",
+        )
+    try:
+        compile(source, os.fspath(path), "exec", dont_inherit=True)
+    except (SyntaxError, ValueError) as exc:
+        line = getattr(exc, "lineno", None)
+        where = f"{name}:{line}" if line else name
+        shown = "".join(traceback.format_exception_only(type(exc), exc)).rstrip()
+        raise UsageError(
+            f"The script {name} is not valid Python: {getattr(exc, 'msg', exc)} at {where}",
+            expected="a Python source file that `python` can run",
+            received=shown,
+            fix=f"fix it at {where} (`python {name}` shows the same error), then run "
+            f"tfaccel {command} again",
+        ) from None
+
+
+def _file_kind_of_bytes(data: bytes) -> str:
+    """A word for what ``data`` looks like: an executable (ELF), an archive, or binary data."""
+    if data.startswith(b"\x7fELF"):
+        return "an executable (ELF)"
+    if data.startswith(b"PK\x03\x04"):
+        return "a ZIP archive"
+    return "binary data"
 
 
 def check_script(

@@ -561,13 +561,13 @@ class ResultsStore:
         query += " ORDER BY id DESC LIMIT ?"
         with self._guard("read"):
             rows = self._conn.execute(query, (*params, limit)).fetchall()
-        return [_run(row) for row in rows]
+            return [_run(row) for row in rows]
 
     def get_run(self, run_id: int) -> RunRecord | None:
         """The run with this id, or None."""
         with self._guard("read"):
             row = self._conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
-        return _run(row) if row is not None else None
+            return _run(row) if row is not None else None
 
     def last_run(
         self, fingerprint: str, *, before: int | None = None, kind: str = "bench"
@@ -612,22 +612,24 @@ class ResultsStore:
             params.append(benchmark)
         with self._guard("read"):
             rows = self._conn.execute(query + " ORDER BY id", params).fetchall()
-        return [
-            ResultRecord(
-                benchmark=b,
-                config=json.loads(c),
-                metric=m,
-                unit=u,
-                median=med,
-                q1=q1,
-                q3=q3,
-                n=n,
-                samples=json.loads(s),
-                extra=json.loads(e),
-                model_fingerprint=fp,
-            )
-            for b, c, m, u, med, q1, q3, n, s, e, fp in rows
-        ]
+            return [
+                ResultRecord(
+                    benchmark=_stored(b, str, "results.benchmark", run_id),
+                    config=_stored_json(c, dict, "results.config_json", run_id),
+                    metric=_stored(m, str, "results.metric", run_id),
+                    unit=_stored(u, str, "results.unit", run_id),
+                    median=_stored(med, float, "results.median", run_id),
+                    q1=_stored(q1, float, "results.q1", run_id),
+                    q3=_stored(q3, float, "results.q3", run_id),
+                    n=_stored(n, int, "results.n", run_id),
+                    samples=_stored_json(s, list, "results.samples_json", run_id),
+                    extra=_stored_json(e, dict, "results.extra_json", run_id),
+                    model_fingerprint=fp
+                    if fp is None
+                    else _stored(fp, str, "results.model_fingerprint", run_id),
+                )
+                for b, c, m, u, med, q1, q3, n, s, e, fp in rows
+            ]
 
     def best_setting(
         self,
@@ -817,18 +819,55 @@ def best_measured(
 
 
 def _run(row: tuple[Any, ...]) -> RunRecord:
+    """A row of ``runs``, its JSON read and every field of the type it is written with (else
+    :class:`_Damaged`)."""
     rid, started, finished, fp, fp_json, version, tf_version, status, details = row
     return RunRecord(
         id=rid,
-        started_at=started,
-        finished_at=finished,
-        fingerprint=fp,
-        fingerprint_data=json.loads(fp_json),
-        tfaccel_version=version,
-        tf_version=tf_version,
-        status=status,
-        details=json.loads(details),
+        started_at=_stored(started, str, "runs.started_at", rid),
+        finished_at=finished
+        if finished is None
+        else _stored(finished, str, "runs.finished_at", rid),
+        fingerprint=_stored(fp, str, "runs.fingerprint", rid),
+        fingerprint_data=_stored_json(fp_json, dict, "runs.fingerprint_json", rid),
+        tfaccel_version=_stored(version, str, "runs.tfaccel_version", rid),
+        tf_version=tf_version
+        if tf_version is None
+        else _stored(tf_version, str, "runs.tf_version", rid),
+        status=_stored(status, str, "runs.status", rid),
+        details=_stored_json(details, dict, "runs.details_json", rid),
     )
+
+
+class _Damaged(ValueError):
+    """A stored value that is not what tfaccel writes there (edited, or damaged on disk)."""
+
+
+def _stored(value: Any, kind: type, column: str, run_id: Any) -> Any:
+    """``value`` of ``column`` (of run ``run_id``) when it is a ``kind`` (a float: any number),
+    else :class:`_Damaged`."""
+    ok = (
+        isinstance(value, (int, float)) and not isinstance(value, bool)
+        if kind is float
+        else isinstance(value, kind) and not isinstance(value, bool)
+    )
+    if not ok:
+        wanted = "a number" if kind is float else kind.__name__
+        raise _Damaged(f"run {run_id}'s {column} is {value!r:.60}, not {wanted}")
+    return value
+
+
+def _stored_json(text: Any, kind: type, column: str, run_id: Any) -> Any:
+    """``text`` of ``column`` read as JSON when it is a JSON ``kind``, else :class:`_Damaged`."""
+    try:
+        value = json.loads(_stored(text, str, column, run_id))
+    except json.JSONDecodeError as exc:
+        raise _Damaged(f"run {run_id}'s {column} is not JSON ({exc})") from None
+    if not isinstance(value, kind):
+        raise _Damaged(
+            f"run {run_id}'s {column} is a JSON {type(value).__name__}, not {kind.__name__}"
+        )
+    return value
 
 
 class _Guard:
@@ -844,10 +883,24 @@ class _Guard:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
     ) -> None:
+        path = str(self.store.path)
+        if isinstance(exc, _Damaged):
+            raise StoreError(
+                f"The results database {path!r} holds a damaged row",
+                expected="the rows tfaccel writes (their JSON and their numbers)",
+                received=str(exc),
+                fix=f"move it away (mv {path} {path}.corrupt); tfaccel then starts a new one",
+            ) from None
         if exc is None or not isinstance(exc, sqlite3.Error):
             return
-        path = str(self.store.path)
         text = str(exc)
+        if "malformed JSON" in text:  # SQLite's json_extract on a damaged row
+            raise StoreError(
+                f"The results database {path!r} holds a damaged row",
+                expected="the rows tfaccel writes (their JSON and their numbers)",
+                received=f"a stored JSON column that is not JSON (SQLite: {text})",
+                fix=f"move it away (mv {path} {path}.corrupt); tfaccel then starts a new one",
+            ) from None
         if "locked" in text or "busy" in text:
             raise StoreError(
                 f"The results database {path!r} is locked by another process",

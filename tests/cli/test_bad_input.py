@@ -557,7 +557,31 @@ ROWS: list[Row] = [
         ("plan", "--model", "mlp", "--batch", "many"),
         "argument --batch: not an integer",
     ),
-    Row("plan-nothing-to-plan", ("plan",), "SCRIPT or --model"),
+    Row("plan-nothing-to-plan", ("plan",), "SCRIPT or --model, neither was given"),
+    Row(
+        "plan-json-nothing-to-plan",  # under --json, stdout holds the error as its document
+        ("plan", "--json"),
+        "SCRIPT or --model, neither was given",
+    ),
+    Row("plan-json-batch-text", ("plan", "--json", "--batch", "many"), "not an integer", fix=False),
+    Row(
+        "plan-script-syntax-error",  # Python's own message and line, no frames of tfaccel's
+        ("plan", "train.py"),
+        "The script train.py is not valid Python: invalid syntax at train.py:2",
+        setup=_file("train.py", "import keras\ndef build(:\n    pass\n"),
+    ),
+    Row(
+        "tune-binary-script",
+        ("tune", "--no-progress", "train.py"),
+        "is not Python source: it holds NUL bytes",
+        setup=_file("train.py", b"\x7fELF\x02\x01\x01\x00" + bytes(range(256))),
+    ),
+    Row(
+        "plan-timeout-past-a-day",  # past what the timer can take: said before the script runs
+        ("plan", "--timeout", "1e12", "train.py"),
+        "--timeout is not a number of seconds above 0 and at most a day",
+        setup=_file("train.py", "raise SystemExit('the script must not run')\n"),
+    ),
     Row("plan-unknown-model", ("plan", "--model", "resnet99"), "Unknown model"),
     Row(
         "plan-unknown-device",
@@ -1462,6 +1486,12 @@ def check_row(
             cleanup()
     printed = outcome.out + outcome.err
     assert outcome.code == 2, f"exit {outcome.code} for {argv}:\n{printed[-2000:]}"
+    if "--json" in argv:  # stdout holds one JSON document still: what was wrong
+        document = json.loads(outcome.out)
+        assert document["exit_code"] == 2 and not document["interrupted"], outcome.out
+        assert row.fragment.replace("{work}", str(work)) in document["error"]["what"] + str(
+            document["error"]["received"]
+        ), outcome.out
     assert "Traceback" not in printed, printed
     assert row.fragment.replace("{work}", str(work)) in outcome.err, outcome.err
     if row.fix:

@@ -810,10 +810,11 @@ def test_attentions_batched_matmuls_run_at_the_batched_rate() -> None:
 
 
 def test_a_batched_matmul_of_larger_matrices_runs_faster_up_to_the_matmul_rate() -> None:
-    # forward and both gradients, 2-core AVX-512 EPYC (benchmarks/results/batched_shapes.py):
-    # [64, 16] x [16, 64] per matrix ran at 35 GFLOP/s, attention's scores over 500 tokens with
-    # heads of 64 at 73, 256 x 256 matrices at 78, a 512 x 512 Dense layer's matmuls at 120: at
-    # the one batched rate, a time-series Transformer's attention was modelled twice too long.
+    # forward and both gradients, quiet 2-core AVX-512 EPYC (benchmarks/results/
+    # batched_shapes.py): [64, 16] x [16, 64] per matrix ran at 82 GFLOP/s, attention's scores
+    # over 500 tokens with heads of 64 at 219, 256 x 256 matrices at 253, a 512 x 512 Dense
+    # layer's matmuls at 263: at the one batched rate, a time-series Transformer's attention
+    # was modelled 2.5x too long.
     import keras
 
     from tfaccel.planning.roofline import (

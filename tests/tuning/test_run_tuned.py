@@ -348,6 +348,24 @@ def test_no_stored_result_runs_the_script_as_written_and_says_how_to_get_one(
     assert document["tuned"]["winner"] is None
 
 
+def test_an_unreadable_default_database_is_said_and_the_script_runs_as_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the default database (no --db) damaged on disk: run --tuned says so, not "no tune result
+    # stored", and runs the script as written; the file is left for the user to look at
+    script = _script(tmp_path)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    default = tmp_path / "data" / "tfaccel" / "results.sqlite"
+    default.parent.mkdir(parents=True)
+    default.write_bytes(b"not a database, " * 512)
+    status, document, err = _run(capsys, "--tuned", str(script))
+    assert status == 0, err
+    assert "the results database cannot be read (" in err and "is corrupt" in err
+    assert "no tune result stored" not in err
+    assert _seen(tmp_path)["policy"] == "float32" and document["tuned"]["winner"] is None
+    assert default.read_bytes() == b"not a database, " * 512
+
+
 def test_a_script_that_stops_before_fit_runs_as_written(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

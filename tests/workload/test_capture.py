@@ -245,7 +245,9 @@ def test_a_gradient_tape_loop_is_told_the_line_to_add_and_mark_captures_it(
     plain = _script(tmp_path, loop.format(import_line="", mark_line=""), "loop.py")
     with pytest.raises(CaptureError) as info:
         capture(plain)
-    assert info.value.reason == "no-fit"
+    # stopped at its first optimizer step, not run to its end (or to the time limit)
+    assert (info.value.reason, info.value.where) == ("own-loop", "loop.py:17")
+    assert "trains with its own loop: an optimizer step at loop.py:17" in str(info.value)
     assert "tfaccel.workload.mark(model, dataset, optimizer=optimizer, loss=loss_fn)" in str(
         info.value
     )
@@ -262,6 +264,48 @@ def test_a_gradient_tape_loop_is_told_the_line_to_add_and_mark_captures_it(
     assert w.compile.optimizer is not None and w.compile.loss is not None
     assert (w.data_kind, w.batch_size, w.examples) == ("dataset", 4, 12)
     assert workload.mark(w.model, w.x) is None  # outside a capture: nothing happens
+
+
+def test_a_long_custom_loop_in_a_tf_function_stops_at_its_first_step(tmp_path: Path) -> None:
+    # the keras.io guide's shape: a tf.function train step, epochs over a dataset, a line
+    # printed per step; unmarked, the capture stops where the step is traced, before any update
+    steps = tmp_path / "steps.txt"
+    script = _script(
+        tmp_path,
+        f"""
+        import keras
+        import numpy as np
+        import tensorflow as tf
+
+        model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4)])
+        optimizer = keras.optimizers.SGD(learning_rate=1e-3)
+        loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        train = tf.data.Dataset.from_tensor_slices(
+            (np.ones((256, 8), "float32"), np.zeros((256,), "int32"))
+        ).batch(8)
+
+        @tf.function
+        def train_step(x, y):
+            with tf.GradientTape() as tape:
+                loss = loss_fn(y, model(x, training=True))
+            grads = tape.gradient(loss, model.trainable_weights)
+            optimizer.apply(grads, model.trainable_weights)
+            return loss
+
+        for epoch in range(10_000):
+            for x, y in train:
+                loss = train_step(x, y)
+                with open({str(steps)!r}, "a") as f:
+                    f.write(f"{{float(loss)}}\\n")
+        """,
+    )
+    started = time.perf_counter()
+    with pytest.raises(CaptureError) as info:
+        capture(script, timeout=120)
+    assert time.perf_counter() - started < 60
+    # the loop's line that calls the step (the step itself runs as AutoGraph's copy of it)
+    assert (info.value.reason, info.value.where) == ("own-loop", "train.py:23")
+    assert not steps.exists()  # no step ran
 
 
 def test_a_train_on_batch_loop_is_captured_at_its_first_call(

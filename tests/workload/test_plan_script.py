@@ -302,8 +302,10 @@ def test_a_script_that_does_not_reach_fit_is_refused_with_the_reason(
     loop = _script(tmp_path, "import keras\nmodel = keras.Sequential()\n", "loop.py")
     assert main(["plan", "--json", str(loop)]) == 2
     captured = capsys.readouterr()
-    assert captured.out == ""
     assert "tfaccel.workload.mark(model, dataset" in captured.err
+    document = json.loads(captured.out)  # under --json, stdout holds the error as a document
+    assert document["exit_code"] == 2 and document["error"]["type"] == "CaptureError"
+    assert "tfaccel.workload.mark(model, dataset" in document["error"]["fix"]
 
 
 def test_options_after_a_model_fn_script_are_plans_own(

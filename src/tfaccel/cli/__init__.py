@@ -17,10 +17,11 @@ import importlib
 import sys
 import traceback
 from collections.abc import Sequence
+from typing import NoReturn
 
 from tfaccel._version import __version__
-from tfaccel.cli._output import VERBOSE_HELP, json_document, set_verbose
-from tfaccel.core.errors import TfaccelError, argument_names
+from tfaccel.cli._output import VERBOSE_HELP, json_document, print_json_error, set_verbose
+from tfaccel.core.errors import TfaccelError, UsageError, argument_names
 
 # The parser imports every command module, so each cli/<verb>.py imports its library inside
 # run(): `tfaccel devices` then loads none of the other commands' libraries (nor TensorFlow).
@@ -57,7 +58,7 @@ EXIT_CODES = """exit codes:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="tfaccel",
         description="Make TensorFlow/Keras training use the hardware it runs on, and show it.",
         epilog=EXIT_CODES,
@@ -81,6 +82,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _ArgumentsRefused(Exception):
+    """argparse refused the command line (raised by :class:`_Parser` instead of exiting)."""
+
+    def __init__(self, parser: argparse.ArgumentParser, message: str) -> None:
+        super().__init__(message)
+        self.parser = parser
+        self.message = message
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose refusal :func:`main` reports (as argparse does, and under
+    ``--json`` as a JSON document too); its commands' parsers are of this class."""
+
+    def error(self, message: str) -> NoReturn:
+        raise _ArgumentsRefused(self, message)
+
+
 def _add_verbose(command: argparse.ArgumentParser) -> None:
     """Give ``command`` the global ``--verbose`` unless it has its own (doctor's also shows the
     evidence of every check)."""
@@ -93,18 +111,44 @@ def _add_verbose(command: argparse.ArgumentParser) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI with ``argv`` (default: ``sys.argv[1:]``) and return the exit code."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = parser.parse_args(words)
+    except _ArgumentsRefused as refused:
+        refused.parser.print_usage(sys.stderr)
+        print(f"{refused.parser.prog}: error: {refused.message}", file=sys.stderr)
+        if "--json" in words:
+            with json_document():
+                print_json_error(
+                    UsageError(
+                        f"{refused.parser.prog}: {refused.message}",
+                        expected=refused.parser.format_usage().strip(),
+                        fix=f"see {refused.parser.prog} --help",
+                    ),
+                    2,
+                )
+        return 2
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
     args.verbose = bool(args.global_verbose or getattr(args, "verbose", False))
     set_verbose(args.verbose)
+    as_json = bool(getattr(args, "json", False))
     try:
         with (
-            json_document() if getattr(args, "json", False) else contextlib.nullcontext(),
+            json_document() if as_json else contextlib.nullcontext(),
             argument_names(getattr(args, "argument_flags", {})),
         ):
-            code: int = args.handler(args)
+            try:
+                code: int = args.handler(args)
+            except TfaccelError as exc:
+                if as_json:  # stdout still one document: what stopped the command
+                    print_json_error(exc, exc.exit_code)
+                raise
+            except KeyboardInterrupt:
+                if as_json:
+                    print_json_error(None, 130)
+                raise
     except TfaccelError as exc:
         print(f"tfaccel: error: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -179,14 +179,17 @@ def script_words(args: argparse.Namespace) -> list[str]:
 
 
 def capture_timeout(value: float | None) -> float | None:
-    """The ``--timeout`` of :func:`add_capture_options`: None (the default) or a finite number
-    of seconds above 0, else a UsageError."""
+    """The ``--timeout`` of :func:`add_capture_options`: None (the default) or a number of
+    seconds above 0 and at most a day, else a UsageError."""
+    from tfaccel.workload.capture import MAX_TIMEOUT_S
+
     if value is None:
         return None
-    if not math.isfinite(value) or value <= 0:
+    if not math.isfinite(value) or not 0 < value <= MAX_TIMEOUT_S:
         raise UsageError(
-            "--timeout is not a positive number of seconds",
-            expected="the seconds the script may take to reach model.fit, more than 0",
+            "--timeout is not a number of seconds above 0 and at most a day",
+            expected="the seconds the script may take to reach model.fit, more than 0 and at "
+            f"most {MAX_TIMEOUT_S:g}",
             received=f"--timeout {value:g}",
             fix="e.g. --timeout 600",
         )

@@ -27,6 +27,7 @@ __all__ = [
     "filter_tensorflow_log",
     "json_document",
     "print_json",
+    "print_json_error",
     "quiet_tensorflow",
     "set_verbose",
     "show_tensorflow_log",
@@ -41,6 +42,7 @@ VERBOSE_HELP = (
 
 # The stream the --json document goes to while json_document() is active.
 _document: IO[str] | None = None
+_printed = False  # whether print_json wrote the document (of this run of the CLI)
 _verbose = False
 
 
@@ -56,10 +58,31 @@ def print_json(document: Any) -> None:
     """
     from tfaccel.core.jsonout import dumps
 
+    global _printed
     stream = _document if _document is not None else sys.stdout
     stream.write(dumps(document))
     stream.write("\n")
     stream.flush()
+    _printed = True
+
+
+def print_json_error(error: Exception | None, exit_code: int) -> None:
+    """Under ``--json``, where the command stopped before printing its document: one
+    document of what stopped it, so that stdout still holds one JSON document (``error``: a
+    :class:`~tfaccel.core.errors.TfaccelError`'s what, expected, received and fix; None for
+    an interrupt, ``interrupted`` true). Nothing where the document was printed already."""
+    if _printed:
+        return
+    described = None
+    if error is not None:
+        described = {
+            "type": type(error).__name__,
+            "what": getattr(error, "what", str(error)),
+            "expected": getattr(error, "expected", None),
+            "received": getattr(error, "received", None),
+            "fix": getattr(error, "fix", None),
+        }
+    print_json({"error": described, "interrupted": error is None, "exit_code": exit_code})
 
 
 def _fileno(stream: Any) -> int | None:
@@ -88,7 +111,8 @@ def json_document() -> Iterator[None]:
         encoding = getattr(real, "encoding", None) or "utf-8"
         document = open(saved, "w", encoding=encoding, closefd=False)
         os.dup2(2, 1)
-    previous, _document = _document, document
+    global _printed
+    previous, _document, _printed = _document, document, False
     try:
         with contextlib.redirect_stdout(sys.stderr):
             yield

@@ -301,7 +301,7 @@ def _check_plan_flags(args: argparse.Namespace) -> None:
     if args.model is not None:
         script, script_args = _script_words(args.model)
         if script is not None:
-            from tfaccel.scripts import check_script, defines_hooks
+            from tfaccel.scripts import check_script, check_source, defines_hooks
 
             check_script(
                 script,
@@ -311,6 +311,7 @@ def _check_plan_flags(args: argparse.Namespace) -> None:
                 usage="the script's own arguments go in the same value: --model 'train.py "
                 "--epochs 3'",
             )
+            check_source(script, "doctor")
             if script_args and defines_hooks(script):
                 raise UsageError(
                     f"The script {Path(script).name} defines model_fn(), which takes no "

@@ -144,13 +144,14 @@ def run(args: argparse.Namespace) -> int:
         return _calibrate_only(args)
     if bool(words and words[0]) == bool(args.model):
         raise UsageError(
-            "Tell tfaccel plan what to plan: a SCRIPT or --model, not both",
+            "Tell tfaccel plan what to plan: a SCRIPT or --model, "
+            + ("not both" if args.model else "neither was given"),
             expected="tfaccel plan train.py, or tfaccel plan --model reference-cnn",
             received=f"SCRIPT={(words[0] if words else None)!r}, --model={args.model!r}",
             fix="pass exactly one of them",
         )
     from tfaccel.planning import source
-    from tfaccel.scripts import check_script, defines_hooks, split_command
+    from tfaccel.scripts import check_script, check_source, defines_hooks, split_command
 
     examples = args.examples
     if args.model:
@@ -161,6 +162,7 @@ def run(args: argparse.Namespace) -> int:
         words, command="plan", example="train.py --epochs 1", check=False
     )
     check_script(script, "plan", expected="a Python file", directory=False)
+    check_source(script, "plan")  # before TensorFlow is imported
     if defines_hooks(script):
         if script_args:  # a model_fn script takes no arguments: these are plan's own
             OwnOptions("plan", _add_options).parse_args(script_args, namespace=args)

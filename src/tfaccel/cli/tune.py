@@ -175,7 +175,8 @@ def run(args: argparse.Namespace) -> int:
             )
     if bool(args.script) == bool(args.model):
         raise UsageError(
-            "Tell tfaccel tune what to tune: a SCRIPT or --model, not both",
+            "Tell tfaccel tune what to tune: a SCRIPT or --model, "
+            + ("not both" if args.model else "neither was given"),
             expected="tfaccel tune train.py, or tfaccel tune --model reference-cnn",
             received=f"SCRIPT={args.script!r}, --model={args.model!r}",
             fix="pass exactly one of them",

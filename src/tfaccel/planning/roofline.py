@@ -853,16 +853,15 @@ def _batched_rate(intensity: float, calibration: CpuCalibration) -> float:
     )
 
 
-BATCHED_INTENSITY, MATMUL_INTENSITY = 2 * 64 * 64 * 16 / (4 * (64 * 16 + 16 * 64 + 64 * 64)), 128.0
+BATCHED_INTENSITY, MATMUL_INTENSITY = 16 / 3, 256 / 6
 """FLOPs per byte read and written of the calibration's batched matmuls (per matrix, [64, 16] x
-[16, 64], their gradients alike: 16/3) and of what its Dense layer's matmuls add per example
-(512 x 512: 2 x 512 x 512 FLOPs over 512 floats in and 512 out, 128). Measured on this 2-core
-AVX-512 EPYC (forward and both gradients, interleaved, load 3; ``batched_shapes.py``), the
-rate this interpolation gives was 0.87-1.0x the measured one for attention's scores and context
-over 500 tokens with heads of 64 (intensity 25, where the one batched rate was 0.47-0.54x it),
-[64, 256] x [256, 64] (14, 0.99x against 0.68x) and 256 x 256 matrices (43, 1.0x against
-0.44x); small matrices with few outputs ran slower than it: [128, 128] x [128, 16] 0.68x,
-[26, 64] x [64, 26] 0.64x (the one rate: 0.73x, 0.65x)."""
+[16, 64]; their gradients alike: 16/3), and of batched matmuls of 256 x 256 matrices (256/6),
+which ran at the Dense layer's matmul rate (0.96x it) on a quiet 2-core AVX-512 EPYC
+(forward and both gradients, interleaved, ``benchmarks/results/batched_shapes.py``). There,
+this interpolation gave 0.84-1.04x the measured rate for products of 64 x 64 up to 500 x 500
+matrices (the one batched rate: 0.32-0.61x), and attention's over 128 tokens with heads of 16
+0.88-1.22x; a ViT's over 26 patches with heads of 64 ran at 0.73x the calibration's rate (its
+matrices smaller), so its modelled rate was 1.37x it."""
 
 
 def _rate(

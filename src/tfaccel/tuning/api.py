@@ -31,12 +31,12 @@ from tfaccel.inventory import Inventory
 from tfaccel.planning.advice import memory_advice
 from tfaccel.planning.source import workload_model
 from tfaccel.planning.targets import training_device
-from tfaccel.scripts import check_script, defines_hooks
+from tfaccel.scripts import defines_hooks
 from tfaccel.store import ResultsStore, StoreError
 from tfaccel.tuning._errors import BudgetError, SpaceError, TuneError
 from tfaccel.tuning.batch import DEFAULT_BATCH_CAP, is_oom_error
 from tfaccel.tuning.data import TuneData, classify, fit_space, resolve
-from tfaccel.tuning.hooks import Hooks, load_script, reference_hooks
+from tfaccel.tuning.hooks import Hooks, check_tune_script, load_script, reference_hooks
 from tfaccel.tuning.record import record, script_digest
 from tfaccel.tuning.result import TuneResult
 from tfaccel.tuning.script import ScriptWorkload, against_baseline, baseline_config
@@ -266,13 +266,7 @@ def tune_script(
     """
     entered = time.monotonic() if started is None else started
     check_numbers(budget_s, **options)  # before the script runs: it may import TensorFlow
-    script = check_script(
-        path,
-        "tune",
-        expected="a Python file defining model_fn() and data(), or tfaccel_tune(), or your "
-        "training script as written",
-        directory=False,
-    )
+    script = check_tune_script(path)  # before anything imports TensorFlow
     if not defines_hooks(script):
         from tfaccel.tuning.script import capture_script
         from tfaccel.workload import no_fit_explained

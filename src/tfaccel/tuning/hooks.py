@@ -96,15 +96,18 @@ def check_tune_script(path: str | os.PathLike[str]) -> Path:
     """The script ``tfaccel tune`` loads, checked without running it or starting TensorFlow.
 
     Raises:
-        UsageError: the path is not a readable Python file (:func:`scripts.check_script`).
+        UsageError: the path is not a readable Python file (:func:`scripts.check_script`), or
+            Python cannot compile it (:func:`scripts.check_source`).
     """
-    return scripts.check_script(
+    script = scripts.check_script(
         path,
         "tune",
         expected="a Python file defining model_fn() and data(), or tfaccel_tune(), or your "
         "training script as written",
         directory=False,
     )
+    scripts.check_source(script, "tune")
+    return script
 
 
 def reference_hooks(name: str, *, smoke: bool = False, examples: int | None = None) -> Hooks:

@@ -356,9 +356,22 @@ def prepare(
         tuned.says = f"the results database {db} does not exist yet; to get a result: {how}"
         _say(tuned, stream, f"{tuned.says}. Running {name} as written.")
         return tuned
-    opened = _open(db)
+    opened, unreadable = _open(db)
+    if unreadable is not None:
+        tuned.says = f"{unreadable}; to get a result in a new one: {how}"
+        _say(tuned, stream, f"{tuned.says}. Running {name} as written.")
+        return tuned
     # the lookups read only the runs of this machine: its fingerprint, not the whole Inventory
-    runs = [] if opened is None else _tune_runs(opened, inventory.current_fingerprint().digest)
+    try:
+        runs = [] if opened is None else _tune_runs(opened, inventory.current_fingerprint().digest)
+    except TfaccelError as exc:
+        if opened is not None:
+            opened.close()
+        if db is not None:
+            raise
+        tuned.says = f"the results database cannot be read ({exc.what}); to get one: {how}"
+        _say(tuned, stream, f"{tuned.says}. Running {name} as written.")
+        return tuned
     if opened is None or not runs:
         if opened is not None:
             opened.close()
@@ -394,19 +407,19 @@ def prepare(
     return tuned
 
 
-def _open(db: str | Path | None) -> ResultsStore | None:
-    """The results database opened read only; None when there is none (the default one not
-    created yet, or unreadable).
+def _open(db: str | Path | None) -> tuple[ResultsStore | None, str | None]:
+    """The results database opened read only (None when there is none: the default one not
+    created yet), and what made the default one unreadable (None when nothing did).
 
     Raises:
         StoreError: ``db`` was given and cannot be read.
     """
     try:
-        return store.open_read_only(db)
-    except TfaccelError:
+        return store.open_read_only(db), None
+    except TfaccelError as exc:
         if db is not None:
             raise
-        return None
+        return None, f"the results database cannot be read ({exc.what}: {exc.received})"
 
 
 def _first_pass(

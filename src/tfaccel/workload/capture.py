@@ -41,21 +41,25 @@ from types import FrameType, TracebackType
 from typing import Any
 
 from tfaccel.core.errors import TfaccelError, UsageError, argument
-from tfaccel.scripts import check_script, script_traceback
+from tfaccel.scripts import check_script, check_source, script_traceback
 from tfaccel.workload.data import leading_dim
-from tfaccel.workload.keras_fit import replaced_fit, replaced_method
+from tfaccel.workload.keras_fit import optimizer_base, replaced_fit, replaced_method
 from tfaccel.workload.record import CompileArgs, Origin, Workload
 
 __all__ = ["CaptureError", "capture", "mark", "no_fit_explained"]
 
 DEFAULT_TIMEOUT_S = 300.0
+MAX_TIMEOUT_S = 24 * 3600.0
+"""The longest time a script may take to reach its ``fit`` (a day; the timer cannot take
+much more)."""
 
 
 class CaptureError(TfaccelError):
     """The script did not reach the ``fit`` call to capture.
 
     Attributes:
-        reason: ``no-fit`` (ended without it), ``raised``, ``exited``, ``stdin``, ``timeout``.
+        reason: ``no-fit`` (ended without it), ``raised``, ``exited``, ``stdin``, ``timeout``,
+            ``own-loop`` (an optimizer step of the script's own training loop came first).
         where: the script's line it concerns (``train.py:12``), where known.
         fit_calls: the ``fit`` calls the script made before it stopped.
     """
@@ -93,6 +97,15 @@ class _TimedOut(_Stop):
     pass
 
 
+class _OwnLoop(_Stop):
+    """An optimizer step outside ``fit`` and ``train_on_batch``: the script's own loop."""
+
+    def __init__(self, optimizer: str, where: str | None) -> None:
+        super().__init__("an optimizer step outside model.fit")
+        self.optimizer = optimizer
+        self.where = where
+
+
 class _Capture:
     """The state of the capture in progress."""
 
@@ -101,6 +114,7 @@ class _Capture:
         self.args = tuple(args)
         self.fit = fit
         self.fit_calls = 0
+        self.in_keras = 0  # Keras's own fit or train_on_batch running (an earlier fit)
 
     def where(self, frame: FrameType | None) -> str | None:
         """``name:line`` of the first frame of the script at or above ``frame``."""
@@ -179,7 +193,19 @@ def capture(
             received=argument("fit", fit),
             fix="pass fit=1 (or --fit 2 for a fine-tuning fit after a first one)",
         )
+    if timeout is not None and (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, (int, float))
+        or not 0 < timeout <= MAX_TIMEOUT_S
+    ):
+        raise UsageError(
+            "The time the script may take to reach model.fit is out of range",
+            expected=f"seconds above 0 and at most {MAX_TIMEOUT_S:g} (a day), or None",
+            received=argument("timeout", timeout),
+            fix="pass timeout=600 (--timeout 600)",
+        )
     path = check_script(script, command, expected="a Python file", directory=False)
+    check_source(path, command)
     global _active
     if _active is not None:
         raise UsageError(
@@ -195,6 +221,7 @@ def capture(
         with (
             _patched_fit(state),
             _patched_train_on_batch(state),
+            _patched_optimizer_step(state),
             _no_stdin(),
             _alarm(timeout),
             _as_main(path, args),
@@ -214,6 +241,20 @@ def capture(
             received=f"a read of standard input (input(), sys.stdin) at {where or name}",
             fix="give that value as an argument of the script (argparse, with a default) "
             f"and pass it after the script: tfaccel {command} {name} --your-option VALUE",
+        ) from None
+    except _OwnLoop as exc:
+        raise CaptureError(
+            f"The script {name} trains with its own loop: an optimizer step"
+            + (f" at {exc.where}" if exc.where else "")
+            + (f" before model.fit call #{fit}" if state.fit_calls else " before any model.fit"),
+            reason="own-loop",
+            fit_calls=state.fit_calls,
+            where=exc.where,
+            expected="a script that trains with model.fit, or marks its own training loop",
+            received=f"{exc.optimizer}.apply_gradients at {exc.where or name}, outside "
+            "model.fit (stopped there: none of the loop's steps was applied)",
+            fix="add one line before the loop: `tfaccel.workload.mark(model, dataset, "
+            "optimizer=optimizer, loss=loss_fn)` (it does nothing outside tfaccel)",
         ) from None
     except _TimedOut as exc:
         where = _script_line(exc, state)
@@ -345,7 +386,8 @@ def _patched_fit(state: _Capture) -> contextlib.AbstractContextManager[None]:
                 )
                 if quick.get("validation_data") is not None or quick.get("validation_split"):
                     quick["validation_steps"] = 1
-                return original(self, **quick)
+                with _in_keras(state):
+                    return original(self, **quick)
             bound = signature.bind(self, *args, **kwargs)
             given = {k: v for k, v in bound.arguments.items() if k != "self"}
             x, y = given.pop("x", None), given.pop("y", None)
@@ -366,7 +408,8 @@ def _patched_train_on_batch(state: _Capture) -> contextlib.AbstractContextManage
     def make(original: Any, signature: inspect.Signature) -> Any:
         def train_on_batch(self: Any, *args: Any, **kwargs: Any) -> Any:
             if state.fit != 1 or state.fit_calls:
-                return original(self, *args, **kwargs)
+                with _in_keras(state):
+                    return original(self, *args, **kwargs)
             bound = signature.bind(self, *args, **kwargs)
             given = {k: v for k, v in bound.arguments.items() if k not in ("self", "return_dict")}
             x, y = given.pop("x", None), given.pop("y", None)
@@ -380,6 +423,33 @@ def _patched_train_on_batch(state: _Capture) -> contextlib.AbstractContextManage
         return train_on_batch
 
     return replaced_method("train_on_batch", make)
+
+
+@contextlib.contextmanager
+def _in_keras(state: _Capture) -> Iterator[None]:
+    """While Keras's own ``fit`` or ``train_on_batch`` runs: its optimizer steps are its own."""
+    state.in_keras += 1
+    try:
+        yield
+    finally:
+        state.in_keras -= 1
+
+
+def _patched_optimizer_step(state: _Capture) -> contextlib.AbstractContextManager[None]:
+    """A script that trains with its own loop (``tf.GradientTape``, then
+    ``optimizer.apply_gradients``) and no :func:`mark`: stopped at its first optimizer step
+    outside Keras's ``fit`` and ``train_on_batch``, before it is applied (its ``tf.function``
+    is being traced there, or it runs eagerly), instead of training until the time limit."""
+
+    def make(original: Any, signature: inspect.Signature) -> Any:
+        def apply(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if state.in_keras:
+                return original(self, *args, **kwargs)
+            raise _OwnLoop(type(self).__name__, state.where(sys._getframe(1)))
+
+        return apply
+
+    return replaced_method("apply", make, optimizer_base())
 
 
 class _NoStdin:

@@ -2,8 +2,8 @@
 block, and put it back as it was.
 
 The one place that patches ``fit``: :func:`tfaccel.workload.capture` stops a script at its
-``fit`` (or first ``train_on_batch``) call with it, ``tfaccel profile`` adds its callback to
-every ``fit`` call.
+``fit`` (or first ``train_on_batch``) call with it, and at an optimizer step its own loop takes
+outside them; ``tfaccel profile`` adds its callback to every ``fit`` call.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import inspect
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["replaced_fit", "replaced_method"]
+__all__ = ["optimizer_base", "replaced_fit", "replaced_method"]
 
 
 @contextlib.contextmanager
@@ -31,17 +31,29 @@ def replaced_fit(
 def replaced_method(
     name: str,
     make: Callable[[Callable[..., Any], inspect.Signature], Callable[..., Any]],
+    owner: type | None = None,
 ) -> Iterator[None]:
-    """:func:`replaced_fit` for the method ``name`` of ``keras.Model`` (``train_on_batch``)."""
-    import keras
+    """:func:`replaced_fit` for the method ``name`` of ``owner`` (default ``keras.Model``:
+    ``train_on_batch``; the Keras optimizers' base class: ``apply``)."""
+    if owner is None:
+        import keras
 
-    original = getattr(keras.Model, name)
-    own = name in keras.Model.__dict__
-    setattr(keras.Model, name, make(original, inspect.signature(original)))
+        owner = keras.Model
+    original = getattr(owner, name)
+    own = name in owner.__dict__
+    setattr(owner, name, make(original, inspect.signature(original)))
     try:
         yield
     finally:
         if own:
-            setattr(keras.Model, name, original)
+            setattr(owner, name, original)
         else:
-            delattr(keras.Model, name)
+            delattr(owner, name)
+
+
+def optimizer_base() -> type:
+    """The class that defines the Keras optimizers' ``apply`` (every ``apply_gradients``
+    and every wrapper's ``apply`` ends in it)."""
+    import keras
+
+    return next(c for c in keras.optimizers.Optimizer.__mro__ if "apply" in c.__dict__)
