@@ -662,6 +662,8 @@ def test_config_after_init_from_log_huggingface_transformers_1507() -> None:
         ("CUDA_DEVICE_ORDER", "pci_bus_id"),
         ("TF_CPP_MIN_LOG_LEVEL", "quiet"),
         ("XLA_FLAGS", "xla_gpu_autotune_level=0"),
+        ("TF_CONFIG", "{bad json"),
+        ("TF_CONFIG", '{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 3}}'),
     ],
 )
 def test_env_settings_warns_on_values_tf_does_not_understand(name: str, value: str) -> None:
@@ -690,6 +692,8 @@ def test_env_settings_reports_valid_values_as_evidence() -> None:
             "TF_GPU_ALLOCATOR": "cuda_malloc_async",
             "XLA_FLAGS": f"--xla_gpu_cuda_data_dir={WHEEL_LIBS}/cuda_nvcc",
             "TF_CPP_MIN_LOG_LEVEL": "2",
+            "TF_CONFIG": '{"cluster": {"worker": ["a:1", "b:1"]}, '
+            '"task": {"type": "worker", "index": 1}}',
         }
     )
     f = find(s, "env_settings")

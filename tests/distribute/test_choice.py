@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tfaccel.core.cluster import local_cluster, slurm_allocation
 from tfaccel.core.errors import TfaccelError, UsageError
 from tfaccel.distribute import ClusterConfigError, Facts, decide_strategy, parse_tf_config
 from tfaccel.distribute.batches import check_divisible
-from tfaccel.distribute.cluster import local_cluster, slurm_allocation
 from tfaccel.distribute.split import balance
 
 TWO_WORKERS = {"worker": ["127.0.0.1:2222", "127.0.0.1:2223"]}

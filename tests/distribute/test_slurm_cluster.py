@@ -10,8 +10,8 @@ from collections.abc import Callable
 
 import pytest
 
+from tfaccel.core.cluster import slurm_allocation
 from tfaccel.distribute import ClusterConfig, ClusterConfigError
-from tfaccel.distribute.cluster import slurm_allocation
 from tfaccel.distribute.slurm import (
     PORT_BASE_ENV,
     PORT_RANGE,

@@ -25,6 +25,12 @@ Example:
 
 from __future__ import annotations
 
+from tfaccel.core.cluster import (
+    ClusterConfig,
+    ClusterConfigError,
+    SlurmAllocation,
+    parse_tf_config,
+)
 from tfaccel.distribute.checkpoint import Checkpointer, CheckpointError
 from tfaccel.distribute.choice import (
     Facts,
@@ -33,12 +39,6 @@ from tfaccel.distribute.choice import (
     StrategyError,
     decide_strategy,
     strategy,
-)
-from tfaccel.distribute.cluster import (
-    ClusterConfig,
-    ClusterConfigError,
-    SlurmAllocation,
-    parse_tf_config,
 )
 from tfaccel.distribute.heartbeat import heartbeat
 from tfaccel.distribute.launcher import LaunchError, LaunchResult, launch

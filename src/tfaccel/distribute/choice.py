@@ -37,13 +37,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfaccel.core.checks import check_environ, shown_typed
-from tfaccel.core.errors import TfaccelError, UsageError
-from tfaccel.distribute.cluster import (
+from tfaccel.core.cluster import (
     ClusterConfig,
     SlurmAllocation,
     parse_tf_config,
     slurm_allocation,
 )
+from tfaccel.core.errors import TfaccelError, UsageError
 from tfaccel.distribute.slurm import slurm_cluster
 from tfaccel.probe import pci, tpu
 

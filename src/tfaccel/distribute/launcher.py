@@ -56,9 +56,9 @@ from dataclasses import asdict, dataclass, field
 from typing import IO, Any
 
 from tfaccel.core.checks import MAX_COUNT, in_range, is_int, is_real
+from tfaccel.core.cluster import format_address, local_cluster
 from tfaccel.core.errors import TfaccelError, UsageError, shown
 from tfaccel.distribute.choice import COLLECTIVE_TIMEOUT_ENV
-from tfaccel.distribute.cluster import format_address, local_cluster
 from tfaccel.distribute.heartbeat import HEARTBEAT_DIR_ENV, Beat, read_heartbeats
 from tfaccel.distribute.preemption import PREEMPTED_EXIT_CODE
 from tfaccel.distribute.worker_network import Network, entry_command, exposure_warning

@@ -35,7 +35,7 @@ import socket
 import subprocess
 from collections.abc import Callable, Mapping
 
-from tfaccel.distribute.cluster import (
+from tfaccel.core.cluster import (
     ClusterConfig,
     ClusterConfigError,
     SlurmAllocation,
@@ -184,7 +184,7 @@ def slurm_cluster(
     """The cluster of ``allocation``'s job step, seen from its task ``allocation.proc_id``.
 
     Args:
-        allocation: the step (:func:`tfaccel.distribute.cluster.slurm_allocation`).
+        allocation: the step (:func:`tfaccel.core.cluster.slurm_allocation`).
         environ: ``SLURM_STEP_NODELIST``, ``SLURM_STEP_TASKS_PER_NODE``, ``SLURM_JOB_ID``,
             ``SLURM_STEP_ID``, ``SLURMD_NODENAME``, ``SLURM_LOCALID`` and
             ``TFACCEL_SLURM_PORT_BASE``.

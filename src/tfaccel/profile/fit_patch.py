@@ -40,6 +40,8 @@ def patch_fit(session: Session) -> contextlib.AbstractContextManager[None]:
     def make(original: Any, signature: inspect.Signature) -> Any:
         def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
             bound = signature.bind(self, *args, **kwargs)
+            if not _eager():  # tf.compat.v1.disable_eager_execution(): no callback can read
+                return original(*bound.args, **bound.kwargs)  # the fit runs (or fails) as is
             arguments = bound.arguments
             session.fit_calls += 1
             callback = _callback(session, arguments)
@@ -54,6 +56,14 @@ def patch_fit(session: Session) -> contextlib.AbstractContextManager[None]:
         return fit
 
     return replaced_fit(make)
+
+
+def _eager() -> bool:
+    """Whether TensorFlow runs eagerly (a script may have called
+    ``tf.compat.v1.disable_eager_execution()``, under which Keras 3's ``fit`` does not run)."""
+    import tensorflow as tf
+
+    return bool(tf.executing_eagerly())
 
 
 _LOOP_INPUT_NOTE = (

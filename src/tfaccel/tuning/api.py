@@ -282,6 +282,14 @@ def tune_script(
         ):
             found = capture_script(script, [str(a) for a in args], fit=fit, timeout=timeout)
         found.described["source"] = _script_source(found, script, digest)
+        if found.policy != "float32" and found.policy == found.precision:
+            if not (space and "precision" in space):  # the script fixes it: not searched
+                space = {**(space or {}), "precision": [found.precision]}
+                found.described.setdefault("notes", []).append(
+                    f"the script builds its model in {found.policy} itself (its own "
+                    "set_global_policy, or its layers' dtype=), which the trials cannot change: "
+                    "the precision is not searched; without that line tune compares them"
+                )
         if options.get("model_name"):
             found.hooks.model_name = options.pop("model_name")
         options.pop("model_name", None)

@@ -116,8 +116,8 @@ def classify(data: Any) -> TuneData:
 
 
 def check_arrays(data: Any) -> tuple[Any, Any, int]:
-    """Check ``(x, y)`` arrays: x and y each an array or a dict of arrays, all of one non-zero
-    length.
+    """Check ``(x, y)`` arrays: x and y each an array, a dict of arrays or a list of arrays
+    (several inputs: returned as a tuple), all of one non-zero length.
 
     Returns:
         (x, y, number of examples).
@@ -138,7 +138,7 @@ def check_arrays(data: Any) -> tuple[Any, Any, int]:
             + (f" of length {len(data)}" if data_forms.sized(data) else ""),
             fix="pass data=(x_train, y_train), or a tf.data.Dataset of (x, y)",
         )
-    x, y = data
+    x, y = (_inputs(part) for part in data)
     parts = {**_parts("x", x), **_parts("y", y)}
     unsized = {name: type(v).__name__ for name, v in parts.items() if not data_forms.sized(v)}
     if unsized:
@@ -167,10 +167,27 @@ def check_arrays(data: Any) -> tuple[Any, Any, int]:
     return x, y, count
 
 
+def _inputs(value: Any) -> Any:
+    """A list of arrays (a model of several inputs, ``fit([a, b], y)``) as a tuple of them;
+    anything else as it is."""
+    if isinstance(value, list) and value and all(_is_array(part) for part in value):
+        return tuple(value)
+    return value
+
+
+def _is_array(value: Any) -> bool:
+    """An array or tensor with at least one axis (rows)."""
+    shape = getattr(value, "shape", None)
+    return shape is not None and len(shape) >= 1
+
+
 def _parts(name: str, value: Any) -> dict[str, Any]:
-    """``{"x": x}``, or ``{"x['image']": ..., ...}`` for a dict (an empty dict has no length)."""
+    """``{"x": x}``, or ``{"x['image']": ..., ...}`` for a dict (an empty dict has no length),
+    or ``{"x[0]": ..., "x[1]": ...}`` for a tuple of arrays (several inputs)."""
     if isinstance(value, Mapping) and value:
         return {f"{name}[{key!r}]": part for key, part in value.items()}
+    if isinstance(value, tuple) and value and all(_is_array(part) for part in value):
+        return {f"{name}[{index}]": part for index, part in enumerate(value)}
     return {name: value}
 
 

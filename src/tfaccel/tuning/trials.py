@@ -432,8 +432,9 @@ class TfRunner:
 
 
 class _Rows:
-    """Arrays, or a dict of arrays, sliced together by ``rows[:n]`` (the numpy feed slices the
-    examples it fits on); ``shape`` starts with the number of rows, as an array's does."""
+    """Arrays, a dict of arrays or a tuple of them (several inputs), sliced together by
+    ``rows[:n]`` (the numpy feed slices the examples it fits on); ``shape`` starts with the
+    number of rows, as an array's does."""
 
     def __init__(self, value: Any) -> None:
         self.value = value
@@ -441,11 +442,15 @@ class _Rows:
     def __getitem__(self, rows: slice) -> Any:
         if isinstance(self.value, Mapping):
             return {name: part[rows] for name, part in self.value.items()}
+        if isinstance(self.value, tuple):
+            return tuple(part[rows] for part in self.value)
         return self.value[rows]
 
     def __len__(self) -> int:
         if isinstance(self.value, Mapping):
             return len(next(iter(self.value.values())))
+        if isinstance(self.value, tuple):
+            return len(self.value[0])
         return len(self.value)
 
     @property

@@ -3,7 +3,8 @@
 Finding id: ``env_settings``. Its evidence lists every TensorFlow/CUDA variable set (the ones
 that change device selection and memory first); it warns about values TensorFlow or CUDA would
 ignore or reject (``TF_FORCE_GPU_ALLOW_GROWTH=True``, an unknown ``TF_GPU_ALLOCATOR``,
-``XLA_FLAGS`` that are not ``--flags`` or point at a CUDA directory without libdevice) and notes
+``XLA_FLAGS`` that are not ``--flags`` or point at a CUDA directory without libdevice, a
+``TF_CONFIG`` that does not describe a cluster with this task in it) and notes
 a ``TF_CPP_MIN_LOG_LEVEL`` that hides the warnings a log would need.
 """
 
@@ -12,6 +13,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from tfaccel.core.cluster import parse_tf_config
+from tfaccel.core.errors import TfaccelError
 from tfaccel.core.findings import Finding
 from tfaccel.diagnosis.rules._common import dotted, major_minor, make_finding
 from tfaccel.snapshot import Snapshot
@@ -52,6 +55,16 @@ def _check_log_level(value: str) -> str | None:
     return None if value.strip() in ("0", "1", "2", "3") else "TF expects 0, 1, 2 or 3"
 
 
+def _check_tf_config(value: str) -> str | None:
+    """What ``parse_tf_config`` refuses in a ``TF_CONFIG`` (not JSON, no ``cluster`` or
+    ``task``, a task the cluster does not have), else None."""
+    try:
+        parse_tf_config(value)
+    except TfaccelError as exc:
+        return f"{exc.what}: {exc.received}" if exc.received else exc.what
+    return None
+
+
 # variable -> (check, fix when the check fails)
 _ENV_CHECKS: dict[str, tuple[Callable[[str], str | None], str]] = {
     "TF_FORCE_GPU_ALLOW_GROWTH": (_check_allow_growth, "export TF_FORCE_GPU_ALLOW_GROWTH=true"),
@@ -73,6 +86,12 @@ _ENV_CHECKS: dict[str, tuple[Callable[[str], str | None], str]] = {
         "export CUDA_DEVICE_ORDER=PCI_BUS_ID",
     ),
     "CUDA_MODULE_LOADING": (_check_choice("LAZY", "EAGER"), "export CUDA_MODULE_LOADING=LAZY"),
+    "TF_CONFIG": (
+        _check_tf_config,
+        "unset TF_CONFIG for one process, or set it to JSON such as "
+        '{"cluster": {"worker": ["host1:12345", "host2:12345"]}, '
+        '"task": {"type": "worker", "index": 0}}',
+    ),
 }
 # fmt: off
 _ENV_FIRST = (
