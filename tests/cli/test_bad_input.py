@@ -228,6 +228,24 @@ ROWS: list[Row] = [
         setup=_a_file_and_a_dir,
     ),
     Row("save-snapshot-empty-name", ("doctor", "--save-snapshot", ""), "empty file name"),
+    Row(
+        "save-snapshot-over-a-users-script",  # only a snapshot it saved is replaced
+        ("doctor", "--save-snapshot", "{work}/train.py"),
+        "a file is there that is not a snapshot tfaccel saved",
+        setup=_a_file_and_a_script,
+    ),
+    Row(
+        "bundle-over-a-users-file",
+        ("doctor", "--bundle", "{work}/file.txt"),
+        "a file is there that is not a bundle tfaccel wrote",
+        setup=_a_file_and_a_dir,
+    ),
+    Row(
+        "json-config-over-a-users-script",
+        ("run", "--json-config", "{work}/train.py", "{work}/train.py"),
+        "a file is there that is not a configuration tfaccel wrote",
+        setup=_a_file_and_a_script,
+    ),
     # --- doctor --bundle: checked before the probe, with the same atomic writer
     Row(
         "bundle-into-a-missing-directory",

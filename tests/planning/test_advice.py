@@ -109,7 +109,8 @@ def test_doctor_with_a_batch_that_fits_keeps_the_logs_fix(
 @pytest.mark.parametrize(
     ("argv", "fragment"),
     [
-        (["--model", "mlp"], "no --log was given"),
+        (["--model", "mlp"], "or run tfaccel plan --model mlp --batch N for the plan alone"),
+        (["--model", "train.py --epochs 3"], "run tfaccel plan --batch N train.py --epochs 3 for"),
         (["--log", str(BFC_LOG), "--batch", "8"], "no --model was given"),
         (["--log", str(BFC_LOG), "--model", "mlp", "--device", "rtx-9999"], "Unknown device"),
         (["--log", str(SHAPE_ONLY_LOG), "--model", "mlp"], "does not say how much memory"),
@@ -261,7 +262,7 @@ def test_doctor_without_model_or_without_an_oom_never_starts_tensorflow(tmp_path
         (["--model", "{dir}/nope.py --batch 8"], "The script '{dir}/nope.py' does not exist"),
         (["--model", "{dir}/train.py 'unclosed"], "No closing quotation"),
         (["--model", "{dir}/hooks.py --batch 8"], "defines model_fn(), which takes no arguments"),
-        (["--model", "mlp", "--timeout", "0"], "--timeout is not a positive number"),
+        (["--model", "mlp", "--timeout", "0"], "--timeout is not a number of seconds above 0"),
         (["--fit", "2"], "--fit sizes the plan of --model, and no --model was given"),
         (["--timeout", "30"], "--timeout sizes the plan of --model"),
     ],

@@ -177,6 +177,53 @@ def test_subclassed_model_on_a_mapped_dataset_is_built_again_per_precision(
     assert not (tmp_path / "log.csv").exists()
 
 
+SIAMESE_SCRIPT = """
+import keras
+import numpy as np
+from keras import layers, ops
+
+keras.mixed_precision.set_global_policy("mixed_bfloat16")  # the script's own precision
+
+rng = np.random.default_rng(0)
+x_1 = rng.random((384, 12)).astype("float32")
+x_2 = rng.random((384, 12)).astype("float32")
+labels = rng.integers(0, 2, size=384).astype("float32")
+
+encoder = keras.Sequential([keras.Input((12,)), layers.Dense(8, activation="relu")])
+input_1, input_2 = keras.Input((12,)), keras.Input((12,))
+distance = layers.Lambda(lambda pair: ops.abs(pair[0] - pair[1]))(
+    [encoder(input_1), encoder(input_2)]
+)
+output = layers.Dense(1, activation="sigmoid", dtype="float32")(distance)
+siamese = keras.Model(inputs=[input_1, input_2], outputs=output, name="siamese")
+siamese.compile(loss="binary_crossentropy", optimizer="rmsprop", metrics=["accuracy"])
+siamese.fit([x_1, x_2], labels, batch_size=32, epochs=10)
+"""
+
+
+def test_two_inputs_as_a_list_and_the_scripts_own_policy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # keras.io's Siamese network: fit([x_1, x_2], labels); the script sets its global policy
+    # itself, so each model it builds again has it: the precision is its own, not searched
+    pytest.importorskip("tensorflow")
+    script = _script(tmp_path, SIAMESE_SCRIPT)
+    result = _tune(
+        capsys,
+        "--budget", "30",
+        "--space", "batch_size=32,64",
+        "--space", "jit=off",
+        "--space", "steps_per_execution=1",
+        str(script),
+    )  # fmt: skip
+    assert result["workload"]["data"]["examples"] == 384  # rows of two inputs, not 2 rows
+    assert result["baseline"]["precision"] == "mixed_bfloat16"
+    timed = [t for t in result["trials"] if t["rung_samples"]]
+    assert timed and {t["config"]["precision"] for t in timed} == {"mixed_bfloat16"}
+    assert not [t for t in result["trials"] if t["status"] in ("error", "not applied")]
+    assert any("the precision is not searched" in n for n in result["workload"]["notes"])
+
+
 def test_a_model_fn_script_keeps_its_options_after_the_script(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -383,7 +430,7 @@ def test_a_bad_timeout_is_refused_before_tensorflow_starts(tmp_path: Path) -> No
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr
-    assert "--timeout is not a positive number of seconds" in done.stderr
+    assert "--timeout is not a number of seconds above 0 and at most a day" in done.stderr
     assert "never run" not in done.stdout
 
 

@@ -159,9 +159,17 @@ def run(args: argparse.Namespace) -> int:
     _check_plan_flags(args)
     if args.save_snapshot:
         # before the probe, which may take minutes
-        check_writable_file(args.save_snapshot, argument_name="path")
+        check_writable_file(
+            args.save_snapshot,
+            argument_name="path",
+            replaces=(b'"schema_version"', "a snapshot tfaccel saved"),
+        )
     if args.bundle:
-        check_writable_file(args.bundle, argument_name="bundle")
+        check_writable_file(
+            args.bundle,
+            argument_name="bundle",
+            replaces=(b'"tfaccel_bundle"', "a bundle tfaccel wrote"),
+        )
     if args.deep and args.deep_timeout < deep.MIN_IMPORT_S:
         raise deep.timeout_too_short(args.deep_timeout)
     log = read_log_file(args.log) if args.log is not None else None
@@ -279,8 +287,13 @@ def _check_plan_flags(args: argparse.Namespace) -> None:
             "--model answers an out-of-memory error of a log, and no --log was given",
             expected="tfaccel doctor --log FILE --model NAME|SCRIPT [--batch N] [--device KEY]",
             received=f"--model {args.model}",
-            fix="add --log FILE (the log with the OOM error), or run tfaccel plan "
-            f"{args.model} --batch N for the plan alone",
+            fix="add --log FILE (the log with the OOM error), or run "
+            + (
+                f"tfaccel plan --batch N {args.model}"  # a script: plan's options before it
+                if args.model.split()[:1] and args.model.split()[0].endswith(".py")
+                else f"tfaccel plan --model {args.model} --batch N"
+            )
+            + " for the plan alone",
         )
     given = (
         ("--batch", args.batch),

@@ -141,7 +141,11 @@ def run(args: argparse.Namespace) -> int:
             fix="add --tuned, or drop --fit",
         )
     if args.json_config:  # checked before anything is set up or run
-        check_writable_file(args.json_config, argument_name="json_config")
+        check_writable_file(
+            args.json_config,
+            argument_name="json_config",
+            replaces=(b'"settings"', "a configuration tfaccel wrote"),
+        )
     config = runtime.setup(**settings)
     if not (args.quiet or args.json):
         print(config, file=sys.stderr)

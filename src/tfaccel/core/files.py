@@ -265,7 +265,12 @@ def try_writing_in(
 _NO_TMPFILE = frozenset({errno.EOPNOTSUPP, errno.ENOTSUP, errno.EISDIR, errno.EINVAL})
 
 
-def check_writable_file(path: str | os.PathLike[str], *, argument_name: str = "path") -> Path:
+def check_writable_file(
+    path: str | os.PathLike[str],
+    *,
+    argument_name: str = "path",
+    replaces: tuple[bytes, str] | None = None,
+) -> Path:
     """Check, before any work, that :func:`write_atomic` can write ``path``; create nothing.
 
     The path must not be a directory or a special file (a device, a FIFO), its directory must
@@ -276,16 +281,22 @@ def check_writable_file(path: str | os.PathLike[str], *, argument_name: str = "p
         path: the file to be written.
         argument_name: the argument that gave the path, named in the message (through
             :func:`tfaccel.core.errors.argument`, so the CLI's flag when the CLI runs).
+        replaces: ``(marker, what)``: an existing non-empty file is replaced only when its
+            first MiB holds ``marker`` (what this writer writes, named ``what``): a user's
+            file of another kind in the way is refused and left as it is.
 
     Returns:
         ``path`` as a Path.
 
     Raises:
-        UsageError: the file cannot be written there; the message names the path and why.
+        UsageError: the file cannot be written there, or (``replaces``) it exists and is not
+            what this writer writes; the message names the path and why.
     """
     check_file_name(path, argument_name=argument_name)
     target = Path(path)
     directory = _check_target(target, argument_name)
+    if replaces is not None:
+        _check_replaceable(target, argument_name, *replaces)
     try:
         try_writing_in(directory, prefix=f".{target.name}.")
     except (OSError, ValueError) as exc:
@@ -398,6 +409,25 @@ def check_file_name(
         received=repr(text),
         fix=fix,
     )
+
+
+def _check_replaceable(path: Path, argument_name: str, marker: bytes, what: str) -> None:
+    """Refuse to replace an existing non-empty ``path`` whose first MiB lacks ``marker``."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(2**20)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise _write_error(path, path.parent, argument_name, exc) from None
+    if head and marker not in head:
+        flag = argument(argument_name)
+        raise UsageError(
+            f"Cannot write {str(path)!r} ({_given(flag)}): a file is there that is not {what}",
+            expected=f"a new file, or {what} to replace",
+            received=f"an existing file of {path.stat().st_size:,} bytes without {marker.decode()}",
+            fix=f"pass {flag} with another path; the file there is left as it is",
+        )
 
 
 def _check_target(path: Path, argument_name: str) -> Path:
