@@ -306,6 +306,41 @@ def test_profile_json_of_a_script_that_prints_is_one_json_document(tmp_path: Pat
         assert line in piped.stderr  # not lost: on stderr
 
 
+GRAPH_MODE_SCRIPT = """
+import numpy as np
+import tensorflow as tf
+import keras
+
+tf.compat.v1.disable_eager_execution()  # a TF1-era line, left in a Keras 3 script
+model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+model.compile(optimizer="sgd", loss="mse")
+model.fit(np.ones((16, 4), "float32"), np.ones((16, 2), "float32"), epochs=1)
+"""
+
+
+def test_profile_of_a_script_that_disables_eager_execution_shows_the_scripts_own_error(
+    tmp_path: Path,
+) -> None:
+    # Keras 3's fit does not run in graph mode: the user sees what `python train.py` shows,
+    # not a failure inside tfaccel's callback (which reads its counters eagerly)
+    script = tmp_path / "train.py"
+    script.write_text(GRAPH_MODE_SCRIPT)
+    done = subprocess.run(
+        [sys.executable, "-m", "tfaccel", "profile", "--quiet", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    alone = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300
+    )
+    last = alone.stderr.strip().splitlines()[-1]  # the script's own error, as Python ends
+    assert alone.returncode != 0 and "Error" in last, alone.stderr[-2000:]
+    assert last in done.stderr, done.stderr[-3000:]
+    assert "numpy() is only available" not in done.stderr
+    assert "input_wait.py" not in done.stderr and "keras_callback.py" not in done.stderr
+
+
 # --- 3. TensorFlow's start-up noise ----------------------------------------------------------
 
 # What `import tensorflow` printed on TensorFlow 2.21 (tensorflow-cpu, AMD EPYC), and what a

@@ -245,6 +245,10 @@ def trace_step(
     second = probe_batch or batch_size + 8
     first_ops, inputs, first_loops = _trace(model, specs, batch_size, tf)
     second_ops, _, second_loops = _trace(model, specs, second, tf)
+    if not _same_ops(first_ops, second_ops):  # a small batch's constants: traced larger
+        batch_size, second = batch_size + LARGER_TRACE, second + LARGER_TRACE
+        first_ops, inputs, first_loops = _trace(model, specs, batch_size, tf)
+        second_ops, _, second_loops = _trace(model, specs, second, tf)
     return _step_graph(
         model,
         (first_ops, second_ops),
@@ -265,6 +269,20 @@ def _not_compiled(model: Any) -> UsageError:
     )
 
 
+LARGER_TRACE = 1024
+"""Examples added to both batches a step is traced at when the two traces differ in their
+operations: TensorFlow makes a ``tf.zeros`` or ``tf.ones`` of fewer than 1,000 elements a
+constant and a larger one a ``Fill`` (``array_ops.zeros``), so an RNN's zero state at batch 1
+(1 x 128) and at batch 9 (9 x 128) trace to different graphs; from 1,024 examples on, every
+tensor that grows with the batch is past that size. The sizes, affine in the batch, are read
+from the larger traces (the smaller batch's constants cost what its fills would)."""
+
+
+def _same_ops(first: list[_Record], second: list[_Record]) -> bool:
+    """Whether two traces of a step ran the same operations, in the same order."""
+    return [o[1] for o in first] == [o[1] for o in second]
+
+
 def _step_graph(
     model: Any,
     traced: tuple[list[_Record], list[_Record]],
@@ -279,7 +297,7 @@ def _step_graph(
     through the step."""
     first_ops, second_ops = traced
     first_loops, second_loops = loops
-    if [o[1] for o in first_ops] != [o[1] for o in second_ops]:
+    if not _same_ops(first_ops, second_ops):
         raise RuntimeError("the training step traced to different graphs at two batch sizes")
     ops = [_affine(a, b, batch_size, second) for a, b in zip(first_ops, second_ops, strict=False)]
     variables = _variables(model, optimizers)
@@ -473,9 +491,13 @@ def _trace_own_step(model: Any, batch_size: int, second: int, data: StepData, tf
     unbuilt = [o for o in optimizers if not o.built]
     first_ops, inputs, first_loops = _trace(model, data, batch_size, tf)
     second_ops, _, second_loops = _trace(model, data, second, tf)
-    if any(o.built for o in unbuilt) and [o[1] for o in first_ops] != [o[1] for o in second_ops]:
+    if any(o.built for o in unbuilt) and not _same_ops(first_ops, second_ops):
         # built in it: traced again
         first_ops, inputs, first_loops = _trace(model, data, batch_size, tf)
+    if not _same_ops(first_ops, second_ops):  # a small batch's constants: traced larger
+        batch_size, second = batch_size + LARGER_TRACE, second + LARGER_TRACE
+        first_ops, inputs, first_loops = _trace(model, data, batch_size, tf)
+        second_ops, _, second_loops = _trace(model, data, second, tf)
     used = [o for o in optimizers if o.built]
     step = _step_graph(
         model,
