@@ -624,9 +624,9 @@ class ResultsStore:
                     n=_stored(n, int, "results.n", run_id),
                     samples=_stored_json(s, list, "results.samples_json", run_id),
                     extra=_stored_json(e, dict, "results.extra_json", run_id),
-                    model_fingerprint=fp
-                    if fp is None
-                    else _stored(fp, str, "results.model_fingerprint", run_id),
+                    model_fingerprint=_stored(
+                        fp, str, "results.model_fingerprint", run_id, optional=True
+                    ),
                 )
                 for b, c, m, u, med, q1, q3, n, s, e, fp in rows
             ]
@@ -825,15 +825,11 @@ def _run(row: tuple[Any, ...]) -> RunRecord:
     return RunRecord(
         id=rid,
         started_at=_stored(started, str, "runs.started_at", rid),
-        finished_at=finished
-        if finished is None
-        else _stored(finished, str, "runs.finished_at", rid),
+        finished_at=_stored(finished, str, "runs.finished_at", rid, optional=True),
         fingerprint=_stored(fp, str, "runs.fingerprint", rid),
         fingerprint_data=_stored_json(fp_json, dict, "runs.fingerprint_json", rid),
         tfaccel_version=_stored(version, str, "runs.tfaccel_version", rid),
-        tf_version=tf_version
-        if tf_version is None
-        else _stored(tf_version, str, "runs.tf_version", rid),
+        tf_version=_stored(tf_version, str, "runs.tf_version", rid, optional=True),
         status=_stored(status, str, "runs.status", rid),
         details=_stored_json(details, dict, "runs.details_json", rid),
     )
@@ -843,9 +839,11 @@ class _Damaged(ValueError):
     """A stored value that is not what tfaccel writes there (edited, or damaged on disk)."""
 
 
-def _stored(value: Any, kind: type, column: str, run_id: Any) -> Any:
-    """``value`` of ``column`` (of run ``run_id``) when it is a ``kind`` (a float: any number),
-    else :class:`_Damaged`."""
+def _stored(value: Any, kind: type, column: str, run_id: Any, *, optional: bool = False) -> Any:
+    """``value`` of ``column`` (of run ``run_id``) when it is a ``kind`` (a float: any number;
+    ``optional``: or None), else :class:`_Damaged`."""
+    if optional and value is None:
+        return None
     ok = (
         isinstance(value, (int, float)) and not isinstance(value, bool)
         if kind is float
