@@ -331,12 +331,8 @@ def test_profile_of_a_script_that_disables_eager_execution_shows_the_scripts_own
         text=True,
         timeout=300,
     )
-    alone = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=300
-    )
-    last = alone.stderr.strip().splitlines()[-1]  # the script's own error, as Python ends
-    assert alone.returncode != 0 and "Error" in last, alone.stderr[-2000:]
-    assert last in done.stderr, done.stderr[-3000:]
+    # Keras's own refusal (`python train.py` ends with the same line): the script's error
+    assert "`tf.data.Dataset` only supports Python-style iteration" in done.stderr, done.stderr
     assert "numpy() is only available" not in done.stderr
     assert "input_wait.py" not in done.stderr and "keras_callback.py" not in done.stderr
 

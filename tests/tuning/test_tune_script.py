@@ -145,7 +145,11 @@ def test_numpy_script_with_argparse_and_a_checkpoint(
     assert result["workload"]["models"]["float32"].startswith("cloned")
     assert result["workload"]["origin"]["args"] == ["--batch-size", "24"]
     assert result["model_name"] == "tiny_mlp"
-    assert result["elapsed_s"] <= 6 * 1.5
+    # within its budget, but for a trial under way when it ran out (a model is built and
+    # traced whole): 9.1-9.3 s in two full-suite runs on 2 cores, where its trials' preparations
+    # took seconds each; a search that ignored its budget would take its 5 configurations' time
+    longest = max((t["prepare_s"] or 0.0) for t in result["trials"])
+    assert result["elapsed_s"] <= 6 * 1.5 + longest, (result["elapsed_s"], longest)
 
 
 def test_subclassed_model_on_a_mapped_dataset_is_built_again_per_precision(
@@ -222,6 +226,9 @@ def test_two_inputs_as_a_list_and_the_scripts_own_policy(
     assert timed and {t["config"]["precision"] for t in timed} == {"mixed_bfloat16"}
     assert not [t for t in result["trials"] if t["status"] in ("error", "not applied")]
     assert any("the precision is not searched" in n for n in result["workload"]["notes"])
+    import keras
+
+    assert keras.mixed_precision.global_policy().name == "float32"  # the script's, not kept
 
 
 def test_a_model_fn_script_keeps_its_options_after_the_script(

@@ -202,10 +202,18 @@ def _tune_process(*extra: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_cli_keeps_tensorflow_startup_notices_off_stderr_unless_verbose() -> None:
-    verbose = _tune_process("--verbose")
-    assert verbose.returncode == 0, verbose.stderr[-2000:]
-    if not any(noise in verbose.stderr for noise in STARTUP_NOISE):
+def test_cli_tune_keeps_the_notices_tensorflow_prints_off_stderr() -> None:
+    # what this TensorFlow prints when nothing hides it: its import alone (a tune under
+    # --verbose printed the same notices, at twice the time)
+    env = {k: v for k, v in clean_env().items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    bare = subprocess.run(
+        [sys.executable, "-c", "import tensorflow"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    if not any(noise in bare.stderr for noise in STARTUP_NOISE):
         pytest.skip("this TensorFlow prints none of the start-up notices tfaccel hides")
     quiet = _tune_process()
     assert quiet.returncode == 0, quiet.stderr[-2000:]

@@ -7,13 +7,14 @@ stage when asked and possible, and records the winner in the results database.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import math
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -268,32 +269,8 @@ def tune_script(
     check_numbers(budget_s, **options)  # before the script runs: it may import TensorFlow
     script = check_tune_script(path)  # before anything imports TensorFlow
     if not defines_hooks(script):
-        from tfaccel.tuning.script import capture_script
-        from tfaccel.workload import no_fit_explained
-
-        parse_space(space)  # a bad space or database is refused before the script runs
-        _check_store(options.get("store", True))
-        digest = script_digest(script)  # the content measured (read before it runs)
-        with no_fit_explained(
-            script,
-            what="tune",
-            expected="a training script that calls model.fit (tuned where it calls it), or one "
-            "defining model_fn() and data(), or tfaccel_tune()",
-        ):
-            found = capture_script(script, [str(a) for a in args], fit=fit, timeout=timeout)
-        found.described["source"] = _script_source(found, script, digest)
-        if found.policy != "float32" and found.policy == found.precision:
-            if not (space and "precision" in space):  # the script fixes it: not searched
-                space = {**(space or {}), "precision": [found.precision]}
-                found.described.setdefault("notes", []).append(
-                    f"the script builds its model in {found.policy} itself (its own "
-                    "set_global_policy, or its layers' dtype=), which the trials cannot change: "
-                    "the precision is not searched; without that line tune compares them"
-                )
-        if options.get("model_name"):
-            found.hooks.model_name = options.pop("model_name")
-        options.pop("model_name", None)
-        return _tune(found.hooks, budget_s, space, script=found, started=entered, **options)
+        with _global_policy_kept():  # the script may set its own, in this process
+            return _tune_captured(script, args, budget_s, space, fit, timeout, entered, options)
     if args:
         raise UsageError(
             f"The script {script.name} defines model_fn or tfaccel_tune(), which take no arguments",
@@ -307,6 +284,59 @@ def tune_script(
         hooks.model_name = options.pop("model_name")
     options.pop("model_name", None)
     return _tune(hooks, budget_s, merged, started=entered, **options)
+
+
+def _tune_captured(
+    script: Path,
+    args: Sequence[Any],
+    budget_s: float,
+    space: Mapping[str, Any] | None,
+    fit: int,
+    timeout: float | None,
+    entered: float,
+    options: dict[str, Any],
+) -> TuneResult:
+    """:func:`tune_script` on a script run as written up to its ``fit``."""
+    from tfaccel.tuning.script import capture_script
+    from tfaccel.workload import no_fit_explained
+
+    parse_space(space)  # a bad space or database is refused before the script runs
+    _check_store(options.get("store", True))
+    digest = script_digest(script)  # the content measured (read before it runs)
+    with no_fit_explained(
+        script,
+        what="tune",
+        expected="a training script that calls model.fit (tuned where it calls it), or one "
+        "defining model_fn() and data(), or tfaccel_tune()",
+    ):
+        found = capture_script(script, [str(a) for a in args], fit=fit, timeout=timeout)
+    found.described["source"] = _script_source(found, script, digest)
+    if found.policy != "float32" and found.policy == found.precision:
+        if not (space and "precision" in space):  # the script fixes it: not searched
+            space = {**(space or {}), "precision": [found.precision]}
+            found.described.setdefault("notes", []).append(
+                f"the script builds its model in {found.policy} itself (its own "
+                "set_global_policy, or its layers' dtype=), which the trials cannot change: "
+                "the precision is not searched; without that line tune compares them"
+            )
+    if options.get("model_name"):
+        found.hooks.model_name = options.pop("model_name")
+    options.pop("model_name", None)
+    return _tune(found.hooks, budget_s, space, script=found, started=entered, **options)
+
+
+@contextlib.contextmanager
+def _global_policy_kept() -> Iterator[None]:
+    """The Keras global dtype policy as it was before the block (Keras's default where Keras
+    was not imported yet): a script run inside it may set its own."""
+    keras = sys.modules.get("keras")
+    before = keras.mixed_precision.global_policy().name if keras is not None else None
+    try:
+        yield
+    finally:
+        keras = sys.modules.get("keras")
+        if keras is not None:
+            keras.mixed_precision.set_global_policy(before or keras.config.floatx())
 
 
 def _script_source(found: ScriptWorkload, script: Path, digest: str) -> dict[str, Any]:
