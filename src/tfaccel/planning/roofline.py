@@ -856,12 +856,13 @@ def _batched_rate(intensity: float, calibration: CpuCalibration) -> float:
 BATCHED_INTENSITY, MATMUL_INTENSITY = 16 / 3, 256 / 6
 """FLOPs per byte read and written of the calibration's batched matmuls (per matrix, [64, 16] x
 [16, 64]; their gradients alike: 16/3), and of batched matmuls of 256 x 256 matrices (256/6),
-which ran at the Dense layer's matmul rate (0.96x it) on a quiet 2-core AVX-512 EPYC
-(forward and both gradients, interleaved, ``benchmarks/results/batched_shapes.py``). There,
-this interpolation gave 0.84-1.04x the measured rate for products of 64 x 64 up to 500 x 500
-matrices (the one batched rate: 0.32-0.61x), and attention's over 128 tokens with heads of 16
-0.88-1.22x; a ViT's over 26 patches with heads of 64 ran at 0.73x the calibration's rate (its
-matrices smaller), so its modelled rate was 1.37x it."""
+which ran at the Dense layer's matmul rate (0.96x and 0.89x it) on a quiet 2-core AVX-512
+EPYC (forward and both gradients, interleaved, two runs, ``benchmarks/results/
+batched_shapes.py``). There, this interpolation gave 0.84-1.13x the measured rate for products
+of 64 x 64 up to 500 x 500 matrices (the one batched rate: 0.32-0.61x), and attention's over
+128 tokens with heads of 16 0.88-1.38x; a ViT's over 26 patches with heads of 64 ran at
+0.65-0.73x the calibration's rate (its matrices smaller), so its modelled rate was 1.37-1.56x
+it."""
 
 
 def _rate(
