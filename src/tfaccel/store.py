@@ -868,6 +868,16 @@ def _stored_json(text: Any, kind: type, column: str, run_id: Any) -> Any:
     return value
 
 
+def _damaged_row(path: str, received: str) -> StoreError:
+    """The error of a row of the database at ``path`` that is not what tfaccel writes."""
+    return StoreError(
+        f"The results database {path!r} holds a damaged row",
+        expected="the rows tfaccel writes (their JSON and their numbers)",
+        received=received,
+        fix=f"move it away (mv {path} {path}.corrupt); tfaccel then starts a new one",
+    )
+
+
 class _Guard:
     """Turns sqlite3 errors into StoreErrors that say what happened and what to do."""
 
@@ -883,22 +893,12 @@ class _Guard:
     ) -> None:
         path = str(self.store.path)
         if isinstance(exc, _Damaged):
-            raise StoreError(
-                f"The results database {path!r} holds a damaged row",
-                expected="the rows tfaccel writes (their JSON and their numbers)",
-                received=str(exc),
-                fix=f"move it away (mv {path} {path}.corrupt); tfaccel then starts a new one",
-            ) from None
+            raise _damaged_row(path, str(exc)) from None
         if exc is None or not isinstance(exc, sqlite3.Error):
             return
         text = str(exc)
         if "malformed JSON" in text:  # SQLite's json_extract on a damaged row
-            raise StoreError(
-                f"The results database {path!r} holds a damaged row",
-                expected="the rows tfaccel writes (their JSON and their numbers)",
-                received=f"a stored JSON column that is not JSON (SQLite: {text})",
-                fix=f"move it away (mv {path} {path}.corrupt); tfaccel then starts a new one",
-            ) from None
+            raise _damaged_row(path, f"a stored JSON column that is not JSON (SQLite: {text})")
         if "locked" in text or "busy" in text:
             raise StoreError(
                 f"The results database {path!r} is locked by another process",

@@ -1874,3 +1874,15 @@ def test_deep_probe_refuses_a_timeout_that_is_not_a_number_of_seconds() -> None:
     for bad in (float("nan"), float("inf"), 0, -1, True, "10"):
         with pytest.raises(TfaccelError, match="is not valid"):
             deep.run(timeout_s=bad)  # type: ignore[arg-type]
+
+
+def test_a_file_tfaccel_wrote_is_replaced_where_another_is_refused(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the other side of the rows above: --save-snapshot and --bundle replace what they wrote
+    for flag, name in (("--save-snapshot", "snap.json"), ("--bundle", "bundle.md")):
+        target = work / name
+        for _ in range(2):
+            assert main(["doctor", flag, str(target)]) in (0, 1), capsys.readouterr().err
+        assert target.stat().st_size > 0
+    capsys.readouterr()

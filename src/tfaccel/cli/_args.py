@@ -180,8 +180,9 @@ def script_words(args: argparse.Namespace) -> list[str]:
 
 def capture_timeout(value: float | None) -> float | None:
     """The ``--timeout`` of :func:`add_capture_options`: None (the default) or a number of
-    seconds above 0 and at most a day, else a UsageError."""
-    from tfaccel.workload.capture import MAX_TIMEOUT_S
+    seconds above 0 and at most a day (``MAX_TIMEOUT_S``, as
+    :func:`tfaccel.workload.capture.check_timeout` takes it), else a UsageError."""
+    from tfaccel.probe.deep import MAX_TIMEOUT_S
 
     if value is None:
         return None

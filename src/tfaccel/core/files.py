@@ -415,7 +415,7 @@ def _check_replaceable(path: Path, argument_name: str, marker: bytes, what: str)
     """Refuse to replace an existing non-empty ``path`` whose first MiB lacks ``marker``."""
     try:
         with open(path, "rb") as fh:
-            head = fh.read(2**20)
+            head, size = fh.read(2**20), os.fstat(fh.fileno()).st_size
     except FileNotFoundError:
         return
     except OSError as exc:
@@ -425,7 +425,7 @@ def _check_replaceable(path: Path, argument_name: str, marker: bytes, what: str)
         raise UsageError(
             f"Cannot write {str(path)!r} ({_given(flag)}): a file is there that is not {what}",
             expected=f"a new file, or {what} to replace",
-            received=f"an existing file of {path.stat().st_size:,} bytes without {marker.decode()}",
+            received=f"an existing file of {size:,} bytes without {marker.decode()}",
             fix=f"pass {flag} with another path; the file there is left as it is",
         )
 

@@ -247,8 +247,9 @@ def trace_step(
     second_ops, _, second_loops = _trace(model, specs, second, tf)
     if not _same_ops(first_ops, second_ops):  # a small batch's constants: traced larger
         batch_size, second = batch_size + LARGER_TRACE, second + LARGER_TRACE
-        first_ops, inputs, first_loops = _trace(model, specs, batch_size, tf)
-        second_ops, _, second_loops = _trace(model, specs, second, tf)
+        (first_ops, inputs, first_loops), (second_ops, _, second_loops) = (
+            _trace(model, specs, batch, tf) for batch in (batch_size, second)
+        )
     return _step_graph(
         model,
         (first_ops, second_ops),
@@ -496,8 +497,9 @@ def _trace_own_step(model: Any, batch_size: int, second: int, data: StepData, tf
         first_ops, inputs, first_loops = _trace(model, data, batch_size, tf)
     if not _same_ops(first_ops, second_ops):  # a small batch's constants: traced larger
         batch_size, second = batch_size + LARGER_TRACE, second + LARGER_TRACE
-        first_ops, inputs, first_loops = _trace(model, data, batch_size, tf)
-        second_ops, _, second_loops = _trace(model, data, second, tf)
+        (first_ops, inputs, first_loops), (second_ops, _, second_loops) = (
+            _trace(model, data, batch, tf) for batch in (batch_size, second)
+        )
     used = [o for o in optimizers if o.built]
     step = _step_graph(
         model,

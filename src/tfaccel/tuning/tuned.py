@@ -352,31 +352,20 @@ def prepare(
     how = "tfaccel tune " + (f"--db {db} " if db is not None else "")
     how += (f"--fit {fit} " if fit != 1 else "") + name
     how += "".join(f" {a}" for a in args)
+    opened: ResultsStore | None = None
+    runs: list[Any] = []
     if db is not None and not Path(db).exists():
-        tuned.says = f"the results database {db} does not exist yet; to get a result: {how}"
-        _say(tuned, stream, f"{tuned.says}. Running {name} as written.")
-        return tuned
-    opened, unreadable = _open(db)
-    if unreadable is not None:
-        tuned.says = f"{unreadable}; to get a result in a new one: {how}"
-        _say(tuned, stream, f"{tuned.says}. Running {name} as written.")
-        return tuned
-    # the lookups read only the runs of this machine: its fingerprint, not the whole Inventory
-    try:
-        runs = [] if opened is None else _tune_runs(opened, inventory.current_fingerprint().digest)
-    except TfaccelError as exc:
-        if opened is not None:
-            opened.close()
-        if db is not None:
-            raise
-        tuned.says = f"the results database cannot be read ({exc.what}); to get one: {how}"
-        _say(tuned, stream, f"{tuned.says}. Running {name} as written.")
-        return tuned
-    if opened is None or not runs:
-        if opened is not None:
-            opened.close()
-        tuned.says = f"no tune result stored for this machine; to get one: {how}"
-        _say(tuned, stream, f"{tuned.says}. Running {name} as written.")
+        says = f"the results database {db} does not exist yet; to get a result: {how}"
+    else:
+        opened, runs, unreadable = _open_runs(db)
+        says = (
+            f"no tune result stored for this machine; to get one: {how}"
+            if unreadable is None
+            else f"{unreadable}; to get a result in a new one: {how}"
+        )
+    if opened is None:  # nothing to look up: said, and the script runs as written
+        tuned.says = says
+        _say(tuned, stream, f"{says}. Running {name} as written.")
         return tuned
     with opened:  # opened once, for every lookup (read only: the first pass may run meanwhile)
         if _from_record(tuned, script, args, db=opened, runs=runs, stream=stream):
@@ -407,19 +396,32 @@ def prepare(
     return tuned
 
 
-def _open(db: str | Path | None) -> tuple[ResultsStore | None, str | None]:
-    """The results database opened read only (None when there is none: the default one not
-    created yet), and what made the default one unreadable (None when nothing did).
+def _open_runs(db: str | Path | None) -> tuple[ResultsStore | None, list[Any], str | None]:
+    """The results database opened read only with this machine's tune runs in it (the
+    lookups read only the runs of its fingerprint, not the whole Inventory); ``(None, [],
+    None)`` where there are none (the default database not created yet, no run), and what
+    made the default database unreadable in the third place.
 
     Raises:
         StoreError: ``db`` was given and cannot be read.
     """
     try:
-        return store.open_read_only(db), None
+        opened = store.open_read_only(db)
+        if opened is None:
+            return None, [], None
+        try:
+            runs = _tune_runs(opened, inventory.current_fingerprint().digest)
+        except BaseException:
+            opened.close()
+            raise
     except TfaccelError as exc:
         if db is not None:
             raise
-        return None, f"the results database cannot be read ({exc.what}: {exc.received})"
+        return None, [], f"the results database cannot be read ({exc.what}: {exc.received})"
+    if not runs:
+        opened.close()
+        return None, [], None
+    return opened, runs, None
 
 
 def _first_pass(

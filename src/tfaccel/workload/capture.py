@@ -40,7 +40,9 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
+from tfaccel.core.checks import check_number
 from tfaccel.core.errors import TfaccelError, UsageError, argument
+from tfaccel.probe.deep import MAX_TIMEOUT_S
 from tfaccel.scripts import check_script, check_source, script_traceback
 from tfaccel.workload.data import leading_dim
 from tfaccel.workload.keras_fit import optimizer_base, replaced_fit, replaced_method
@@ -49,9 +51,11 @@ from tfaccel.workload.record import CompileArgs, Origin, Workload
 __all__ = ["CaptureError", "capture", "mark", "no_fit_explained"]
 
 DEFAULT_TIMEOUT_S = 300.0
-MAX_TIMEOUT_S = 24 * 3600.0
-"""The longest time a script may take to reach its ``fit`` (a day; the timer cannot take
-much more)."""
+MARK_FIX = (
+    "add one line before the loop: `tfaccel.workload.mark(model, dataset, "
+    "optimizer=optimizer, loss=loss_fn)` (it does nothing outside tfaccel)"
+)
+"""What a script that trains with its own loop adds to be captured."""
 
 
 class CaptureError(TfaccelError):
@@ -129,6 +133,19 @@ class _Capture:
 _active: _Capture | None = None
 
 
+def check_timeout(timeout: object) -> float:
+    """The seconds a script may take to reach its ``fit``: a number above 0 and at most a day
+    (``MAX_TIMEOUT_S``: the timer cannot take much more), else a UsageError naming the
+    argument as its caller spells it (``--timeout`` on the command line)."""
+    return check_number(
+        "timeout",
+        timeout,
+        where="the time the script may take to reach model.fit",
+        maximum=MAX_TIMEOUT_S,
+        fix=f"pass {argument('timeout', 600)}, at most {MAX_TIMEOUT_S:g} (a day)",
+    )
+
+
 def mark(
     model: Any,
     x: Any,
@@ -193,17 +210,8 @@ def capture(
             received=argument("fit", fit),
             fix="pass fit=1 (or --fit 2 for a fine-tuning fit after a first one)",
         )
-    if timeout is not None and (
-        isinstance(timeout, bool)
-        or not isinstance(timeout, (int, float))
-        or not 0 < timeout <= MAX_TIMEOUT_S
-    ):
-        raise UsageError(
-            "The time the script may take to reach model.fit is out of range",
-            expected=f"seconds above 0 and at most {MAX_TIMEOUT_S:g} (a day), or None",
-            received=argument("timeout", timeout),
-            fix="pass timeout=600 (--timeout 600)",
-        )
+    if timeout is not None:
+        check_timeout(timeout)
     path = check_script(script, command, expected="a Python file", directory=False)
     check_source(path, command)
     global _active
@@ -253,8 +261,7 @@ def capture(
             expected="a script that trains with model.fit, or marks its own training loop",
             received=f"{exc.optimizer}.apply_gradients at {exc.where or name}, outside "
             "model.fit (stopped there: none of the loop's steps was applied)",
-            fix="add one line before the loop: `tfaccel.workload.mark(model, dataset, "
-            "optimizer=optimizer, loss=loss_fn)` (it does nothing outside tfaccel)",
+            fix=MARK_FIX,
         ) from None
     except _TimedOut as exc:
         where = _script_line(exc, state)
@@ -308,9 +315,7 @@ def capture(
         fix=(
             f"pass --fit {calls} (or fewer)"
             if calls
-            else "if it trains with its own loop (tf.GradientTape), add one line before the "
-            "loop: `tfaccel.workload.mark(model, dataset, optimizer=optimizer, loss=loss_fn)` "
-            "(it does nothing outside tfaccel)"
+            else f"if it trains with its own loop (tf.GradientTape), {MARK_FIX}"
         ),
     )
 
