@@ -120,6 +120,20 @@ def test_unwritable_out_is_a_clear_error(
     assert code == 2 and "(--out) is not a directory" in err and "Traceback" not in err
 
 
+def test_a_report_that_fails_before_writing_leaves_no_new_folder(tmp_path: Path) -> None:
+    """The results database is refused after --out is checked (a directory given as the
+    database): the new folder for the report, and its parent, are not made."""
+    import tfaccel.report
+    from tfaccel.bench import BenchOptions
+    from tfaccel.store import StoreError
+
+    (tmp_path / "db").mkdir()
+    out = tmp_path / "new" / "report"
+    with pytest.raises(StoreError, match="is a directory"):
+        tfaccel.report.make_report(BenchOptions(), out=out, db=tmp_path / "db")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["db"]
+
+
 def test_a_directory_where_a_report_file_goes_names_the_out_argument(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

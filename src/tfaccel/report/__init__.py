@@ -98,8 +98,9 @@ def make_report(
 
     Args:
         options: what to run (default: the full bench on every device).
-        out: the directory (created) for report.html, report.json, report.md and plots/,
-            the PNG files report.md links.
+        out: the directory for report.html, report.json, report.md and plots/, the PNG
+            files report.md links; created when they are written, so a report that fails
+            or is interrupted before leaves no new folder behind.
         snapshot: the machine's Snapshot (default: probed now).
         db: the results database (default ``$XDG_DATA_HOME/tfaccel/results.sqlite``).
         save: record the run and compare it with the last one (``--no-save``: False).
@@ -121,7 +122,7 @@ def make_report(
 
     options = options or bench.BenchOptions()
     options.validate()
-    out_dir = check_writable(out)
+    out_dir = check_writable(out, create=False)  # made when the files are written
     snap = snapshot or probe.snapshot()
     inv = inventory.build(snap)
     doctor = diagnose(snap)
