@@ -248,6 +248,32 @@ def check_store_path(path: str | Path | None = None, *, read_only: bool = False)
     return target
 
 
+def check_store(path: str | Path | None = None, *, read_only: bool = False) -> None:
+    """Refuse, before any work, a results database that a run would open and cannot: the
+    path's checks (:func:`check_store_path`), and for a file that holds data, an open read
+    only (SQLite's ``mode=ro``: nothing written, not even a journal) to tell it is a tfaccel
+    database SQLite can read (another program's, a corrupt or a newer one is refused).
+    ``read_only``: the run only reads it, so it must exist. Creates nothing.
+
+    Raises:
+        StoreError: as :func:`check_store_path` and :class:`ResultsStore` say why.
+    """
+    target = Path(path).expanduser() if path is not None else default_path()
+    if read_only or _holds_data(target):  # 0 bytes or missing: a new one
+        ResultsStore(path, read_only=True).close()
+    else:
+        check_store_path(path)
+
+
+def _holds_data(path: Path) -> bool:
+    """``path`` is a regular file (or a link to one) of at least one byte."""
+    try:
+        info = path.stat()
+    except (OSError, ValueError):
+        return False  # missing or unusable: check_store_path says why
+    return stat.S_ISREG(info.st_mode) and info.st_size > 0
+
+
 def _check_creatable(
     target: Path,
     nearest: tuple[Path, os.stat_result] | None,

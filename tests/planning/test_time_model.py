@@ -1100,6 +1100,34 @@ def test_calibrate_measures_again_and_refuses_to_store_a_busy_machines_figures(
     assert load_calibration(machine.fingerprint.digest, onednn="1", store=other) is None
 
 
+
+def test_calibrate_refuses_a_database_it_cannot_store_in_before_measuring(
+    tmp_path: Path,
+) -> None:
+    """Half a minute of measuring is not spent on a result that cannot be kept: a directory,
+    or another program's SQLite file, given as the database is refused first."""
+    import sqlite3
+
+    from tfaccel import inventory
+    from tfaccel.store import StoreError
+
+    calls: list[int] = []
+
+    def measure() -> CpuCalibration:
+        calls.append(1)
+        return _calibration()
+
+    machine = inventory.current()
+    theirs = tmp_path / "theirs.sqlite"
+    with sqlite3.connect(theirs) as other:
+        other.execute("CREATE TABLE songs (title TEXT)")
+    before = theirs.read_bytes()
+    for store, said in ((tmp_path, "is a directory"), (theirs, "Received: tables songs")):
+        with pytest.raises(StoreError) as refused:
+            calibrate(machine, store=store, measure=measure)
+        assert said in str(refused.value)
+    assert calls == [] and theirs.read_bytes() == before
+
 def test_plan_calibrate_alone_calibrates_stores_and_says_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -8,8 +8,6 @@ status to the exit code ``tfaccel --help`` documents.
 from __future__ import annotations
 
 import argparse
-import stat
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tfaccel.cli._args import integer
@@ -165,26 +163,13 @@ def check_db(args: argparse.Namespace, *, compare: bool) -> None:
     one only read, is opened read only to tell (SQLite's ``mode=ro``: nothing written, not
     even a journal; opening checks the path first). ``compare``: the run reads the database
     even when it records nothing."""
-    from tfaccel.store import ResultsStore, check_store_path, default_path
+    from tfaccel.store import check_store, default_path
 
     if args.no_save and not compare:
         return
     if args.db is None and args.no_save and not default_path().exists():
         return  # nothing recorded yet to compare with: said after the run
-    target = Path(args.db).expanduser() if args.db is not None else default_path()
-    if args.no_save or _holds_data(target):  # 0 bytes or missing: a new one
-        ResultsStore(args.db, read_only=True).close()
-    else:
-        check_store_path(args.db)
-
-
-def _holds_data(path: Path) -> bool:
-    """``path`` is a regular file (or a link to one) of at least one byte."""
-    try:
-        info = path.stat()
-    except (OSError, ValueError):
-        return False  # missing or unusable: check_store_path says why
-    return stat.S_ISREG(info.st_mode) and info.st_size > 0
+    check_store(args.db, read_only=args.no_save)
 
 
 def run(args: argparse.Namespace) -> int:

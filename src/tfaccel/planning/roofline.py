@@ -46,7 +46,7 @@ from tfaccel.core.timing import measure_interleaved, summarize
 from tfaccel.planning.targets import BANDWIDTH_UTILISATION, Target
 from tfaccel.planning.trace import ALIASING, LoopBody, OpInfo, StepGraph
 from tfaccel.probe.cpu import usable_cores
-from tfaccel.store import ResultRecord, ResultsStore, default_path
+from tfaccel.store import ResultRecord, ResultsStore, check_store, default_path
 
 __all__ = [
     "BOUNDS",
@@ -1773,7 +1773,8 @@ def calibrate(
     Raises:
         CalibrationError: every attempt had problems (a busy machine): what they were and
             the load, nothing stored.
-        StoreError: the database cannot be written.
+        StoreError: the database cannot be written (refused before anything is measured,
+            where the path or the file says so).
     """
     from tfaccel import inventory as inventory_module
 
@@ -1782,6 +1783,7 @@ def calibrate(
     ceiling = rate_ceiling(
         (peak.fp32_tflops or 0.0) * 1e12 if peak else None, peak.formula if peak else None
     )
+    check_store(store)  # a database the result cannot be stored in: refused before measuring
     problems: list[str] = []
     for _ in range(max(attempts, 1)):
         calibration = measure()
