@@ -562,6 +562,43 @@ ROWS: list[Row] = [
         ("tune", "train.py", "--smoke", "--no-progress"),
         "--smoke applies to --model only",
     ),
+    # an option where it does nothing is refused, never ignored without a word
+    Row(
+        "tune-fit-with-a-model",
+        ("tune", "--model", "mlp", "--fit", "2", "--no-progress"),
+        "--fit applies to a training script only (the fit it is tuned at",
+    ),
+    Row(
+        "plan-timeout-with-a-model",
+        ("plan", "--model", "mlp", "--timeout", "30"),
+        "--timeout applies to a training script that calls model.fit only",
+    ),
+    Row(
+        "plan-fit-with-a-model-fn-script",
+        ("plan", "--fit", "2", "{work}/hooks.py"),
+        "Fix: drop --fit: a reference model or a model_fn() is built, not run up to a fit",
+        setup=_file("hooks.py", "def model_fn():\n    raise SystemExit('the script ran')\n"),
+    ),
+    Row(
+        "profile-batch-size-with-a-script",
+        ("profile", "--batch-size", "128", "train.py"),
+        "--batch-size applies to --model only",
+        patches=BEFORE_TENSORFLOW,
+        setup=_a_file_and_a_script,
+    ),
+    Row(
+        "profile-input-with-a-script",
+        ("profile", "--input", "generator", "train.py"),
+        "Received: --input generator",
+        patches=BEFORE_TENSORFLOW,
+        setup=_a_file_and_a_script,
+    ),
+    Row(
+        "run-db-without-tuned",
+        ("run", "--db", "{work}/results.sqlite", "train.py"),
+        "--db applies to --tuned only",
+        setup=_a_file_and_a_script,
+    ),
     Row("tune-unknown-model", ("tune", "--model", "resnet99", "--no-progress"), "Unknown model"),
     Row("tune-bad-space", ("tune", "--model", "mlp", "--space", "jit"), "KEY=VALUES"),
     # --- plan (checked before the model is traced)

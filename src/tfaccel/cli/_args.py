@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, NoReturn
 
 from tfaccel.core.checks import in_range
@@ -23,6 +23,7 @@ __all__ = [
     "fraction",
     "integer",
     "number",
+    "refuse_unused",
     "script_words",
     "seconds",
     "whole",
@@ -146,7 +147,7 @@ def add_capture_options(p: Any, command: str, *, timeout_help: str) -> None:
     p.add_argument(
         "--fit",
         type=integer("--fit", example=2),
-        default=1,
+        default=None,
         metavar="N",
         help=f"{command} the script's N-th model.fit call, e.g. 2 for fine-tuning after a first "
         "fit (default 1)",
@@ -213,3 +214,26 @@ class OwnOptions(argparse.ArgumentParser):
             received="words after a script defining model_fn(), which takes no arguments",
             fix=f"put tfaccel {self.command}'s options before the script",
         )
+
+
+def refuse_unused(
+    given: Iterable[tuple[str, object]], *, applies: str, expected: str, fix: str
+) -> None:
+    """Refuse the first option of ``given`` (``(flag, value)``; a value of None or False: not
+    given) that the command line gave where it does nothing: it applies ``applies`` only
+    (``"to --model"``; a reason after it in brackets, ``"to --model (built by tfaccel)"``).
+    An option is never ignored without a word.
+
+    Raises:
+        UsageError: what was given, what it applies to, ``expected`` and ``fix``.
+    """
+    for flag, value in given:
+        if value is not None and value is not False:
+            shown = flag if value is True else f"{flag} {value}"
+            head, _, why = applies.partition(" (")
+            raise UsageError(
+                f"{flag} applies {head} only" + (f" ({why}" if why else ""),
+                expected=expected,
+                received=shown,
+                fix=fix.format(flag=flag),
+            )

@@ -298,7 +298,7 @@ def _check_plan_flags(args: argparse.Namespace) -> None:
     given = (
         ("--batch", args.batch),
         ("--device", args.device),
-        ("--fit", args.fit if args.fit != 1 else None),
+        ("--fit", args.fit),
         ("--timeout", args.timeout),
     )
     for flag, value in given:
@@ -418,4 +418,4 @@ def _capture(script: Any, script_args: list[str], args: argparse.Namespace) -> A
         expected="a script that trains with model.fit (planned where it calls it), marks its "
         "own training loop, or defines model_fn()",
     ):
-        return capture(script, script_args, fit=args.fit, timeout=timeout, command="doctor")
+        return capture(script, script_args, fit=args.fit or 1, timeout=timeout, command="doctor")

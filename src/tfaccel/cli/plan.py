@@ -19,6 +19,7 @@ from tfaccel.cli._args import (
     add_script_arguments,
     capture_timeout,
     integer,
+    refuse_unused,
     script_words,
 )
 from tfaccel.cli._output import print_json, quiet_tensorflow, warn_options_after_script
@@ -172,6 +173,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace, model_fn: Any, examples: int | None) -> int:
+    refuse_unused(
+        (("--fit", args.fit), ("--timeout", args.timeout)),
+        applies="to a training script that calls model.fit (the fit it is planned at, the "
+        "time to reach it)",
+        expected="tfaccel plan --fit 2 train.py, or tfaccel plan --model reference-cnn",
+        fix="drop {flag}: a reference model or a model_fn() is built, not run up to a fit",
+    )
     prices = _prices(args.price)
     from tfaccel import inventory
     from tfaccel.planning.targets import targets
@@ -222,7 +230,7 @@ def _plan_script(args: argparse.Namespace, script: str, script_args: list[str]) 
         expected="a script that trains with model.fit (planned where it calls it), marks its "
         "own training loop, or defines model_fn()",
     ):
-        workload = capture(script, script_args, fit=args.fit, timeout=timeout, command="plan")
+        workload = capture(script, script_args, fit=args.fit or 1, timeout=timeout, command="plan")
     result = plan_workload(
         workload,
         batch_size=args.batch,

@@ -27,7 +27,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from tfaccel.cli._args import integer
+from tfaccel.cli._args import integer, refuse_unused
 from tfaccel.cli._output import print_json, quiet_tensorflow, warn_options_after_script
 from tfaccel.core.errors import UsageError
 from tfaccel.inventory.precision import PRECISIONS
@@ -36,6 +36,10 @@ if TYPE_CHECKING:
     from tfaccel.profile import Diagnosis, Measurement
 
 __all__ = ["FLAGS", "add_parser", "run"]
+
+MODEL_DEFAULTS = {"batch_size": 64, "input": "pipeline", "precision": "float32"}
+"""The ``--model`` options' values when not given (None in the parser, so that one given
+with a script, where it does nothing, is refused)."""
 
 # The library's argument names -> this command's flags, for the messages of its errors
 # (tfaccel.cli.main applies it).
@@ -76,19 +80,19 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--batch-size",
         type=integer("--batch-size", example=64),
-        default=64,
+        default=None,
         metavar="B",
         help="--model: batch size (default 64)",
     )
     p.add_argument(
         "--input",
         choices=("pipeline", "generator"),
-        default="pipeline",
+        default=None,
         help="--model: feed through tfaccel.data.pipeline (default) or a naive from_generator",
     )
     p.add_argument(
         "--precision",
-        default="float32",
+        default=None,
         choices=PRECISIONS,
         help="--model: Keras dtype policy (default float32)",
     )
@@ -152,6 +156,25 @@ def run(args: argparse.Namespace) -> int:
             expected="tfaccel profile --model NAME, or tfaccel profile [OPTIONS] SCRIPT",
             received=f"--model {args.model} and {args.script_and_args[0]!r}",
             fix="drop one of them",
+        )
+    if args.model:
+        for name, default in MODEL_DEFAULTS.items():
+            if getattr(args, name) is None:
+                setattr(args, name, default)
+    else:
+        refuse_unused(
+            (
+                ("--batch-size", args.batch_size),
+                ("--input", args.input),
+                ("--precision", args.precision),
+                ("--tiny", args.tiny),
+            ),
+            applies="to --model (a reference model, built and fed by tfaccel)",
+            expected="tfaccel profile --model reference-cnn --batch-size 128, or tfaccel "
+            "profile train.py",
+            fix="drop {flag}: a script is profiled as it trains, with its own batch size, input "
+            "and precision (tfaccel run --precision mixed_bfloat16 train.py sets a precision "
+            "without changing the script)",
         )
     if args.nsys:
         return _run_under_nsys(args)

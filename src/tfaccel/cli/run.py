@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tfaccel.cli._args import integer
+from tfaccel.cli._args import integer, refuse_unused
 from tfaccel.cli._output import print_json, warn_options_after_script
 from tfaccel.core.errors import UsageError
 from tfaccel.core.files import check_writable_file, write_atomic
@@ -133,12 +133,12 @@ def run(args: argparse.Namespace) -> int:
     settings = _settings(args)
     if mode is not None:
         _check_tuned(args, settings)
-    elif args.fit is not None:
-        raise UsageError(
-            "--fit applies to --tuned only",
-            expected="tfaccel run --tuned --fit 2 train.py (the fit the tune measured)",
-            received=f"--fit {args.fit} without --tuned",
-            fix="add --tuned, or drop --fit",
+    else:
+        refuse_unused(
+            (("--fit", args.fit), ("--db", args.db)),
+            applies="to --tuned (the fit the tune measured, the database it stored in)",
+            expected="tfaccel run --tuned --fit 2 --db results.sqlite train.py",
+            fix="add --tuned, or drop {flag}",
         )
     if args.json_config:  # checked before anything is set up or run
         check_writable_file(

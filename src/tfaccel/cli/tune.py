@@ -22,6 +22,7 @@ from tfaccel.cli._args import (
     capture_timeout,
     fraction,
     integer,
+    refuse_unused,
     script_words,
     seconds,
 )
@@ -181,12 +182,19 @@ def run(args: argparse.Namespace) -> int:
             received=f"SCRIPT={args.script!r}, --model={args.model!r}",
             fix="pass exactly one of them",
         )
-    if args.smoke and not args.model:
-        raise UsageError(
-            "--smoke applies to --model only",
+    if args.model:
+        refuse_unused(
+            (("--fit", args.fit), ("--timeout", args.timeout)),
+            applies="to a training script (the fit it is tuned at, the time to reach it)",
+            expected="tfaccel tune --fit 2 train.py, or tfaccel tune --model reference-cnn",
+            fix="drop {flag}: a reference model is built, not run up to a fit",
+        )
+    else:
+        refuse_unused(
+            (("--smoke", args.smoke),),
+            applies="to --model",
             expected="tfaccel tune --model reference-cnn --smoke",
-            received=f"SCRIPT {args.script!r} with --smoke",
-            fix="drop --smoke, or tune a reference model",
+            fix="drop {flag}, or tune a reference model",
         )
     options: dict[str, Any] = {
         "space": parse_space_text(args.space) or None,
@@ -214,7 +222,7 @@ def run(args: argparse.Namespace) -> int:
         result = tune_script(
             args.script,
             args=script_args,
-            fit=args.fit,
+            fit=args.fit or 1,
             timeout=timeout,
             started=started,
             **options,
