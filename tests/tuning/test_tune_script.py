@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import textwrap
 from pathlib import Path
 
@@ -421,6 +422,38 @@ def test_a_loss_its_layers_add_takes_dicts_alone_and_the_memory_search_plans_the
     assert planned is not None and planned > 1000, note
     assert note.startswith("memory search: the plan predicts the largest batch that fits is"), note
 
+
+
+def test_a_script_whose_model_does_not_take_its_data_gets_its_own_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A model built for 10 features, fitted on 20 (the script would fail the same way): the
+    error is the script's, with Keras's line that says why, the frames of the user's side
+    only, no colour codes, and the command that shows it is the script's own."""
+    from tfaccel.cli import main
+
+    script = _script(
+        tmp_path,
+        """
+        import numpy as np
+        import keras
+
+        x = np.random.rand(256, 20).astype("float32")
+        y = np.random.randint(0, 3, 256)
+        model = keras.Sequential([keras.Input((10,)), keras.layers.Dense(3)])
+        model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        model.fit(x, y, batch_size=32, epochs=1)
+        """,
+    )
+    status = main(["tune", "--no-progress", "--no-save", str(script), "--epochs", "1"])
+    err = capsys.readouterr().err
+    assert status == 2, err[-2000:]
+    assert re.search(r"failed: ValueError: Input 0 .* is incompatible with the layer", err)
+    assert "Exception encountered when calling" not in err.split("Received:")[0]
+    assert "as its fit at train.py:9 does" in err
+    assert "Fix: run `python train.py --epochs 1`" in err
+    assert "/tfaccel/" not in err and "traceback_utils" not in err and "\x1b" not in err
+    assert "model_fn" not in err
 
 def test_a_bad_timeout_is_refused_before_tensorflow_starts(tmp_path: Path) -> None:
     import subprocess

@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import math
 import os
+import shlex
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -34,7 +35,7 @@ from tfaccel.planning.source import workload_model
 from tfaccel.planning.targets import training_device
 from tfaccel.scripts import defines_hooks
 from tfaccel.store import ResultsStore, StoreError
-from tfaccel.tuning._errors import BudgetError, SpaceError, TuneError
+from tfaccel.tuning._errors import BudgetError, SpaceError, TrialError, TuneError
 from tfaccel.tuning.batch import DEFAULT_BATCH_CAP, is_oom_error
 from tfaccel.tuning.data import TuneData, classify, fit_space, resolve
 from tfaccel.tuning.hooks import Hooks, check_tune_script, load_script, reference_hooks
@@ -52,6 +53,7 @@ from tfaccel.tuning.search import (
 from tfaccel.tuning.space import Space, parse_space
 from tfaccel.tuning.threads import thread_stage
 from tfaccel.tuning.trials import TfRunner, build_model, hardware_precisions, resolve_pipeline
+from tfaccel.workload.record import Origin
 
 __all__ = ["DEFAULT_BUDGET_S", "tune", "tune_model", "tune_script"]
 
@@ -322,7 +324,20 @@ def _tune_captured(
     if options.get("model_name"):
         found.hooks.model_name = options.pop("model_name")
     options.pop("model_name", None)
-    return _tune(found.hooks, budget_s, space, script=found, started=entered, **options)
+    try:
+        return _tune(found.hooks, budget_s, space, script=found, started=entered, **options)
+    except TrialError as exc:  # said of the script, not of a model_fn it does not have
+        origin = found.workload.origin if found.workload is not None else Origin()
+        command = shlex.join(["python", script.name, *[str(a) for a in args]])
+        raise TrialError(
+            exc.what,
+            expected=f"the script's model to train on its own data, as its {origin.method} at "
+            f"{origin.call or script.name} does",
+            received=exc.received,
+            fix=f"run `{command}`: where it fails the same way, the error is the script's "
+            "own (fix it there, then tune); where it trains, this is tfaccel's fault: "
+            "report it with this message",
+        ) from exc
 
 
 @contextlib.contextmanager

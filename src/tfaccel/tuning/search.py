@@ -43,6 +43,7 @@ from tfaccel.tuning._errors import (
     NotAppliedError,
     TrialError,
     TuneError,
+    first_line,
     user_traceback,
 )
 from tfaccel.tuning.batch import (
@@ -515,16 +516,16 @@ class _Search:
                 raise exc
             raise TrialError(
                 f"The first trial ({trial.config.label()}) failed: "
-                f"{type(exc).__name__}: {_one_line(exc)}",
+                f"{type(exc).__name__}: {first_line(exc)}",
                 expected="the model from model_fn to train on the data with model.fit",
                 received=user_traceback(exc, skip=0),
                 fix="check that model.fit(x, y, batch_size=32) works with your model_fn and "
                 "data outside tfaccel.tune (shapes, dtypes, loss)",
             ) from exc
         if oom:
-            trial.status, trial.note = "oom", f"out of memory: {_one_line(exc)}"
+            trial.status, trial.note = "oom", f"out of memory: {first_line(exc)}"
         else:
-            trial.status, trial.note = "error", f"{type(exc).__name__}: {_one_line(exc)}"
+            trial.status, trial.note = "error", f"{type(exc).__name__}: {first_line(exc)}"
         _forget_frames(exc)  # the traceback's frames hold the model: let it go
         self.release(trial.config, failed=True)
 
@@ -978,8 +979,3 @@ def _forget_frames(exc: BaseException | None) -> None:
         seen.add(id(exc))
         exc.__traceback__ = None
         exc = exc.__cause__ or exc.__context__
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return (text[0] if text else type(exc).__name__)[:300]

@@ -26,6 +26,7 @@ from tfaccel.tuning._errors import (
     ModelReusedError,
     NotAppliedError,
     TuneError,
+    first_line,
     user_traceback,
 )
 from tfaccel.tuning.data import TuneData, check_arrays
@@ -102,7 +103,7 @@ def build_model(model_fn: Callable[[], Any], precision: str, *, name: str | None
         model = model_fn()
     except Exception as exc:
         raise ModelFnError(
-            f"Your model_fn {shown} raised {type(exc).__name__}: {_first_line(exc)}",
+            f"Your model_fn {shown} raised {type(exc).__name__}: {first_line(exc)}",
             expected="model_fn() to build, compile and return a keras.Model",
             received="this traceback, from your code:\n" + user_traceback(exc),
             fix=f"fix the error in {shown}; calling it alone reproduces it",
@@ -232,11 +233,6 @@ def check_applied(config: Config, found: Realised) -> None:
             received=f"model.jit_compile == {found.jit}",
             fix="search jit=[False] for this model",
         )
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0][:300] if lines else "(no message)"
 
 
 def resolve_pipeline() -> Callable[..., Any]:
