@@ -15,6 +15,9 @@ Logs may carry a ``split`` in the index: ``dev-DATE`` for those a cause's patter
 from, ``fresh-DATE`` for those put aside before its patterns were written and not looked at
 while writing them (a held-out check of how the patterns generalise); logs without one are
 ``earlier``. The accuracy is printed per split, and the fresh splits together on their own line.
+A dev split whose logs were measured while still fresh (before its patterns were written) keeps
+what the doctor said of each then, ``fresh_verdict`` (``right``, ``nothing named``, ``wrong
+cause: ...``): its held-out figure is printed beside it ("when fresh").
 A clean log's error lines that no cause claimed (the report's ``unrecognised``) are counted too:
 noise the report would quote.
 
@@ -49,6 +52,7 @@ class Case:
     source: str
     established: str
     split: str = "earlier"
+    fresh_verdict: str | None = None  # what the doctor said while the log was fresh
 
 
 @dataclass
@@ -74,7 +78,14 @@ def load_cases() -> list[Case]:
             established = entry.get("established") or entry.get("fix") or ""
             split = entry.get("split") or "earlier"
             cases.append(
-                Case(index.parent / entry["file"], cause, entry["source"], established, split)
+                Case(
+                    index.parent / entry["file"],
+                    cause,
+                    entry["source"],
+                    established,
+                    split,
+                    entry.get("fresh_verdict"),
+                )
             )
     return cases
 
@@ -126,6 +137,10 @@ def main(argv: list[str] | None = None) -> int:
         per_split[o.case.split]["right" if o.right else "wrong"] += 1
         if o.case.split.startswith("fresh"):
             per_split["fresh (all)"]["right" if o.right else "wrong"] += 1
+    when_fresh: dict[str, Counter[str]] = defaultdict(Counter)  # a dev split's held-out figure
+    for o in outcomes:
+        if o.case.fresh_verdict is not None:
+            when_fresh[o.case.split]["right" if o.case.fresh_verdict == "right" else "wrong"] += 1
     noisy_clean = [o for o in outcomes if o.case.cause == "clean" and o.unrecognised]
     if args.json:
         print(
@@ -137,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
                     "seconds": elapsed,
                     "per_cause": {c: dict(n) for c, n in sorted(per_cause.items())},
                     "per_split": {c: dict(n) for c, n in sorted(per_split.items())},
+                    "when_fresh": {c: dict(n) for c, n in sorted(when_fresh.items())},
                     "clean_with_unrecognised_lines": [o.case.file.name for o in noisy_clean],
                     "misses": [
                         {"file": o.case.file.name, "source": o.case.source, "why": o.why}
@@ -155,10 +171,12 @@ def main(argv: list[str] | None = None) -> int:
         total = n["right"] + n["wrong"]
         print(f"{cause:<28} {total:>5} {n['right']:>6} {n['right'] / total:>9.0%}")
     print(f"{'overall':<28} {len(outcomes):>5} {right:>6} {accuracy:>9.1%}")
-    print(f"{'split':<28} {'logs':>5} {'right':>6} {'accuracy':>9}")
+    print(f"{'split':<28} {'logs':>5} {'right':>6} {'accuracy':>9}  when fresh")
     for split, n in sorted(per_split.items()):
         total = n["right"] + n["wrong"]
-        print(f"{split:<28} {total:>5} {n['right']:>6} {n['right'] / total:>9.1%}")
+        fresh = when_fresh.get(split)
+        then = f"  {fresh['right']}/{fresh['right'] + fresh['wrong']}" if fresh else ""
+        print(f"{split:<28} {total:>5} {n['right']:>6} {n['right'] / total:>9.1%}{then}")
     print(f"matched {len(outcomes)} logs in {elapsed:.2f} s")
     print(f"fail on an undecidable or clean log: {len(unsafe)}")
     print(f"clean logs with error lines not recognised: {len(noisy_clean)}")

@@ -248,6 +248,62 @@ CAUSES: dict[str, Cause] = {
         "DirectML finds no adapter on a GPU without full Direct3D 12 (Intel before Gen 9): "
         "update the GPU driver, or train on the CPU",
     ),
+    "cublas_init_failed": Cause(
+        "cuBLAS failed to initialise (could not create its handle or allocate its workspace): "
+        "the GPU's memory was taken, by TensorFlow's own allocator or another process",
+        "let TensorFlow's GPU memory grow so cuBLAS can allocate: "
+        "export TF_FORCE_GPU_ALLOW_GROWTH=true (or tf.config.experimental.set_memory_growth(gpu, "
+        "True) for every GPU, first thing); `nvidia-smi` shows other processes holding the GPU; "
+        "if it persists, the cuBLAS loaded does not fit the CUDA and driver: "
+        "pip install 'tensorflow[and-cuda]'",
+    ),
+    "ptxas_older_than_gpu": Cause(
+        "The CUDA toolkit's ptxas is older than the GPU, so TensorFlow compiles its kernels with "
+        "the driver instead (a warning: the run goes on, its start is slower)",
+        "nothing breaks; to silence it, install a ptxas that knows the GPU: "
+        "pip install nvidia-cuda-nvcc-cu12 (or a CUDA toolkit at least as new as the GPU, "
+        "first on PATH)",
+    ),
+    "numpy2_abi": Cause(
+        "A module compiled against NumPy 1.x was imported under NumPy 2 (TensorFlow < 2.18, or "
+        "another compiled package, was built for NumPy 1)",
+        "pip install 'numpy<2' (in the environment that runs the training), or upgrade the "
+        "package the traceback imports to a release built for NumPy 2 (TensorFlow >= 2.18)",
+    ),
+    "tf_keras_missing": Cause(
+        "TF_USE_LEGACY_KERAS asks for Keras 2 (the tf_keras package), which is not installed",
+        "pip install 'tf-keras~=<your TensorFlow's minor version>' (e.g. tf-keras~=2.16.0 for "
+        "TensorFlow 2.16), or unset TF_USE_LEGACY_KERAS if the code is written for Keras 3",
+    ),
+    "dataset_batch_shapes": Cause(
+        "tf.data cannot batch elements of different shapes (images of different sizes, "
+        "sequences of different lengths)",
+        "make the elements one shape before .batch(): images: "
+        "dataset.map(lambda x, y: (tf.image.resize(x, (224, 224)), y)); sequences: "
+        "dataset.padded_batch(batch_size) or dataset.ragged_batch(batch_size)",
+    ),
+    "input_not_numeric": Cause(
+        "The data given to fit is not numeric arrays: NumPy arrays of Python objects (mixed "
+        "types, lists of different lengths, a DataFrame's text columns) cannot become tensors",
+        "convert before fit: x = np.asarray(x).astype('float32') (a DataFrame: "
+        "df.apply(pd.to_numeric, errors='coerce') and drop or encode its text columns); "
+        "sequences of different lengths: keras.utils.pad_sequences(x)",
+    ),
+    "labels_loss_mismatch": Cause(
+        "The labels do not fit the loss: integer class labels need a sparse loss, one-hot "
+        "labels a categorical one, and their shape must match the model's output",
+        "integer labels (y of shape (n,) or (n, 1)): loss='sparse_categorical_crossentropy'; "
+        "one-hot labels (n, classes): loss='categorical_crossentropy' "
+        "(keras.utils.to_categorical(y) makes them); and a last layer of as many units as "
+        "classes",
+    ),
+    "mixed_precision_dtypes": Cause(
+        "Under a mixed_float16/mixed_bfloat16 policy, float16 and float32 tensors met in one "
+        "operation (a tensor made in float32 inside a layer or a loss)",
+        "make tensors in a layer's compute dtype (tf.cast(t, self.compute_dtype), not "
+        "tf.float32), set the policy before the model is built, and give the last layer "
+        "dtype='float32'",
+    ),
     "tensorboard_missing": Cause(
         "TensorBoard is not installed: the TensorBoard callback and tf.summary.scalar/image/"
         "histogram fail (TensorFlow >= 2.21 no longer installs it)",
@@ -448,6 +504,12 @@ PATTERNS: tuple[Pattern, ...] = (
     _p("cpu_no_avx", "Illegal instruction"),
     _p("cpu_no_avx", "illegal hardware instruction"),
     _p("cpu_no_avx", "compiled to use AVX instructions, but these aren't available"),
+    _p(  # NVIDIA's NGC containers, at start
+        "cpu_no_avx",
+        "was built for CPUs supporting at least the AVX",
+        detail=lambda line: "the container's build needs AVX",
+    ),
+    _p("cpu_no_avx", "which does not report support for AVX"),
     _p(
         "no_driver_or_hidden",
         "libcuda.so.1",
@@ -583,6 +645,12 @@ PATTERNS: tuple[Pattern, ...] = (
         ),
     ),
     _p(
+        "ptxas_older_than_gpu",
+        "Your CUDA software stack is old",
+        status="warn",
+        detail=_extract(r"Value '(?P<t>sm_\w+)' is not defined", "ptxas does not know {t}"),
+    ),
+    _p(
         "cc_too_new",
         "is not defined for option 'gpu-name'",
         detail=_extract(r"Value '(?P<t>sm_\w+)' is not defined", "ptxas does not know {t}"),
@@ -631,7 +699,7 @@ PATTERNS: tuple[Pattern, ...] = (
     _p(
         "protobuf_incompatible",
         "be created directly",
-        regex=r"Descriptors cannot (?:not )?be created directly",
+        regex=r"Descriptors (?:cannot (?:not )?|should not )be created directly",
     ),
     _p(
         "keras_versions_mixed",
@@ -648,6 +716,99 @@ PATTERNS: tuple[Pattern, ...] = (
         "can be added to a Sequential model",
         regex=r"Only instances of `keras\.Layer` can be added to a Sequential model",
         detail=_extract(r"Received: <(?P<o>[\w.]+) object", "the layer given: {o}"),
+    ),
+    _p(
+        "keras_versions_mixed",
+        "A KerasTensor cannot be used as input to a TensorFlow function",
+        detail=lambda line: "a Keras 3 tensor given to a tf.* function (code for tf.keras 2)",
+    ),
+    _p(
+        "keras_versions_mixed",
+        "to return a valid Keras Model instance",
+        regex=r"Received: <(?:tf_keras|keras)\.",
+        detail=_extract(r"Received: <(?P<o>[\w.]+) object", "the model given: {o}"),
+    ),
+    _p(
+        "keras_versions_mixed",
+        "No module named 'keras.",
+        regex=r"No module named '(?:keras\.src|keras\.engine|keras\.layers\.core|"
+        r"keras\.legacy|keras\.wrappers|keras\.api\._v2)",
+        detail=_extract(
+            r"No module named '(?P<m>keras\.[\w.]+)'",
+            "{m} is in another Keras than the one installed",
+        ),
+    ),
+    _p(
+        "tf_keras_missing",
+        "you do not have the tf_keras package installed",
+    ),
+    _p(
+        "numpy2_abi",
+        "compiled using NumPy 1.x cannot be run in",
+        detail=_extract(r"cannot be run in\s+NumPy (?P<v>[\d.]+)", "NumPy {v} installed"),
+    ),
+    _p(
+        "numpy2_abi",
+        "_ARRAY_API not found",
+    ),
+    _p(
+        "numpy2_abi",
+        "numpy.dtype size changed, may indicate binary incompatibility",
+    ),
+    _p("cublas_init_failed", "failed to create cublas handle"),
+    _p("cublas_init_failed", "CUBLAS_STATUS_NOT_INITIALIZED"),
+    _p("cublas_init_failed", "CUBLAS_STATUS_ALLOC_FAILED"),
+    _p("cublas_init_failed", "Blas GEMM launch failed"),
+    _p(
+        "dataset_batch_shapes",
+        "Cannot batch tensors with different shapes in component",
+        detail=_extract(
+            r"had shape (?P<a>\[[\d, ]*\]) and element (?P<n>\d+) had shape (?P<b>\[[\d, ]*\])",
+            "element 0 {a}, element {n} {b}",
+        ),
+    ),
+    _p(
+        "input_not_numeric",
+        "Failed to convert a NumPy array to a Tensor",
+        detail=_extract(r"\((?P<t>Unsupported object type \w+)\)", "{t}"),
+    ),
+    _p(
+        "labels_loss_mismatch",
+        "Error when checking target: expected",
+        detail=_extract(
+            r"expected (?P<l>\w+) to have shape (?P<e>\([^)]*\)) but got array with shape "
+            r"(?P<g>\([^)]*\))",
+            "the labels {g}, the model's output {e}",
+        ),
+    ),
+    _p(
+        "labels_loss_mismatch",
+        "are incompatible",
+        regex=r"Shapes \(None, \d+\) and \(None, \d+\) are incompatible",
+        detail=_extract(r"(?P<s>Shapes \(None, \d+\) and \(None, \d+\))", "{s}"),
+    ),
+    _p(
+        "labels_loss_mismatch",
+        "logits and labels must have the same first dimension",
+    ),
+    _p(
+        "labels_loss_mismatch",
+        "which is outside the valid range of",
+        regex=r"Received a label value of -?\d+ which is outside the valid range",
+        detail=_extract(
+            r"label value of (?P<v>-?\d+) which is outside the valid range of \[0, (?P<n>\d+)\)",
+            "label {v} with {n} outputs",
+        ),
+    ),
+    _p(
+        "mixed_precision_dtypes",
+        "was expected to be a half tensor but is a float tensor",
+        detail=_extract(r"cannot compute (?P<o>\w+) as input", "{o} got float16 and float32"),
+    ),
+    _p(
+        "mixed_precision_dtypes",
+        "was expected to be a float tensor but is a half tensor",
+        detail=_extract(r"cannot compute (?P<o>\w+) as input", "{o} got float32 and float16"),
     ),
     _p(
         "legacy_optimizer_needed",

@@ -27,11 +27,12 @@ MAX_CHARS = 200  # each trimmed to this many characters
 
 # What an error line looks like, matched at the start of a line: each alternative is one kind.
 _ERROR_RE = re.compile(
-    r"""[ \t]*(?:
+    r"""[ \t]*`{0,3}(?:                                           # ```: a Markdown fence's
         (?:\d{4}-\d\d-\d\d[ T][\d:.,]+:?[ \t]+)?              # 2024-01-01 12:00:00.123:
         [EF](?:\d{4}[ \t]+\d\d:\d\d:[\d.]+[ \t]+\d+[ \t]+|[ \t]+)   # E0000 00:00:1.0 7 / E
         \S+:\d+\][ \t]*\S                                   # file.cc:42] message
-      | (?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Failure):[ \t]*\S   # ValueError: ...
+      | (?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Failure)        # ValueError: ... and
+        (?:[ \t]+\([^)\n]*\))?:[ \t]*\S                          # X (see above for ...):
       | (?:ERROR|FATAL|CRITICAL)(?::[\w.]*:|:)[ \t]*\S          # ERROR:tensorflow: / ERROR:
     )""",
     re.VERBOSE,
@@ -45,6 +46,7 @@ _MARKERS = (
     ": E ",
     ": F ",
     "Error:",
+    "Error (",  # TensorFlow 1: XError (see above for traceback): ...
     "Exception:",
     "Failure:",
     "ERROR:",
@@ -111,7 +113,8 @@ def _candidates(text: str) -> set[int]:
 
 def _traceback_ends(text: str) -> list[int]:
     """The start of the line that ends each traceback: the first unindented line after it that
-    is not a ``File`` line (the exception, even one not named ``...Error``)."""
+    is not a ``File`` line (the exception, even one not named ``...Error``); none where that
+    line is a Markdown fence (a paste cut before the exception)."""
     ends = []
     pos = text.find(_TRACEBACK)
     while pos != -1:
@@ -121,7 +124,8 @@ def _traceback_ends(text: str) -> list[int]:
             cursor = text.find("\n", start)
             line = text[start : cursor if cursor != -1 else len(text)]
             if line.strip() and not line[:1].isspace() and not line.startswith(_TRACEBACK):
-                ends.append(start)
+                if not line.startswith(("```", "~~~")):
+                    ends.append(start)  # a Markdown fence: the paste ends before the error
                 break
         pos = text.find(_TRACEBACK, pos + len(_TRACEBACK))
     return ends
