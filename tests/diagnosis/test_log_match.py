@@ -323,7 +323,6 @@ def test_unrecognised_lines_are_trimmed_and_capped() -> None:
     )
 
 
-
 def test_a_pasted_fence_is_never_quoted_as_an_error_and_fenced_errors_are() -> None:
     """As issue pastes are: a traceback cut before its exception, then a closing fence (the
     fence is not the error); an error right after an opening fence; TensorFlow 1's
@@ -342,6 +341,7 @@ def test_a_pasted_fence_is_never_quoted_as_an_error_and_fenced_errors_are() -> N
         (6, "```InvalidArgumentError: indices[3] = 7 is not in [0, 5)"),
         (7, "InvalidArgumentError (see above for traceback): assertion failed: [x > 0]"),
     ]
+
 
 def test_benign_and_claimed_error_lines_are_not_unrecognised() -> None:
     text = (

@@ -1100,7 +1100,6 @@ def test_calibrate_measures_again_and_refuses_to_store_a_busy_machines_figures(
     assert load_calibration(machine.fingerprint.digest, onednn="1", store=other) is None
 
 
-
 def test_calibrate_refuses_a_database_it_cannot_store_in_before_measuring(
     tmp_path: Path,
 ) -> None:
@@ -1127,6 +1126,7 @@ def test_calibrate_refuses_a_database_it_cannot_store_in_before_measuring(
             calibrate(machine, store=store, measure=measure)
         assert said in str(refused.value)
     assert calls == [] and theirs.read_bytes() == before
+
 
 def test_plan_calibrate_alone_calibrates_stores_and_says_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]

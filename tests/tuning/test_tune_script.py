@@ -423,7 +423,6 @@ def test_a_loss_its_layers_add_takes_dicts_alone_and_the_memory_search_plans_the
     assert note.startswith("memory search: the plan predicts the largest batch that fits is"), note
 
 
-
 def test_a_script_whose_model_does_not_take_its_data_gets_its_own_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -454,6 +453,7 @@ def test_a_script_whose_model_does_not_take_its_data_gets_its_own_error(
     assert "Fix: run `python train.py --epochs 1`" in err
     assert "/tfaccel/" not in err and "traceback_utils" not in err and "\x1b" not in err
     assert "model_fn" not in err
+
 
 def test_a_bad_timeout_is_refused_before_tensorflow_starts(tmp_path: Path) -> None:
     import subprocess
