@@ -343,6 +343,24 @@ def test_a_pasted_fence_is_never_quoted_as_an_error_and_fenced_errors_are() -> N
     ]
 
 
+def test_ptxas_that_failed_to_launch_is_benign_where_tensorflow_says_it_goes_on() -> None:
+    """TensorFlow's autotuner without a ptxas on the PATH: "Failed to launch ptxas", then
+    "Relying on driver to perform ptx compilation." (it trains on). The same line alone, as
+    an XLA compilation's error, stays the cause."""
+    relying = (
+        "W tensorflow/stream_executor/gpu/redzone_allocator.cc:314] Internal: Failed to launch "
+        "ptxas\nRelying on driver to perform ptx compilation.\nModify $PATH to customize ptxas "
+        "location.\nThis message will be only logged once.\n"
+    )
+    report = match_log(relying)
+    assert cause_ids(report) == [] and report.unrecognised == []
+    assert [b.label for b in report.benign] == [
+        "ptxas not run: TensorFlow compiles PTX with the driver instead (the run goes on)"
+    ]
+    alone = "E0000 00:00:1.0 7 nvptx_compiler.cc:9] INTERNAL: Failed to launch ptxas\n"
+    assert cause_ids(match_log(alone)) == ["xla_libdevice_ptxas"]
+
+
 def test_benign_and_claimed_error_lines_are_not_unrecognised() -> None:
     text = (
         f"{ABSL}cuda_dnn.cc:8310] Unable to register cuDNN factory: Attempting to register\n"

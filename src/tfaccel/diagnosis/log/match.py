@@ -31,7 +31,14 @@ from tfaccel.core.findings import Finding, Status
 from tfaccel.core.records import Record
 from tfaccel.diagnosis.log.facts import read_facts
 from tfaccel.diagnosis.log.infer import infer
-from tfaccel.diagnosis.log.patterns import BENIGN, CAUSES, PATTERNS, UNNAMED_LIBRARY_FIX, Pattern
+from tfaccel.diagnosis.log.patterns import (
+    BENIGN,
+    CAUSES,
+    PATTERNS,
+    RELIEVED,
+    UNNAMED_LIBRARY_FIX,
+    Pattern,
+)
 from tfaccel.diagnosis.log.read import LogText, count_lines, window_text
 from tfaccel.diagnosis.log.shape import strip_quotes, wrapped_groups
 from tfaccel.diagnosis.log.unrecognised import MAX_QUOTED, UnrecognisedLine, unrecognised_lines
@@ -240,6 +247,18 @@ def _scan(text: str) -> tuple[list[Finding], list[BenignMatch], set[int]]:
     for group in groups:
         _scan_wrapped(group.starts, (group.joined, group.glued), claimed, claimed_by, cause_hits)
     benign_hits: dict[str, _Hits] = {}
+    for group in groups:  # a message that goes on to say the run is not stopped (RELIEVED)
+        for label, (goes_on, anchors) in RELIEVED.items():
+            if goes_on not in group.joined or not any(a in group.joined for a in anchors):
+                continue
+            for s in group.starts:
+                old = claimed_by.pop(s, None)
+                if old is not None:
+                    cause_hits[old.cause].remove(s)
+                    if cause_hits[old.cause].count <= 0:
+                        del cause_hits[old.cause]
+                claimed[s] = label
+            benign_hits.setdefault(label, _Hits()).add(group.starts[0], group.joined)
     for label, anchors in BENIGN.items():
         for anchor in anchors:
             for start, line in _lines_with(text, anchor):

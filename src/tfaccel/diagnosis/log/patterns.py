@@ -24,7 +24,15 @@ from dataclasses import dataclass
 from tfaccel.core.findings import Status
 from tfaccel.core.units import fmt_bytes
 
-__all__ = ["BENIGN", "CAUSES", "PATTERNS", "UNNAMED_LIBRARY_FIX", "Cause", "Pattern"]
+__all__ = [
+    "BENIGN",
+    "CAUSES",
+    "PATTERNS",
+    "RELIEVED",
+    "UNNAMED_LIBRARY_FIX",
+    "Cause",
+    "Pattern",
+]
 
 
 @dataclass(frozen=True)
@@ -264,11 +272,27 @@ CAUSES: dict[str, Cause] = {
         "pip install nvidia-cuda-nvcc-cu12 (or a CUDA toolkit at least as new as the GPU, "
         "first on PATH)",
     ),
-    "numpy2_abi": Cause(
-        "A module compiled against NumPy 1.x was imported under NumPy 2 (TensorFlow < 2.18, or "
-        "another compiled package, was built for NumPy 1)",
-        "pip install 'numpy<2' (in the environment that runs the training), or upgrade the "
-        "package the traceback imports to a release built for NumPy 2 (TensorFlow >= 2.18)",
+    "numpy_abi_mismatch": Cause(
+        "A compiled module and the installed NumPy do not match: one built for NumPy 1.x "
+        "under NumPy 2 (TensorFlow < 2.18, or another compiled package), or one built for a "
+        "newer NumPy than the one installed",
+        "under NumPy 2 (\"compiled using NumPy 1.x\"): pip install 'numpy<2', or upgrade the "
+        "package the traceback imports to a release built for NumPy 2 (TensorFlow >= 2.18); "
+        '"compiled against API version 0x.." (NumPy too old for the module): '
+        "pip install --upgrade numpy (to the version the package requires)",
+    ),
+    "h5py3_old_keras": Cause(
+        "Keras before 2.5 (TensorFlow < 2.4) reads .h5 files with h5py 3, which returns text "
+        "where it expects bytes ('str' object has no attribute 'decode')",
+        "pip install 'h5py<3' (h5py 2.10.0, in the environment that loads the model), or "
+        "upgrade TensorFlow/Keras to a release that reads h5py 3 (TensorFlow >= 2.4)",
+    ),
+    "gpu_p2p_blocked": Cause(
+        "GPU peer-to-peer transfers are blocked (the IOMMU faults them: DMAR errors in dmesg), "
+        "so NCCL's all-reduce between GPUs hangs or fails",
+        "export NCCL_P2P_DISABLE=1 (NCCL goes through host memory), or turn the IOMMU off or "
+        "to passthrough (kernel options intel_iommu=off or iommu=pt, then reboot); "
+        "nvidia-smi topo -m and NCCL's all_reduce_perf check peer access",
     ),
     "tf_keras_missing": Cause(
         "TF_USE_LEGACY_KERAS asks for Keras 2 (the tf_keras package), which is not installed",
@@ -743,17 +767,42 @@ PATTERNS: tuple[Pattern, ...] = (
         "you do not have the tf_keras package installed",
     ),
     _p(
-        "numpy2_abi",
+        "numpy_abi_mismatch",
         "compiled using NumPy 1.x cannot be run in",
         detail=_extract(r"cannot be run in\s+NumPy (?P<v>[\d.]+)", "NumPy {v} installed"),
     ),
+    _p("numpy_abi_mismatch", "_ARRAY_API not found"),
+    _p("numpy_abi_mismatch", "numpy.dtype size changed, may indicate binary incompatibility"),
     _p(
-        "numpy2_abi",
-        "_ARRAY_API not found",
+        "numpy_abi_mismatch",
+        "module compiled against API version",
+        regex=r"module compiled against API version 0x[0-9a-f]+ but this version of numpy is",
+        detail=_extract(
+            r"API version (?P<a>0x[0-9a-f]+) but this version of numpy is (?P<b>0x[0-9a-f]+)",
+            "built for NumPy C API {a}, installed {b}",
+        ),
+    ),
+    _p(  # the traceback's line in Keras's hdf5 loader
+        "h5py3_old_keras",
+        ".decode(",
+        regex=r"attrs(?:\.get\(|\[)['\"](?:keras_version|backend|model_config|"
+        r"training_config|layer_names|weight_names)['\"]\]?\)?\.decode\(",
+        detail=lambda line: "Keras's .h5 loader decodes what h5py 3 gives as text",
+    ),
+    _p("h5py3_old_keras", "'str' object has no attribute 'decode'", status="warn"),
+    _p(
+        "gpu_p2p_blocked",
+        "DMAR: [DMA ",
+        regex=r"DMAR: \[DMA (?:Read|Write)\] Request device \[[0-9a-f:.]+\] (?:PASID \w+ )?"
+        r"fault addr",
+        detail=_extract(r"Request device \[(?P<d>[0-9a-f:.]+)\]", "IOMMU faults from {d}"),
     ),
     _p(
-        "numpy2_abi",
-        "numpy.dtype size changed, may indicate binary incompatibility",
+        "missing_cuda_libs",
+        "Could not find '",
+        regex=r"Could not find '(?:cudart|cudnn|cublas|cufft|curand|cusolver|cusparse|nvcuda)"
+        r"\w*\.dll'",
+        detail=_extract(r"Could not find '(?P<lib>\w+\.dll)'", "missing {lib}"),
     ),
     _p("cublas_init_failed", "failed to create cublas handle"),
     _p("cublas_init_failed", "CUBLAS_STATUS_NOT_INITIALIZED"),
@@ -973,3 +1022,17 @@ BENIGN: dict[str, tuple[str, ...]] = {
         "Overriding orig_value setting because the TF_FORCE_GPU_ALLOW_GROWTH",
     ),
 }
+
+
+# label -> (what the message goes on to say, the anchors of the lines it relieves)
+RELIEVED: dict[str, tuple[str, tuple[str, ...]]] = {
+    "ptxas not run: TensorFlow compiles PTX with the driver instead (the run goes on)": (
+        "Relying on driver to perform ptx compilation",
+        ("Failed to launch ptxas", "Couldn't get ptxas version", "Couldn't invoke ptxas"),
+    ),
+}
+"""Lines a cause's pattern claims alone, which the message wrapped after them says are not a
+failure: TensorFlow's GPU autotuner prints ``Failed to launch ptxas`` and then ``Relying on
+driver to perform ptx compilation.`` when the CUDA toolkit's ptxas is not on the PATH, and
+trains on (a maintainer of rocker-org/ml: "a known TensorFlow quirk"). Where the message goes
+on that way, its lines are this benign label, not the cause."""
