@@ -422,6 +422,44 @@ def _cpu(calibration: CpuCalibration | None) -> Target:
     )
 
 
+def _device(kind: str, tflops: float = 1000.0) -> Target:
+    """A catalogued accelerator of ``kind`` (gpu, tpu), by default with a fast roofline."""
+    return Target(
+        key=f"fast-{kind}",
+        kind=kind,
+        name=f"fast {kind}",
+        memory_bytes=2**36,
+        usable_bytes=2**36,
+        peak_tflops=tflops,
+        bandwidth_gbs=3000.0,
+        utilisation=0.5,
+        utilisation_source="test",
+        source="test",
+    )
+
+
+def test_an_accelerators_step_is_never_shorter_than_the_hosts_loop_that_calls_it() -> None:
+    """The roofline of a small step on a TPU is microseconds; a fit step on the host that
+    calls it costs this CPU's measured per-step overhead (1 ms here): the row says so and is
+    bound by it. A longer step is its roofline, the floor only recorded. Without this CPU's
+    calibration the rows keep their roofline and a note says what they leave out."""
+    calibration = _calibration(fit_overhead_s=1e-3)
+    result = plan_step(_step(), 1, [_cpu(calibration), _device("tpu"), _device("gpu")])
+    tpu = result.device("fast-tpu")
+    assert tpu.step_s == pytest.approx(1e-3) and tpu.time.bound == "per-step overhead"
+    assert tpu.reason.startswith("host-bound: 1 ms per step in the training loop")
+    assert result.device("fast-gpu").step_s == pytest.approx(1e-3)
+    assert any("at least the host's per-step cost, 1 ms" in n for n in result.notes)
+    slow = _device("tpu", tflops=1.0)  # the 2 GFLOP MatMul: 4 ms at half of 1 TFLOP/s
+    large = plan_step(_step(), 1, [slow], host=calibration).device("fast-tpu")
+    assert large.step_s is not None and large.step_s > 1e-3
+    assert large.time.bound in ("compute", "bandwidth")
+    assert large.time.step_overhead_s == pytest.approx(1e-3)
+    bare = plan_step(_step(), 1, [_device("tpu")])
+    assert bare.device("fast-tpu").step_s is not None and bare.device("fast-tpu").step_s < 1e-4
+    assert any("leave out the host's per-step cost" in n for n in bare.notes)
+
+
 def test_the_plan_names_the_bound_of_this_cpus_time_or_says_how_to_get_one(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -23,12 +23,15 @@ from tfaccel.planning.result import DevicePlan, Plan
 from tfaccel.planning.roofline import (
     CALIBRATE_HINT,
     STEP_CALLS,
+    CpuCalibration,
     StepTime,
     cpu_step_time,
     kernel_pass_note,
     loop_note,
+    per_step_overhead,
     step_time,
     stored_cpu_figures,
+    with_host_floor,
 )
 from tfaccel.planning.targets import Target, targets
 from tfaccel.planning.trace import (
@@ -156,6 +159,7 @@ def plan(
         step,
         batch_size,
         chosen,
+        host=calibration,
         examples=examples,
         prices=price_table,
         notes=notes,
@@ -217,9 +221,15 @@ def plan_step(
     notes: Sequence[str] = (),
     model_name: str = "model",
     step_call: str = "fit",
+    host: CpuCalibration | None = None,
 ) -> Plan:
     """The plan of a traced step on ``chosen`` targets (pure: no TensorFlow); each step called
-    by ``step_call`` (:data:`~tfaccel.planning.roofline.STEP_CALLS`)."""
+    by ``step_call`` (:data:`~tfaccel.planning.roofline.STEP_CALLS`). ``host``: this CPU's
+    calibration, whose per-step cost is the GPU and TPU rows' floor
+    (:func:`~tfaccel.planning.roofline.with_host_floor`; default: the calibration of this
+    machine's CPU among ``chosen``)."""
+    if host is None:
+        host = next((t.calibration for t in chosen if t.kind == "cpu" and t.this_machine), None)
     memory = simulate(step, batch_size, rules=GPU_BFC_RULES)
     cache: dict[tuple[str, int], MemoryEstimate] = {}
 
@@ -246,6 +256,7 @@ def plan_step(
             timing = cpu_step_time(step, micro, target.calibration, call=step_call)
         else:
             timing = step_time(target, step.flops(micro), step.bytes_touched(micro), step.launches)
+            timing = with_host_floor(timing, step, host, step_call)
         step_s = (
             timing.step_s * steps if timing.step_s is not None and (fits or accumulation) else None
         )
@@ -295,6 +306,7 @@ def plan_step(
             "roofline of counted FLOPs and bytes (on this CPU, plus measured per-op and "
             "per-step costs)",
             *cpu_notes,
+            *_host_note(chosen, step, host, step_call),
             f"memory includes a {FRAGMENTATION_MARGIN:.0%} fragmentation/workspace margin "
             "(the spread measured by benchmarks/bench_plan.py)",
             "GPU memory usable = memory - 0.5 GiB (CUDA context) - TensorFlow's reserve "
@@ -332,11 +344,39 @@ def _reason(row: DevicePlan) -> str:
         )
     elif bound == "bandwidth":
         parts.append(f"bandwidth-bound at {target.bandwidth_gbs:g} GB/s")
+    elif bound == "per-step overhead":
+        parts.append(
+            f"host-bound: {row.time.step_overhead_s * 1e3:.2g} ms per step in the training loop "
+            "(this CPU's, measured); the device takes less"
+            if row.time.step_overhead_s
+            else "host-bound"
+        )
     else:
         parts.append(
             "per-op overhead-bound: the step's operations are too small to fill the device"
         )
     return "; ".join(parts)
+
+
+def _host_note(
+    chosen: Sequence[Target], step: StepGraph, calibration: CpuCalibration | None, call: str
+) -> list[str]:
+    """What the GPU and TPU rows' step times say of the host's per-step cost: the floor
+    measured on this CPU, or that it is left out where this CPU is not calibrated."""
+    if not any(t.kind in ("gpu", "tpu") for t in chosen):
+        return []
+    if calibration is None:
+        return [
+            "GPU and TPU step times leave out the host's per-step cost (the training loop's "
+            "Python and its call into TensorFlow, about a millisecond), which bounds a small "
+            f"model's step: {CALIBRATE_HINT} measures it, and the rows then include it"
+        ]
+    host = per_step_overhead(step, calibration, call)
+    return [
+        f"GPU and TPU step times are at least the host's per-step cost, {host * 1e3:.2g} ms "
+        "(the training loop on this machine's CPU, measured; the host of that device may "
+        "differ)"
+    ]
 
 
 def _cpu_terms(time: StepTime) -> str:

@@ -73,6 +73,7 @@ __all__ = [
     "step_band",
     "step_time",
     "stored_cpu_figures",
+    "with_host_floor",
     "without_lost_figures",
 ]
 
@@ -432,6 +433,23 @@ def step_time(target: Target, flops: int, nbytes: int, ops: int = 0) -> StepTime
     if overhead > longest:
         bound = "per-op overhead"
     return StepTime(longest + overhead, compute, memory, bound, op_floor_s=overhead or None)
+
+
+def with_host_floor(
+    time: StepTime, step: StepGraph, calibration: CpuCalibration | None, call: str = "fit"
+) -> StepTime:
+    """A catalogued device's roofline ``time`` with the host's per-step cost as its floor: a
+    step cannot take less than the loop on the host that calls it (``fit``'s, or a
+    ``train_on_batch`` call's: :func:`per_step_overhead`, measured on this machine's CPU by
+    its ``calibration``). The host enqueues a step while the device runs the one before, so
+    the longer of the two counts, not their sum. Assumed: that device's host runs the loop as
+    fast as this CPU does. Unchanged without a calibration or a prediction."""
+    if calibration is None or time.step_s is None:
+        return time
+    host = per_step_overhead(step, calibration, call)
+    if host <= time.step_s:
+        return replace(time, step_overhead_s=host)
+    return replace(time, step_s=host, bound="per-step overhead", step_overhead_s=host)
 
 
 def cpu_step_time(
