@@ -10,7 +10,7 @@ import pytest
 from files_around import assert_unchanged, snapshot
 
 from tfaccel.core.checks import check_file_argument
-from tfaccel.core.errors import TfaccelError
+from tfaccel.core.errors import TfaccelError, UsageError
 from tfaccel.core.files import check_writable_file, trailing_slash, write_atomic
 from tfaccel.store import check_store_path
 
@@ -74,3 +74,33 @@ def test_a_directory_given_with_a_slash_is_refused_as_a_directory(tmp_path: Path
         assert "is a directory" in said[check], said[check]
     for check in ("check_writable_file", "write_atomic"):  # refused before it is looked at
         assert "ends with a slash" in said[check], said[check]
+
+
+def test_a_write_through_a_link_replaces_its_target_and_keeps_the_link(tmp_path: Path) -> None:
+    """``echo > link`` writes the file the link names; so does a write of tfaccel's (renaming
+    the new file over the link would turn it into a file and leave the target stale)."""
+    (tmp_path / "real").mkdir()
+    target = tmp_path / "real" / "config.json"
+    target.write_text("old\n")
+    link = tmp_path / "config.json"
+    link.symlink_to(Path("real") / "config.json")
+    assert check_writable_file(link) == target
+    write_atomic(link, "new\n")
+    assert link.is_symlink() and os.readlink(link) == str(Path("real") / "config.json")
+    assert target.read_text() == "new\n"
+    assert sorted(p.name for p in (tmp_path / "real").iterdir()) == ["config.json"]
+
+
+@pytest.mark.parametrize("through", ["/dev/stdout", "/proc/self/fd/1"])
+def test_a_link_to_a_device_or_a_descriptor_is_refused_and_left_alone(
+    tmp_path: Path, through: str
+) -> None:
+    """/dev/stdout is a link to /proc/self/fd/1, which names whatever stdout is: a write
+    renamed over it would replace the system's link (as root) or the file stdout goes to."""
+    link = tmp_path / "out.json"
+    link.symlink_to(through)
+    for write in (lambda: check_writable_file(link), lambda: write_atomic(link, "{}")):
+        with pytest.raises(UsageError, match="not to a file of its own"):
+            write()
+    assert link.is_symlink() and os.readlink(link) == through
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]

@@ -293,7 +293,7 @@ def check_writable_file(
             what this writer writes; the message names the path and why.
     """
     check_file_name(path, argument_name=argument_name)
-    target = Path(path)
+    target = _through_link(Path(path), argument_name)
     directory = _check_target(target, argument_name)
     if replaces is not None:
         _check_replaceable(target, argument_name, *replaces)
@@ -330,7 +330,7 @@ def write_atomic(
             file system, a full disk).
     """
     check_file_name(path, argument_name=argument_name)
-    path = Path(path)
+    path = _through_link(Path(path), argument_name)
     directory = _check_target(path, argument_name)
     data = content.encode("utf-8") if isinstance(content, str) else content
     tmp: str | None = None
@@ -428,6 +428,46 @@ def _check_replaceable(path: Path, argument_name: str, marker: bytes, what: str)
             received=f"an existing file of {size:,} bytes without {marker.decode()}",
             fix=f"pass {flag} with another path; the file there is left as it is",
         )
+
+
+SYSTEM_FOLDERS = ("/dev/", "/proc/", "/sys/")
+"""Where a symbolic link must not lead a file tfaccel writes: the file put in its place would
+replace a device or a process's file descriptor (``/dev/stdout`` is a link to
+``/proc/self/fd/1``)."""
+MAX_LINK_HOPS = 40
+"""Links followed before a chain is taken as a loop (Linux's own limit)."""
+
+
+def _through_link(path: Path, argument_name: str) -> Path:
+    """The file a write of ``path`` goes to: ``path``, or where it leads when it is a symbolic
+    link (a write replaces the file the link names and keeps the link, as ``echo > link``
+    does; replacing the link itself would leave its target stale).
+
+    Raises:
+        UsageError: the link leads into :data:`SYSTEM_FOLDERS` (``/dev/stdout``), or loops.
+    """
+    if not path.is_symlink():
+        return path
+    flag = argument(argument_name)
+    hops = [path]  # each link on the way, followed by hand: realpath hides /proc/self/fd/1
+    try:
+        while hops[-1].is_symlink() and len(hops) <= MAX_LINK_HOPS:
+            hops.append(Path(os.path.abspath(hops[-1].parent / os.readlink(hops[-1]))))
+        target = Path(os.path.realpath(path, strict=False))
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise _write_error(path, path.parent, argument_name, exc) from None
+    system = next((h for h in hops[1:] if (str(h) + os.sep).startswith(SYSTEM_FOLDERS)), None)
+    if system is not None:
+        raise UsageError(
+            f"Cannot write {str(path)!r} ({_given(flag)}): it is a link to {str(system)!r}, "
+            "not to a file of its own",
+            expected="the path of a file, or a link to one (tfaccel writes a new file and "
+            "renames it into place)",
+            received=f"a link to {str(system)!r}",
+            fix=f"pass {flag} with the path of a file (to see the output on the terminal, "
+            "leave the option out)",
+        )
+    return target
 
 
 def _check_target(path: Path, argument_name: str) -> Path:
