@@ -257,29 +257,40 @@ def test_the_reports_own_folder_is_rewritten_and_only_its_stale_plot_removed(
     assert sorted(p.name for p in (out / "plots").iterdir()) == ["mine.png"]
 
 
-def test_a_write_cut_short_leaves_files_the_next_report_replaces(
+def test_a_write_that_fails_leaves_the_old_report_whole_and_a_new_folder_unmade(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The disk fills while report.md is written: every file is staged before any is renamed,
+    so the old report stays as it was (not half old, half new), no temporary is left, and a
+    report into a new folder leaves no folder. The next report replaces the old one."""
     import tfaccel.report.files as report_files
 
     out = tmp_path / "out"
     write_report(out, _doc(), FAKE_PLOTS)
-    real = report_files.write_atomic
-    calls: list[Path] = []
+    before = _state(out)
+    real = report_files.stage
 
-    def failing(path: Path, content: str | bytes, **kwargs: object) -> None:
-        calls.append(path)
+    def failing(path: Path, data: bytes, **kwargs: object) -> str:
         if path.name == "report.md":
             raise OSError(28, "No space left on device")
-        real(path, content, **kwargs)  # type: ignore[arg-type]
+        return real(path, data, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(report_files, "write_atomic", failing)
+    monkeypatch.setattr(report_files, "stage", failing)
     doc = _doc()
     doc["summary"]["headline"]["best_images_per_s"] = 1.0  # type: ignore[index]
-    with pytest.raises(UsageError, match="could not be written"):
+    with pytest.raises(UsageError, match=r"could not be written.*No space left on device"):
         write_report(out, doc, FAKE_PLOTS)
-    monkeypatch.setattr(report_files, "write_atomic", real)
-    write_report(out, doc, FAKE_PLOTS)  # report.json is new, report.md old: both its own
+    assert _state(out) == before
+    fresh = tmp_path / "new" / "report"
+    with pytest.raises(UsageError, match="could not be written"):
+        write_report(fresh, doc, FAKE_PLOTS)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    monkeypatch.setattr(report_files, "stage", real)
+    write_report(out, doc, FAKE_PLOTS)
+    assert (
+        json.loads((out / "report.json").read_text())["summary"]["headline"]["best_images_per_s"]
+        == 1.0
+    )
 
 
 # -- the roofline: labelled points, one bandwidth figure ------------------------------------------

@@ -36,11 +36,14 @@ __all__ = [
     "check_path",
     "check_writable_dir",
     "check_writable_file",
+    "discard",
     "file_kind",
     "nearest_existing",
     "os_reason",
     "path_problem",
+    "prepare_write",
     "remote_path",
+    "stage",
     "trailing_slash",
     "try_writing_in",
     "write_atomic",
@@ -292,9 +295,8 @@ def check_writable_file(
         UsageError: the file cannot be written there, or (``replaces``) it exists and is not
             what this writer writes; the message names the path and why.
     """
-    check_file_name(path, argument_name=argument_name)
-    target = _through_link(Path(path), argument_name)
-    directory = _check_target(target, argument_name)
+    target = prepare_write(path, argument_name=argument_name)
+    directory = target.parent if str(target.parent) else Path(".")
     if replaces is not None:
         _check_replaceable(target, argument_name, *replaces)
     try:
@@ -329,28 +331,62 @@ def write_atomic(
             directory is missing, or the file cannot be written (permissions, a read-only
             file system, a full disk).
     """
-    check_file_name(path, argument_name=argument_name)
-    path = _through_link(Path(path), argument_name)
-    directory = _check_target(path, argument_name)
+    path = prepare_write(path, argument_name=argument_name)
     data = content.encode("utf-8") if isinstance(content, str) else content
     tmp: str | None = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+        tmp = stage(path, data, mode=mode)
+        os.replace(tmp, path)
+        tmp = None
+    except (OSError, ValueError) as exc:
+        raise _write_error(path, path.parent, argument_name, exc) from None
+    finally:
+        if tmp is not None:
+            discard(tmp)
+
+
+def prepare_write(path: str | os.PathLike[str], *, argument_name: str = "path") -> Path:
+    """The checks :func:`write_atomic` makes before it writes ``path``, and the file it will
+    replace (where a symbolic link leads). For a writer of several files that stages them
+    all (:func:`stage`) before it renames any.
+
+    Raises:
+        UsageError: as :func:`write_atomic`, before anything is written.
+    """
+    check_file_name(path, argument_name=argument_name)
+    target = _through_link(Path(path), argument_name)
+    _check_target(target, argument_name)
+    return target
+
+
+def stage(path: Path, data: bytes, *, mode: int = 0o644) -> str:
+    """``data`` in a new temporary file beside ``path`` (written, synced, given ``mode``):
+    ``os.replace`` of it over ``path`` puts the whole file in place at once. Returns its
+    name.
+
+    Raises:
+        OSError: it could not be written (a full disk); no temporary file is left then.
+    """
+    directory = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, mode)
-        os.replace(tmp, path)
-        tmp = None
-    except (OSError, ValueError) as exc:
-        raise _write_error(path, directory, argument_name, exc) from None
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+    except BaseException:
+        discard(tmp)
+        raise
+    return tmp
+
+
+def discard(name: str) -> None:
+    """Remove the temporary file ``name`` if it is there (nothing said if it cannot be)."""
+    try:
+        os.unlink(name)
+    except OSError:
+        pass
 
 
 def trailing_slash(path: str | os.PathLike[str]) -> str | None:
@@ -446,7 +482,10 @@ def _through_link(path: Path, argument_name: str) -> Path:
     Raises:
         UsageError: the link leads into :data:`SYSTEM_FOLDERS` (``/dev/stdout``), or loops.
     """
-    if not path.is_symlink():
+    try:
+        if not path.is_symlink():
+            return path
+    except (OSError, ValueError):  # a name too long, a NUL: the checks after say why
         return path
     flag = argument(argument_name)
     hops = [path]  # each link on the way, followed by hand: realpath hides /proc/self/fd/1

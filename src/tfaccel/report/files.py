@@ -28,7 +28,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tfaccel.core.errors import UsageError, argument
-from tfaccel.core.files import check_writable_dir, file_kind, write_atomic
+from tfaccel.core.files import (
+    check_writable_dir,
+    discard,
+    file_kind,
+    prepare_write,
+    stage,
+    write_atomic,
+)
 from tfaccel.core.jsonout import dumps
 from tfaccel.report.document import PLOT_TITLES, ReportDocument, SavedReportDocument
 from tfaccel.report.html import render_html
@@ -217,6 +224,43 @@ def _write_manifest(root: Path, files: Mapping[str, object], pending: Mapping[st
     _write(root / MANIFEST, (json.dumps(content, indent=1, sort_keys=True) + "\n").encode())
 
 
+def _missing_folders(directory: Path) -> list[Path]:
+    """``directory`` and the folders above it that do not exist yet, deepest first."""
+    missing = []
+    while not directory.exists() and directory != directory.parent:
+        missing.append(directory)
+        directory = directory.parent
+    return missing
+
+
+def _undo(staged: Mapping[Path, str], made: list[Path]) -> None:
+    """After a write that failed: the temporary files not renamed yet removed, and the
+    folders this report made removed again where nothing else is in them (deepest first)."""
+    for tmp in staged.values():
+        discard(tmp)
+    for folder in made:
+        try:
+            folder.rmdir()  # only an empty one
+        except OSError:
+            pass
+
+
+def _prepared(path: Path) -> Path:
+    """:func:`prepare_write` of one report file, its errors worded as :func:`_write`'s."""
+    try:
+        return prepare_write(path, argument_name=_OUT)
+    except UsageError as exc:
+        if not (os.path.lexists(path) and not path.is_file()):
+            raise
+        raise UsageError(
+            exc.what,
+            expected=exc.expected,
+            received=exc.received,
+            fix=f"move {str(path)!r} out of the way, or pass {argument(_OUT)} with another "
+            "directory",
+        ) from None
+
+
 def _write(path: Path, data: bytes) -> None:
     """:func:`write_atomic` of one report file; an error names the report directory's argument
     (``--out`` on the command line), and when a directory or a special file stands where the
@@ -252,6 +296,7 @@ def write_report(
         UsageError: the directory cannot be created or written, or holds a file that is not
             tfaccel's where the report goes.
     """
+    made = _missing_folders(Path(directory).expanduser())  # removed again if the write fails
     root = _report_dir(directory)
     on_disk = check_owned(root)
     plots = plots or {}
@@ -279,13 +324,20 @@ def write_report(
     content["report.html"] = render_html(saved, plots).encode("utf-8")
     stale = [f"plots/{name}.png" for name in PLOT_TITLES.keys() - plots.keys()]
     listed = {name: _digest(data) for name, data in content.items()}
+    staged: dict[Path, str] = {}  # each file's temporary beside it, renamed when all are
     try:
-        # listed first as pending: a write cut short leaves files the next report knows
-        _write_manifest(root, on_disk, listed)
         if plots:
+            if not plot_dir.is_dir():
+                made.insert(0, plot_dir)
             plot_dir.mkdir(exist_ok=True)
         for name, data in content.items():
-            _write(root / name, data)
+            path = _prepared(root / name)
+            staged[path] = stage(path, data)
+        # listed first as pending: a rename cut short leaves files the next report knows
+        _write_manifest(root, on_disk, listed)
+        for path, tmp in list(staged.items()):
+            os.replace(tmp, path)
+            del staged[path]
         removed = False
         for name in stale:
             if (root / name).is_file():  # tfaccel's, unchanged: checked above
@@ -295,10 +347,14 @@ def write_report(
             plot_dir.rmdir()
         _write_manifest(root, listed, {})
     except OSError as exc:
+        _undo(staged, made)
         raise UsageError(
             f"The report could not be written to {str(root)!r} ({argument(_OUT)})",
             expected="a writable directory with free space",
             received=f"{type(exc).__name__}: {exc.strerror or exc}",
             fix=f"pass {argument(_OUT)} with a writable directory",
         ) from None
+    except BaseException:
+        _undo(staged, made)
+        raise
     return files
