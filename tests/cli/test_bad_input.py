@@ -74,6 +74,7 @@ class Row:
 def _file(name: str, content: str | bytes) -> Setup:
     def make(work: Path) -> None:
         data = content.encode() if isinstance(content, str) else content
+        (work / name).parent.mkdir(parents=True, exist_ok=True)
         (work / name).write_bytes(data)
 
     return make
@@ -1390,6 +1391,18 @@ ROWS: list[Row] = [
         "(--out) is not writable",
     ),
     Row("selftest-out-empty", ("selftest", "--gpu", "--out", ""), "--out was given an empty"),
+    Row(
+        "selftest-out-holds-a-users-summary",  # never replaced: refused before anything runs
+        ("selftest", "--gpu", "--simulate", "--out", "{work}/dir"),
+        "a file is there that is not a self-test summary tfaccel wrote",
+        setup=_file("dir/summary.json", '{"mine": true}\n'),
+    ),
+    Row(
+        "selftest-out-holds-a-users-steps-log",
+        ("selftest", "--gpu", "--simulate", "--out", "{work}/dir"),
+        "not a self-test log tfaccel wrote",
+        setup=_file("dir/steps.log", "my notes\n"),
+    ),
     *(
         Row(
             f"selftest-budget-{label}",

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tfaccel import probe
-from tfaccel.core.files import check_writable_dir, write_atomic
+from tfaccel.core.files import check_writable_dir, check_writable_file, write_atomic
 from tfaccel.core.jsonout import dumps
 from tfaccel.probe import libs
 from tfaccel.selftest.gpu import (
@@ -177,9 +177,23 @@ def check_out_dir(out: str | Path) -> Path:
 
     Raises:
         UsageError: ``out`` is empty, is a file (or another non-directory), lies under a file,
-            or its nearest existing folder cannot be written.
+            or its nearest existing folder cannot be written; or a summary.json or steps.log
+            is there that a self-test did not write (a user's file is never replaced).
     """
-    return check_writable_dir(out, **_OUT_DIR)
+    root = check_writable_dir(out, **_OUT_DIR)
+    if root.is_dir():
+        for name, marker in OWN_FILES.items():
+            check_writable_file(root / name, argument_name=_OUT, replaces=marker)
+    return root
+
+
+OWN_FILES: dict[str, tuple[bytes, str]] = {
+    "summary.json": (b'"command": "selftest"', "a self-test summary tfaccel wrote"),
+    COMBINED_LOG: (b"===== 01 ", "a self-test log tfaccel wrote"),
+}
+"""The files a self-test writes into its directory, with what each holds when a self-test
+wrote it: another file of that name there is refused before anything runs
+(``check_writable_file``'s ``replaces``)."""
 
 
 def _make_out_dir(path: Path, logs: bool = True) -> Path:
