@@ -571,3 +571,17 @@ def test_a_recurrent_model_is_planned_at_batch_1_as_at_larger_batches() -> None:
         assert small.flops(batch) == large.flops(batch)
         assert small.bytes_touched(batch) == large.bytes_touched(batch)
     assert tfaccel.plan(model, batch_size=1, devices=["t4"]).devices[0].fits
+
+
+def test_a_tiny_model_reads_in_kib_and_a_batch_past_the_cap_says_so() -> None:
+    """A tabular model of a thousand weights needs kilobytes: its parts are not written as
+    0.0 MiB, and on a large GPU its largest batch is past the largest the plan tries."""
+    from tfaccel.planning.result import BATCH_CAP
+
+    step = _step()
+    plan = plan_step(step, 64, [_target("big", 2**40)])
+    text = str(plan)
+    assert "0.0 MiB" not in text and " KiB" in text
+    row = plan.device("big")
+    assert row.max_batch == BATCH_CAP and row.to_dict()["max_batch_at_cap"] is True
+    assert f">={BATCH_CAP:,}" in text

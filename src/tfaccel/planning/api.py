@@ -19,7 +19,7 @@ from tfaccel.planning.memory import (
     fit_rules,
     simulate,
 )
-from tfaccel.planning.result import DevicePlan, Plan
+from tfaccel.planning.result import BATCH_CAP, DevicePlan, Plan
 from tfaccel.planning.roofline import (
     CALIBRATE_HINT,
     STEP_CALLS,
@@ -45,7 +45,7 @@ from tfaccel.planning.trace import (
 
 __all__ = ["PRECISIONS", "PlanError", "plan", "plan_step"]
 
-MAX_BATCH = 2**24
+MAX_BATCH = BATCH_CAP
 KNOWN_OPTIMIZERS = (
     "sgd",
     "adam",

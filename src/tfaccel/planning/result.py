@@ -66,6 +66,7 @@ class DevicePlan:
             "needed_bytes": self.needed_bytes,
             "fits": self.fits,
             "max_batch": self.max_batch,
+            "max_batch_at_cap": self.max_batch is not None and self.max_batch >= BATCH_CAP,
             "gradient_accumulation_steps": self.accumulation_steps,
             "micro_batch": self.micro_batch,
             "peak_tflops": self.target.peak_tflops,
@@ -144,14 +145,14 @@ class Plan:
         ]
         for part, value in self.memory.parts.items():
             if value:
-                lines.append(f"  {_PART_TITLES.get(part, part):<42} {_size(value):>10}")
+                lines.append(f"  {_PART_TITLES.get(part, part):<42} {_part(value):>10}")
         lines.append(
-            f"  {'margin (fragmentation, workspaces)':<42} {_size(self.memory.margin_bytes):>10}"
+            f"  {'margin (fragmentation, workspaces)':<42} {_part(self.memory.margin_bytes):>10}"
         )
-        lines.append(f"  {'total':<42} {_size(self.memory.total_bytes):>10}")
+        lines.append(f"  {'total':<42} {_part(self.memory.total_bytes):>10}")
         lines += ["", "Accelerators, best first:"]
         header = (
-            f"  {'#':>2} {'device':<24} {'memory':>9} {'fits':>4} {'max batch':>10} {'step':>9}"
+            f"  {'#':>2} {'device':<24} {'memory':>9} {'fits':>4} {'max batch':>12} {'step':>9}"
         )
         if self.examples:
             header += f" {'epoch':>9}"
@@ -168,7 +169,7 @@ class Plan:
             )
             line = (
                 f"  {row.rank:>2} {row.target.key:<24} {_size(row.target.memory_bytes):>9} "
-                f"{fits:>4} {_count(row.max_batch):>10} {_seconds(row.step_s):>9}"
+                f"{fits:>4} {_count(row.max_batch):>12} {_seconds(row.step_s):>9}"
             )
             if self.examples:
                 line += f" {_seconds(row.epoch_s):>9}"
@@ -183,13 +184,27 @@ def _size(value: int | None) -> str:
     return fmt_bytes(value, smallest="MiB")
 
 
+def _part(value: int | None) -> str:
+    """A part of a step's memory: in MiB and up, in KiB below one MiB (a small model's parts
+    read 0.0 MiB)."""
+    return fmt_bytes(value, smallest="MiB" if (value or 0) >= 2**20 else "KiB")
+
+
+BATCH_CAP = 2**24
+"""The largest batch the plan tries; a row that fits it says so (``>=``)."""
+
+
 def _count(value: int | None) -> str:
-    return MISSING if value is None else f"{value:,}"
+    if value is None:
+        return MISSING
+    return f">={value:,}" if value >= BATCH_CAP else f"{value:,}"
 
 
 def _seconds(value: float | None) -> str:
     if value is None:
         return MISSING
+    if value < 1e-4:
+        return f"{value * 1e6:.1f} us"
     if value < 1:
         return f"{value * 1000:.1f} ms"
     if value < 600:
