@@ -504,3 +504,22 @@ def test_a_loop_that_pops_lists_while_filling_its_own_holds_the_larger_whole() -
         # of 30-100 MB, counted by the CPU's allocator, not all held at once.
         cpu = simulate(step, 100_000, rules=CPU_ONEDNN_RULES, margin=0)
         assert cpu.peak_bytes < 10 * (popped + filled) * 100_000
+
+
+def test_a_recurrent_steps_flops_bytes_and_launches_count_every_time_step() -> None:
+    """An LSTM's recurrence (h @ recurrent kernel, forward and gradients) runs in its loops'
+    bodies, once per time step: the step's FLOPs, bytes and launches count each body its
+    iterations' times (the plan's GPU and TPU rows and its JSON read them)."""
+    units, steps, batch = 8, 5, 16
+    step = trace_step(_rnn(units=units, steps=steps, cell="LSTM"), batch)
+    assert step.loops and step.loops_known
+    top = sum(op.flops_fixed + op.flops_per_example * batch for op in step.ops)
+    recurrence = 2 * batch * units * 4 * units  # one time step's h @ recurrent kernel, forward
+    assert step.flops(batch) >= top + steps * recurrence
+    assert step.flops(batch) - top == sum(
+        (loop.iterations or 0)
+        * sum(op.flops_fixed + op.flops_per_example * batch for op in loop.ops)
+        for loop in step.loops
+    )
+    assert step.launches > sum(1 for op in step.ops if op.type not in ("Const", "NoOp"))
+    assert step.bytes_touched(batch) > step.bytes_touched(1)

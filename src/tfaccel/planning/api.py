@@ -254,6 +254,15 @@ def plan_step(
         steps = accumulation or 1
         if target.kind == "cpu" and target.this_machine:
             timing = cpu_step_time(step, micro, target.calibration, call=step_call)
+        elif not step.loops_known:
+            timing = StepTime(
+                None,
+                None,
+                None,
+                None,
+                why="a While loop of the step (a recurrent layer) runs a number of iterations "
+                "the graph does not give",
+            )
         else:
             timing = step_time(target, step.flops(micro), step.bytes_touched(micro), step.launches)
             timing = with_host_floor(timing, step, host, step_call)
@@ -307,6 +316,7 @@ def plan_step(
             "per-step costs)",
             *cpu_notes,
             *_host_note(chosen, step, host, step_call),
+            *_loop_note(chosen, step),
             f"memory includes a {FRAGMENTATION_MARGIN:.0%} fragmentation/workspace margin "
             "(the spread measured by benchmarks/bench_plan.py)",
             "GPU memory usable = memory - 0.5 GiB (CUDA context) - TensorFlow's reserve "
@@ -376,6 +386,17 @@ def _host_note(
         f"GPU and TPU step times are at least the host's per-step cost, {host * 1e3:.2g} ms "
         "(the training loop on this machine's CPU, measured; the host of that device may "
         "differ)"
+    ]
+
+
+def _loop_note(chosen: Sequence[Target], step: StepGraph) -> list[str]:
+    """What a GPU row's time assumes of the step's ``While`` loops (recurrent layers)."""
+    if not step.loops or not any(t.kind == "gpu" for t in chosen):
+        return []
+    return [
+        "GPU step times run the recurrent layers' loops as TensorFlow's executor does, a "
+        "launch per operation per time step; on a GPU Keras runs an LSTM or GRU with its "
+        "default arguments as one cuDNN kernel instead, which can be several times faster"
     ]
 
 

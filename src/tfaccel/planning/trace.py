@@ -14,6 +14,7 @@ import math
 import os
 import re
 import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -187,26 +188,60 @@ class StepGraph:
     function."""
 
     def flops(self, batch: int) -> int:
-        """Matmul-class FLOPs of one training step at ``batch`` (forward, backward, update)."""
-        return sum(op.flops_fixed + op.flops_per_example * batch for op in self.ops)
+        """Matmul-class FLOPs of one training step at ``batch`` (forward, backward, update),
+        ``While`` loops' bodies counted once per iteration where the graph gives them."""
+        return _flops(self.ops, batch) + _looped(self.loops, lambda ops: _flops(ops, batch))
 
     @property
     def launches(self) -> int:
-        """Operations that run a kernel (views, constants and variable reads excluded)."""
-        return sum(1 for op in self.ops if op.type not in NOT_RUN)
+        """Operations that run a kernel (views, constants and variable reads excluded), a
+        loop's body once per iteration (as TensorFlow's executor runs it; a GPU's cuDNN kernel
+        for an LSTM or GRU runs the whole loop as one)."""
+        return _launches(self.ops) + _looped(self.loops, _launches)
+
+    @property
+    def loops_known(self) -> bool:
+        """Whether every ``While`` loop's iterations (nested ones too) are known."""
+        return _all_known(self.loops)
 
     def bytes_touched(self, batch: int) -> int:
-        """Bytes every operation writes plus reads once: a lower bound of the memory traffic."""
-        sizes: dict[int, int] = {}
-        total = 0
-        for op in self.ops:
-            for t in op.outputs:
-                sizes[t.index] = t.bytes_at(batch)
-                if op.type not in ALIASING:
-                    total += sizes[t.index]
+        """Bytes every operation writes plus reads once: a lower bound of the memory traffic
+        (a loop's body once per iteration)."""
+        return _bytes(self.ops, batch) + _looped(self.loops, lambda ops: _bytes(ops, batch))
+
+
+def _flops(ops: Sequence[OpInfo], batch: int) -> int:
+    return sum(op.flops_fixed + op.flops_per_example * batch for op in ops)
+
+
+def _launches(ops: Sequence[OpInfo]) -> int:
+    return sum(1 for op in ops if op.type not in NOT_RUN)
+
+
+def _bytes(ops: Sequence[OpInfo], batch: int) -> int:
+    sizes: dict[int, int] = {}
+    total = 0
+    for op in ops:
+        for t in op.outputs:
+            sizes[t.index] = t.bytes_at(batch)
             if op.type not in ALIASING:
-                total += sum(sizes.get(i, 0) for i in op.inputs)
-        return total
+                total += sizes[t.index]
+        if op.type not in ALIASING:
+            total += sum(sizes.get(i, 0) for i in op.inputs)
+    return total
+
+
+def _looped(loops: Sequence[LoopBody], count: Callable[[Sequence[OpInfo]], int]) -> int:
+    """``count`` of the loops' bodies, each times its iterations, nested loops inside theirs;
+    a loop whose iterations are unknown counts once (a lower bound, see
+    :attr:`StepGraph.loops_known`)."""
+    return sum(
+        (loop.iterations or 1) * (count(loop.ops) + _looped(loop.loops, count)) for loop in loops
+    )
+
+
+def _all_known(loops: Sequence[LoopBody]) -> bool:
+    return all(loop.iterations is not None and _all_known(loop.loops) for loop in loops)
 
 
 def trace_step(
