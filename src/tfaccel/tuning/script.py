@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -44,6 +45,7 @@ from tfaccel.tuning.hooks import Hooks
 from tfaccel.tuning.search import Decision, Runner, SearchOutcome, SearchSettings, Trial
 from tfaccel.tuning.space import OWN_FEED, Config, Space
 from tfaccel.workload import DEFAULT_TIMEOUT_S, Workload, capture
+from tfaccel.workload import data as data_forms
 from tfaccel.workload.record import build_like_fit, own_step_reason
 
 __all__ = [
@@ -162,6 +164,25 @@ def settled_runtime() -> Iterator[None]:
             setattr(owner, name, original)
 
 
+def _training_part(x: Any, y: Any, split: Any) -> tuple[Any, Any]:
+    """``(x, y)`` as ``fit(..., validation_split=split)`` trains on them: the first
+    ``ceil(n * (1 - split))`` rows (Keras holds out the last ones, before any shuffling), so
+    no trial takes a batch larger than the examples the script trains on."""
+    if not split:
+        return x, y
+    import tensorflow as tf
+
+    rows = data_forms.examples(x, None)
+    if not rows:
+        return x, y
+    keep = math.ceil(rows * (1.0 - float(split)))
+
+    def head(part: Any) -> Any:
+        return None if part is None else tf.nest.map_structure(lambda a: a[:keep], part)
+
+    return head(x), head(y)
+
+
 def workload_hooks(workload: Workload, *, timeout: float = DEFAULT_TIMEOUT_S) -> ScriptWorkload:
     """The hooks and the baseline of a captured workload (see the module's notes)."""
     model = workload.model
@@ -187,7 +208,7 @@ def workload_hooks(workload: Workload, *, timeout: float = DEFAULT_TIMEOUT_S) ->
                 fix="tune a script whose fit gets (x, y), or a dataset of (x, y) pairs",
             )
         y = _placeholder_labels(workload.x) if labels_dropped else workload.y
-        data: Any = (workload.x, y)
+        data: Any = _training_part(workload.x, y, workload.fit_kwargs.get("validation_split"))
         feed, batched = "numpy", None
     elif kind in ("dataset", "pydataset"):
         data, batched = workload.x, (True if kind == "dataset" else None)
