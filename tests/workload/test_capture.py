@@ -401,3 +401,23 @@ def test_bad_requests_are_refused_before_the_script_runs(tmp_path: Path) -> None
         capture(tmp_path / "missing.py")
     with pytest.raises(UsageError, match="at least 1"):
         capture(_script(tmp_path, "raise SystemExit(3)\n"), fit=0)
+
+
+def test_an_argparse_script_given_a_tfaccel_option_after_its_name_is_told_where_it_goes(
+    tmp_path: Path,
+) -> None:
+    """``tfaccel plan train.py --batch 64``: the script's argparse refuses --batch (exit 2);
+    the fix says tfaccel's options go before the script's name, not "pass the arguments it
+    needs"."""
+    script = _script(
+        tmp_path,
+        "import argparse\nparser = argparse.ArgumentParser()\n"
+        "parser.add_argument('--epochs', type=int)\nparser.parse_args()\n",
+    )
+    with pytest.raises(CaptureError) as info:
+        capture(script, ["--batch", "64"], timeout=30)
+    assert info.value.reason == "exited" and "sys.exit(2)" in info.value.what
+    assert "options of tfaccel plan go before the script's name" in info.value.fix
+    with pytest.raises(CaptureError) as plain:
+        capture(script, ["data"], timeout=30)  # not an option: the script's own argument
+    assert "pass the script the arguments it needs" in plain.value.fix

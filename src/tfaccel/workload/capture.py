@@ -286,8 +286,16 @@ def capture(
             where=where,
             expected=f"a script that reaches model.fit call #{fit}",
             received=f"SystemExit({exc.code!r}) at {where or name}",
-            fix="pass the script the arguments it needs after its name "
-            f"(tfaccel {command} {name} ARGS...); run `python {name} ARGS...` to see why it exits",
+            fix=(
+                f"the script refused its arguments (exit status 2, as argparse exits): options "
+                f"of tfaccel {command} go before the script's name (tfaccel {command} "
+                f"--timeout 600 {name}), the script's own after it; run `python {name} "
+                "ARGS...` to see what it takes"
+                if exc.code == 2 and any(str(a).startswith("-") for a in state.args)
+                else "pass the script the arguments it needs after its name "
+                f"(tfaccel {command} {name} ARGS...); run `python {name} ARGS...` to see why "
+                "it exits"
+            ),
         ) from None
     except Exception as exc:
         where = _script_line(exc, state)
