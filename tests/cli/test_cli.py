@@ -312,3 +312,31 @@ def test_json_output_is_strict_json(capsys: pytest.CaptureFixture[str]) -> None:
         "rows": [None, 1.5],
         "path": "/x",
     }
+
+
+def test_output_that_cannot_be_written_is_said_once_without_a_traceback() -> None:
+    """A reader that went away (`| head -1`: a broken pipe) ends the command quietly with
+    141, as SIGPIPE would; a full disk behind stdout is one line on stderr and exit 2; a
+    closed stdout is no crash."""
+    command = [sys.executable, "-m", "tfaccel", "devices", "--json"]
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    reader = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    assert reader.stdout is not None and reader.stderr is not None
+    reader.stdout.close()  # nothing will read what it writes
+    err = reader.stderr.read().decode()
+    assert reader.wait(timeout=120) == 141 and "Traceback" not in err, err
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(command, stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "the output could not be written (No space left on device)" in done.stderr
+    closed = subprocess.run(
+        [*command[:-1], "--json"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=120,
+        pass_fds=(),
+        close_fds=True,
+        preexec_fn=lambda: os.close(1),
+    )
+    assert closed.returncode == 0 and "Traceback" not in closed.stderr, closed.stderr

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import importlib
+import os
 import sys
 import traceback
 from collections.abc import Sequence
@@ -108,8 +110,25 @@ def _add_verbose(command: argparse.ArgumentParser) -> None:
         command.add_argument(*flags, dest="verbose", action="store_true", help=VERBOSE_HELP)
 
 
+OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EIO, errno.EBADF, errno.EFBIG, errno.EPIPE})
+"""Errors of a write to a stream (no file name): where standard output goes cannot take it."""
+
+
+def _quiet_stdout() -> None:
+    """Point standard output at /dev/null, so that Python's own flush at exit does not raise
+    again (the recipe of Python's documentation for SIGPIPE)."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+    if sys.stdout is None or getattr(sys.stdout, "closed", False):
+        sys.stdout = open(os.devnull, "w")  # for the rest of the process
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI with ``argv`` (default: ``sys.argv[1:]``) and return the exit code."""
+    if sys.stdout is None:  # started with standard output closed (`tfaccel devices >&-`)
+        sys.stdout = open(os.devnull, "w")  # for the rest of the process
     parser = build_parser()
     words = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -155,6 +174,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("tfaccel: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (`tfaccel devices --json | head -1`)
+        _quiet_stdout()
+        return 141  # as a shell reports a process ended by SIGPIPE
+    except OSError as exc:
+        if exc.filename is not None or exc.errno not in OUTPUT_ERRNOS:
+            raise
+        _quiet_stdout()
+        print(
+            f"tfaccel: error: the output could not be written ({os.strerror(exc.errno)}): "
+            "standard output goes somewhere that cannot take it (a full disk, a closed "
+            "terminal); redirect it to a file with room",
+            file=sys.stderr,
+        )
+        return 2
     except Exception:  # a bug in tfaccel, not a user mistake: show everything
         traceback.print_exc()
         print(
