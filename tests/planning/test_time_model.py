@@ -1517,3 +1517,29 @@ y = np.random.rand(256, 1).astype("float32")
         overheads[name] = row.time.step_overhead_s
     assert overheads["fit.py"] == pytest.approx(4e-4)
     assert overheads["loop.py"] == pytest.approx(1e-3 + 2 * 1.5e-4)
+
+
+def test_a_script_that_compiles_to_run_eagerly_is_told_the_times_are_for_a_traced_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """compile(run_eagerly=True), left on from debugging: the plan's times are for the step
+    traced as a graph, which this script does not run; a note says so and what to drop."""
+    from tfaccel.planning.source import plan_workload
+    from tfaccel.workload import capture
+
+    text = """
+import numpy as np
+import keras
+
+model = keras.Sequential([keras.Input((10,)), keras.layers.Dense(1)])
+model.compile(optimizer="adam", loss="mse", run_eagerly=EAGER)
+model.fit(np.zeros((64, 10)), np.zeros((64, 1)), batch_size=16)
+"""
+    notes = {}
+    for eager in (True, False):
+        script = tmp_path / f"train_{eager}.py"
+        script.write_text(text.replace("EAGER", str(eager)))
+        monkeypatch.chdir(tmp_path)
+        notes[eager] = plan_workload(capture(str(script)), devices=["this-cpu"]).notes
+    assert any("run_eagerly=True" in n and "drop run_eagerly=True" in n for n in notes[True])
+    assert not any("run_eagerly" in n for n in notes[False])

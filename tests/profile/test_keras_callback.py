@@ -212,6 +212,23 @@ def test_steps_per_execution_makes_input_not_measurable(data: Any) -> None:
     assert measurement.records[-1].examples == 2 * BATCH
 
 
+def test_a_model_compiled_to_run_eagerly_is_a_finding_with_its_fix(data: Any) -> None:
+    """compile(run_eagerly=True) (a debugging switch left on): every step runs op by op; the
+    diagnosis says so first, with the one-word fix. The same model compiled as usual is ok."""
+    for eager in (True, False):
+        net = models.mlp(input_shape=(32, 32, 3), hidden=(8,))
+        net.compile(optimizer="sgd", loss="sparse_categorical_crossentropy", run_eagerly=eager)
+        callback = _callback(warmup_steps=1)
+        net.fit(*data, batch_size=BATCH, epochs=1, verbose=0, callbacks=[callback])
+        finding = callback.diagnose().get("run_eagerly")
+        assert finding is not None
+        if eager:
+            assert finding.status == "warn" and "run_eagerly=True" in finding.title
+            assert finding.fix is not None and "drop run_eagerly=True" in finding.fix
+        else:
+            assert finding.status == "ok"
+
+
 def test_synthetic_rerun_restores_the_weights(model: Any, data: Any) -> None:
     before = [w.copy() for w in model.get_weights()]
     batch = ready_batch.first_batch(_fast(data))

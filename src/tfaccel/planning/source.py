@@ -194,6 +194,12 @@ def workload_model(workload: Workload) -> tuple[Any, Any, list[str]]:
             f"{type(workload.model).__name__} {workload.model.name!r} has {why}: "
             f"planned on inputs shaped like its first batch, {_shapes(batch)}"
         )
+    if workload.compile.run_eagerly:
+        notes.append(
+            "the script compiles its model with run_eagerly=True: its steps run op by op from "
+            "Python, often several times slower than the traced step these times are for; "
+            "drop run_eagerly=True (a debugging switch) to train at them"
+        )
     optimizer = None
     if compiled.optimizer is not None and compiled.loss is not None:
         if model is not workload.model or not getattr(model, "compiled", False):

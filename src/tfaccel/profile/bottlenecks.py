@@ -130,6 +130,7 @@ def find_bottlenecks(measurement: Measurement, *, min_steps: int = MIN_STEPS) ->
             ),
         )
     rules = (
+        _eager_steps,
         _input_bound,
         _host_overhead,
         _launch_bound,
@@ -311,6 +312,27 @@ def _input_fix(m: Measurement) -> str:
         "or, in your own tf.data pipeline: .map(f, num_parallel_calls=tf.data.AUTOTUNE), "
         ".cache() where it fits, .prefetch(tf.data.AUTOTUNE) last, and no Python generator "
         "(from_generator runs under the GIL, one element at a time)."
+    )
+
+
+def _eager_steps(m: Measurement, f: Figures) -> Finding:
+    """A model compiled with ``run_eagerly=True``: every step runs op by op from Python."""
+    title = "Eager steps: the model is compiled with run_eagerly=True"
+    if m.context.source != "keras fit":
+        return _skip("run_eagerly", title, "not a Keras fit (a custom loop's step is its own)")
+    if not m.context.run_eagerly:
+        return _finding("run_eagerly", "ok", title, "the step runs as a traced graph")
+    return _finding(
+        "run_eagerly",
+        "warn",
+        title,
+        f"every step ({_ms(_period(f))}) runs its operations one by one from Python instead "
+        "of as one traced graph; every other figure here is of the eager step",
+        numbers={"step_ms": (_period(f) or 0.0) * 1e3},
+        fix="drop run_eagerly=True from model.compile (a debugging switch; False is the "
+        "default): the step is traced once and runs as a graph",
+        gain="not measured here: often several times faster steps for a small model, whose "
+        "eager step is mostly Python",
     )
 
 

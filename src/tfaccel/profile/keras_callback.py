@@ -246,6 +246,7 @@ class PerformanceCallback(Reports, keras.callbacks.Callback):
         if type(strategy).__name__ != "_DefaultDistributionStrategy":
             self._input_problem = _STRATEGY
         ctx.steps_per_execution = int(getattr(model, "steps_per_execution", 1) or 1)
+        ctx.run_eagerly = bool(getattr(model, "run_eagerly", False))
         if ctx.steps_per_execution > 1:
             self._input_problem = _MULTI_FETCH
         ctx.parameters = int(model.count_params()) if model.built else None

@@ -151,6 +151,7 @@ class RunContext:
     usable_cores: int | None = None
     pipeline: dict[str, Any] | None = None  # tfaccel.data.describe(...).to_dict()
     steps_per_execution: int = 1
+    run_eagerly: bool = False  # the model's step runs op by op (compile(run_eagerly=True))
 
 
 @dataclass
