@@ -340,3 +340,29 @@ def test_output_that_cannot_be_written_is_said_once_without_a_traceback() -> Non
         preexec_fn=lambda: os.close(1),
     )
     assert closed.returncode == 0 and "Traceback" not in closed.stderr, closed.stderr
+
+
+def test_sigterm_stops_a_command_as_ctrl_c_does_with_128_plus_the_signal(tmp_path: Path) -> None:
+    """A job scheduler's SIGTERM (or a closed terminal's SIGHUP) takes the interrupt path:
+    under --json stdout still holds one document, the exit status is 143 as a shell reports
+    a process ended by SIGTERM, and no traceback."""
+    import signal
+    import time
+
+    script = tmp_path / "sleepy.py"
+    script.write_text("import time\nprint('started', flush=True)\ntime.sleep(120)\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tfaccel", "run", "--json", "--quiet", str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    deadline = time.monotonic() + 120
+    while "started" not in proc.stderr.readline() and time.monotonic() < deadline:
+        pass  # the script's own stdout goes to stderr under --json
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err[-2000:]
+    assert json.loads(out) == {"error": None, "interrupted": True, "exit_code": 143}
+    assert "tfaccel: stopped by SIGTERM" in err and "Traceback" not in err

@@ -16,9 +16,11 @@ import contextlib
 import errno
 import importlib
 import os
+import signal
 import sys
+import threading
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import NoReturn
 
 from tfaccel._version import __version__
@@ -53,6 +55,8 @@ EXIT_CODES = """exit codes:
        traced (a plan that fits nowhere is still 0)
   3    internal error in tfaccel (please report it with 'tfaccel doctor --save-snapshot FILE')
   130  interrupted (Ctrl-C); 'tfaccel tune' prints the best configuration found so far
+  143  stopped by SIGTERM (129: SIGHUP), as on Ctrl-C
+  141  the reader of standard output went away (| head), nothing said
   'tfaccel run' and 'tfaccel profile SCRIPT' return the script's own exit code; 'tfaccel launch'
   returns the failed worker's status (128+N when it was killed by signal N), 124 when the group
   stopped making progress (--hang-timeout) and 75 when it was preempted with no restart left.
@@ -125,10 +129,54 @@ def _quiet_stdout() -> None:
         sys.stdout = open(os.devnull, "w")  # for the rest of the process
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP reached the command: it stops as on Ctrl-C (what it measured so far
+    said, children stopped, nothing half-written), then exits with 128 + the signal."""
+
+    def __init__(self, number: int) -> None:
+        super().__init__(signal.Signals(number).name)
+        self.number = number
+
+
+def _terminate(number: int, frame: object) -> None:
+    raise Terminated(number)
+
+
+@contextlib.contextmanager
+def _stop_signals() -> Iterator[None]:
+    """Inside the block, SIGTERM and SIGHUP raise :class:`Terminated` in the main thread where
+    their action is the default (an ignored one, or a handler someone installed, is kept);
+    the default again after it (a caller of :func:`main` in Python keeps its own)."""
+    installed = []
+    if threading.current_thread() is threading.main_thread():
+        for number in (signal.SIGTERM, signal.SIGHUP):
+            with contextlib.suppress(OSError, ValueError):
+                if signal.getsignal(number) is signal.SIG_DFL:
+                    signal.signal(number, _terminate)
+                    installed.append(number)
+    try:
+        yield
+    finally:
+        for number in installed:
+            with contextlib.suppress(OSError, ValueError):
+                if signal.getsignal(number) is _terminate:
+                    signal.signal(number, signal.SIG_DFL)
+
+
+def _interrupt_code(exc: BaseException) -> int:
+    """130 for Ctrl-C; 128 + the signal for SIGTERM or SIGHUP, as a shell reports them."""
+    return 128 + exc.number if isinstance(exc, Terminated) else 130
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI with ``argv`` (default: ``sys.argv[1:]``) and return the exit code."""
     if sys.stdout is None:  # started with standard output closed (`tfaccel devices >&-`)
         sys.stdout = open(os.devnull, "w")  # for the rest of the process
+    with _stop_signals():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     words = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -164,16 +212,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if as_json:  # stdout still one document: what stopped the command
                     print_json_error(exc, exc.exit_code)
                 raise
-            except KeyboardInterrupt:
+            except KeyboardInterrupt as exc:
                 if as_json:
-                    print_json_error(None, 130)
+                    print_json_error(None, _interrupt_code(exc))
                 raise
     except TfaccelError as exc:
         print(f"tfaccel: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("tfaccel: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        if isinstance(exc, Terminated):
+            print(f"tfaccel: stopped by {exc}", file=sys.stderr)
+        else:
+            print("tfaccel: interrupted", file=sys.stderr)
+        return _interrupt_code(exc)
     except BrokenPipeError:  # the reader went away (`tfaccel devices --json | head -1`)
         _quiet_stdout()
         return 141  # as a shell reports a process ended by SIGPIPE

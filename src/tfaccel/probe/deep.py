@@ -105,6 +105,9 @@ def run(
             _kill_group(proc)
             stdout, stderr = proc.communicate()
             probe.timed_out = True
+        except BaseException:  # Ctrl-C, SIGTERM: the child has its own session, kill it too
+            _kill_group(proc)
+            raise
     probe.duration_s = round(time.monotonic() - start, 3)
     probe.returncode = proc.returncode
     probe.log = stderr[-_MAX_LOG_CHARS:]
@@ -180,6 +183,9 @@ def import_seconds(
                 _kill_group(proc)
                 proc.wait()
                 return limit_s, "timed out"
+            except BaseException:  # its own session: an interrupt of ours does not reach it
+                _kill_group(proc)
+                raise
         return time.monotonic() - start, "ok" if code == 0 else "failed"
 
 
