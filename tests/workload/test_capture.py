@@ -6,6 +6,7 @@ The captures share this test process (TensorFlow is imported once); every model 
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import textwrap
 import time
@@ -421,3 +422,25 @@ def test_an_argparse_script_given_a_tfaccel_option_after_its_name_is_told_where_
     with pytest.raises(CaptureError) as plain:
         capture(script, ["data"], timeout=30)  # not an option: the script's own argument
     assert "pass the script the arguments it needs" in plain.value.fix
+
+
+def test_a_script_that_swallows_the_time_limit_is_stopped_with_the_process(
+    tmp_path: Path,
+) -> None:
+    """A loop whose bare ``except:`` catches the limit's exception (raised again every
+    second) runs on; past the grace the process stops with the reason on stderr, exit 2."""
+    script = _script(
+        tmp_path,
+        "import time\nwhile True:\n    try:\n        time.sleep(0.05)\n    except:\n        pass\n",
+    )
+    code = (
+        "import sys\n"
+        "import tfaccel.workload.capture\n"
+        "c = sys.modules['tfaccel.workload.capture']\n"
+        "c.STOP_GRACE_S = 1.0\n"
+        f"c.capture({str(script)!r}, timeout=0.5)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "did not reach model.fit within 0.5 s, and kept running 1 s after" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -231,7 +231,7 @@ def capture(
             _patched_train_on_batch(state),
             _patched_optimizer_step(state),
             _no_stdin(),
-            _alarm(timeout),
+            _alarm(timeout, name),
             _as_main(path, args),
         ):
             runpy.run_path(str(path), run_name="__main__")
@@ -510,9 +510,16 @@ def _no_stdin() -> Iterator[None]:
         sys.stdin = saved
 
 
+STOP_GRACE_S = 10.0
+"""Seconds a script is given after its time limit to let the limit's exception through: one
+that catches every exception (a bare ``except:`` in a loop) or sets its own SIGALRM handler is
+then stopped with the process (:func:`_hard_stop`)."""
+
+
 @contextlib.contextmanager
-def _alarm(timeout: float | None) -> Iterator[None]:
-    """Raise :class:`_TimedOut` in the script after ``timeout`` seconds (main thread only)."""
+def _alarm(timeout: float | None, name: str = "the script") -> Iterator[None]:
+    """Raise :class:`_TimedOut` in the script after ``timeout`` seconds, and again every
+    second after (main thread only); past :data:`STOP_GRACE_S` more, stop the process."""
     if not timeout or threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -521,9 +528,28 @@ def _alarm(timeout: float | None) -> Iterator[None]:
         raise _TimedOut("time limit")
 
     previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, float(timeout))
+    signal.setitimer(signal.ITIMER_REAL, float(timeout), 1.0)
+    watchdog = threading.Timer(float(timeout) + STOP_GRACE_S, _hard_stop, (name, timeout))
+    watchdog.daemon = True
+    watchdog.start()
     try:
         yield
     finally:
+        watchdog.cancel()
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def _hard_stop(name: str, timeout: float) -> None:
+    """The script kept running past its time limit and the grace after it, catching the
+    exception that should stop it: say so and end the process (the script runs in it)."""
+    message = (
+        f"tfaccel: error: The script {name} did not reach model.fit within {timeout:g} s, and "
+        f"kept running {STOP_GRACE_S:g} s after it was told to stop (it catches every "
+        "exception, or handles SIGALRM itself): the process was stopped. Fix: give it more "
+        "time (--timeout SECONDS), or let KeyboardInterrupt-like exceptions through its "
+        "`except:` clauses (write `except Exception:`)\n"
+    )
+    with contextlib.suppress(OSError):
+        os.write(2, message.encode())
+    os._exit(2)
