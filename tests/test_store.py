@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tfaccel import store
-from tfaccel.store import ResultRecord, ResultsStore, StoreError
+from tfaccel.store import ResultRecord, ResultsStore, StoreError, check_store_path
 
 FP = "abc123"  # a machine fingerprint's digest, and what it hashed
 FP_DATA = {"cpu_model": "test"}
@@ -410,3 +410,20 @@ def test_a_read_only_open_reads_the_history_and_leaves_the_file_as_it_is(
     with pytest.raises(StoreError, match="not a tfaccel results database"):
         ResultsStore(path, read_only=True)
     assert path.stat().st_size == 0
+
+
+def test_a_default_database_that_cannot_be_made_names_where_the_default_comes_from(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """XDG_DATA_HOME set to a file: the fix does not offer the default path that failed, it
+    names the variable; a --db given keeps the default as the way out."""
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    monkeypatch.setenv("XDG_DATA_HOME", str(afile))
+    with pytest.raises(StoreError) as default:
+        check_store_path(None)
+    assert f"from $XDG_DATA_HOME, set to {str(afile)!r}" in default.value.fix
+    assert "leave --db out" not in default.value.fix
+    with pytest.raises(StoreError) as given:
+        check_store_path(afile / "results.sqlite")
+    assert "leave --db out to use" in given.value.fix

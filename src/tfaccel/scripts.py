@@ -13,6 +13,7 @@ name (:func:`load_script`) so its code under ``if __name__ == "__main__":`` does
 from __future__ import annotations
 
 import ast
+import contextlib
 import inspect
 import os
 import runpy
@@ -233,17 +234,36 @@ def run_script(script: str, script_args: list[str]) -> int:
     saved_argv, saved_path = sys.argv, sys.path[:]
     sys.argv = [script, *script_args]
     sys.path[0:1] = [str(Path(script).resolve().parent)]  # as `python SCRIPT` sets it
+    parent = os.getpid()
+    code = 0
     try:
         runpy.run_path(script, run_name="__main__")
     except SystemExit as exc:
-        return _exit_status(exc.code)
-    except Exception as exc:  # the script's own error: show it as Python would, exit 1
-        _print_script_traceback(exc, script)
-        return 1
+        code = _exit_status(exc.code)
+    except KeyboardInterrupt:
+        end_forked_child(parent, 130)
+        raise  # Ctrl-C (and tfaccel's SIGTERM): the command's interrupt path
+    except BaseException as exc:  # the script's own error, even one not an Exception
+        _print_script_traceback(exc, script)  # as Python would show it, exit 1
+        code = 1
     finally:
         sys.argv = saved_argv
         sys.path[:] = saved_path
-    return 0
+    end_forked_child(parent, code)
+    return code
+
+
+def end_forked_child(parent: int, code: int) -> None:
+    """Where a script forked (``os.fork``, a multiprocessing worker of the fork method) and
+    the child ran on to the script's end: end the child there with ``code``, as Python ends
+    a forked child's script, instead of letting it run on through tfaccel (a second report,
+    a second JSON document). Nothing in the process that started the script (``parent``)."""
+    if os.getpid() == parent:
+        return
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 def _exit_status(code: object) -> int:

@@ -188,8 +188,7 @@ def check_store_path(path: str | Path | None = None, *, read_only: bool = False)
     check_path(
         target if path is None else path,  # as given: Path("") would be "."
         what="the results database path",
-        fix=f"pass --db with another path, e.g. --db results.sqlite, or leave --db out "
-        f"to use {default_path()}",
+        fix=f"pass --db with another path, e.g. --db results.sqlite{_or_default(path)}",
         error=StoreError,
     )
     given = os.fspath(path) if path is not None else ""
@@ -216,8 +215,7 @@ def check_store_path(path: str | Path | None = None, *, read_only: bool = False)
             f"The results database path {str(target)!r} is not a regular file",
             expected="the path of a regular file (it is created when missing)",
             received=kind,
-            fix="pass --db with the path of a file, e.g. --db results.sqlite, or leave "
-            f"--db out to use {default_path()}",
+            fix=f"pass --db with the path of a file, e.g. --db results.sqlite{_or_default(path)}",
         )
     try:
         nearest: tuple[Path, os.stat_result] | None = nearest_existing(target.parent)
@@ -231,8 +229,7 @@ def check_store_path(path: str | Path | None = None, *, read_only: bool = False)
             "which is a file, not a folder",
             expected="a path whose folders are folders (missing ones are created)",
             received=f"{str(blocker)!r} is a file",
-            fix="pass --db with a path in a folder, e.g. --db results.sqlite, or leave --db "
-            f"out to use {default_path()}",
+            fix=f"pass --db with a path in a folder, e.g. --db results.sqlite{_or_default(path)}",
         )
     if read_only and not os.path.lexists(target):
         raise StoreError(
@@ -244,7 +241,7 @@ def check_store_path(path: str | Path | None = None, *, read_only: bool = False)
             f"{default_path()}), or leave --no-save out to record this run there",
         )
     if not read_only and not os.path.lexists(target):
-        _check_creatable(target, nearest, walk_error)
+        _check_creatable(target, nearest, walk_error, path)
     return target
 
 
@@ -274,10 +271,25 @@ def _holds_data(path: Path) -> bool:
     return stat.S_ISREG(info.st_mode) and info.st_size > 0
 
 
+def _or_default(path: str | os.PathLike[str] | None) -> str:
+    """The end of a fix for a results database path that cannot be used: where ``--db`` gave
+    it, that leaving it out uses the default; where the default itself failed, where the
+    default comes from (``$XDG_DATA_HOME``, else the home folder)."""
+    if path is not None:
+        return f", or leave --db out to use {default_path()}"
+    xdg = os.environ.get("XDG_DATA_HOME")
+    source = f"$XDG_DATA_HOME, set to {xdg!r}" if xdg else "your home folder"
+    return (
+        f"; without --db the database is {default_path()}, from {source}: "
+        "set XDG_DATA_HOME to a folder you can write to"
+    )
+
+
 def _check_creatable(
     target: Path,
     nearest: tuple[Path, os.stat_result] | None,
     walk_error: OSError | ValueError | None,
+    given: str | Path | None = None,
 ) -> None:
     """Refuse a database that does not exist and cannot be created: no file can be made in
     the nearest existing folder on its way (``nearest``, or ``walk_error`` when finding it
@@ -296,8 +308,8 @@ def _check_creatable(
         f"in {folder!r}",
         expected="a path in a folder this user can write to (missing folders are created)",
         received=os_reason(reason),
-        fix=f"pass --db with a path in a writable folder, e.g. --db results.sqlite, or "
-        f"leave --db out to use {default_path()}",
+        fix="pass --db with a path in a writable folder, e.g. --db results.sqlite"
+        + _or_default(given),
     )
 
 

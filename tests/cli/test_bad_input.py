@@ -789,7 +789,7 @@ ROWS: list[Row] = [
     ),
     Row("run-script-empty", ("run", ""), "The script '' is empty"),
     Row("run-script-blank", ("run", "   "), "is empty"),
-    Row("plan-script-empty", ("plan", ""), "SCRIPT or --model"),
+    Row("plan-script-empty", ("plan", ""), "The script '' is empty"),
     Row(
         "run-script-a-directory",
         ("run", "{work}/proj"),

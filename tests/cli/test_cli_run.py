@@ -163,6 +163,26 @@ def test_an_exception_in_the_script_shows_its_own_traceback(
     assert "runpy" not in err and "tfaccel" not in err
 
 
+def test_a_base_exception_of_the_scripts_own_is_its_error_too(
+    tmp_path: Path, setup_calls: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An exception class derived from BaseException (a library's stop signal): shown as
+    Python shows it, exit 1, no frame of tfaccel's."""
+    script = _script(
+        tmp_path,
+        """
+        class Stop(BaseException):
+            pass
+
+        raise Stop("halt")
+        """,
+    )
+    assert main(["run", "--quiet", script]) == 1
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1] == "Stop: halt"
+    assert "tfaccel" not in err and "runpy" not in err
+
+
 def test_a_syntax_error_in_the_script_is_shown_without_tfaccel_frames(
     tmp_path: Path, setup_calls: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -284,3 +304,32 @@ def test_an_option_prefix_is_not_taken_for_a_longer_option(
     assert main(["run", "--json-conf", str(tmp_path / "c.json"), script]) == 2
     assert "unrecognized arguments: --json-conf" in capsys.readouterr().err
     assert setup_calls == []
+
+
+def test_a_script_that_forks_is_reported_once(tmp_path: Path) -> None:
+    """The script forks a child that runs to the script's end, as Python's own forked
+    children do: the child ends there, and tfaccel reports once (one JSON document), with
+    the parent's exit status."""
+    script = _script(
+        tmp_path,
+        """
+        import os
+
+        pid = os.fork()
+        if pid:
+            os.waitpid(pid, 0)
+            print("parent done")
+        else:
+            print("child done")
+        """,
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "tfaccel", "run", "--json", "--quiet", script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    document = json.loads(done.stdout)  # one document: a second would not parse
+    assert document["exit_status"] == 0
+    assert "parent done" in done.stderr and "child done" in done.stderr

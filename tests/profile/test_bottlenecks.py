@@ -130,6 +130,8 @@ def test_synthetic_rerun_confirms_or_not() -> None:
     finding = find_bottlenecks(m).get("input_bound")
     assert finding is not None and finding.numbers["confirmed"] is False
     assert "not confirmed" in finding.evidence[0]
+    # the measured wait (50%) alone would be a fail: unconfirmed, it is a suggestion
+    assert finding.status == "info" and finding.gain is None and finding.fix
 
 
 def test_synthetic_rerun_alone_gives_the_input_share() -> None:

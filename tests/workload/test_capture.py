@@ -365,6 +365,12 @@ def test_a_train_on_batch_loop_is_captured_at_its_first_call(
             "exited (sys.exit('usage: train.py DATA_DIR')) before model.fit, at train.py:3",
             "train.py:3",
         ),
+        (  # not an Exception: a library's own stop signal, still the script's error
+            "class Stop(BaseException):\n    pass\nraise Stop('halt')\n",
+            "raised",
+            "raised Stop before model.fit, at train.py:3",
+            "train.py:3",
+        ),
         (
             "import keras\nname = input('dataset? ')\n",
             "stdin",

@@ -155,7 +155,8 @@ def run(args: argparse.Namespace) -> int:
         ("--bundle", args.bundle),
     )
     for name in ("snapshot", "log"):  # Path drops a trailing slash: file.txt/ would be read
-        check_file_name(getattr(args, name) or "", argument_name=name, reading=True)
+        if getattr(args, name) is not None:
+            check_file_name(getattr(args, name), argument_name=name, reading=True)
     _check_plan_flags(args)
     if args.save_snapshot:
         # before the probe, which may take minutes
@@ -247,7 +248,8 @@ def _preflight(args: argparse.Namespace) -> int:
             )
     rel = release(args.tensorflow) if args.tensorflow is not None else newest_tested()
     _check_file_names(("--snapshot", args.snapshot))
-    check_file_name(args.snapshot or "", argument_name="snapshot", reading=True)
+    if args.snapshot is not None:
+        check_file_name(args.snapshot, argument_name="snapshot", reading=True)
     if args.snapshot:
         snap = load_snapshot(args.snapshot)
     else:

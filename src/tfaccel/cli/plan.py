@@ -141,6 +141,10 @@ def run(args: argparse.Namespace) -> int:
     if args.list_devices:
         return _list_devices(args)
     words = script_words(args)
+    if words and not words[0].strip():  # `tfaccel plan ''`: an empty script name, said so
+        from tfaccel.scripts import check_script
+
+        check_script(words[0], "plan", expected="a Python file", directory=False)
     if args.calibrate and not (words and words[0]) and not args.model:
         return _calibrate_only(args)
     if bool(words and words[0]) == bool(args.model):

@@ -127,7 +127,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--nsys-output",
         metavar="DIR",
-        default=".",
+        default=None,
         help="--nsys: the directory of the report tfaccel-YYYYmmdd-HHMMSS.nsys-rep (default: "
         "the working directory)",
     )
@@ -156,6 +156,21 @@ def run(args: argparse.Namespace) -> int:
             expected="tfaccel profile --model NAME, or tfaccel profile [OPTIONS] SCRIPT",
             received=f"--model {args.model} and {args.script_and_args[0]!r}",
             fix="drop one of them",
+        )
+    if args.model is not None and not args.model.strip():
+        raise UsageError(
+            "--model was given an empty name",
+            expected="a reference model: reference-cnn, mlp, resnet20",
+            received=repr(args.model),
+            fix="e.g. tfaccel profile --model reference-cnn, or profile your script: "
+            "tfaccel profile train.py",
+        )
+    if not args.nsys:
+        refuse_unused(
+            (("--nsys-output", args.nsys_output),),
+            applies="to --nsys",
+            expected="tfaccel profile --nsys --nsys-output DIR train.py",
+            fix="add --nsys, or drop {flag}",
         )
     if args.model:
         for name, default in MODEL_DEFAULTS.items():
@@ -273,7 +288,7 @@ def _run_under_nsys(args: argparse.Namespace) -> int:
         inner += [script, *script_args]
     program = [sys.executable, "-m", "tfaccel", "profile", *inner]
     try:
-        run = nsys.profile(program, output_dir=args.nsys_output)
+        run = nsys.profile(program, output_dir=args.nsys_output or ".")
     except nsys.NsysNotFoundError as exc:
         if args.json:
             print_json({"command": "profile", "nsys": exc.to_dict()})

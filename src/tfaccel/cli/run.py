@@ -140,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
             expected="tfaccel run --tuned --fit 2 --db results.sqlite train.py",
             fix="add --tuned, or drop {flag}",
         )
-    if args.json_config:  # checked before anything is set up or run
+    if args.json_config is not None:  # checked before anything is set up or run ('' too)
         check_writable_file(
             args.json_config,
             argument_name="json_config",
@@ -149,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
     config = runtime.setup(**settings)
     if not (args.quiet or args.json):
         print(config, file=sys.stderr)
-    if args.json_config:
+    if args.json_config is not None:
         _write_config(Path(args.json_config), config.to_json())
     tuned = None
     if mode is None:

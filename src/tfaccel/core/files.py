@@ -426,8 +426,17 @@ def check_file_name(
         error: the error class raised (the reader's own: ``SnapshotError``, ``LogInputError``).
 
     Raises:
-        UsageError (or ``error``): ``path`` ends with a slash.
+        UsageError (or ``error``): ``path`` is empty, or ends with a slash.
     """
+    text = os.fspath(path)
+    if isinstance(text, str) and not text.strip():  # Path("") is ".", the working directory
+        flag = argument(argument_name)
+        raise error(
+            f"{flag} was given an empty file name",
+            expected="the path of a file",
+            received=repr(text),
+            fix=f"e.g. {argument(argument_name, 'out.json')}",
+        )
     file = trailing_slash(path)
     if file is None:
         return

@@ -130,7 +130,6 @@ def find_bottlenecks(measurement: Measurement, *, min_steps: int = MIN_STEPS) ->
             ),
         )
     rules = (
-        _eager_steps,
         _input_bound,
         _host_overhead,
         _launch_bound,
@@ -142,6 +141,7 @@ def find_bottlenecks(measurement: Measurement, *, min_steps: int = MIN_STEPS) ->
         _replica_imbalance,
         _gpu_activity,
         two_speeds,
+        _eager_steps,
     )
     return Diagnosis(figures, findings=[rule(measurement, figures) for rule in rules])
 
@@ -271,6 +271,10 @@ def _input_bound(m: Measurement, f: Figures) -> Finding:
                 "does anyway)"
             )
         )
+        if not confirmed and _level("input_bound", share) != "ok":  # a suggestion, no gain
+            return _finding(
+                "input_bound", "info", title, evidence, numbers=numbers, fix=_input_fix(m)
+            )
     return _graded(
         "input_bound",
         share,

@@ -43,7 +43,7 @@ from typing import Any
 from tfaccel.core.checks import check_number
 from tfaccel.core.errors import TfaccelError, UsageError, argument
 from tfaccel.probe.deep import MAX_TIMEOUT_S
-from tfaccel.scripts import check_script, check_source, script_traceback
+from tfaccel.scripts import check_script, check_source, end_forked_child, script_traceback
 from tfaccel.workload.data import leading_dim
 from tfaccel.workload.keras_fit import optimizer_base, replaced_fit, replaced_method
 from tfaccel.workload.record import CompileArgs, Origin, Workload
@@ -225,6 +225,7 @@ def capture(
     state = _Capture(str(path), args, fit)
     name = path.name
     _active = state
+    parent = os.getpid()
     try:
         with (
             _patched_fit(state),
@@ -297,7 +298,9 @@ def capture(
                 "it exits"
             ),
         ) from None
-    except Exception as exc:
+    except KeyboardInterrupt:
+        raise  # Ctrl-C (and tfaccel's SIGTERM): the command's interrupt path
+    except BaseException as exc:  # the script's own error, even one not an Exception
         where = _script_line(exc, state)
         raise CaptureError(
             f"The script {name} raised {type(exc).__name__} before model.fit"
@@ -312,6 +315,9 @@ def capture(
         ) from exc
     finally:
         _active = None
+        if os.getpid() != parent:  # a child the script forked, at the script's end
+            ended = sys.exc_info()[0]
+            end_forked_child(parent, 0 if ended is None or ended is _Captured else 1)
     calls = state.fit_calls
     raise CaptureError(
         f"The script {name} ended without "
