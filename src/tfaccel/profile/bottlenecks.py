@@ -534,7 +534,15 @@ def _memory_headroom(m: Measurement, f: Figures) -> Finding:
         "memory_headroom",
         "info",
         title,
-        evidence + f"; about {_mib(per_example)} per example above {_gib(fixed)} fixed",
+        evidence
+        + (
+            f"; about {_mib(per_example)} per example above {_gib(fixed)} fixed"
+            if mem.kind == "gpu"
+            else f"; at most {_mib(per_example)} per example above the {_gib(fixed)} the "
+            "process held before training (all of its growth since, tracing and the "
+            "allocator's pools too, counted as the batch's: an upper bound, so the batch "
+            "that fits is at least the one said)"
+        ),
         fix=(
             f"batch_size={suggested} (estimated peak {_gib(estimate)} of {_gib(mem.limit_bytes)}; "
             f"about {largest} would fit in {_pct(MEMORY_TARGET)}); scale the learning rate with "
