@@ -290,3 +290,34 @@ def test_fit_is_restored_after_the_script(tmp_path: Path) -> None:
     script = _script(tmp_path, "import keras\nassert keras.Model.fit.__name__ == 'fit'\n")
     assert main(["profile", "--quiet", script]) == 2
     assert keras.Model.fit is before
+
+
+def test_a_script_that_fits_several_models_is_profiled_one_run_per_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As the overfitting tutorial does: models of three sizes, each fitted in turn. Each is
+    its own run (its own warm-up, its own step times), named by the model, not one blend."""
+    script = tmp_path / "sizes.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import numpy as np
+            import keras
+
+            x = np.random.rand(256, 8).astype("float32")
+            y = np.random.rand(256, 1).astype("float32")
+            for width in (4, 64, 512):
+                model = keras.Sequential(
+                    [keras.Input((8,)), keras.layers.Dense(width), keras.layers.Dense(1)],
+                    name=f"width_{width}",
+                )
+                model.compile("adam", "mse")
+                model.fit(x, y, batch_size=16, epochs=1, verbose=0)
+            """
+        )
+    )
+    assert main(["profile", "--quiet", "--json", "--warmup", "2", str(script)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    labels = [run["label"] for run in doc["runs"]]
+    assert labels == [f"keras fit of width_{w}" for w in (4, 64, 512)]
+    assert all(run["measurement"]["figures"]["steps"] == 14 for run in doc["runs"])

@@ -342,11 +342,14 @@ def profile_script(
         status = run(script, args)
     result = ScriptProfile(script, list(args), status, session.fit_calls)
     counts: dict[str, int] = {}
-    for recorder in session.recorders:
-        measurement = recorder.finish()
+    finished = [(r, r.finish()) for r in session.recorders]
+    fitted = [r for r, m in finished if m.records and r.context.source == "keras fit"]
+    for recorder, measurement in finished:
         if not measurement.records:
             continue
         label = recorder.context.source
+        if len(fitted) > 1 and recorder in fitted and recorder.context.model:
+            label += f" of {recorder.context.model}"  # one run per model the script fits
         counts[label] = counts.get(label, 0) + 1
         if counts[label] > 1:
             label += f" #{counts[label]}"

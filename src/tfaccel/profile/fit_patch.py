@@ -44,7 +44,7 @@ def patch_fit(session: Session) -> contextlib.AbstractContextManager[None]:
                 return original(*bound.args, **bound.kwargs)  # the fit runs (or fails) as is
             arguments = bound.arguments
             session.fit_calls += 1
-            callback = _callback(session, arguments)
+            callback = _callback(session, arguments, self)
             x = arguments.get("x")
             if type(self.distribute_strategy).__name__ != "_DefaultDistributionStrategy":
                 return original(*bound.args, **bound.kwargs)  # input not measurable: leave it be
@@ -96,7 +96,9 @@ def patch_train_on_batch(session: Session) -> contextlib.AbstractContextManager[
     return replaced_method("train_on_batch", make)
 
 
-def _callback(session: Session, arguments: dict[str, Any]) -> Any:
+def _callback(session: Session, arguments: dict[str, Any], model: Any) -> Any:
+    """The PerformanceCallback of ``model``'s fits (the script's own, or the session's for
+    this model: a script that fits several models is profiled one run per model)."""
     from tfaccel.profile.keras_callback import PerformanceCallback  # local: imports TensorFlow
 
     given = arguments.get("callbacks")
@@ -105,9 +107,9 @@ def _callback(session: Session, arguments: dict[str, Any]) -> Any:
     if mine:
         callback = mine[0]
     else:
-        callback = session.callback
-        if callback is None:
-            callback = session.callback = PerformanceCallback()
+        known = session.callbacks.get(id(model))
+        callback = known[1] if known is not None else PerformanceCallback()
+        session.callbacks[id(model)] = (model, callback)
         callbacks.insert(0, callback)
     arguments["callbacks"] = callbacks
     x = arguments.get("x")

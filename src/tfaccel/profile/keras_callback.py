@@ -247,6 +247,7 @@ class PerformanceCallback(Reports, keras.callbacks.Callback):
             self._input_problem = _STRATEGY
         ctx.steps_per_execution = int(getattr(model, "steps_per_execution", 1) or 1)
         ctx.run_eagerly = bool(getattr(model, "run_eagerly", False))
+        ctx.model = getattr(model, "name", None)
         if ctx.steps_per_execution > 1:
             self._input_problem = _MULTI_FETCH
         ctx.parameters = int(model.count_params()) if model.built else None

@@ -152,6 +152,7 @@ class RunContext:
     pipeline: dict[str, Any] | None = None  # tfaccel.data.describe(...).to_dict()
     steps_per_execution: int = 1
     run_eagerly: bool = False  # the model's step runs op by op (compile(run_eagerly=True))
+    model: str | None = None  # the Keras model's name, where a fit was measured
 
 
 @dataclass

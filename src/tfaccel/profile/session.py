@@ -38,7 +38,10 @@ class Session:
     live: bool = True
     recorders: list[Any] = field(default_factory=list)
     fit_calls: int = 0
-    callback: Any = None  # the PerformanceCallback added to fit calls
+    callbacks: dict[int, tuple[Any, Any]] = field(default_factory=dict)
+    """The PerformanceCallback added to the fit calls of each model, by the model's id (with
+    the model, so that the id is not reused): the fits of one model are one run, each model
+    its own."""
 
     def register(self, recorder: Any) -> None:
         self.recorders.append(recorder)
