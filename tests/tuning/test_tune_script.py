@@ -647,3 +647,41 @@ def test_a_scripts_result_says_the_command_that_applies_it(
     assert ("apply it to the script as it is:\n  " + expected) in str(result)
     if best.batch_size != 32:
         assert "(32 -> 128), which changes the optimisation" in str(result.run_line())
+
+
+def test_a_scripts_model_that_fails_under_a_precision_says_so_as_the_scripts(
+    tmp_path: Path,
+) -> None:
+    """keras.io's VAE: its Sampling layer adds a float32 random tensor to bfloat16 means, so
+    built again under mixed_bfloat16 it raises. The error names the script, the precision
+    and the way out, not "your model_fn"."""
+    from tfaccel.tuning import ModelFnError
+    from tfaccel.tuning.script import capture_script
+    from tfaccel.tuning.trials import build_model
+
+    script = _script(
+        tmp_path,
+        """
+        import numpy as np
+        import keras
+        import tensorflow as tf
+
+
+        class Sampling(keras.layers.Layer):
+            def call(self, inputs):
+                mean = inputs
+                return mean + tf.random.normal(shape=tf.shape(mean), dtype=tf.float32)
+
+
+        inputs = keras.Input((4,))
+        model = keras.Model(inputs, Sampling()(keras.layers.Dense(2)(inputs)))
+        model.compile("adam", "mse")
+        model.fit(np.zeros((32, 4)), np.zeros((32, 2)), batch_size=8)
+        """,
+    )
+    found = capture_script(script)
+    with pytest.raises(ModelFnError) as failed:
+        build_model(found.hooks.model_fn, "mixed_bfloat16")
+    message = str(failed.value)
+    assert message.startswith("Building the model of train.py again under mixed_bfloat16 raised")
+    assert "Your model_fn" not in message and "--space precision=float32" in message

@@ -376,6 +376,9 @@ class _Models:
         self.clone_ok: bool | None = False if workload.strategy is not None else None
         self.drop_labels = drop_labels
         self.how: dict[str, str] = {}
+        origin = workload.origin.script
+        self.script_name = Path(origin).name if origin else "the script"
+        """The script whose model this builds again (its errors are said as the script's)."""
 
     def __call__(self) -> Any:
         import keras

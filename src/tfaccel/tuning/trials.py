@@ -102,6 +102,17 @@ def build_model(model_fn: Callable[[], Any], precision: str, *, name: str | None
     try:
         model = model_fn()
     except Exception as exc:
+        script = getattr(model_fn, "script_name", None)  # a script's model, built again
+        if script is not None:
+            raise ModelFnError(
+                f"Building the model of {script} again under {precision} raised "
+                f"{type(exc).__name__}: {first_line(exc)}",
+                expected=f"the script's model to build under the {precision} policy",
+                received="this traceback, from the script's code:\n" + user_traceback(exc),
+                fix=f"make the model's own layers work under {precision} (make new tensors in "
+                "self.compute_dtype, not float32), or leave that precision out: --space "
+                "precision=float32",
+            ) from exc
         raise ModelFnError(
             f"Your model_fn {shown} raised {type(exc).__name__}: {first_line(exc)}",
             expected="model_fn() to build, compile and return a keras.Model",
