@@ -427,3 +427,13 @@ def test_a_default_database_that_cannot_be_made_names_where_the_default_comes_fr
     with pytest.raises(StoreError) as given:
         check_store_path(afile / "results.sqlite")
     assert "leave --db out to use" in given.value.fix
+
+
+def test_a_relative_xdg_data_home_is_ignored(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The XDG specification: a relative path in XDG_DATA_HOME is invalid and ignored (it
+    would make a database in every folder a command runs from)."""
+    from tfaccel.store import default_path
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_DATA_HOME", "relative/data")
+    assert default_path() == tmp_path / ".local" / "share" / "tfaccel" / "results.sqlite"

@@ -108,8 +108,12 @@ class StoreError(TfaccelError):
 
 
 def default_path() -> Path:
-    """``$XDG_DATA_HOME/tfaccel/results.sqlite``, else ``~/.local/share/tfaccel/...``."""
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    """``$XDG_DATA_HOME/tfaccel/results.sqlite``, else ``~/.local/share/tfaccel/...`` (a
+    relative ``XDG_DATA_HOME`` is ignored, as the XDG base directory specification says: it
+    would put the database in whatever folder a command runs from)."""
+    base = os.environ.get("XDG_DATA_HOME") or ""
+    if not os.path.isabs(base):
+        base = str(Path.home() / ".local" / "share")
     return Path(base) / "tfaccel" / "results.sqlite"
 
 

@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import errno
 import os
 import select
 import shlex
@@ -417,9 +418,13 @@ def _input_error(source: str, what: str, received: str) -> LogInputError:
 
 def _unreadable(name: str, exc: OSError | ValueError) -> LogInputError:
     quoted = shlex.quote(name)
+    if isinstance(exc, OSError) and exc.errno in (errno.ELOOP, errno.ENAMETOOLONG, errno.ENOTDIR):
+        fix = f"pass the log's own path (`ls -l {quoted}` shows where the name leads)"
+    else:
+        fix = f"chmod u+r {quoted}, or pipe it in: sudo cat {quoted} | tfaccel doctor --log -"
     return LogInputError(
         f"The log file {name!r} cannot be read",
         expected="a file this user may read",
         received=getattr(exc, "strerror", None) or str(exc),
-        fix=f"chmod u+r {quoted}, or pipe it in: sudo cat {quoted} | tfaccel doctor --log -",
+        fix=fix,
     )
