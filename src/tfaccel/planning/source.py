@@ -379,8 +379,15 @@ def plan_workload(
             notes.append(f"batch {batch} per replica: the global batch over {replicas} replicas")
     if examples is None and workload.examples:
         examples = workload.examples
+        counted = (
+            " (its batches x the batch size: its last batch may be smaller, so at most this)"
+            if workload.data_kind in ("dataset", "pydataset")
+            and not workload.fit_kwargs.get("steps_per_epoch")
+            else ""
+        )
         notes.append(
             f"{examples:,} examples per epoch: from the training data ({workload.data_kind})"
+            + counted
         )
     result = plan(
         model,
