@@ -429,7 +429,9 @@ def test_a_default_database_that_cannot_be_made_names_where_the_default_comes_fr
     assert "leave --db out to use" in given.value.fix
 
 
-def test_a_relative_xdg_data_home_is_ignored(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_a_relative_xdg_data_home_is_ignored(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     """The XDG specification: a relative path in XDG_DATA_HOME is invalid and ignored (it
     would make a database in every folder a command runs from)."""
     from tfaccel.store import default_path

@@ -264,6 +264,13 @@ def check_store(path: str | Path | None = None, *, read_only: bool = False) -> N
         ResultsStore(path, read_only=True).close()
     else:
         check_store_path(path)
+    if not read_only and target.exists() and not os.access(target, os.W_OK):
+        raise StoreError(
+            f"The results database {str(target)!r} cannot be written",
+            expected="a database this user may write to (a run is recorded in it)",
+            received="a file without write permission, or on a read-only file system",
+            fix="pass --db with a writable path, e.g. --db results.sqlite" + _or_default(path),
+        )
 
 
 def _holds_data(path: Path) -> bool:
@@ -282,10 +289,10 @@ def _or_default(path: str | os.PathLike[str] | None) -> str:
     if path is not None:
         return f", or leave --db out to use {default_path()}"
     xdg = os.environ.get("XDG_DATA_HOME")
-    source = f"$XDG_DATA_HOME, set to {xdg!r}" if xdg else "your home folder"
+    source = f"$XDG_DATA_HOME, set to {xdg!r}" if xdg and os.path.isabs(xdg) else "your home"
     return (
         f"; without --db the database is {default_path()}, from {source}: "
-        "set XDG_DATA_HOME to a folder you can write to"
+        "set XDG_DATA_HOME to a folder you can write to (an absolute path)"
     )
 
 

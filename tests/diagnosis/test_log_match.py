@@ -359,6 +359,15 @@ def test_ptxas_that_failed_to_launch_is_benign_where_tensorflow_says_it_goes_on(
     ]
     alone = "E0000 00:00:1.0 7 nvptx_compiler.cc:9] INTERNAL: Failed to launch ptxas\n"
     assert cause_ids(match_log(alone)) == ["xla_libdevice_ptxas"]
+    # the anchor itself wrapped over two lines (claimed as one message), then going on
+    wrapped = (
+        "W tensorflow/stream_executor/gpu/redzone_allocator.cc:314] Internal: Failed to\n"
+        "launch ptxas\nRelying on driver to perform ptx compilation.\n"
+    )
+    assert cause_ids(match_log(wrapped)) == []
+    # a real XLA failure beside it keeps its cause
+    both = relying + "E0000 00:00:1.0 7 nvptx_compiler.cc:9] INTERNAL: ptxas not found\n"
+    assert cause_ids(match_log(both)) == ["xla_libdevice_ptxas"]
 
 
 def test_benign_and_claimed_error_lines_are_not_unrecognised() -> None:

@@ -424,7 +424,7 @@ def test_an_argparse_script_given_a_tfaccel_option_after_its_name_is_told_where_
     with pytest.raises(CaptureError) as info:
         capture(script, ["--batch", "64"], timeout=30)
     assert info.value.reason == "exited" and "sys.exit(2)" in info.value.what
-    assert "options of tfaccel plan go before the script's name" in info.value.fix
+    assert "is an option of tfaccel plan, put it before the script's name" in info.value.fix
     with pytest.raises(CaptureError) as plain:
         capture(script, ["data"], timeout=30)  # not an option: the script's own argument
     assert "pass the script the arguments it needs" in plain.value.fix

@@ -16,16 +16,16 @@ import contextlib
 import errno
 import importlib
 import os
-import signal
+import stat
 import sys
-import threading
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import NoReturn
 
 from tfaccel._version import __version__
 from tfaccel.cli._output import VERBOSE_HELP, json_document, print_json_error, set_verbose
 from tfaccel.core.errors import TfaccelError, UsageError, argument_names
+from tfaccel.core.stopping import Terminated, interrupt_code, stop_signals
 
 # The parser imports every command module, so each cli/<verb>.py imports its library inside
 # run(): `tfaccel devices` then loads none of the other commands' libraries (nor TensorFlow).
@@ -118,6 +118,21 @@ OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EIO, errno.EBADF, errno.EFBIG, er
 """Errors of a write to a stream (no file name): where standard output goes cannot take it."""
 
 
+def _stdout_full() -> bool:
+    """Whether standard output is what could not be written: closed, a device (/dev/full),
+    or a file on a file system with no space left (a full $TMPDIR elsewhere is not)."""
+    try:
+        info = os.fstat(1)
+    except OSError:
+        return True  # closed
+    if stat.S_ISCHR(info.st_mode):
+        return True
+    try:
+        return stat.S_ISREG(info.st_mode) and os.fstatvfs(1).f_bavail == 0
+    except OSError:
+        return False
+
+
 def _quiet_stdout() -> None:
     """Point standard output at /dev/null, so that Python's own flush at exit does not raise
     again (the recipe of Python's documentation for SIGPIPE)."""
@@ -129,50 +144,11 @@ def _quiet_stdout() -> None:
         sys.stdout = open(os.devnull, "w")  # for the rest of the process
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM or SIGHUP reached the command: it stops as on Ctrl-C (what it measured so far
-    said, children stopped, nothing half-written), then exits with 128 + the signal."""
-
-    def __init__(self, number: int) -> None:
-        super().__init__(signal.Signals(number).name)
-        self.number = number
-
-
-def _terminate(number: int, frame: object) -> None:
-    raise Terminated(number)
-
-
-@contextlib.contextmanager
-def _stop_signals() -> Iterator[None]:
-    """Inside the block, SIGTERM and SIGHUP raise :class:`Terminated` in the main thread where
-    their action is the default (an ignored one, or a handler someone installed, is kept);
-    the default again after it (a caller of :func:`main` in Python keeps its own)."""
-    installed = []
-    if threading.current_thread() is threading.main_thread():
-        for number in (signal.SIGTERM, signal.SIGHUP):
-            with contextlib.suppress(OSError, ValueError):
-                if signal.getsignal(number) is signal.SIG_DFL:
-                    signal.signal(number, _terminate)
-                    installed.append(number)
-    try:
-        yield
-    finally:
-        for number in installed:
-            with contextlib.suppress(OSError, ValueError):
-                if signal.getsignal(number) is _terminate:
-                    signal.signal(number, signal.SIG_DFL)
-
-
-def _interrupt_code(exc: BaseException) -> int:
-    """130 for Ctrl-C; 128 + the signal for SIGTERM or SIGHUP, as a shell reports them."""
-    return 128 + exc.number if isinstance(exc, Terminated) else 130
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI with ``argv`` (default: ``sys.argv[1:]``) and return the exit code."""
     if sys.stdout is None:  # started with standard output closed (`tfaccel devices >&-`)
         sys.stdout = open(os.devnull, "w")  # for the rest of the process
-    with _stop_signals():
+    with stop_signals():
         return _main(argv)
 
 
@@ -214,7 +190,7 @@ def _main(argv: Sequence[str] | None) -> int:
                 raise
             except KeyboardInterrupt as exc:
                 if as_json:
-                    print_json_error(None, _interrupt_code(exc))
+                    print_json_error(None, interrupt_code(exc))
                 raise
     except TfaccelError as exc:
         print(f"tfaccel: error: {exc}", file=sys.stderr)
@@ -224,13 +200,13 @@ def _main(argv: Sequence[str] | None) -> int:
             print(f"tfaccel: stopped by {exc}", file=sys.stderr)
         else:
             print("tfaccel: interrupted", file=sys.stderr)
-        return _interrupt_code(exc)
+        return interrupt_code(exc)
     except BrokenPipeError:  # the reader went away (`tfaccel devices --json | head -1`)
         _quiet_stdout()
         return 141  # as a shell reports a process ended by SIGPIPE
     except OSError as exc:
-        if exc.filename is not None or exc.errno not in OUTPUT_ERRNOS:
-            raise
+        if exc.filename is not None or exc.errno not in OUTPUT_ERRNOS or not _stdout_full():
+            return _internal_error()
         _quiet_stdout()
         print(
             f"tfaccel: error: the output could not be written ({os.strerror(exc.errno)}): "
@@ -240,11 +216,17 @@ def _main(argv: Sequence[str] | None) -> int:
         )
         return 2
     except Exception:  # a bug in tfaccel, not a user mistake: show everything
-        traceback.print_exc()
-        print(
-            "tfaccel: internal error. Please report it with the output above and the file "
-            "written by 'tfaccel doctor --save-snapshot snapshot.json'.",
-            file=sys.stderr,
-        )
-        return 3
+        return _internal_error()
     return code
+
+
+def _internal_error() -> int:
+    """Show the exception being handled (a bug in tfaccel, not a user mistake) and how to
+    report it; exit status 3."""
+    traceback.print_exc()
+    print(
+        "tfaccel: internal error. Please report it with the output above and the file "
+        "written by 'tfaccel doctor --save-snapshot snapshot.json'.",
+        file=sys.stderr,
+    )
+    return 3

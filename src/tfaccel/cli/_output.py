@@ -122,9 +122,11 @@ def json_document() -> Iterator[None]:
             with contextlib.suppress(OSError, ValueError):
                 stream.flush()
         if saved is not None:
-            document.close()
-            os.dup2(saved, 1)
-            os.close(saved)
+            try:
+                document.close()  # may raise: what is left does not fit where stdout goes
+            finally:
+                os.dup2(saved, 1)
+                os.close(saved)
 
 
 # -- --verbose -----------------------------------------------------------------------------------

@@ -18,9 +18,12 @@ import html
 import re
 from typing import Any
 
-__all__ = ["html_text", "md_cell", "md_line", "md_text"]
+__all__ = ["html_text", "md_cell", "md_line", "md_text", "without_ansi"]
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~#])")
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
+"""A terminal's colour or style code (CSI), or an operating system command (OSC: a title,
+a link)."""
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
@@ -48,3 +51,9 @@ def html_text(value: Any, *, breaks: bool = False) -> str:
     ``<br>``."""
     escaped = html.escape(_text(value), quote=True)
     return _LINE_BREAK.sub("<br>", escaped) if breaks else escaped
+
+
+def without_ansi(text: str) -> str:
+    """``text`` without terminal colour and style codes (Keras prints a layer's error in bold;
+    a pasted log keeps its colours)."""
+    return _ANSI.sub("", text) if "\x1b" in text else text

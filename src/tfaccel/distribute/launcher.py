@@ -51,13 +51,14 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import IO, Any
 
 from tfaccel.core.checks import MAX_COUNT, in_range, is_int, is_real
 from tfaccel.core.cluster import format_address, local_cluster
 from tfaccel.core.errors import TfaccelError, UsageError, shown
+from tfaccel.core.stopping import interrupt_code, stop_signals
 from tfaccel.distribute.choice import COLLECTIVE_TIMEOUT_ENV
 from tfaccel.distribute.heartbeat import HEARTBEAT_DIR_ENV, Beat, read_heartbeats
 from tfaccel.distribute.preemption import PREEMPTED_EXIT_CODE
@@ -91,10 +92,6 @@ _WATCH_EVERY_S = 0.25
 
 class LaunchError(TfaccelError):
     """The workers cannot be started as asked (nothing was started)."""
-
-
-class _Stop(BaseException):
-    """SIGTERM reached the launcher: stop the workers as for Ctrl-C."""
 
 
 @dataclass
@@ -137,7 +134,7 @@ class LaunchResult:
     Attributes:
         exit_code: 0 when every worker succeeded; else the failed worker's status (128 + the
             signal when killed by one), 124 when the group hung, 75 when it was preempted,
-            130 after Ctrl-C, 143 after SIGTERM.
+            130 after Ctrl-C, 143 after SIGTERM, 129 after SIGHUP.
         attempts: each start of the group.
         interrupted: stopped by Ctrl-C or SIGTERM.
         isolated: the workers ran in a private network namespace (loopback only).
@@ -236,7 +233,7 @@ def launch(
     network = Network.start(host=host, isolate=isolate)
     beats = tempfile.mkdtemp(prefix="tfaccel-launch-")
     try:
-        with _sigterm_raises_stop():
+        with stop_signals():  # SIGTERM, SIGHUP: the workers stopped as for Ctrl-C
             return _attempts(
                 script, list(args), workers, restarts, host, port_base, ports, grace_s,
                 watch, network, beats, base_env, out, err,
@@ -301,8 +298,8 @@ def _attempts(
             try:
                 group.start()
                 ending = group.wait(_Watch(directory, workers, watch, began), grace_s)
-            except (KeyboardInterrupt, _Stop) as stop:
-                code = 130 if isinstance(stop, KeyboardInterrupt) else 128 + signal.SIGTERM
+            except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM or SIGHUP (Terminated)
+                code = interrupt_code(stop)
                 attempt.stopped_at = time.time()
                 _say(err, f"interrupted: stopping every worker{_how(grace_s)}")
                 group.stop(grace_s)
@@ -771,20 +768,3 @@ class _Group:
         return [
             beat.step if (beat := self.watch.last.get(r)) else None for r in range(len(self.ports))
         ]
-
-
-def _raise_stop(signum: int, frame: object) -> None:
-    raise _Stop()
-
-
-@contextlib.contextmanager
-def _sigterm_raises_stop() -> Iterator[None]:
-    """While launching, SIGTERM to the launcher stops the workers as Ctrl-C does."""
-    if threading.current_thread() is not threading.main_thread():
-        yield  # signal handlers can only be set in the main thread
-        return
-    previous = signal.signal(signal.SIGTERM, _raise_stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)

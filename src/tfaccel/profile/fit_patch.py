@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -48,10 +49,13 @@ def patch_fit(session: Session) -> contextlib.AbstractContextManager[None]:
             x = arguments.get("x")
             if type(self.distribute_strategy).__name__ != "_DefaultDistributionStrategy":
                 return original(*bound.args, **bound.kwargs)  # input not measurable: leave it be
-            with _instrumented_input(x, callback) as replacement:
-                if replacement is not None:
-                    arguments["x"] = replacement
-                return original(*bound.args, **bound.kwargs)
+            try:
+                with _instrumented_input(x, callback) as replacement:
+                    if replacement is not None:
+                        arguments["x"] = replacement
+                    return original(*bound.args, **bound.kwargs)
+            finally:
+                callback.set_model(None)  # the next fit sets it again; a model gone is freed
 
         return fit
 
@@ -108,8 +112,11 @@ def _callback(session: Session, arguments: dict[str, Any], model: Any) -> Any:
         callback = mine[0]
     else:
         known = session.callbacks.get(id(model))
-        callback = known[1] if known is not None else PerformanceCallback()
-        session.callbacks[id(model)] = (model, callback)
+        if known is not None and known[0]() is model:
+            callback = known[1]
+        else:  # a new model (an id of a model gone may come back: the reference says)
+            callback = PerformanceCallback()
+            session.callbacks[id(model)] = (weakref.ref(model), callback)
         callbacks.insert(0, callback)
     arguments["callbacks"] = callbacks
     x = arguments.get("x")

@@ -40,8 +40,8 @@ class Session:
     fit_calls: int = 0
     callbacks: dict[int, tuple[Any, Any]] = field(default_factory=dict)
     """The PerformanceCallback added to the fit calls of each model, by the model's id (with
-    the model, so that the id is not reused): the fits of one model are one run, each model
-    its own."""
+    a weak reference to the model: a model gone is not kept alive, and its id reused by
+    another is told apart): the fits of one model are one run, each model its own."""
 
     def register(self, recorder: Any) -> None:
         self.recorders.append(recorder)

@@ -262,21 +262,9 @@ def _prepared(path: Path) -> Path:
 
 
 def _write(path: Path, data: bytes) -> None:
-    """:func:`write_atomic` of one report file; an error names the report directory's argument
-    (``--out`` on the command line), and when a directory or a special file stands where the
-    file goes, says to move it or to choose another directory."""
-    try:
-        write_atomic(path, data, argument_name=_OUT)
-    except UsageError as exc:
-        if not (os.path.lexists(path) and not path.is_file()):
-            raise
-        raise UsageError(
-            exc.what,
-            expected=exc.expected,
-            received=exc.received,
-            fix=f"move {str(path)!r} out of the way, or pass {argument(_OUT)} with another "
-            "directory",
-        ) from None
+    """:func:`write_atomic` of one report file, checked first as :func:`_prepared` says (an
+    error names the report directory's argument, ``--out`` on the command line)."""
+    write_atomic(_prepared(path), data, argument_name=_OUT)
 
 
 def write_report(
@@ -297,8 +285,8 @@ def write_report(
             tfaccel's where the report goes.
     """
     made = _missing_folders(Path(directory).expanduser())  # removed again if the write fails
-    root = _report_dir(directory)
-    on_disk = check_owned(root)
+    root = _report_dir(directory, create=False)  # made when the files are written
+    on_disk = check_owned(root) if root.is_dir() else {}
     plots = plots or {}
     plot_dir = root / "plots"
     plot_paths = {name: plot_dir / f"{name}.png" for name in plots}
@@ -326,6 +314,7 @@ def write_report(
     listed = {name: _digest(data) for name, data in content.items()}
     staged: dict[Path, str] = {}  # each file's temporary beside it, renamed when all are
     try:
+        root.mkdir(parents=True, exist_ok=True)
         if plots:
             if not plot_dir.is_dir():
                 made.insert(0, plot_dir)

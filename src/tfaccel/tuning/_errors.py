@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import os
-import re
 import traceback
 
 from tfaccel.core.errors import TfaccelError, UsageError
+from tfaccel.core.markup import without_ansi
 
 __all__ = [
     "BudgetError",
@@ -89,7 +89,7 @@ def user_traceback(exc: BaseException, *, skip: int = 1, limit_chars: int = 4000
             [frame for frame in part.stack if not _not_the_users(frame.filename)]
         )
         todo += [part.__cause__, part.__context__]
-    text = _ANSI.sub("", "".join(shown.format())).rstrip()
+    text = without_ansi("".join(shown.format())).rstrip()
     return text if len(text) <= limit_chars else "...\n" + text[-limit_chars:]
 
 
@@ -97,8 +97,6 @@ _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 """tfaccel's own folder: frames in its files are not the user's."""
 _RE_RAISE = os.path.join("keras", "src", "utils", "traceback_utils.py")
 """Keras's frame that re-raises every error of a layer or fit (``raise e.with_traceback``)."""
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
-"""A terminal's colour or style code (Keras prints a layer's error in bold)."""
 
 
 def _not_the_users(filename: str) -> bool:
@@ -114,7 +112,7 @@ def first_line(exc: BaseException, limit: int = 300) -> str:
     """The line of ``exc``'s message that says what went wrong, at most ``limit`` characters:
     its first, or after Keras's header (:data:`KERAS_HEADER`) the next one that says more;
     without terminal colour codes. ``(no message)`` for an empty one."""
-    lines = [line.strip() for line in _ANSI.sub("", str(exc)).splitlines() if line.strip()]
+    lines = [line.strip() for line in without_ansi(str(exc)).splitlines() if line.strip()]
     if len(lines) > 1 and lines[0].startswith(KERAS_HEADER):
         lines = lines[1:]
     return lines[0][:limit] if lines else "(no message)"

@@ -166,8 +166,9 @@ def settled_runtime() -> Iterator[None]:
 
 def _training_part(x: Any, y: Any, split: Any) -> tuple[Any, Any]:
     """``(x, y)`` as ``fit(..., validation_split=split)`` trains on them: the first
-    ``ceil(n * (1 - split))`` rows (Keras holds out the last ones, before any shuffling), so
-    no trial takes a batch larger than the examples the script trains on."""
+    ``floor(n * (1 - split))`` rows (Keras's ``train_validation_split`` holds out the last
+    ones, before any shuffling), so no trial takes a batch larger than the examples the
+    script trains on."""
     if not split:
         return x, y
     import tensorflow as tf
@@ -175,7 +176,7 @@ def _training_part(x: Any, y: Any, split: Any) -> tuple[Any, Any]:
     rows = data_forms.examples(x, None)
     if not rows:
         return x, y
-    keep = math.ceil(rows * (1.0 - float(split)))
+    keep = math.floor(rows * (1.0 - float(split)))
 
     def head(part: Any) -> Any:
         return None if part is None else tf.nest.map_structure(lambda a: a[:keep], part)

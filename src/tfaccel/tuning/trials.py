@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from tfaccel import inventory
 from tfaccel.architecture import fingerprint
+from tfaccel.core.errors import TfaccelError
 from tfaccel.inventory.precision import POLICY_DTYPE
 from tfaccel.tuning._errors import (
     ModelFnError,
@@ -103,7 +104,13 @@ def build_model(model_fn: Callable[[], Any], precision: str, *, name: str | None
         model = model_fn()
     except Exception as exc:
         script = getattr(model_fn, "script_name", None)  # a script's model, built again
-        if script is not None:
+        if (
+            script is not None
+            and isinstance(exc, TfaccelError)
+            and getattr(exc, "reason", None) != "raised"
+        ):
+            raise  # the script run again did not reach its fit (a timeout, an exit): as it is
+        if script is not None and precision != getattr(model_fn, "policy", precision):
             raise ModelFnError(
                 f"Building the model of {script} again under {precision} raised "
                 f"{type(exc).__name__}: {first_line(exc)}",

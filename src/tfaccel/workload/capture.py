@@ -35,6 +35,7 @@ import runpy
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import FrameType, TracebackType
@@ -288,10 +289,10 @@ def capture(
             expected=f"a script that reaches model.fit call #{fit}",
             received=f"SystemExit({exc.code!r}) at {where or name}",
             fix=(
-                f"the script refused its arguments (exit status 2, as argparse exits): options "
-                f"of tfaccel {command} go before the script's name (tfaccel {command} "
-                f"--timeout 600 {name}), the script's own after it; run `python {name} "
-                "ARGS...` to see what it takes"
+                f"the script refused its arguments (exit status 2, as argparse exits): where "
+                f"one of them is an option of tfaccel {command}, put it before the script's "
+                f"name (tfaccel {command} --timeout 600 {name}), the script's own after it; "
+                f"run `python {name} ARGS...` to see what the script takes"
                 if exc.code == 2 and any(str(a).startswith("-") for a in state.args)
                 else "pass the script the arguments it needs after its name "
                 f"(tfaccel {command} {name} ARGS...); run `python {name} ARGS...` to see why "
@@ -525,25 +526,53 @@ then stopped with the process (:func:`_hard_stop`)."""
 @contextlib.contextmanager
 def _alarm(timeout: float | None, name: str = "the script") -> Iterator[None]:
     """Raise :class:`_TimedOut` in the script after ``timeout`` seconds, and again every
-    second after (main thread only); past :data:`STOP_GRACE_S` more, stop the process."""
+    second after (main thread only). Where the script lets none of them through for
+    :data:`STOP_GRACE_S` after the first one reached it (or set its own SIGALRM handler),
+    stop the process (:func:`_watch`)."""
     if not timeout or threading.current_thread() is not threading.main_thread():
         yield
         return
+    delivered: list[float] = []  # when the first _TimedOut was raised in the script
 
     def expire(signum: int, frame: FrameType | None) -> None:
+        if not delivered:
+            delivered.append(time.monotonic())
         raise _TimedOut("time limit")
 
     previous = signal.signal(signal.SIGALRM, expire)
     signal.setitimer(signal.ITIMER_REAL, float(timeout), 1.0)
-    watchdog = threading.Timer(float(timeout) + STOP_GRACE_S, _hard_stop, (name, timeout))
-    watchdog.daemon = True
-    watchdog.start()
+    done = threading.Event()
+    limit = time.monotonic() + float(timeout)
+    watch = threading.Thread(
+        target=_watch, args=(done, delivered, expire, limit, name, timeout), daemon=True
+    )
+    watch.start()
     try:
         yield
     finally:
-        watchdog.cancel()
+        done.set()
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def _watch(
+    done: threading.Event,
+    delivered: list[float],
+    handler: Any,
+    limit: float,
+    name: str,
+    timeout: float,
+) -> None:
+    """Until ``done``: stop the process (:func:`_hard_stop`) once the time limit's exception
+    reached the script :data:`STOP_GRACE_S` ago without ending it, or the script replaced
+    ``handler`` and the limit is that long past. A script inside one long call of native
+    code (an XLA compile) has not been told yet: it is waited for."""
+    while not done.wait(0.5):
+        now = time.monotonic()
+        replaced = signal.getsignal(signal.SIGALRM) is not handler
+        told = delivered[0] if delivered else (limit if replaced else None)
+        if told is not None and now - told >= STOP_GRACE_S and not done.is_set():
+            _hard_stop(name, timeout)
 
 
 def _hard_stop(name: str, timeout: float) -> None:
@@ -553,8 +582,8 @@ def _hard_stop(name: str, timeout: float) -> None:
         f"tfaccel: error: The script {name} did not reach model.fit within {timeout:g} s, and "
         f"kept running {STOP_GRACE_S:g} s after it was told to stop (it catches every "
         "exception, or handles SIGALRM itself): the process was stopped. Fix: give it more "
-        "time (--timeout SECONDS), or let KeyboardInterrupt-like exceptions through its "
-        "`except:` clauses (write `except Exception:`)\n"
+        "time (the command's --timeout SECONDS), or let exceptions that are not errors "
+        "through its `except:` clauses (write `except Exception:`)\n"
     )
     with contextlib.suppress(OSError):
         os.write(2, message.encode())

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tfaccel.core.findings import Finding, Status
+from tfaccel.core.markup import without_ansi
 from tfaccel.core.records import Record
 from tfaccel.diagnosis.log.facts import read_facts
 from tfaccel.diagnosis.log.infer import infer
@@ -55,8 +56,6 @@ BUNDLE_HINT = (
     "tfaccel doctor --log {log} --bundle tfaccel-bundle.md (on the machine that wrote the log) "
     "writes one redacted file with the log, versions and findings: attach it to a bug report"
 )
-
-_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
 
 
 @dataclass
@@ -183,8 +182,7 @@ def match_log(text: str | LogText, source: str | None = None) -> LogReport:
 
 def _clean(text: str) -> str:
     """Strip ANSI colour codes and treat carriage returns (progress bars) as line breaks."""
-    if "\x1b" in text:
-        text = _ANSI_RE.sub("", text)
+    text = without_ansi(text)
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     return text
@@ -198,10 +196,12 @@ class _Hits:
     count: int = 0
     status: Status = "warn"
     details: dict[str, None] = field(default_factory=dict)  # ordered set
+    starts: set[int] = field(default_factory=set)  # every line counted, by its start offset
 
     def add(self, start: int, line: str) -> None:
         """Count a line; keep it if it is among the first ``MAX_LINES_SHOWN`` in the text."""
         self.count += 1
+        self.starts.add(start)
         kept = self.first_lines
         if len(kept) == MAX_LINES_SHOWN and start > kept[-1][0]:
             return
@@ -211,6 +211,7 @@ class _Hits:
     def remove(self, start: int) -> None:
         """Give a line back (a wrapped message that names a more specific cause claims it)."""
         self.count -= 1
+        self.starts.discard(start)
         self.first_lines = [(s, text) for s, text in self.first_lines if s != start]
 
 
@@ -249,16 +250,9 @@ def _scan(text: str) -> tuple[list[Finding], list[BenignMatch], set[int]]:
     benign_hits: dict[str, _Hits] = {}
     for group in groups:  # a message that goes on to say the run is not stopped (RELIEVED)
         for label, (goes_on, anchors) in RELIEVED.items():
-            if goes_on not in group.joined or not any(a in group.joined for a in anchors):
-                continue
-            for s in group.starts:
-                old = claimed_by.pop(s, None)
-                if old is not None:
-                    cause_hits[old.cause].remove(s)
-                    if cause_hits[old.cause].count <= 0:
-                        del cause_hits[old.cause]
-                claimed[s] = label
-            benign_hits.setdefault(label, _Hits()).add(group.starts[0], group.joined)
+            if goes_on in group.joined:
+                _relieve(group.starts, label, anchors, claimed, claimed_by, cause_hits)
+                benign_hits.setdefault(label, _Hits()).add(group.starts[0], group.joined)
     for label, anchors in BENIGN.items():
         for anchor in anchors:
             for start, line in _lines_with(text, anchor):
@@ -273,6 +267,31 @@ def _scan(text: str) -> tuple[list[Finding], list[BenignMatch], set[int]]:
                 benign_hits.setdefault(joined_label, _Hits()).add(group.starts[0], group.joined)
     causes, benign = _build_results(text, cause_hits, benign_hits)
     return causes, benign, set(claimed)
+
+
+def _relieve(
+    starts: tuple[int, ...],
+    label: str,
+    anchors: tuple[str, ...],
+    claimed: dict[int, str],
+    claimed_by: dict[int, Pattern],
+    cause_hits: dict[str, _Hits],
+) -> None:
+    """Give the lines of a message whose claiming pattern's anchor is one of ``anchors`` to
+    the benign ``label`` (:data:`RELIEVED`), each counted hit taken back once (a message
+    claimed as a whole, wrapped over lines, counted one hit for all); lines other causes
+    claimed keep them."""
+    for s in starts:
+        old = claimed_by.get(s)
+        if old is None or old.anchor not in anchors:
+            continue
+        del claimed_by[s]
+        claimed[s] = label
+        hits = cause_hits.get(old.cause)
+        if hits is not None and s in hits.starts:
+            hits.remove(s)
+            if hits.count <= 0:
+                del cause_hits[old.cause]
 
 
 @functools.cache
@@ -314,8 +333,8 @@ def _scan_wrapped(
         if better is not None and better.cause != pattern.cause:
             for s in starts:
                 old = claimed_by.pop(s, None)
-                if old is not None:
-                    hits_of_old = cause_hits[old.cause]
+                hits_of_old = cause_hits.get(old.cause) if old is not None else None
+                if old is not None and hits_of_old is not None and s in hits_of_old.starts:
                     hits_of_old.remove(s)
                     if hits_of_old.count <= 0:
                         del cause_hits[old.cause]

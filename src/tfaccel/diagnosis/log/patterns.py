@@ -756,7 +756,7 @@ PATTERNS: tuple[Pattern, ...] = (
         "keras_versions_mixed",
         "No module named 'keras.",
         regex=r"No module named '(?:keras\.src|keras\.engine|keras\.layers\.core|"
-        r"keras\.legacy|keras\.wrappers|keras\.api\._v2)",
+        r"keras\.legacy|keras\.wrappers|keras\.api\._v2)[\w.]*'(?!; 'keras' is not a package)",
         detail=_extract(
             r"No module named '(?P<m>keras\.[\w.]+)'",
             "{m} is in another Keras than the one installed",
@@ -772,7 +772,11 @@ PATTERNS: tuple[Pattern, ...] = (
         detail=_extract(r"cannot be run in\s+NumPy (?P<v>[\d.]+)", "NumPy {v} installed"),
     ),
     _p("numpy_abi_mismatch", "_ARRAY_API not found"),
-    _p("numpy_abi_mismatch", "numpy.dtype size changed, may indicate binary incompatibility"),
+    _p(  # the error; the RuntimeWarning of the same words is harmless
+        "numpy_abi_mismatch",
+        "numpy.dtype size changed, may indicate binary incompatibility",
+        regex=r"ValueError: numpy\.dtype size changed|from C header",
+    ),
     _p(
         "numpy_abi_mismatch",
         "module compiled against API version",
@@ -789,12 +793,12 @@ PATTERNS: tuple[Pattern, ...] = (
         r"training_config|layer_names|weight_names)['\"]\]?\)?\.decode\(",
         detail=lambda line: "Keras's .h5 loader decodes what h5py 3 gives as text",
     ),
-    _p("h5py3_old_keras", "'str' object has no attribute 'decode'", status="warn"),
-    _p(
+    _p(  # any PCI device's DMA can fault: a warning, the GPUs' own the likely ones in a log
         "gpu_p2p_blocked",
         "DMAR: [DMA ",
-        regex=r"DMAR: \[DMA (?:Read|Write)\] Request device \[[0-9a-f:.]+\] (?:PASID \w+ )?"
-        r"fault addr",
+        regex=r"DMAR: \[DMA (?:Read|Write)(?: NO_PASID)?\] Request device \[[0-9a-f:.]+\] "
+        r"(?:PASID \w+ )?fault addr",
+        status="warn",
         detail=_extract(r"Request device \[(?P<d>[0-9a-f:.]+)\]", "IOMMU faults from {d}"),
     ),
     _p(
