@@ -560,8 +560,8 @@ TUNE_THEN_RUN = (
 # first trial costs more, which on two busy cores can be ten seconds).
 TUNE_TINY = "--space jit=off --space feed=numpy --budget 120 --sample-seconds 0.25 --rounds 2"
 TUNE_SCRIPT = (
-    "tfaccel tune train.py --space batch_size=64,128,256 --space precision=float32 "
-    f"--db results.sqlite {TUNE_TINY}"
+    "tfaccel tune --space batch_size=64,128,256 --space precision=float32 "
+    f"--db results.sqlite {TUNE_TINY} train.py"
 )
 TUNE_MODEL = (
     "tfaccel tune --model reference-cnn --smoke --space batch_size=64 "
@@ -667,14 +667,14 @@ CHEAP: dict[tuple[str, str], Cheap] = {
         "as documented, with the document's train.py; checked that it stopped at its fit",
         check=_planned_unchanged,
     ),
-    ("docs/tune.md", "tfaccel tune train.py --budget 300"): Cheap(
+    ("docs/tune.md", "tfaccel tune --budget 300 train.py"): Cheap(
         (TUNE_SCRIPT,),
         "shares the run of the --space/--db line below, which tunes the same script: fewer "
         "configurations and short samples (each tune costs TensorFlow's import and its search)",
     ),
     (
         "docs/tune.md",
-        "tfaccel tune train.py --space batch_size=64,128,256 --space jit=off --db results.sqlite",
+        "tfaccel tune --space batch_size=64,128,256 --space jit=off --db results.sqlite train.py",
     ): Cheap(
         (TUNE_SCRIPT,),
         "docs/tune.md's own script with a small model: fewer configurations (float32, the "
@@ -716,9 +716,9 @@ CHEAP_FILES: dict[tuple[str, str], Callable[[], tuple[tuple[str, str], ...]]] = 
     ("docs/plan.md", PLAN_SCRIPT): _plan_script_files,
     ("docs/tune.md", TUNE_OWN_SCRIPT): _tune_own_script_files,
     ("docs/tune.md", RUN_TUNED): _tune_own_script_files,
-    ("docs/tune.md", "tfaccel tune train.py --budget 300"): _tune_files,
+    ("docs/tune.md", "tfaccel tune --budget 300 train.py"): _tune_files,
     (
         "docs/tune.md",
-        "tfaccel tune train.py --space batch_size=64,128,256 --space jit=off --db results.sqlite",
+        "tfaccel tune --space batch_size=64,128,256 --space jit=off --db results.sqlite train.py",
     ): _tune_files,
 }
