@@ -281,6 +281,41 @@ CAUSES: dict[str, Cause] = {
         '"compiled against API version 0x.." (NumPy too old for the module): '
         "pip install --upgrade numpy (to the version the package requires)",
     ),
+    "numpy_too_new": Cause(
+        "NumPy is newer than this TensorFlow (or a package built on it) supports: an alias it "
+        "uses was removed (np.object, np.bool: NumPy >= 1.24), or TensorFlow < 2.5 meets NumPy "
+        ">= 1.20 (a symbolic tensor cannot become an array)",
+        "pip install 'numpy<1.24' (for the removed aliases) or 'numpy<1.20' (TensorFlow < "
+        "2.5), in the environment that trains; better: upgrade TensorFlow to a release of "
+        "the NumPy you have",
+    ),
+    "host_memory_oom": Cause(
+        "The machine's memory (RAM) ran out: TensorFlow's CPU allocator could not allocate a "
+        "tensor (a run on the CPU, or data held on the host), not a GPU's memory",
+        "halve the batch size; keep the data on disk and read it with tf.data (not whole "
+        "arrays in memory); `free -h` shows what is left, and other programs' use",
+    ),
+    "tpu_needs_gcs": Cause(
+        "A Cloud TPU reads and writes through Cloud Storage: a local path (a checkpoint, the "
+        "data) is a file system it does not have",
+        "give the TPU gs:// paths: the model directory and the data in a bucket "
+        "(model_dir='gs://BUCKET/run1'), readable and writable by the TPU's service account",
+    ),
+    "optimizer_outside_strategy_scope": Cause(
+        "The model or its optimizer was created outside strategy.scope(): under a "
+        "tf.distribute strategy the optimizer's first step fails (merge_call inside a "
+        "tf.function)",
+        "create the model and call model.compile(...) inside `with strategy.scope():`, then "
+        "model.fit as before",
+    ),
+    "tpu_connect_to_host_api": Cause(
+        "The TPU was connected with tf.config.experimental_connect_to_host, so its functions "
+        "are placed on a TPU that was never initialised for them",
+        "resolver = tf.distribute.cluster_resolver.TPUClusterResolver(); "
+        "tf.config.experimental_connect_to_cluster(resolver); "
+        "tf.tpu.experimental.initialize_tpu_system(resolver); "
+        "strategy = tf.distribute.TPUStrategy(resolver)",
+    ),
     "h5py3_old_keras": Cause(
         "Keras before 2.5 (TensorFlow < 2.4) reads .h5 files with h5py 3, which returns text "
         "where it expects bytes ('str' object has no attribute 'decode')",
@@ -295,7 +330,8 @@ CAUSES: dict[str, Cause] = {
         "nvidia-smi topo -m and NCCL's all_reduce_perf check peer access",
     ),
     "tf_keras_missing": Cause(
-        "TF_USE_LEGACY_KERAS asks for Keras 2 (the tf_keras package), which is not installed",
+        "Keras 2 (the tf_keras package) is needed, by TF_USE_LEGACY_KERAS or by a library "
+        "built on it (Transformers' TensorFlow models), and is not installed",
         "pip install 'tf-keras~=<your TensorFlow's minor version>' (e.g. tf-keras~=2.16.0 for "
         "TensorFlow 2.16), or unset TF_USE_LEGACY_KERAS if the code is written for Keras 3",
     ),
@@ -516,7 +552,7 @@ PATTERNS: tuple[Pattern, ...] = (
     _p(
         "no_matching_wheel",
         "No matching distribution found for tensorflow",
-        regex=r"for tensorflow(?:[-_](?:cpu|intel|macos))?(?:[<>=!~\[ ]|$)",
+        regex=r"for tensorflow(?:[-_](?:cpu|intel|macos|metal))?(?:[<>=!~\[ ]|$)",
     ),
     _p(
         "no_matching_wheel",
@@ -691,6 +727,12 @@ PATTERNS: tuple[Pattern, ...] = (
     _p("xla_libdevice_ptxas", "ptxas not found"),
     _p("xla_libdevice_ptxas", "find ptxas binary"),
     _p("xla_libdevice_ptxas", "Failed to launch ptxas"),
+    _p(
+        "host_memory_oom",
+        "OOM when allocating tensor",
+        regex=r"device:CPU:\d+ by allocator (?:cpu|mklcpu|mkl_cpu)",
+        detail=_oom_shape,
+    ),
     _p("oom", "OOM when allocating tensor", detail=_oom_shape),
     _p(
         "oom",
@@ -785,6 +827,33 @@ PATTERNS: tuple[Pattern, ...] = (
             r"API version (?P<a>0x[0-9a-f]+) but this version of numpy is (?P<b>0x[0-9a-f]+)",
             "built for NumPy C API {a}, installed {b}",
         ),
+    ),
+    _p(
+        "numpy_too_new",
+        "module 'numpy' has no attribute '",
+        regex=r"module 'numpy' has no attribute '(?:object|bool|int|float|complex|str|long|"
+        r"unicode)'",
+        detail=_extract(r"has no attribute '(?P<a>\w+)'", "np.{a} is gone (NumPy >= 1.24)"),
+    ),
+    _p(
+        "numpy_too_new",
+        "Cannot convert a symbolic Tensor (",
+        detail=lambda line: "TensorFlow < 2.5 under NumPy >= 1.20",
+    ),
+    _p("tf_keras_missing", "but this is not yet supported in Transformers"),
+    _p(
+        "tpu_needs_gcs",
+        "File system scheme '[local]' not implemented",
+        detail=_extract(r"\(file: '(?P<f>[^']+)'", "a local path: {f}"),
+    ),
+    _p(
+        "optimizer_outside_strategy_scope",
+        "`merge_call` called while defining a new graph or a tf.function",
+    ),
+    _p(
+        "tpu_connect_to_host_api",
+        "does not have registered OpKernel support for _Arg",
+        regex=r"device:TPU:\d+' does not have registered OpKernel support for _Arg",
     ),
     _p(  # the traceback's line in Keras's hdf5 loader
         "h5py3_old_keras",
