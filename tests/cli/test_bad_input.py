@@ -600,6 +600,28 @@ ROWS: list[Row] = [
         "--db applies to --tuned only",
         setup=_a_file_and_a_script,
     ),
+    Row(
+        "plan-list-devices-with-a-model",
+        ("plan", "--list-devices", "--model", "mlp"),
+        "--list-devices lists the device keys and plans nothing",
+    ),
+    Row(
+        "launch-startup-timeout-without-hang-timeout",
+        ("launch", "-n", "2", "--startup-timeout", "900", "train.py"),
+        "--startup-timeout applies to --hang-timeout only",
+        setup=_a_file_and_a_script,
+    ),
+    Row(
+        "launch-port-base-zero",
+        ("launch", "-n", "2", "--port-base", "0", "train.py"),
+        "is not a port",
+        setup=_a_file_and_a_script,
+    ),
+    Row(
+        "selftest-simulate-without-gpu",
+        ("selftest", "--simulate"),
+        "(--simulate choose how the GPU self-test runs)",
+    ),
     Row("tune-unknown-model", ("tune", "--model", "resnet99", "--no-progress"), "Unknown model"),
     Row("tune-bad-space", ("tune", "--model", "mlp", "--space", "jit"), "KEY=VALUES"),
     # --- plan (checked before the model is traced)
@@ -992,7 +1014,7 @@ ROWS: list[Row] = [
             ("grace-inf", ("--grace", "inf"), "--grace inf is not a positive number of seconds"),
             (
                 "startup-timeout-1e30",
-                ("--startup-timeout", "1e30"),
+                ("--hang-timeout", "60", "--startup-timeout", "1e30"),
                 "--startup-timeout 1e+30 is not",
             ),
             ("hang-timeout-nan", ("--hang-timeout", "nan"), "--hang-timeout nan is not"),

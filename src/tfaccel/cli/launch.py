@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from tfaccel.cli._args import number, whole
+from tfaccel.cli._args import number, refuse_unused, whole
 from tfaccel.cli._output import json_document, print_json, warn_options_after_script
 from tfaccel.core.errors import TfaccelError
 from tfaccel.scripts import split_command
@@ -107,7 +107,7 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--startup-timeout",
         type=number("--startup-timeout", example=600),
-        default=DEFAULT_STARTUP_TIMEOUT_S,
+        default=None,
         metavar="S",
         help="with --hang-timeout, the allowance until every worker has finished its first "
         f"step (TensorFlow's import, the cluster's start, the first trace); default "
@@ -142,12 +142,19 @@ def _arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Launch the workers as the options say; return the exit status (see the description)."""
-    from tfaccel.distribute.launcher import launch
+    from tfaccel.distribute.launcher import DEFAULT_STARTUP_TIMEOUT_S, launch
 
     script, script_args = split_command(
         args.script_and_args, command="launch", example="-n 2 train.py --epochs 3", check=False
     )  # launch() checks the script after its own arguments
     warn_options_after_script("launch", getattr(args, "own_options", ()), script, script_args)
+    if args.hang_timeout is None:
+        refuse_unused(
+            (("--startup-timeout", args.startup_timeout),),
+            applies="to --hang-timeout (the allowance of the hang watch for the first step)",
+            expected="tfaccel launch -n 2 --hang-timeout 300 --startup-timeout 900 train.py",
+            fix="add --hang-timeout S, or drop {flag}",
+        )
     result = launch(
         script,
         script_args,
@@ -159,7 +166,9 @@ def run(args: argparse.Namespace) -> int:
         isolate=args.isolate,
         oversubscribe=args.oversubscribe,
         hang_timeout_s=args.hang_timeout,
-        startup_timeout_s=args.startup_timeout,
+        startup_timeout_s=(
+            args.startup_timeout if args.startup_timeout is not None else DEFAULT_STARTUP_TIMEOUT_S
+        ),
         stdout=sys.stderr if args.json else sys.stdout,
     )
     if args.json:

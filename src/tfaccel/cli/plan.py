@@ -138,9 +138,18 @@ def _add_options(p: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Plan the script or model; print the plan (text or JSON)."""
-    if args.list_devices:
-        return _list_devices(args)
     words = script_words(args)
+    if args.list_devices:
+        given = f"--model {args.model}" if args.model else (words[0] if words else None)
+        if given:
+            raise UsageError(
+                "--list-devices lists the device keys and plans nothing",
+                expected="tfaccel plan --list-devices alone, or a plan: tfaccel plan --model "
+                "mlp --device a100-40gb",
+                received=f"--list-devices with {given}",
+                fix="drop --list-devices to plan, or what is planned to list the devices",
+            )
+        return _list_devices(args)
     if words and not words[0].strip():  # `tfaccel plan ''`: an empty script name, said so
         from tfaccel.scripts import check_script
 

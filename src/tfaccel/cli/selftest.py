@@ -90,10 +90,14 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the GPU self-test (or list its steps), print the table or the JSON document."""
     if not args.gpu:
+        given = [
+            flag for flag in ("--simulate", "--offline", "--list") if getattr(args, flag[2:], False)
+        ]
         raise UsageError(
-            "tfaccel selftest was not told which self-test to run",
+            "tfaccel selftest was not told which self-test to run"
+            + (f" ({', '.join(given)} choose how the GPU self-test runs)" if given else ""),
             expected="--gpu (the GPU self-test, the one there is)",
-            received="no --gpu",
+            received="no --gpu" + (f", {' '.join(given)}" if given else ""),
             fix="tfaccel selftest --gpu (or make gpu-check)",
         )
     from tfaccel import selftest

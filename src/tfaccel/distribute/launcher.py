@@ -397,7 +397,12 @@ def _check_arguments(
             )
     if port_base is not None and (not is_int(port_base) or not 1 <= port_base <= 65536 - workers):
         raise UsageError(
-            f"--port-base {shown(port_base)} leaves no room for {workers} ports",
+            f"--port-base {shown(port_base)} "
+            + (
+                f"leaves no room for {workers} ports"
+                if is_int(port_base) and port_base > 1
+                else "is not a port"
+            ),
             expected=f"an integer port in 1..{65536 - workers}",
             received=f"--port-base {shown(port_base)} ({type(port_base).__name__})",
             fix="pass a port such as 20000, or leave --port-base out to pick free ports",
