@@ -31,6 +31,7 @@ from tfaccel.planning.roofline import (
     per_step_overhead,
     step_time,
     stored_cpu_figures,
+    unpredicted,
     with_host_floor,
 )
 from tfaccel.planning.targets import Target, targets
@@ -255,13 +256,9 @@ def plan_step(
         if target.kind == "cpu" and target.this_machine:
             timing = cpu_step_time(step, micro, target.calibration, call=step_call)
         elif not step.loops_known:
-            timing = StepTime(
-                None,
-                None,
-                None,
-                None,
-                why="a While loop of the step (a recurrent layer) runs a number of iterations "
-                "the graph does not give",
+            timing = unpredicted(
+                "a While loop of the step (a recurrent layer) runs a number of iterations the "
+                "graph does not give"
             )
         else:
             timing = step_time(target, step.flops(micro), step.bytes_touched(micro), step.launches)

@@ -73,6 +73,7 @@ __all__ = [
     "step_band",
     "step_time",
     "stored_cpu_figures",
+    "unpredicted",
     "with_host_floor",
     "without_lost_figures",
 ]
@@ -483,24 +484,24 @@ def cpu_step_time(
     whose iterations the graph does not give.
     """
     if calibration is None:
-        return _unpredicted(f"this CPU is not calibrated: {CALIBRATE_HINT}")
+        return unpredicted(f"this CPU is not calibrated: {CALIBRATE_HINT}")
     compute_dtype = (
         "bfloat16" if "bfloat16" in step.policy else "float16" if "16" in step.policy else "float32"
     )
     if compute_dtype != calibration.precision:
-        return _unpredicted(
+        return unpredicted(
             f"calibrated for {calibration.precision} only; {compute_dtype} kernels on this CPU "
             "run at other rates (not measured)"
         )
     setting = onednn if onednn is not None else onednn_setting()
     if setting != calibration.onednn:
-        return _unpredicted(
+        return unpredicted(
             f"calibrated with TF_ENABLE_ONEDNN_OPTS={calibration.onednn}, but this process has "
             f"{setting}: {CALIBRATE_HINT} under the same setting"
         )
     loops = sum(1 for op in step.ops if op.type in LOOP_OPS)
     if loops > len(step.loops):
-        return _unpredicted(
+        return unpredicted(
             f"the step runs {loops} While loop{'s' if loops > 1 else ''} (a recurrent layer) "
             f"and {len(step.loops)} traced: the body's operations, run once per iteration, are "
             "not known"
@@ -514,7 +515,7 @@ def cpu_step_time(
     for loop in step.loops:
         loop_terms = _loop_terms(loop, batch, calibration, threads)
         if isinstance(loop_terms, str):
-            return _unpredicted(loop_terms)
+            return unpredicted(loop_terms)
         each.append(loop_terms)
     side_by_side = _side_by_side(step, [sum(t.values()) for t in each], cores)
     looped = 0.0
@@ -1034,7 +1035,8 @@ def _loop_terms(
     return {term: loop.iterations * seconds for term, seconds in terms.items()}
 
 
-def _unpredicted(why: str) -> StepTime:
+def unpredicted(why: str) -> StepTime:
+    """A step time not predicted, and ``why``."""
     return StepTime(None, None, None, None, why=why)
 
 

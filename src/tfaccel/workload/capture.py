@@ -316,9 +316,8 @@ def capture(
         ) from exc
     finally:
         _active = None
-        if os.getpid() != parent:  # a child the script forked, at the script's end
-            ended = sys.exc_info()[0]
-            end_forked_child(parent, 0 if ended is None or ended is _Captured else 1)
+        ended = sys.exc_info()[0]  # in a child the script forked, its end (else nothing)
+        end_forked_child(parent, 0 if ended is None or ended is _Captured else 1)
     calls = state.fit_calls
     raise CaptureError(
         f"The script {name} ended without "
