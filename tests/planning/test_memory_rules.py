@@ -525,3 +525,68 @@ def test_a_recurrent_steps_flops_bytes_and_launches_count_every_time_step() -> N
     body = sum((loop.iterations or 0) * len(loop.ops) for loop in step.loops)
     assert without.launches < step.launches <= without.launches + body
     assert step.bytes_touched(batch) > without.bytes_touched(batch)
+
+
+def test_a_gpu_convolution_holds_cudnns_workspace_while_it_runs() -> None:
+    """A GPU's convolution takes a workspace from TensorFlow's allocator for as long as it runs:
+    1.15x its tensors' bytes in float32, 0.5x in 16-bit, 0.05x for a depthwise one; a CPU's
+    rules and every other operation take none."""
+    from tfaccel.planning.memory import CONV_WORKSPACE, RAM_RULES
+
+    def step(op_type: str, dtype: str) -> StepGraph:
+        size = 2 if dtype == "bfloat16" else 4
+        ops = [
+            OpInfo("x", "Placeholder", "other", (), (TensorInfo(0, dtype, 0, 1000 * size),)),
+            OpInfo("m/conv", op_type, "forward", (0,), (TensorInfo(1, dtype, 0, 3000 * size),)),
+            OpInfo("m/sum", "Sum", "forward", (1,), (TensorInfo(2, dtype, size, 0),)),
+        ]
+        return StepGraph(ops, (0,), [], 0, 0, "SGD", "float32")
+
+    gpu = replace(GPU_BFC_RULES, granularity=1)
+    for op_type, dtype, key in (
+        ("Conv2D", "float32", "float32"),
+        ("Conv2DBackpropFilter", "float32", "float32"),
+        ("Conv2D", "bfloat16", "16-bit"),
+        ("DepthwiseConv2dNative", "float32", "depthwise"),
+    ):
+        size = 2 if dtype == "bfloat16" else 4
+        tensors = 10 * (1000 + 3000) * size  # batch 10: the input and the output
+        plain = simulate(step(op_type, dtype), 10, rules=EXACT, margin=0.0)
+        held = simulate(step(op_type, dtype), 10, rules=gpu, margin=0.0)
+        assert held.peak_bytes == plain.peak_bytes + int(CONV_WORKSPACE[key] * tensors)
+        assert "m/conv" in held.peak_op
+    # Not on the CPU; not for an operation that is no convolution.
+    cpu = simulate(step("Conv2D", "float32"), 10, rules=replace(RAM_RULES, granularity=1))
+    assert cpu.peak_bytes == simulate(step("Conv2D", "float32"), 10, rules=EXACT).peak_bytes
+    other = simulate(step("MatMul", "float32"), 10, rules=gpu, margin=0.0)
+    assert other.peak_bytes == simulate(step("MatMul", "float32"), 10, rules=EXACT).peak_bytes
+
+
+def test_a_traced_conv_nets_gpu_plan_counts_its_workspaces_and_a_dense_nets_none() -> None:
+    import keras
+
+    conv = keras.Sequential(
+        [
+            keras.Input((32, 32, 3)),
+            keras.layers.Conv2D(16, 3, padding="same", activation="relu"),
+            keras.layers.Conv2D(16, 3, padding="same", activation="relu"),
+            keras.layers.GlobalAveragePooling2D(),
+            keras.layers.Dense(10),
+        ]
+    )
+    conv.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    step = trace_step(conv, 64)
+    without = replace(GPU_BFC_RULES, conv_workspace=False)
+    with_ws = simulate(step, 64, rules=GPU_BFC_RULES, margin=0.0).peak_bytes
+    plain = simulate(step, 64, rules=without, margin=0.0).peak_bytes
+    activation = 64 * 32 * 32 * 16 * 4  # one conv output, float32
+    # A workspace per convolution running: at most two at once (a layer's two gradients, side
+    # by side), each 1.15x the tensors of one (an input and an output, the kernel's few bytes).
+    assert plain < with_ws <= plain + 2 * 1.15 * 2.01 * activation
+    dense = keras.Sequential([keras.Input((20,)), keras.layers.Dense(8), keras.layers.Dense(1)])
+    dense.compile(optimizer="adam", loss="mse")
+    dstep = trace_step(dense, 64)
+    assert (
+        simulate(dstep, 64, rules=GPU_BFC_RULES).peak_bytes
+        == simulate(dstep, 64, rules=without).peak_bytes
+    )

@@ -24,6 +24,14 @@ from tfaccel.selftest import offline, offline_steps
 from tfaccel.selftest.runner import Step, run_steps
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def _importable(name: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(name) is not None
+
+
 TESTS = ROOT / "tests"
 PY = sys.executable
 
@@ -96,6 +104,7 @@ def test_without_tensorflow_it_says_what_it_would_run_and_why_each_step_skips(
         "sanitizer",
         "ncu-matmul",
         "nvtx",
+        "plan-gpu",
         "gpu-tests",
         "tensorflow",
     ]
@@ -106,6 +115,8 @@ def test_without_tensorflow_it_says_what_it_would_run_and_why_each_step_skips(
     assert "nvidia-smi not found" in steps["devices"]["skip"]
     assert "compute-sanitizer not found" in steps["sanitizer"]["skip"]
     assert "ncu not found" in steps["ncu-matmul"]["skip"]
+    if not _importable("torch") and not _importable("cupy"):
+        assert "neither PyTorch nor CuPy" in steps["plan-gpu"]["skip"]
     for name in ("load", "doctor", "doctor-preflight", "kernels", "gpu-tests"):
         assert steps[name]["skip"] is None, (name, steps[name]["skip"])
     assert steps["kernels"]["argv"][1:] == ["-m", offline.STEPS_MODULE, "kernels", "--json"]
@@ -156,7 +167,14 @@ def test_the_rehearsal_runs_the_kernels_on_the_simulator_and_lists_what_needs_a_
     }
     assert steps["doctor"]["status"] == "passed"
     assert steps["doctor"]["result"]["checks"][0]["what"] == "exit status"
-    assert doc["needs_real_gpu"] == ["devices", "load", "sanitizer", "ncu-matmul", "gpu-tests"]
+    assert doc["needs_real_gpu"] == [
+        "devices",
+        "load",
+        "sanitizer",
+        "ncu-matmul",
+        "plan-gpu",
+        "gpu-tests",
+    ]
     assert steps["tensorflow"]["reason"].startswith("TensorFlow is not installed")
     # two files come back: the summary and one log with every step's output
     assert sorted(p.name for p in out.iterdir()) == ["steps.log", "summary.json"]

@@ -53,6 +53,7 @@ from tfaccel.planning.trace import (
 )
 
 __all__ = [
+    "CONV_WORKSPACE",
     "CPU_ONEDNN_RULES",
     "FRAGMENTATION_MARGIN",
     "GPU_BFC_RULES",
@@ -161,6 +162,8 @@ class AllocatorRules:
             copies it allocates for the operation (:data:`UPCAST_16_BIT`).
         pooling_workspace: the device's max pooling keeps a workspace for the backward pass
             beside its output (:func:`_pooling_workspace`).
+        conv_workspace: the device's convolutions take a library workspace while they run,
+            from the same allocator (:data:`CONV_WORKSPACE`, :func:`_conv_workspace`).
     """
 
     name: str
@@ -169,6 +172,7 @@ class AllocatorRules:
     growth: bool = False
     upcasts_16_bit: bool = False
     pooling_workspace: bool = False
+    conv_workspace: bool = False
 
     def size(self, nbytes: int) -> int:
         if nbytes <= 0 or nbytes < self.counted_from:
@@ -176,7 +180,9 @@ class AllocatorRules:
         return -(-nbytes // self.granularity) * self.granularity
 
 
-GPU_BFC_RULES = AllocatorRules("TensorFlow's GPU BFC allocator (256-byte granularity)")
+GPU_BFC_RULES = AllocatorRules(
+    "TensorFlow's GPU BFC allocator (256-byte granularity)", conv_workspace=True
+)
 CPU_ONEDNN_RULES = AllocatorRules(
     "TensorFlow's oneDNN CPU allocator: BFC for allocations of 256 KiB and more, a separate "
     "uncounted pool below",
@@ -197,6 +203,17 @@ def fit_rules(kind: str) -> AllocatorRules:
     what TensorFlow's allocator statistics see, to compare with them."""
     return RAM_RULES if kind == "cpu" else GPU_BFC_RULES
 
+
+CONV_WORKSPACE = {"float32": 1.15, "16-bit": 0.50, "depthwise": 0.05}
+"""cuDNN's workspace while one convolution runs on a GPU, as a fraction of the bytes the
+convolution reads and writes (its tensors): an assumption, from the largest measured on an H200
+with cuDNN 9.19 (``benchmarks/results/gpu_constants_h200.txt``: PyTorch's calls, the fastest
+algorithm of each convolution and of both its gradients, as TensorFlow's autotuner picks; no
+TensorFlow there). float32 in the NCHW layout TensorFlow's layout optimiser gives float32
+convolutions on a GPU: 1.03-1.13 for 3x3 and 7x7 kernels, 0.20 for 1x1; bfloat16 in NHWC, the
+layout it gives 16-bit ones: at most 0.47 (a 7x7 stride-2 stem; 3x3 0.04-0.11); depthwise at
+most 0.02. Held while the convolution runs, as any operation's temporaries are (through the
+next operation: the executor runs a layer's two gradients side by side, each with its own)."""
 
 UPCAST_16_BIT: dict[str, tuple[str, ...]] = {
     "MatMul": ("inputs", "output"),
@@ -640,6 +657,7 @@ def _simulate(
                 events.append(Event(key, workspace))
                 current += workspace
         scratch = [(size, 1) for size in _upcast_copies(op, info, batch_size, rules)]
+        scratch += [(size, 1) for size in _conv_workspace(op, info, batch_size, rules)]
         if op.folded:  # evaluated once by the graph optimiser, not in the step
             scratch = []
         elif op.scratch_at(batch_size):
@@ -829,6 +847,44 @@ def _upcast_copies(
     if "output" in wants:
         copies += [2 * t.bytes_at(batch) for t in outputs[:1]]
     return [size for size in (rules.size(c) for c in copies) if size]
+
+
+_CONV_OPS = frozenset(
+    {
+        "Conv2D",
+        "Conv3D",
+        "Conv2DBackpropInput",
+        "Conv2DBackpropFilter",
+        "Conv3DBackpropInputV2",
+        "Conv3DBackpropFilterV2",
+    }
+)
+_DEPTHWISE_OPS = frozenset(
+    {
+        "DepthwiseConv2dNative",
+        "DepthwiseConv2dNativeBackpropInput",
+        "DepthwiseConv2dNativeBackpropFilter",
+    }
+)
+_16_BIT = ("bfloat16", "half", "float16")
+
+
+def _conv_workspace(
+    op: OpInfo, info: dict[int, TensorInfo], batch: int, rules: AllocatorRules
+) -> list[int]:
+    """The library workspace a convolution takes while it runs on a device whose rules say so
+    (:data:`CONV_WORKSPACE` x the bytes of its tensors); none for any other operation."""
+    if not rules.conv_workspace or (op.type not in _CONV_OPS and op.type not in _DEPTHWISE_OPS):
+        return []
+    tensors = [info[i] for i in op.inputs if i in info] + list(op.outputs)
+    if op.type in _DEPTHWISE_OPS:
+        fraction = CONV_WORKSPACE["depthwise"]
+    elif any(t.dtype in _16_BIT for t in tensors):
+        fraction = CONV_WORKSPACE["16-bit"]
+    else:
+        fraction = CONV_WORKSPACE["float32"]
+    size = rules.size(int(fraction * sum(t.bytes_at(batch) for t in tensors)))
+    return [size] if size else []
 
 
 def _allocations(key: int, size: int, count: int) -> list[Event]:

@@ -192,6 +192,20 @@ def plan_offline_steps(
             60,
             None if _have(found, "nvtx") else _why_not(found, "nvtx", "pip install nvtx"),
         ),
+        step(
+            "plan-gpu",
+            ("plan-gpu", "--json"),
+            "what a plan assumes of a GPU (datasheet rates, utilisation, per-op cost, cuDNN "
+            "workspace) against this one, through PyTorch or CuPy",
+            180,
+            first(
+                real,
+                None
+                if _have(found, "torch") or _have(found, "cupy")
+                else "neither PyTorch nor CuPy can be imported to measure cuBLAS and cuDNN: "
+                "pip install cupy-cuda12x (or torch)",
+            ),
+        ),
     ]
     tests = root / "tests" / "kernels" if root is not None else None
     tests_skip = first(

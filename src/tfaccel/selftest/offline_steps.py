@@ -9,7 +9,8 @@ The steps: ``discover`` (what is importable), ``devices`` (``tfaccel devices --j
 nvidia-smi's own figures), ``load`` (NVML utilisation and GPM under a load made here),
 ``tfaccel ARGS...`` (a command's exit status and JSON, no traceback), ``kernels``
 (tfaccel.kernels against NumPy, the copy bandwidth and cuBLAS), ``run-kernels`` (each kernel
-once: what compute-sanitizer and Nsight Compute watch), ``sanitizer``, ``ncu``, ``nvtx``.
+once: what compute-sanitizer and Nsight Compute watch), ``sanitizer``, ``ncu``, ``nvtx``,
+``plan-gpu`` (what a plan assumes of a GPU, measured: :mod:`tfaccel.selftest.gpu_constants`).
 """
 
 from __future__ import annotations
@@ -32,7 +33,17 @@ from tfaccel.selftest.runner import last_json_line
 
 __all__ = ["MODULES", "TOOLS", "find_tool", "main"]
 
-MODULES = ("numpy", "numba", "numba_cuda", "cupy", "nvtx", "pynvml", "pytest", "tensorflow")
+MODULES = (
+    "numpy",
+    "numba",
+    "numba_cuda",
+    "cupy",
+    "torch",
+    "nvtx",
+    "pynvml",
+    "pytest",
+    "tensorflow",
+)
 """The Python modules the offline self-test looks for (``discover`` imports each)."""
 TOOLS = ("nvidia-smi", "compute-sanitizer", "ncu")
 """The programs it looks for, on PATH and in the CUDA toolkit's bin folder."""
@@ -735,6 +746,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "sanitizer",
             "ncu",
             "nvtx",
+            "plan-gpu",
         ),
     )
     parser.add_argument("--only", choices=("vector_add", "matmul", "reduce_sum", "bias_relu"))
@@ -750,8 +762,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         "sanitizer": sanitizer_step,
         "ncu": ncu_step,
         "nvtx": nvtx_step,
+        "plan-gpu": _plan_gpu,
     }
     return _emit(_guarded(name, steps[name]))
+
+
+def _plan_gpu() -> dict[str, Any]:
+    from tfaccel.selftest.gpu_constants import plan_gpu_step
+
+    return plan_gpu_step()
 
 
 def _guarded(name: str, step: Callable[[], dict[str, Any]]) -> dict[str, Any]:
