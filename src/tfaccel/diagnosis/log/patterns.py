@@ -66,7 +66,10 @@ CAUSES: dict[str, Cause] = {
     "cpu_no_avx": Cause(
         "The CPU lacks AVX, which the official TensorFlow wheels need (Illegal instruction)",
         "run on a CPU with AVX, or build TensorFlow on this machine: "
-        "bazel build --copt=-march=native //tensorflow/tools/pip_package:wheel",
+        "bazel build --copt=-march=native //tensorflow/tools/pip_package:wheel; on a Mac with "
+        "Apple silicon (zsh's 'illegal hardware instruction') it is an x86_64 Python under "
+        "Rosetta: install an arm64 one (`python -c 'import platform; print(platform.machine())'` "
+        "must print arm64)",
     ),
     "no_driver_or_hidden": Cause(
         "CUDA found no usable GPU: no driver, or the GPUs are hidden",
