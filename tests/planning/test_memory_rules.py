@@ -590,3 +590,42 @@ def test_a_traced_conv_nets_gpu_plan_counts_its_workspaces_and_a_dense_nets_none
         simulate(dstep, 64, rules=GPU_BFC_RULES).peak_bytes
         == simulate(dstep, 64, rules=without).peak_bytes
     )
+
+
+def test_a_gpus_16_bit_convolutions_take_the_nchw_workspace_where_tensorflow_keeps_nchw() -> None:
+    """TensorFlow's layout optimiser runs float16 convolutions in NHWC from compute capability
+    7.0 and bfloat16 ones from 8.0; below, in NCHW, cuDNN's workspace is larger. A TPU has no
+    cuDNN, a CPU neither."""
+    from tfaccel.planning.memory import CONV_WORKSPACE, TPU_RULES, fit_rules
+
+    def step(dtype: str) -> StepGraph:
+        ops = [
+            OpInfo("x", "Placeholder", "other", (), (TensorInfo(0, dtype, 0, 2000),)),
+            OpInfo("m/conv", "Conv2D", "forward", (0,), (TensorInfo(1, dtype, 0, 6000),)),
+            OpInfo("m/sum", "Sum", "forward", (1,), (TensorInfo(2, dtype, 2, 0),)),
+        ]
+        return StepGraph(ops, (0,), [], 0, 0, "SGD", "float32")
+
+    def workspace(dtype: str, rules: AllocatorRules) -> int:
+        exact = replace(rules, granularity=1)
+        return (
+            simulate(step(dtype), 10, rules=exact, margin=0.0).peak_bytes
+            - simulate(step(dtype), 10, rules=EXACT, margin=0.0).peak_bytes
+        )
+
+    tensors = 10 * (2000 + 6000)
+    nhwc, nchw = (
+        int(CONV_WORKSPACE["16-bit"] * tensors),
+        int(CONV_WORKSPACE["16-bit NCHW"] * tensors),
+    )
+    for capability, bf16, fp16 in (
+        ("9.0", nhwc, nhwc),
+        (None, nhwc, nhwc),  # unknown: taken as a current GPU
+        ("7.5", nchw, nhwc),
+        ("6.1", nchw, nchw),
+    ):
+        rules = fit_rules("gpu", capability)
+        assert workspace("bfloat16", rules) == bf16, capability
+        assert workspace("float16", rules) == fp16, capability
+    assert fit_rules("tpu") is TPU_RULES and workspace("bfloat16", TPU_RULES) == 0
+    assert workspace("bfloat16", fit_rules("cpu")) == 0

@@ -16,6 +16,7 @@ from tfaccel.planning.memory import (
     GPU_BFC_RULES,
     PARTS,
     RAM_RULES,
+    TPU_RULES,
     AllocatorRules,
     MemoryEstimate,
     simulate,
@@ -32,6 +33,7 @@ __all__ = [
     "PARTS",
     "PRECISIONS",
     "RAM_RULES",
+    "TPU_RULES",
     "AllocatorRules",
     "DevicePlan",
     "MemoryEstimate",
@@ -53,7 +55,9 @@ __all__ = [
 
 def allocator_rules(device: str) -> AllocatorRules:
     """The counting rules of the allocator behind ``device`` (``cpu:0``, ``gpu:0``...)."""
-    return CPU_ONEDNN_RULES if device.lower().startswith("cpu") else GPU_BFC_RULES
+    if device.lower().startswith("cpu"):
+        return CPU_ONEDNN_RULES
+    return TPU_RULES if device.lower().startswith("tpu") else GPU_BFC_RULES
 
 
 def estimate_memory(

@@ -16,7 +16,6 @@ from tfaccel.planning.memory import (
     GPU_BFC_RULES,
     AllocatorRules,
     MemoryEstimate,
-    fit_rules,
     simulate,
 )
 from tfaccel.planning.result import BATCH_CAP, DevicePlan, Plan
@@ -231,7 +230,9 @@ def plan_step(
     machine's CPU among ``chosen``)."""
     if host is None:
         host = next((t.calibration for t in chosen if t.kind == "cpu" and t.this_machine), None)
-    memory = simulate(step, batch_size, rules=GPU_BFC_RULES)
+    gpu = next((t for t in chosen if t.kind == "gpu"), None)
+    headline = gpu or (chosen[0] if chosen else None)
+    memory = simulate(step, batch_size, rules=headline.rules if headline else GPU_BFC_RULES)
     cache: dict[tuple[str, int], MemoryEstimate] = {}
 
     def total(rules: AllocatorRules, batch: int) -> int:
@@ -242,7 +243,7 @@ def plan_step(
 
     rows = []
     for target in chosen:
-        sized = functools.partial(total, fit_rules(target.kind))
+        sized = functools.partial(total, target.rules)
         usable = target.usable_bytes
         largest: int | None = None
         accumulation: int | None = None

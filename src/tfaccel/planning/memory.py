@@ -60,6 +60,7 @@ __all__ = [
     "ORDERS",
     "PARTS",
     "RAM_RULES",
+    "TPU_RULES",
     "AllocatorRules",
     "MemoryEstimate",
     "Schedule",
@@ -137,16 +138,16 @@ PARTS = (
 )
 
 FRAGMENTATION_MARGIN = 0.10
-"""Fraction added on top of the simulated peak for allocator fragmentation and library
-workspaces (cuDNN/oneDNN scratch) that the graph does not show. Checked on the CPU
-(``benchmarks/results/bench_plan_order.txt``, 33 worked-from rows): the allocator's peak over the
-live buffers the plan simulates without replaying the allocator is a median 1.08 (quartiles
-1.02-1.12, 9 rows above 1.10, max 1.28), which 10% covers for the median row, not the top
-quarter; where the allocator is replayed (:data:`CPU_ONEDNN_RULES`, the figure compared with
-``get_memory_info``) the measured/predicted ratio is a median 0.98 (0.79-1.12) and no margin is
+"""Fraction added on top of the simulated peak for allocator fragmentation and the library
+workspaces the graph does not show (oneDNN's, cuBLAS's; cuDNN's beyond :data:`CONV_WORKSPACE`).
+Checked on the CPU (``benchmarks/results/bench_plan_order.txt``, 33 worked-from rows): the
+allocator's peak over the live buffers the plan simulates without replaying the allocator is a
+median 1.08 (quartiles 1.02-1.12, 9 rows above 1.10, max 1.28), which 10% covers for the median row,
+not the top quarter; where the allocator is replayed (:data:`CPU_ONEDNN_RULES`, the figure compared
+with ``get_memory_info``) the measured/predicted ratio is a median 0.98 (0.79-1.12) and no margin is
 needed. Kept at 10%: the checks that use it (the RAM and GPU fit) count allocations the CPU
-measurement does not (those under 256 KiB, a GPU's BFC without growing regions), so the CPU
-ratios do not size it for them."""
+measurement does not (those under 256 KiB, a GPU's BFC without growing regions), so the CPU ratios
+do not size it for them."""
 
 
 @dataclass(frozen=True)
@@ -164,6 +165,8 @@ class AllocatorRules:
             beside its output (:func:`_pooling_workspace`).
         conv_workspace: the device's convolutions take a library workspace while they run,
             from the same allocator (:data:`CONV_WORKSPACE`, :func:`_conv_workspace`).
+        nhwc_16_bit: the 16-bit dtypes whose convolutions run in NHWC on the device (the rest
+            run in NCHW, with a larger workspace): :func:`fit_rules`.
     """
 
     name: str
@@ -173,6 +176,7 @@ class AllocatorRules:
     upcasts_16_bit: bool = False
     pooling_workspace: bool = False
     conv_workspace: bool = False
+    nhwc_16_bit: tuple[str, ...] = ()
 
     def size(self, nbytes: int) -> int:
         if nbytes <= 0 or nbytes < self.counted_from:
@@ -181,8 +185,25 @@ class AllocatorRules:
 
 
 GPU_BFC_RULES = AllocatorRules(
-    "TensorFlow's GPU BFC allocator (256-byte granularity)", conv_workspace=True
+    "TensorFlow's GPU BFC allocator (256-byte granularity)",
+    conv_workspace=True,
+    nhwc_16_bit=("bfloat16", "float16", "half"),
 )
+"""A GPU of compute capability 8.0 or later (or one whose capability is unknown)."""
+_GPU_VOLTA_RULES = replace(
+    GPU_BFC_RULES,
+    name="TensorFlow's GPU BFC allocator (256-byte granularity; bfloat16 convolutions in NCHW)",
+    nhwc_16_bit=("float16", "half"),
+)
+_GPU_PASCAL_RULES = replace(
+    GPU_BFC_RULES,
+    name="TensorFlow's GPU BFC allocator (256-byte granularity; 16-bit convolutions in NCHW)",
+    nhwc_16_bit=(),
+)
+TPU_RULES = AllocatorRules(
+    "a TPU's memory, counted as TensorFlow's BFC allocator counts (256 bytes)"
+)
+"""A TPU: no cuDNN workspace (XLA plans the TPU's memory; its scratch is not modelled)."""
 CPU_ONEDNN_RULES = AllocatorRules(
     "TensorFlow's oneDNN CPU allocator: BFC for allocations of 256 KiB and more, a separate "
     "uncounted pool below",
@@ -197,23 +218,40 @@ RAM_RULES = AllocatorRules(
 """How a plan counts against a machine's RAM: every allocation, as it is."""
 
 
-def fit_rules(kind: str) -> AllocatorRules:
-    """The rules a batch must fit under on a device of ``kind`` (``cpu``: its RAM; ``gpu``,
-    ``tpu``: the BFC allocator). Not :func:`tfaccel.planning.allocator_rules`, which counts
-    what TensorFlow's allocator statistics see, to compare with them."""
-    return RAM_RULES if kind == "cpu" else GPU_BFC_RULES
+def fit_rules(kind: str, compute_capability: str | None = None) -> AllocatorRules:
+    """The rules a batch must fit under on a device of ``kind`` (``cpu``: its RAM; ``gpu``:
+    the BFC allocator, with cuDNN's workspaces in the layout TensorFlow's layout optimiser
+    gives 16-bit convolutions at ``compute_capability``: NHWC for float16 from 7.0 and for
+    bfloat16 from 8.0, NCHW below; ``tpu``: the BFC allocator's counting, no cuDNN). Not
+    :func:`tfaccel.planning.allocator_rules`, which counts what TensorFlow's allocator
+    statistics see, to compare with them."""
+    if kind == "cpu":
+        return RAM_RULES
+    if kind == "tpu":
+        return TPU_RULES
+    try:
+        capability = float(compute_capability) if compute_capability else None
+    except ValueError:
+        capability = None
+    if capability is None or capability >= 8.0:
+        return GPU_BFC_RULES
+    return _GPU_VOLTA_RULES if capability >= 7.0 else _GPU_PASCAL_RULES
 
 
-CONV_WORKSPACE = {"float32": 1.15, "16-bit": 0.50, "depthwise": 0.05}
+CONV_WORKSPACE = {"float32": 1.15, "16-bit": 0.50, "16-bit NCHW": 1.35, "depthwise": 0.05}
 """cuDNN's workspace while one convolution runs on a GPU, as a fraction of the bytes the
 convolution reads and writes (its tensors): an assumption, from the largest measured on an H200
 with cuDNN 9.19 (``benchmarks/results/gpu_constants_h200.txt``: PyTorch's calls, the fastest
 algorithm of each convolution and of both its gradients, as TensorFlow's autotuner picks; no
-TensorFlow there). float32 in the NCHW layout TensorFlow's layout optimiser gives float32
-convolutions on a GPU: 1.03-1.13 for 3x3 and 7x7 kernels, 0.20 for 1x1; bfloat16 in NHWC, the
-layout it gives 16-bit ones: at most 0.47 (a 7x7 stride-2 stem; 3x3 0.04-0.11); depthwise at
-most 0.02. Held while the convolution runs, as any operation's temporaries are (through the
-next operation: the executor runs a layer's two gradients side by side, each with its own)."""
+TensorFlow there). float32 in NCHW, the layout TensorFlow's layout optimiser gives float32
+convolutions on a GPU: 1.02-1.08 for 3x3 and 7x7 kernels, 0.17 for 1x1. 16-bit in NHWC, the
+layout it gives them where the GPU computes that dtype natively (:func:`fit_rules`): bfloat16
+at most 0.47 (a 7x7 stride-2 stem; 3x3 0.04-0.11); in NCHW 1.06-1.31 (``16-bit NCHW``).
+float16 is taken as bfloat16 (not measured). Depthwise: 0.01 in bfloat16 NHWC (PyTorch runs a
+float32 NCHW one in a kernel of its own, not cuDNN). TensorFlow's autotuner also tries
+algorithms, with their workspaces, on the first step; that is not modelled. Held while the
+convolution runs, as any operation's temporaries are (through the next operation: the executor
+runs a layer's two gradients side by side, each with its own)."""
 
 UPCAST_16_BIT: dict[str, tuple[str, ...]] = {
     "MatMul": ("inputs", "output"),
@@ -854,6 +892,7 @@ _CONV_OPS = frozenset(
         "Conv2D",
         "Conv3D",
         "Conv2DBackpropInput",
+        "Conv2DBackpropInputV2",
         "Conv2DBackpropFilter",
         "Conv3DBackpropInputV2",
         "Conv3DBackpropFilterV2",
@@ -879,8 +918,9 @@ def _conv_workspace(
     tensors = [info[i] for i in op.inputs if i in info] + list(op.outputs)
     if op.type in _DEPTHWISE_OPS:
         fraction = CONV_WORKSPACE["depthwise"]
-    elif any(t.dtype in _16_BIT for t in tensors):
-        fraction = CONV_WORKSPACE["16-bit"]
+    elif half := [t.dtype for t in tensors if t.dtype in _16_BIT]:
+        nhwc = all(dtype in rules.nhwc_16_bit for dtype in half)
+        fraction = CONV_WORKSPACE["16-bit" if nhwc else "16-bit NCHW"]
     else:
         fraction = CONV_WORKSPACE["float32"]
     size = rules.size(int(fraction * sum(t.bytes_at(batch) for t in tensors)))

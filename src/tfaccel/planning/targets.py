@@ -62,6 +62,8 @@ class Target(Record):
         calibration: this machine's CPU only: its measured per-step and per-op costs and
             rates (a :class:`~tfaccel.planning.roofline.CpuCalibration`; None: not
             calibrated, and its time is not predicted).
+        compute_capability: a GPU's (which layout its 16-bit convolutions run in; None:
+            not a GPU, or unknown).
     """
 
     key: str
@@ -76,6 +78,12 @@ class Target(Record):
     source: str
     this_machine: bool = False
     calibration: Any = None
+    compute_capability: str | None = None
+
+    @property
+    def rules(self) -> AllocatorRules:
+        """The rules a batch must fit under here (:func:`~tfaccel.planning.memory.fit_rules`)."""
+        return fit_rules(self.kind, self.compute_capability)
 
 
 @dataclass(frozen=True)
@@ -91,11 +99,12 @@ class TrainingDevice:
     usable_bytes: int | None
     words: str
     kind: str
+    compute_capability: str | None = None
 
     @property
     def rules(self) -> AllocatorRules:
         """The rules a batch must fit under here (:func:`~tfaccel.planning.memory.fit_rules`)."""
-        return fit_rules(self.kind)
+        return fit_rules(self.kind, self.compute_capability)
 
 
 def training_device(inv: Inventory) -> TrainingDevice:
@@ -111,7 +120,10 @@ def training_device(inv: Inventory) -> TrainingDevice:
             total - CUDA_CONTEXT_BYTES - tf_gpu_reserve_bytes(total, gpus[0].compute_capability)
         )
         return TrainingDevice(
-            usable, f"GPU:0 {gpus[0].name} ({usable / GIB:.1f} GiB usable)", "gpu"
+            usable,
+            f"GPU:0 {gpus[0].name} ({usable / GIB:.1f} GiB usable)",
+            "gpu",
+            gpus[0].compute_capability,
         )
     ram = inv.cpu.memory_available_bytes or inv.cpu.memory_total_bytes
     if not ram:
@@ -178,6 +190,7 @@ def spec_target(spec: AcceleratorSpec, precision: str) -> Target:
         utilisation_source="default (no measurement of this device): "
         f"{DEFAULT_UTILISATION[spec.kind]:.0%} of peak",
         source=spec.source,
+        compute_capability=spec.compute_capability,
     )
 
 

@@ -1119,7 +1119,7 @@ def _cpu_16_bit_buffers(op: Any) -> list[tuple[int, int, int]]:
     """
     if op.type not in ("Conv2DBackpropInput", "Conv2DBackpropFilter", "MaxPoolGrad"):
         return []
-    half = [t for t in op.inputs if t.dtype.name in ("bfloat16", "half")]
+    half = [t for t in op.inputs if t.dtype.name in ("bfloat16", "float16", "half")]
     if not half:
         return []
     size = half[0].dtype.size
