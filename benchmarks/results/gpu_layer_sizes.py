@@ -1,12 +1,14 @@
 """A Dense layer's training matmuls and an element-wise op on a GPU, against a plan's per-op time.
 
-A plan's GPU row times an operation as the longer of ``FLOPs / (peak x 0.40)`` and
-``bytes / (bandwidth x 0.80)``, plus 5 us for its launch (``planning/roofline.py``,
-``planning/targets.py``). This times, on the GPU it runs on (no TensorFlow needed: PyTorch's
+A plan's GPU row times a step as the longer of ``FLOPs / (peak x 0.40)`` and
+``bytes / (bandwidth x 0.80)`` over the whole step, plus 5 us per operation launched
+(``planning/roofline.py``, ``planning/targets.py``); here each operation is taken alone, as an
+approximation of its share. This times, on the GPU it runs on (no TensorFlow needed: PyTorch's
 cuBLAS, the library TensorFlow calls), a Dense layer's three training matmuls (``x @ W``,
 ``x^T @ dy``, ``dy @ W^T``) and a ReLU over its output, each as a chain of ``CHAIN`` launches
 captured in one CUDA graph (the device's time per operation, no host launch gaps), the median
-of ``ROUNDS`` replays, and prints each against the plan's figure for the H200's datasheet row.
+of ``ROUNDS`` replays, and prints each against the plan's figure for the H200's datasheet row
+(``PEAKS``, ``BANDWIDTH``: change them for another GPU).
 
     python benchmarks/results/gpu_layer_sizes.py [OUT.json]
 """

@@ -117,6 +117,8 @@ def test_without_tensorflow_it_says_what_it_would_run_and_why_each_step_skips(
     assert "ncu not found" in steps["ncu-matmul"]["skip"]
     if not _importable("torch") and not _importable("cupy"):
         assert "neither PyTorch nor CuPy" in steps["plan-gpu"]["skip"]
+    else:
+        assert steps["plan-gpu"]["skip"] is None
     for name in ("load", "doctor", "doctor-preflight", "kernels", "gpu-tests"):
         assert steps[name]["skip"] is None, (name, steps[name]["skip"])
     assert steps["kernels"]["argv"][1:] == ["-m", offline.STEPS_MODULE, "kernels", "--json"]

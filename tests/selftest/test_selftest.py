@@ -210,6 +210,7 @@ STEP_NAMES = [
     "profile-reference-cnn",
     "tune-short",
     "bench-plan-gpu",
+    "plan-gpu",
     "bench-kernels-script",
     "report",
 ]
@@ -362,7 +363,7 @@ def test_list_prints_the_steps_and_runs_nothing(
     assert report["argv"][:3] == [PY, "-m", "tfaccel"] and str(out.resolve()) in report["argv"]
     assert main(["selftest", "--gpu", "--list", "--budget", "60", "--out", str(out)]) == 0
     text = capsys.readouterr().out
-    assert text.startswith("tfaccel selftest --gpu: 17 steps within a budget of 60 s\n")
+    assert text.startswith("tfaccel selftest --gpu: 18 steps within a budget of 60 s\n")
     for number, name in enumerate(STEP_NAMES, 1):
         assert re.search(rf"^ ?{number}\. {name} \(up to \d+ s\): ", text, re.M), name
     assert f"    $ {PY} -m tfaccel devices --tf --json\n" in text

@@ -54,7 +54,8 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="only the checks that need no TensorFlow and install nothing: devices against "
         "nvidia-smi, utilisation under load, doctor, the kernels (NumPy, copy bandwidth, "
-        "cuBLAS), compute-sanitizer, Nsight Compute, NVTX, the gpu tests of tests/kernels; "
+        "cuBLAS), compute-sanitizer, Nsight Compute, NVTX, what a plan assumes of a GPU "
+        "(PyTorch or CuPy), the gpu tests of tests/kernels; "
         "each runs where its modules and tools are found, else is skipped with the reason. "
         "One log file: steps.log",
     )

@@ -400,6 +400,16 @@ def plan_gpu_steps(
     )
     steps.append(
         Step(
+            "plan-gpu",
+            (py, "-m", "tfaccel.selftest.offline_steps", "plan-gpu", "--json"),
+            "what a plan assumes of a GPU (datasheet rates, utilisation, per-op cost, cuDNN "
+            "workspace) against this one, through PyTorch or CuPy",
+            180,
+            keeps_result=True,
+        )
+    )
+    steps.append(
+        Step(
             "bench-kernels-script",
             (py, "benchmarks/bench_kernels.py", "--sizes", "1024", "2048", "--repeats", "3"),
             "benchmarks/bench_kernels.py: each tile size against cuBLAS",

@@ -2,9 +2,9 @@
 
 Run from a source tree with the packages a node already has
 (``PYTHONPATH=src python3 -m tfaccel selftest --gpu --offline``): it finds what is importable
-(numba + numba-cuda, CuPy, nvtx, pynvml, pytest, TensorFlow: each imported in a child process)
-and which tools exist (nvidia-smi, compute-sanitizer, ncu), runs every step that can run here
-and skips the rest with the reason. Each step is ``python -m tfaccel.selftest.offline_steps
+(numba + numba-cuda, CuPy, PyTorch, nvtx, pynvml, pytest, TensorFlow: each imported in a child
+process) and which tools exist (nvidia-smi, compute-sanitizer, ncu), runs every step that can
+run here and skips the rest with the reason. Each step is ``python -m tfaccel.selftest.offline_steps
 STEP`` (or a tfaccel command), its own process under :func:`tfaccel.selftest.runner.run_steps`,
 and prints one JSON object that summary.json keeps.
 
@@ -203,7 +203,7 @@ def plan_offline_steps(
                 None
                 if _have(found, "torch") or _have(found, "cupy")
                 else "neither PyTorch nor CuPy can be imported to measure cuBLAS and cuDNN: "
-                "pip install cupy-cuda12x (or torch)",
+                "pip install torch (cuBLAS and cuDNN) or cupy-cuda12x (cuBLAS only)",
             ),
         ),
     ]

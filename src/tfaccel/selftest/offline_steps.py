@@ -122,7 +122,7 @@ def discover() -> dict[str, Any]:
 
     modules: dict[str, dict[str, Any]] = {}
     for name in MODULES:
-        if name == "tensorflow":
+        if name in ("tensorflow", "torch"):  # large, and native: a crash stays in the child
             modules[name] = _import_in_child(name)
             continue
         try:
