@@ -388,3 +388,18 @@ def test_a_large_batch_whose_steps_the_budget_cannot_pay_for_is_not_prepared() -
     assert trials[1024].status == "skipped" and "no budget" in trials[1024].note
     assert Config(1024) not in runner.prepared
     assert clock.now <= 40
+
+
+def test_a_slow_to_prepare_model_gets_a_second_configuration_before_the_screen_stops() -> None:
+    """A model whose every configuration takes long to prepare (a GAN's two optimizers, traced
+    anew) would leave the screen's 60% after its first configuration; the later rungs need two
+    to compare, so the screen goes on until a second one is ready, inside the budget."""
+    clock = FakeClock()
+    runner = FakeRunner(clock, by_batch({32: 100.0, 64: 150.0, 128: 180.0}), prepare_s=14.0)
+    outcome = run_search(runner, {"batch_size": [32, 64, 128]}, budget_s=45.0)
+    ready = [t for t in outcome.trials if t.status != "skipped"]
+    assert len(ready) == 2, [(t.config.batch_size, t.status, t.note) for t in outcome.trials]
+    assert outcome.decision is not None
+    assert clock.now <= 45.0 + 2 * runner.sample_s
+    skipped = [t for t in outcome.trials if t.status == "skipped"]
+    assert [t.note for t in skipped] == ["no budget left to screen it"]

@@ -244,7 +244,8 @@ class SearchSettings:
         eta: the fraction 1/eta of a rung survives to the next.
         final_rounds: interleaved rounds of the final rung.
         max_final: at most this many configurations reach the final rung.
-        screen_share: at most this fraction of the budget goes to the first rung.
+        screen_share: at most this fraction of the budget goes to the first rung, once two
+            configurations are ready (before, all of it: a later rung needs two to compare).
         batch_cap: the largest batch size (None: ``DEFAULT_BATCH_CAP`` for "auto", else none).
         batch_start: the smallest batch size the memory search tries.
         margin: the memory search's safety margin.
@@ -714,7 +715,10 @@ class _Search:
         self.emit(f"screening {len(candidates)} configurations")
         ready: list[Config] = []
         for config in candidates:
-            share = self.settings.screen_share * self.budget()  # the reserve, once measured
+            # The later rungs compare what the screen readied: with fewer than two ready they
+            # have nothing to compare, so until then the screen may take the whole budget.
+            fraction = self.settings.screen_share if len(ready) >= 2 else 1.0
+            share = fraction * self.budget()  # the reserve, once measured
             trial = self.trial(config)
             if trial.status == "skipped":
                 continue
