@@ -7,8 +7,8 @@ approximation of its share. This times, on the GPU it runs on (no TensorFlow nee
 cuBLAS, the library TensorFlow calls), a Dense layer's three training matmuls (``x @ W``,
 ``x^T @ dy``, ``dy @ W^T``) and a ReLU over its output, each as a chain of ``CHAIN`` launches
 captured in one CUDA graph (the device's time per operation, no host launch gaps), the median
-of ``ROUNDS`` replays, and prints each against the plan's figure for the H200's datasheet row
-(``PEAKS``, ``BANDWIDTH``: change them for another GPU).
+of ``ROUNDS`` replays, and prints each against the plan's figure from the catalogue row of the
+GPU it runs on (``accelerators.csv``).
 
     python benchmarks/results/gpu_layer_sizes.py [OUT.json]
 """
@@ -20,48 +20,37 @@ import json
 import statistics
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
+from tfaccel.inventory.specs import match_spec
+from tfaccel.selftest.gpu_constants import graph_seconds
 
 CHAIN = 50
 ROUNDS = 7
 BATCHES = (32, 128, 512, 2048)
 LAYERS = ((128, 128), (512, 512), (1024, 1024), (4096, 4096))
-PEAKS = {"fp32": 67e12, "tf32": 495e12, "bf16": 989e12}  # the H200 row of accelerators.csv
-BANDWIDTH = 4800e9
 UTILISATION, BANDWIDTH_SHARE, LAUNCH_S = 0.40, 0.80, 5e-6
 
 
 def device_time(fn: Callable[[], object]) -> float:
     """Seconds per call of ``fn`` on the device: CHAIN calls in one CUDA graph, replayed."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(CHAIN):
-            fn()
-    graph.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(ROUNDS):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3 / CHAIN)
-    return statistics.median(times)
+    return graph_seconds(torch, fn, chain=CHAIN, reps=ROUNDS)
 
 
-def planned(flops: float, nbytes: float, peak: float) -> float:
-    return max(flops / (peak * UTILISATION), nbytes / (BANDWIDTH * BANDWIDTH_SHARE)) + LAUNCH_S
+def planned(flops: float, nbytes: float, peak: float, bandwidth: float) -> float:
+    return max(flops / (peak * UTILISATION), nbytes / (bandwidth * BANDWIDTH_SHARE)) + LAUNCH_S
 
 
 def main() -> None:
+    name = torch.cuda.get_device_name(0)
+    spec = match_spec(name)
+    if spec is None or not (spec.fp32_tflops and spec.tf32_tflops and spec.bf16_tflops):
+        sys.exit(f"{name} has no row with fp32, tf32 and bf16 rates in accelerators.csv")
+    peaks = {"fp32": spec.fp32_tflops, "tf32": spec.tf32_tflops, "bf16": spec.bf16_tflops}
+    bandwidth = (spec.bandwidth_gbs or 0.0) * 1e9
     rows = []
     for precision in ("fp32", "tf32", "bf16"):
         torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
@@ -88,7 +77,7 @@ def main() -> None:
                         nbytes = 2.0 * batch * units * size
                     else:
                         nbytes = float(size * (batch * inputs + inputs * units + batch * units))
-                    plan = planned(f, nbytes, PEAKS[precision])
+                    plan = planned(f, nbytes, peaks[precision] * 1e12, bandwidth)
                     rows.append(
                         {
                             "precision": precision,

@@ -33,7 +33,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["CONV_CASES", "MATMUL_SHAPES", "NO_LIBRARY", "judge", "measure", "plan_gpu_step"]
+__all__ = [
+    "CONV_CASES",
+    "MATMUL_SHAPES",
+    "NO_LIBRARY",
+    "graph_seconds",
+    "judge",
+    "measure",
+    "plan_gpu_step",
+]
 
 MATMUL_SHAPES = (
     (8192, 8192, 8192),
@@ -91,7 +99,7 @@ def _elapsed_ms(start: Any, end: Any) -> float:
     return float(cupy.cuda.get_elapsed_time(start, end))
 
 
-def _graph_s(torch: Any, run: Callable[[], Any], chain: int = 20, reps: int = 7) -> float:
+def graph_seconds(torch: Any, run: Callable[[], Any], chain: int = 20, reps: int = 7) -> float:
     """Device seconds per call of ``run``: ``chain`` calls captured in one CUDA graph, the
     median of ``reps`` replays (no host launch gap between them, as a one-call timing has)."""
     side = torch.cuda.Stream()
@@ -146,7 +154,7 @@ def _torch_figures() -> dict[str, Any]:
                 w = torch.randn(k, n, device=dev, dtype=dtype)
                 y = torch.empty(m, n, device=dev, dtype=dtype)
                 chain = 3 if m * k * n > 10**11 else 20
-                seconds = _graph_s(torch, functools.partial(torch.matmul, x, w, out=y), chain)
+                seconds = graph_seconds(torch, functools.partial(torch.matmul, x, w, out=y), chain)
                 matmuls.append(
                     {
                         "precision": precision,
