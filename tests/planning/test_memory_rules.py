@@ -629,3 +629,22 @@ def test_a_gpus_16_bit_convolutions_take_the_nchw_workspace_where_tensorflow_kee
         assert workspace("float16", rules) == fp16, capability
     assert fit_rules("tpu") is TPU_RULES and workspace("bfloat16", TPU_RULES) == 0
     assert workspace("bfloat16", fit_rules("cpu")) == 0
+
+
+def test_a_plans_breakdown_is_a_current_gpus_unless_one_device_is_planned() -> None:
+    import keras
+
+    from tfaccel.planning.api import plan_step
+    from tfaccel.planning.memory import GPU_BFC_RULES, fit_rules
+    from tfaccel.planning.targets import targets
+
+    model = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Conv2D(4, 3)])
+    model.compile(optimizer="sgd", loss="mse")
+    step = trace_step(model, 4)
+    every = targets("float32", None)
+    assert plan_step(step, 4, every).memory.allocator == GPU_BFC_RULES.name
+    t4 = [t for t in every if t.key == "t4"]
+    assert plan_step(step, 4, t4).memory.allocator == fit_rules("gpu", "7.5").name
+    cpu = [t for t in every if t.kind == "cpu"]
+    if cpu:
+        assert plan_step(step, 4, cpu).memory.allocator == cpu[0].rules.name

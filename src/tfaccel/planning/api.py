@@ -230,9 +230,14 @@ def plan_step(
     machine's CPU among ``chosen``)."""
     if host is None:
         host = next((t.calibration for t in chosen if t.kind == "cpu" and t.this_machine), None)
-    gpu = next((t for t in chosen if t.kind == "gpu"), None)
-    headline = gpu or (chosen[0] if chosen else None)
-    memory = simulate(step, batch_size, rules=headline.rules if headline else GPU_BFC_RULES)
+    # The breakdown is a GPU's (a current one's, where several are planned), else the one
+    # device's planned.
+    gpus = [t for t in chosen if t.kind == "gpu"]
+    if len(gpus) == 1 or (chosen and not gpus):
+        headline = (gpus or chosen)[0].rules
+    else:
+        headline = GPU_BFC_RULES
+    memory = simulate(step, batch_size, rules=headline)
     cache: dict[tuple[str, int], MemoryEstimate] = {}
 
     def total(rules: AllocatorRules, batch: int) -> int:
