@@ -22,6 +22,7 @@ is the machine's drift (load), not the model's error. Step times need the cores:
     python benchmarks/bench_plan.py --smoke            # two cheap rows
     python benchmarks/bench_plan.py --only lstm --precision float32 --jobs 2
     python benchmarks/bench_plan.py --precision mixed_bfloat16 --first   # slow on a CPU
+    python benchmarks/bench_plan.py --device gpu:0 --precision mixed_float16 --first
     python benchmarks/bench_plan.py --device gpu:0     # against the GPU allocator's peak
 
 The architectures in ``HELD_OUT`` were chosen before the memory model was changed for the
@@ -102,6 +103,8 @@ HELD_OUT = ("bilstm", "densenet121", "vae", "tabular")
 (the rows the rules were worked from are the others), reported on their own."""
 SMOKE_ROWS: dict[str, tuple[int, ...]] = {"mlp": (256,)}
 PRECISIONS = ("float32", "mixed_bfloat16")
+CHOICES = (*PRECISIONS, "mixed_float16")
+"""The precisions --precision takes: mixed_float16 for a GPU without bfloat16 (before Ampere)."""
 ROW_LIMIT = 0.15
 UNDER_LIMIT = 0.10
 MEDIAN_LIMIT = 0.07
@@ -699,7 +702,7 @@ def main(argv: list[str] | None = None) -> int:
         choices=sorted(ROWS),
         help="only this architecture (repeatable)",
     )
-    parser.add_argument("--precision", choices=PRECISIONS, help="only this precision")
+    parser.add_argument("--precision", choices=CHOICES, help="only this precision")
     parser.add_argument(
         "--batch",
         type=int,

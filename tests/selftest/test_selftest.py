@@ -210,6 +210,7 @@ STEP_NAMES = [
     "profile-reference-cnn",
     "tune-short",
     "bench-plan-gpu",
+    "bench-plan-gpu-16-bit",
     "plan-gpu",
     "bench-kernels-script",
     "report",
@@ -334,13 +335,10 @@ def test_the_gpu_tests_step_is_skipped_only_when_every_test_skipped(
 
 def test_without_a_clone_the_tests_and_scripts_are_skipped_with_the_reason(tmp_path: Path) -> None:
     steps = {s.name: s for s in plan_gpu_steps(tmp_path / "gc", python="py", root=tmp_path)}
-    for name in ("gpu-tests", "bench-plan-gpu", "bench-kernels-script"):
+    clone = {"gpu-tests", "bench-plan-gpu", "bench-plan-gpu-16-bit", "bench-kernels-script"}
+    for name in clone:
         assert steps[name].skip is not None and "a clone of tfaccel" in steps[name].skip
-    assert all(
-        s.skip is None
-        for n, s in steps.items()
-        if n not in {"gpu-tests", "bench-plan-gpu", "bench-kernels-script"}
-    )
+    assert all(s.skip is None for n, s in steps.items() if n not in clone)
     no_pytest = plan_gpu_steps(tmp_path / "gc", python="py", root=ROOT, have_pytest=False)
     assert no_pytest[0].skip is not None and "pytest is not installed" in no_pytest[0].skip
 
@@ -363,7 +361,7 @@ def test_list_prints_the_steps_and_runs_nothing(
     assert report["argv"][:3] == [PY, "-m", "tfaccel"] and str(out.resolve()) in report["argv"]
     assert main(["selftest", "--gpu", "--list", "--budget", "60", "--out", str(out)]) == 0
     text = capsys.readouterr().out
-    assert text.startswith("tfaccel selftest --gpu: 18 steps within a budget of 60 s\n")
+    assert text.startswith("tfaccel selftest --gpu: 19 steps within a budget of 60 s\n")
     for number, name in enumerate(STEP_NAMES, 1):
         assert re.search(rf"^ ?{number}\. {name} \(up to \d+ s\): ", text, re.M), name
     assert f"    $ {PY} -m tfaccel devices --tf --json\n" in text

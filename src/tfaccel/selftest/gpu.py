@@ -400,6 +400,29 @@ def plan_gpu_steps(
     )
     steps.append(
         Step(
+            "bench-plan-gpu-16-bit",
+            (
+                py,
+                "benchmarks/bench_plan.py",
+                "--device",
+                "gpu:0",
+                *("--only", "reference_cnn", "--only", "mobilenetv2"),
+                *("--precision", "mixed_float16", "--first"),
+                "--json",
+                str(out / "bench_plan_16_bit.json"),
+            ),
+            "the same under mixed_float16 (every GPU's 16-bit): cuDNN's workspaces in the "
+            "layout TensorFlow gives 16-bit convolutions on this GPU",
+            300,
+            exit_notes=(
+                (1, "a prediction off by over 15% (or over 10% low), or the median by over 7%"),
+            ),
+            cwd=clone,
+            skip=bench_skip,
+        )
+    )
+    steps.append(
+        Step(
             "plan-gpu",
             (py, "-m", "tfaccel.selftest.offline_steps", "plan-gpu", "--json"),
             "what a plan assumes of a GPU (datasheet rates, utilisation, per-op cost, cuDNN "
