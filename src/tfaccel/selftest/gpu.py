@@ -375,21 +375,18 @@ def plan_gpu_steps(
     bench_skip = None
     if benchmarks is None or not benchmarks.is_dir():
         bench_skip = f"no benchmarks/ folder {where}: the scripts come with a clone of tfaccel"
-    steps.append(
-        Step(
-            "bench-plan-gpu",
+
+    def bench_plan(name: str, models: tuple[str, ...], precision: str, what: str) -> Step:
+        only = [word for model in models for word in ("--only", model)]
+        return Step(
+            name,
             (
                 py,
                 "benchmarks/bench_plan.py",
-                "--device",
-                "gpu:0",
-                *("--only", "mlp", "--only", "reference_cnn", "--only", "mobilenetv2"),
-                *("--precision", "float32", "--first"),
-                "--json",
-                str(out / "bench_plan.json"),
+                *("--device", "gpu:0", *only, "--precision", precision, "--first"),
+                *("--json", str(out / f"{name.replace('-', '_')}.json")),
             ),
-            "tfaccel plan's memory prediction against the GPU allocator's peak: a dense, a "
-            "convolutional (cuDNN's workspaces) and a depthwise-separable model",
+            what,
             300,
             exit_notes=(
                 (1, "a prediction off by over 15% (or over 10% low), or the median by over 7%"),
@@ -397,28 +394,23 @@ def plan_gpu_steps(
             cwd=clone,
             skip=bench_skip,
         )
+
+    steps.append(
+        bench_plan(
+            "bench-plan-gpu",
+            ("mlp", "reference_cnn", "mobilenetv2"),
+            "float32",
+            "tfaccel plan's memory prediction against the GPU allocator's peak: a dense, a "
+            "convolutional (cuDNN's workspaces) and a depthwise-separable model",
+        )
     )
     steps.append(
-        Step(
+        bench_plan(
             "bench-plan-gpu-16-bit",
-            (
-                py,
-                "benchmarks/bench_plan.py",
-                "--device",
-                "gpu:0",
-                *("--only", "reference_cnn", "--only", "mobilenetv2"),
-                *("--precision", "mixed_float16", "--first"),
-                "--json",
-                str(out / "bench_plan_16_bit.json"),
-            ),
+            ("reference_cnn", "mobilenetv2"),
+            "mixed_float16",
             "the same under mixed_float16 (every GPU's 16-bit): cuDNN's workspaces in the "
             "layout TensorFlow gives 16-bit convolutions on this GPU",
-            300,
-            exit_notes=(
-                (1, "a prediction off by over 15% (or over 10% low), or the median by over 7%"),
-            ),
-            cwd=clone,
-            skip=bench_skip,
         )
     )
     steps.append(
