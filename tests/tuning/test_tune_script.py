@@ -147,10 +147,12 @@ def test_numpy_script_with_argparse_and_a_checkpoint(
     assert result["workload"]["origin"]["args"] == ["--batch-size", "24"]
     assert result["model_name"] == "tiny_mlp"
     # within its budget, but for a trial under way when it ran out (a model is built and
-    # traced whole): 9.1-9.3 s in two full-suite runs on 2 cores, where its trials' preparations
-    # took seconds each; a search that ignored its budget would take its 5 configurations' time
+    # traced whole): 9.1-9.9 s in full-suite runs on 2 cores, most of it the script's run to its
+    # fit; the screen takes the whole budget until a second configuration is ready, so one more
+    # may be prepared and timed where the estimate says it fits; a search that ignored its
+    # budget would take its 5 configurations' time
     longest = max((t["prepare_s"] or 0.0) for t in result["trials"])
-    assert result["elapsed_s"] <= 6 * 1.5 + longest, (result["elapsed_s"], longest)
+    assert result["elapsed_s"] <= 6 * 1.5 + 2 * longest + 1.0, (result["elapsed_s"], longest)
 
 
 def test_subclassed_model_on_a_mapped_dataset_is_built_again_per_precision(
