@@ -230,14 +230,11 @@ def plan_step(
     machine's CPU among ``chosen``)."""
     if host is None:
         host = next((t.calibration for t in chosen if t.kind == "cpu" and t.this_machine), None)
-    # The breakdown is a GPU's (a current one's, where several are planned), else the one
-    # device's planned.
+    # The breakdown is a GPU's: the one planned, a current one where several are; without a
+    # GPU, the first device's.
     gpus = [t for t in chosen if t.kind == "gpu"]
-    if len(gpus) == 1 or (chosen and not gpus):
-        headline = (gpus or chosen)[0].rules
-    else:
-        headline = GPU_BFC_RULES
-    memory = simulate(step, batch_size, rules=headline)
+    shown = gpus if len(gpus) == 1 else chosen if not gpus else []
+    memory = simulate(step, batch_size, rules=shown[0].rules if shown else GPU_BFC_RULES)
     cache: dict[tuple[str, int], MemoryEstimate] = {}
 
     def total(rules: AllocatorRules, batch: int) -> int:

@@ -38,13 +38,16 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from tfaccel.core.errors import UsageError
+from tfaccel.inventory import GpuFacts, fast_precisions
 from tfaccel.planning.bfc import Event, replay
 from tfaccel.planning.trace import (
     AHEAD,
     ALIASING,
     BODY,
+    CONV_OPS,
     CPU_16_BIT,
     NOT_RUN,
+    SIXTEEN_BIT,
     SUMMAND_INPUT,
     SUMMED,
     OpInfo,
@@ -187,19 +190,9 @@ class AllocatorRules:
 GPU_BFC_RULES = AllocatorRules(
     "TensorFlow's GPU BFC allocator (256-byte granularity)",
     conv_workspace=True,
-    nhwc_16_bit=("bfloat16", "float16", "half"),
+    nhwc_16_bit=SIXTEEN_BIT,
 )
-"""A GPU of compute capability 8.0 or later (or one whose capability is unknown)."""
-_GPU_VOLTA_RULES = replace(
-    GPU_BFC_RULES,
-    name="TensorFlow's GPU BFC allocator (256-byte granularity; bfloat16 convolutions in NCHW)",
-    nhwc_16_bit=("float16", "half"),
-)
-_GPU_PASCAL_RULES = replace(
-    GPU_BFC_RULES,
-    name="TensorFlow's GPU BFC allocator (256-byte granularity; 16-bit convolutions in NCHW)",
-    nhwc_16_bit=(),
-)
+"""A GPU that computes both 16-bit dtypes natively (or one whose capability is unknown)."""
 TPU_RULES = AllocatorRules(
     "a TPU's memory, counted as TensorFlow's BFC allocator counts (256 bytes)"
 )
@@ -221,21 +214,29 @@ RAM_RULES = AllocatorRules(
 def fit_rules(kind: str, compute_capability: str | None = None) -> AllocatorRules:
     """The rules a batch must fit under on a device of ``kind`` (``cpu``: its RAM; ``gpu``:
     the BFC allocator, with cuDNN's workspaces in the layout TensorFlow's layout optimiser
-    gives 16-bit convolutions at ``compute_capability``: NHWC for float16 from 7.0 and for
-    bfloat16 from 8.0, NCHW below; ``tpu``: the BFC allocator's counting, no cuDNN). Not
+    gives 16-bit convolutions at ``compute_capability``: NHWC for a dtype the GPU computes
+    natively (:func:`tfaccel.inventory.fast_precisions`: float16 from 7.0, bfloat16 from 8.0),
+    NCHW otherwise; ``tpu``: the BFC allocator's counting, no cuDNN). Not
     :func:`tfaccel.planning.allocator_rules`, which counts what TensorFlow's allocator
     statistics see, to compare with them."""
     if kind == "cpu":
         return RAM_RULES
     if kind == "tpu":
         return TPU_RULES
-    try:
-        capability = float(compute_capability) if compute_capability else None
-    except ValueError:
-        capability = None
-    if capability is None or capability >= 8.0:
+    gpu = GpuFacts(0, compute_capability=compute_capability)
+    if gpu.capability is None:
         return GPU_BFC_RULES
-    return _GPU_VOLTA_RULES if capability >= 7.0 else _GPU_PASCAL_RULES
+    fast = fast_precisions([gpu]).fast  # the one rule of which 16-bit dtypes a GPU computes
+    native = {"mixed_float16": ("float16", "half"), "mixed_bfloat16": ("bfloat16",)}
+    nhwc = tuple(dtype for policy, names in native.items() if policy in fast for dtype in names)
+    if set(nhwc) == set(SIXTEEN_BIT):
+        return GPU_BFC_RULES
+    nchw = " and ".join(p.removeprefix("mixed_") for p in native if p not in fast)
+    return replace(
+        GPU_BFC_RULES,
+        name=f"{GPU_BFC_RULES.name[:-1]}; {nchw} convolutions in NCHW)",
+        nhwc_16_bit=nhwc,
+    )
 
 
 CONV_WORKSPACE = {"float32": 1.15, "16-bit": 0.50, "16-bit NCHW": 1.35, "depthwise": 0.05}
@@ -876,7 +877,7 @@ def _upcast_copies(
         return []
     inputs = [info[i] for i in op.inputs if i in info]
     outputs = list(op.outputs)
-    half = [t for t in inputs if t.dtype in ("bfloat16", "half", "float16")]
+    half = [t for t in inputs if t.dtype in SIXTEEN_BIT]
     if not half:
         return []
     copies: list[int] = []
@@ -887,38 +888,17 @@ def _upcast_copies(
     return [size for size in (rules.size(c) for c in copies) if size]
 
 
-_CONV_OPS = frozenset(
-    {
-        "Conv2D",
-        "Conv3D",
-        "Conv2DBackpropInput",
-        "Conv2DBackpropInputV2",
-        "Conv2DBackpropFilter",
-        "Conv3DBackpropInputV2",
-        "Conv3DBackpropFilterV2",
-    }
-)
-_DEPTHWISE_OPS = frozenset(
-    {
-        "DepthwiseConv2dNative",
-        "DepthwiseConv2dNativeBackpropInput",
-        "DepthwiseConv2dNativeBackpropFilter",
-    }
-)
-_16_BIT = ("bfloat16", "half", "float16")
-
-
 def _conv_workspace(
     op: OpInfo, info: dict[int, TensorInfo], batch: int, rules: AllocatorRules
 ) -> list[int]:
     """The library workspace a convolution takes while it runs on a device whose rules say so
     (:data:`CONV_WORKSPACE` x the bytes of its tensors); none for any other operation."""
-    if not rules.conv_workspace or (op.type not in _CONV_OPS and op.type not in _DEPTHWISE_OPS):
+    if not rules.conv_workspace or op.type not in CONV_OPS:
         return []
     tensors = [info[i] for i in op.inputs if i in info] + list(op.outputs)
-    if op.type in _DEPTHWISE_OPS:
+    if op.type.startswith("Depthwise"):
         fraction = CONV_WORKSPACE["depthwise"]
-    elif half := [t.dtype for t in tensors if t.dtype in _16_BIT]:
+    elif half := [t.dtype for t in tensors if t.dtype in SIXTEEN_BIT]:
         nhwc = all(dtype in rules.nhwc_16_bit for dtype in half)
         fraction = CONV_WORKSPACE["16-bit" if nhwc else "16-bit NCHW"]
     else:
@@ -999,7 +979,7 @@ def _tensor_kinds(step: StepGraph) -> dict[int, str]:
             source = producer.get(op.inputs[0])
             if getattr(source, "type", "") == "ReadVariableOp" and op.outputs:
                 out = op.outputs[0]
-                if out.dtype in ("bfloat16", "half", "float16"):
+                if out.dtype in SIXTEEN_BIT:
                     kinds[out.index] = "mixed_precision_copies"
     return kinds
 

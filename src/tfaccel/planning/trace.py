@@ -67,10 +67,12 @@ ALIASING = frozenset(
     }
 )
 NOT_RUN = ALIASING | {"Const", "NoOp", "VarHandleOp", "Placeholder", "Shape"}
+SIXTEEN_BIT = ("bfloat16", "float16", "half")
+"""The 16-bit floating-point dtype names (``half`` is float16's other name)."""
 """Operations that launch no kernel of their own: views, constants, variable handles, inputs."""
 # Matmul-class operations whose FLOPs are counted (2 per multiply-add).
 _MATMULS = frozenset({"MatMul", "BatchMatMulV2", "BatchMatMulV3", "BatchMatMul", "Einsum"})
-_CONVS = frozenset(
+CONV_OPS = frozenset(
     {
         "Conv2D",
         "Conv3D",
@@ -1119,7 +1121,7 @@ def _cpu_16_bit_buffers(op: Any) -> list[tuple[int, int, int]]:
     """
     if op.type not in ("Conv2DBackpropInput", "Conv2DBackpropFilter", "MaxPoolGrad"):
         return []
-    half = [t for t in op.inputs if t.dtype.name in ("bfloat16", "float16", "half")]
+    half = [t for t in op.inputs if t.dtype.name in SIXTEEN_BIT]
     if not half:
         return []
     size = half[0].dtype.size
@@ -1287,7 +1289,7 @@ def _op_flops(op: Any) -> int:
             adj = op.get_attr("transpose_a") if op.type == "MatMul" else op.get_attr("adj_x")
             inner = a[-2] if adj else a[-1]
             return 2 * int(math.prod(out)) * int(inner)
-        if op.type in _CONVS:
+        if op.type in CONV_OPS:
             out = op.outputs[0].shape.as_list()
             if op.type.endswith("BackpropFilter"):
                 grad = op.inputs[2].shape.as_list()  # dy; the output is the kernel
@@ -1313,7 +1315,7 @@ def _op_kernel(op: Any) -> tuple[int, ...]:
     its output channels or depth multiplier; empty for anything else, or where a size is
     unknown): the kernel is the second input of a forward and of an input's gradient, the
     output of a kernel's gradient."""
-    if op.type not in _CONVS:
+    if op.type not in CONV_OPS:
         return ()
     try:
         kernel = op.outputs[0] if op.type.endswith(("BackpropFilter", "FilterV2")) else op.inputs[1]

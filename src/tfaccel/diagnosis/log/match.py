@@ -193,14 +193,16 @@ class _Hits:
     """Matches of one cause (or one benign label) while scanning."""
 
     first_lines: list[tuple[int, str]] = field(default_factory=list)  # (start offset, text)
-    count: int = 0
     status: Status = "warn"
     details: dict[str, None] = field(default_factory=dict)  # ordered set
     starts: set[int] = field(default_factory=set)  # every line counted, by its start offset
 
+    @property
+    def count(self) -> int:
+        return len(self.starts)
+
     def add(self, start: int, line: str) -> None:
         """Count a line; keep it if it is among the first ``MAX_LINES_SHOWN`` in the text."""
-        self.count += 1
         self.starts.add(start)
         kept = self.first_lines
         if len(kept) == MAX_LINES_SHOWN and start > kept[-1][0]:
@@ -210,9 +212,17 @@ class _Hits:
 
     def remove(self, start: int) -> None:
         """Give a line back (a wrapped message that names a more specific cause claims it)."""
-        self.count -= 1
         self.starts.discard(start)
         self.first_lines = [(s, text) for s, text in self.first_lines if s != start]
+
+
+def _take_back(cause_hits: dict[str, _Hits], cause: str, start: int) -> None:
+    """Give ``cause``'s hit at ``start`` back, once; a cause left with none is dropped."""
+    hits = cause_hits.get(cause)
+    if hits is not None:
+        hits.remove(start)
+        if not hits.starts:
+            del cause_hits[cause]
 
 
 def _shown(line: str) -> str:
@@ -287,11 +297,7 @@ def _relieve(
             continue
         del claimed_by[s]
         claimed[s] = label
-        hits = cause_hits.get(old.cause)
-        if hits is not None and s in hits.starts:
-            hits.remove(s)
-            if hits.count <= 0:
-                del cause_hits[old.cause]
+        _take_back(cause_hits, old.cause, s)
 
 
 @functools.cache
@@ -333,11 +339,8 @@ def _scan_wrapped(
         if better is not None and better.cause != pattern.cause:
             for s in starts:
                 old = claimed_by.pop(s, None)
-                hits_of_old = cause_hits.get(old.cause) if old is not None else None
-                if old is not None and hits_of_old is not None and s in hits_of_old.starts:
-                    hits_of_old.remove(s)
-                    if hits_of_old.count <= 0:
-                        del cause_hits[old.cause]
+                if old is not None:
+                    _take_back(cause_hits, old.cause, s)
                 claimed[s] = better.cause
                 claimed_by[s] = better
             _record(cause_hits.setdefault(better.cause, _Hits()), better, starts[0], variants[0])
