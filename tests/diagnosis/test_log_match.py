@@ -365,9 +365,19 @@ def test_ptxas_that_failed_to_launch_is_benign_where_tensorflow_says_it_goes_on(
         "launch ptxas\nRelying on driver to perform ptx compilation.\n"
     )
     assert cause_ids(match_log(wrapped)) == []
-    # a real XLA failure beside it keeps its cause
-    both = relying + "E0000 00:00:1.0 7 nvptx_compiler.cc:9] INTERNAL: ptxas not found\n"
+    # a real XLA failure in the same message keeps its cause
+    both = (
+        "W foo.cc:1] Internal: Failed to launch ptxas\nRelying on driver to perform ptx "
+        "compilation.\nE1 x.cc:1] ptxas not found\n"
+    )
     assert cause_ids(match_log(both)) == ["xla_libdevice_ptxas"]
+    # a failure that is no relieved message is not called benign for the words after it
+    failed = (
+        "E0000 00:00:1.0 7 nvptx_compiler.cc:9] INTERNAL: ptxas not found\n"
+        "Relying on driver to perform ptx compilation.\n"
+    )
+    report = match_log(failed)
+    assert cause_ids(report) == ["xla_libdevice_ptxas"] and report.benign == []
 
 
 def test_benign_and_claimed_error_lines_are_not_unrecognised() -> None:

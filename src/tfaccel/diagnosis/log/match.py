@@ -260,7 +260,7 @@ def _scan(text: str) -> tuple[list[Finding], list[BenignMatch], set[int]]:
     benign_hits: dict[str, _Hits] = {}
     for group in groups:  # a message that goes on to say the run is not stopped (RELIEVED)
         for label, (goes_on, anchors) in RELIEVED.items():
-            if goes_on in group.joined:
+            if goes_on in group.joined and any(a in group.joined for a in anchors):
                 _relieve(group.starts, label, anchors, claimed, claimed_by, cause_hits)
                 benign_hits.setdefault(label, _Hits()).add(group.starts[0], group.joined)
     for label, anchors in BENIGN.items():
