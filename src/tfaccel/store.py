@@ -111,10 +111,14 @@ def default_path() -> Path:
     """``$XDG_DATA_HOME/tfaccel/results.sqlite``, else ``~/.local/share/tfaccel/...`` (a
     relative ``XDG_DATA_HOME`` is ignored, as the XDG base directory specification says: it
     would put the database in whatever folder a command runs from)."""
-    base = os.environ.get("XDG_DATA_HOME") or ""
-    if not os.path.isabs(base):
-        base = str(Path.home() / ".local" / "share")
+    base = _xdg_data_home() or str(Path.home() / ".local" / "share")
     return Path(base) / "tfaccel" / "results.sqlite"
+
+
+def _xdg_data_home() -> str | None:
+    """``$XDG_DATA_HOME`` where it is an absolute path (else None: the default applies)."""
+    xdg = os.environ.get("XDG_DATA_HOME")
+    return xdg if xdg and os.path.isabs(xdg) else None
 
 
 @dataclass
@@ -264,13 +268,21 @@ def check_store(path: str | Path | None = None, *, read_only: bool = False) -> N
         ResultsStore(path, read_only=True).close()
     else:
         check_store_path(path)
-    if not read_only and target.exists() and not os.access(target, os.W_OK):
+    if read_only or not target.exists():
+        return
+    try:
+        if not os.access(target, os.W_OK):
+            raise PermissionError("no write permission")
+        try_writing_in(target.parent)  # SQLite writes its journal beside the database
+    except (OSError, ValueError):
         raise StoreError(
             f"The results database {str(target)!r} cannot be written",
-            expected="a database this user may write to (a run is recorded in it)",
-            received="a file without write permission, or on a read-only file system",
+            expected="a database this user may write to (a run is recorded in it), in a "
+            "folder where its journal can be created",
+            received="a file without write permission, in a folder where no file can be "
+            "created, or on a read-only file system",
             fix="pass --db with a writable path, e.g. --db results.sqlite" + _or_default(path),
-        )
+        ) from None
 
 
 def _holds_data(path: Path) -> bool:
@@ -288,8 +300,8 @@ def _or_default(path: str | os.PathLike[str] | None) -> str:
     default comes from (``$XDG_DATA_HOME``, else the home folder)."""
     if path is not None:
         return f", or leave --db out to use {default_path()}"
-    xdg = os.environ.get("XDG_DATA_HOME")
-    source = f"$XDG_DATA_HOME, set to {xdg!r}" if xdg and os.path.isabs(xdg) else "your home"
+    xdg = _xdg_data_home()
+    source = f"$XDG_DATA_HOME, set to {xdg!r}" if xdg else "your home"
     return (
         f"; without --db the database is {default_path()}, from {source}: "
         "set XDG_DATA_HOME to a folder you can write to (an absolute path)"

@@ -140,8 +140,8 @@ def run(args: argparse.Namespace) -> int:
     """Plan the script or model; print the plan (text or JSON)."""
     words = script_words(args)
     if args.list_devices:
-        given = f"--model {args.model}" if args.model else (words[0] if words else None)
-        if given:
+        given = f"--model {args.model}" if args.model else (repr(words[0]) if words else None)
+        if given is not None:
             raise UsageError(
                 "--list-devices lists the device keys and plans nothing",
                 expected="tfaccel plan --list-devices alone, or a plan: tfaccel plan --model "
@@ -150,13 +150,9 @@ def run(args: argparse.Namespace) -> int:
                 fix="drop --list-devices to plan, or what is planned to list the devices",
             )
         return _list_devices(args)
-    if words and not words[0].strip():  # `tfaccel plan ''`: an empty script name, said so
-        from tfaccel.scripts import check_script
-
-        check_script(words[0], "plan", expected="a Python file", directory=False)
-    if args.calibrate and not (words and words[0]) and not args.model:
+    if args.calibrate and not words and not args.model:
         return _calibrate_only(args)
-    if bool(words and words[0]) == bool(args.model):
+    if bool(words) == bool(args.model):
         raise UsageError(
             "Tell tfaccel plan what to plan: a SCRIPT or --model, "
             + ("not both" if args.model else "neither was given"),
@@ -287,7 +283,7 @@ def _calibrate(args: argparse.Namespace, machine: Any, *, quiet: bool = False) -
     done = calibrate(machine)
     if not quiet:
         words = script_words(args)
-        alone = not (words and words[0]) and not args.model
+        alone = not words and not args.model
         print(
             f"calibrated in {done.cost_s:.1f} s: {done.describe()}",
             file=sys.stdout if alone else sys.stderr,

@@ -157,14 +157,10 @@ def run(args: argparse.Namespace) -> int:
             received=f"--model {args.model} and {args.script_and_args[0]!r}",
             fix="drop one of them",
         )
-    if args.model is not None and not args.model.strip():
-        raise UsageError(
-            "--model was given an empty name",
-            expected="a reference model: reference-cnn, mlp, resnet20",
-            received=repr(args.model),
-            fix="e.g. tfaccel profile --model reference-cnn, or profile your script: "
-            "tfaccel profile train.py",
-        )
+    if args.model is not None:
+        from tfaccel.models import model_key
+
+        model_key(args.model)  # an unknown or empty name, before TensorFlow starts
     if not args.nsys:
         refuse_unused(
             (("--nsys-output", args.nsys_output),),

@@ -429,8 +429,8 @@ def check_file_name(
         UsageError (or ``error``): ``path`` is empty, or ends with a slash.
     """
     text = os.fspath(path)
+    flag = argument(argument_name)
     if isinstance(text, str) and not text.strip():  # Path("") is ".", the working directory
-        flag = argument(argument_name)
         raise error(
             f"{flag} was given an empty file name",
             expected="the path of a file",
@@ -440,8 +440,6 @@ def check_file_name(
     file = trailing_slash(path)
     if file is None:
         return
-    text = os.fspath(path)
-    flag = argument(argument_name)
     verb = "read" if reading else "write"
     fix = f"pass {argument(argument_name, file)} to {verb} that file"
     if not reading:

@@ -227,6 +227,7 @@ def capture(
     name = path.name
     _active = state
     parent = os.getpid()
+    clean = False  # the script ran to its end, or to its fit, without raising
     try:
         with (
             _patched_fit(state),
@@ -237,7 +238,9 @@ def capture(
             _as_main(path, args),
         ):
             runpy.run_path(str(path), run_name="__main__")
+        clean = True
     except _Captured as done:
+        clean = True
         return done.workload
     except _StdinRead as exc:
         where = _script_line(exc, state)
@@ -316,8 +319,7 @@ def capture(
         ) from exc
     finally:
         _active = None
-        ended = sys.exc_info()[0]  # in a child the script forked, its end (else nothing)
-        end_forked_child(parent, 0 if ended is None or ended is _Captured else 1)
+        end_forked_child(parent, 0 if clean else 1)  # a child the script forked ends here
     calls = state.fit_calls
     raise CaptureError(
         f"The script {name} ended without "

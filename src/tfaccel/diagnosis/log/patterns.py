@@ -51,6 +51,12 @@ PROFILING_FIX = (
     "in Docker: docker run --cap-add SYS_ADMIN ..."
 )
 
+ARM64_PYTHON = (
+    "install an arm64 Python: `python -c 'import platform; print(platform.machine())'` must "
+    "print arm64"
+)
+"""The fix of an x86_64 Python under Rosetta on Apple silicon (no AVX there)."""
+
 CAUSES: dict[str, Cause] = {
     "tensorflow_gpu_deprecated": Cause(
         "The tensorflow-gpu package was removed; pip cannot install it",
@@ -68,8 +74,7 @@ CAUSES: dict[str, Cause] = {
         "run on a CPU with AVX, or build TensorFlow on this machine: "
         "bazel build --copt=-march=native //tensorflow/tools/pip_package:wheel; on a Mac with "
         "Apple silicon (zsh's 'illegal hardware instruction') it is an x86_64 Python under "
-        "Rosetta: install an arm64 one (`python -c 'import platform; print(platform.machine())'` "
-        "must print arm64)",
+        f"Rosetta: {ARM64_PYTHON}",
     ),
     "no_driver_or_hidden": Cause(
         "CUDA found no usable GPU: no driver, or the GPUs are hidden",
@@ -224,9 +229,8 @@ CAUSES: dict[str, Cause] = {
     "x86_emulation": Cause(
         "An x86_64 TensorFlow ran on Apple silicon under Rosetta, which has no AVX "
         "(Illegal instruction)",
-        "install an arm64 Python: `python -c 'import platform; print(platform.machine())'` must "
-        "print arm64 (Miniforge for arm64, or python.org's universal2 build; untick 'Open using "
-        "Rosetta' for the terminal), then in a new environment: pip install tensorflow "
+        f"{ARM64_PYTHON} (Miniforge for arm64, or python.org's universal2 build; untick 'Open "
+        "using Rosetta' for the terminal), then in a new environment: pip install tensorflow "
         "(>= 2.13; before: tensorflow-macos) and pip install tensorflow-metal for the GPU",
     ),
     "cupti_privileges": Cause(
