@@ -1,8 +1,9 @@
 """Training data: the CIFAR-10 reader on tiny pickles written here (valid, truncated, wrong
-shape, bad labels, hostile), scikit-learn's digits split, synthetic images."""
+shape, bad labels, hostile), the bundled digits' split, synthetic images."""
 
 from __future__ import annotations
 
+import gzip
 import os
 import pickle
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tfaccel.bench import datasets
 from tfaccel.bench.datasets import CIFAR10_FILES, DataError, digits_split, load_cifar10, synthetic
 
 PER_BATCH = 8
@@ -100,12 +102,36 @@ def test_a_pickle_that_runs_code_is_refused(tmp_path: Path) -> None:
 
 
 def test_digits_split_is_stratified_and_scaled() -> None:
-    pytest.importorskip("sklearn")
     train, test = digits_split()
     assert len(train) + len(test) == 1797
     assert 0.24 < len(test) / 1797 < 0.26
     assert set(np.unique(test.y)) == set(range(10))
     assert train.x.shape[1:] == (8, 8) and train.x.max() == 1.0 and train.x.min() == 0.0
+
+
+def test_the_bundled_digits_are_the_uci_digits() -> None:
+    """The first image and the class counts of the UCI set (178, 182, 177, 183, 181, 182, 181,
+    179, 174, 180: its documented distribution)."""
+    train, test = digits_split()
+    x, y = np.concatenate([train.x, test.x]), np.concatenate([train.y, test.y])
+    assert np.bincount(y).tolist() == [178, 182, 177, 183, 181, 182, 181, 179, 174, 180]
+    assert train.x.dtype == np.float32 and train.y.dtype == np.int32
+    assert {round(v * 16) for v in np.unique(x)} == set(range(17))  # pixel counts 0-16
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [(b"not gzip", "cannot be read"), (gzip.compress(b"1,2,3\n4,5,6\n"), "is not the digits")],
+)
+def test_a_damaged_digits_file_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, content: bytes, said: str
+) -> None:
+    bad = tmp_path / "digits.csv.gz"
+    bad.write_bytes(content)
+    monkeypatch.setattr(datasets, "DIGITS_FILE", bad)
+    with pytest.raises(DataError, match=said) as e:
+        digits_split()
+    assert "reinstall tfaccel" in str(e.value.fix)
 
 
 def test_synthetic_is_deterministic() -> None:

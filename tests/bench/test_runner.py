@@ -19,7 +19,6 @@ CPU = BenchTarget("cpu", "cpu", "CPU", ("/CPU:0",), ("float32",))
 
 
 def test_digits_training_reaches_the_accuracy_threshold() -> None:
-    pytest.importorskip("sklearn")
     m = digits_convergence(CPU, epochs=30)
     assert m.samples[0] >= ACCURACY_THRESHOLD == 0.95
     assert m.extra["passed"] is True

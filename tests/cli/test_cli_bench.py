@@ -130,7 +130,6 @@ def test_second_run_compares_with_the_first(
 @pytest.fixture
 def unreachable_accuracy(monkeypatch: pytest.MonkeyPatch) -> None:
     """The digits check trains for real (one epoch) against a threshold above 1: it fails."""
-    pytest.importorskip("sklearn")
     from tfaccel.bench import convergence, options
 
     monkeypatch.setattr(convergence, "ACCURACY_THRESHOLD", 1.01)

@@ -3,7 +3,7 @@
 Micro benchmarks (matmul, memory copy, host<->device transfer, vector add, conv2d) give the
 ceilings; model benchmarks (the Keras CIFAR-10 CNN, an MLP, ResNet-20) give training images/s
 per device and setting, related to those ceilings and to the spec peak (MFU); a convergence
-check on scikit-learn's digits proves the training loop learns. Timing goes through
+check on the UCI handwritten digits proves the training loop learns. Timing goes through
 :mod:`tfaccel.core.timing` (warm-up excluded, configurations interleaved, median and IQR).
 
 :func:`run` measures; :func:`run_with_history` is the ``tfaccel bench`` workflow: it also

@@ -1,4 +1,4 @@
-"""Convergence check: the training loop learns real data (scikit-learn's bundled digits).
+"""Convergence check: the training loop learns real data (the UCI handwritten digits, bundled).
 
 Timing a training loop says nothing about whether it trains. This check fits a small MLP on
 the 8x8 digits (1,347 training and 450 test images, stratified, fixed seed) with the same
@@ -32,7 +32,7 @@ def digits_convergence(target: BenchTarget, *, epochs: int = 30, seed: int = 0) 
         reached :data:`ACCURACY_THRESHOLD`.
 
     Raises:
-        DataError: scikit-learn is not installed.
+        DataError: the bundled digits cannot be read (a damaged install).
     """
     import keras
     import tensorflow as tf

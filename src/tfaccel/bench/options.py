@@ -35,7 +35,7 @@ BENCHMARKS: dict[str, str] = {
     "reference_cnn": "training throughput of the Keras CIFAR-10 CNN (images/s)",
     "mlp": "training throughput of an MLP on 28x28 inputs (images/s)",
     "resnet20": "training throughput of ResNet-20 on 32x32x3 inputs (images/s)",
-    "digits": "convergence check: an MLP on scikit-learn's digits reaches >= 0.95 test accuracy",
+    "digits": "convergence check: an MLP on the UCI digits reaches >= 0.95 test accuracy",
 }
 MICRO: tuple[str, ...] = ("matmul", "bandwidth", "transfer", "vector_add", "conv2d")
 MODEL_BENCHMARKS: tuple[str, ...] = ("reference_cnn", "mlp", "resnet20")
