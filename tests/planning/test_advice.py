@@ -19,6 +19,7 @@ from tfaccel.planning.advice import advice_for_step, find_log_oom, oom_finding
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "doctor-corpus"
 BFC_LOG = CORPUS / "a_oom_yolo3_bfc.log"  # "Limit: 3059430195", shape[255,256,256,69]
 SHAPE_ONLY_LOG = CORPUS / "b_segan42_oom_oneline.log"  # shape[100,4096,32], no limit
+NO_OOM_LOG = CORPUS / "a_cc30_quadro_k2000m.log"  # no out-of-memory error
 
 
 def test_the_advice_is_the_largest_batch_that_fits_and_an_accumulation_that_divides() -> None:
@@ -115,6 +116,8 @@ def test_doctor_with_a_batch_that_fits_keeps_the_logs_fix(
         (["--log", str(BFC_LOG), "--model", "mlp", "--device", "rtx-9999"], "Unknown device"),
         (["--log", str(SHAPE_ONLY_LOG), "--model", "mlp"], "does not say how much memory"),
         (["--log", str(BFC_LOG), "--model", "resnet99"], "resnet99"),
+        (["--log", str(NO_OOM_LOG), "--model", "resnet99"], "Unknown model 'resnet99'"),
+        (["--log", str(NO_OOM_LOG), "--model", ""], "Unknown model ''"),
     ],
 )
 def test_doctor_plan_flags_that_cannot_work_are_clear_errors(

@@ -282,8 +282,9 @@ def _check_file_names(*flags: tuple[str, str | None]) -> None:
 
 def _check_plan_flags(args: argparse.Namespace) -> None:
     """--model, --batch, --device, --fit and --timeout go with --log; the last four with
-    --model; a script named by --model must be a readable Python file (checked before
-    anything runs, without TensorFlow)."""
+    --model; a script named by --model must be a readable Python file, any other --model a
+    reference model's name (checked before anything runs, without TensorFlow, whether or not
+    the log holds an out-of-memory error)."""
     if args.model is not None and args.log is None:
         raise UsageError(
             "--model answers an out-of-memory error of a log, and no --log was given",
@@ -335,6 +336,10 @@ def _check_plan_flags(args: argparse.Namespace) -> None:
                     received=f"--model {args.model!r}",
                     fix=f"pass --model {shlex.quote(script)}",
                 )
+        else:
+            from tfaccel.models import model_key
+
+            model_key(args.model)  # an unknown name, also for a log with no OOM error
     if args.device is not None:
         from tfaccel.planning.targets import targets
 
