@@ -6,6 +6,7 @@ The captures share this test process (TensorFlow is imported once); every model 
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -18,7 +19,7 @@ keras = pytest.importorskip("keras")
 
 from tfaccel import workload  # noqa: E402
 from tfaccel.core.errors import UsageError  # noqa: E402
-from tfaccel.workload import CaptureError, capture  # noqa: E402
+from tfaccel.workload import CaptureError, capture, isolated  # noqa: E402
 
 
 def _script(tmp_path: Path, body: str, name: str = "train.py") -> Path:
@@ -450,3 +451,50 @@ def test_a_script_that_swallows_the_time_limit_is_stopped_with_the_process(
     assert done.returncode == 2, done.stderr[-2000:]
     assert "did not reach model.fit within 0.5 s, and kept running 1 s after" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+SWALLOWS = (
+    "import time\nwhile True:\n    try:\n        time.sleep(0.05)\n    except:\n        pass\n"
+)
+SHORT_GRACE = (  # the module, not the function the package exports under its name
+    "import sys, tfaccel.workload.capture\nsys.modules['tfaccel.workload.capture'].STOP_GRACE_S = 1.0\n"
+)
+
+
+def test_a_hard_stop_under_json_still_prints_one_document(tmp_path: Path) -> None:
+    """The process ends at once (the script catches every exception), yet stdout holds the
+    one JSON document of what stopped it, and stderr says it once."""
+    script = _script(tmp_path, SWALLOWS)
+    argv = ["plan", "--json", "--timeout", "0.5", str(script)]
+    code = SHORT_GRACE + f"from tfaccel.cli import main\nmain({argv!r})\n"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr[-2000:]
+    doc = json.loads(done.stdout)
+    assert doc["exit_code"] == 2 and doc["interrupted"] is False
+    assert doc["error"]["type"] == "CaptureError"
+    assert "kept running 1 s after it was told to stop" in doc["error"]["what"]
+    assert "except Exception:" in doc["error"]["fix"]
+    assert done.stderr.count("tfaccel: error:") == 1 and "Traceback" not in done.stderr
+
+
+def test_a_hard_stop_in_an_isolated_capture_is_the_parents_error(tmp_path: Path) -> None:
+    """The child writes the error where the parent reads its result, and leaves saying it to
+    the parent (one line in all)."""
+    script = _script(tmp_path, SWALLOWS)
+    request, result = tmp_path / "request.json", tmp_path / "result.json"
+    request.write_text(
+        json.dumps(
+            {"script": str(script), "args": [], "fit": 1, "timeout": 0.5, "command": "plan",
+             "task": "tfaccel.workload.isolated:_task", "options": {}}
+        )
+    )  # fmt: skip
+    code = SHORT_GRACE + (
+        f"from tfaccel.workload import isolated\nisolated._main({str(request)!r}, {str(result)!r})\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "tfaccel: error:" not in done.stderr
+    error = json.loads(result.read_text())["error"]
+    rebuilt = isolated._rebuilt(error)
+    assert isinstance(rebuilt, CaptureError) and rebuilt.reason == "timeout"
+    assert "kept running 1 s after it was told to stop" in str(rebuilt)

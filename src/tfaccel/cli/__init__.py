@@ -25,7 +25,7 @@ from typing import NoReturn
 from tfaccel._version import __version__
 from tfaccel.cli._output import VERBOSE_HELP, json_document, print_json_error, set_verbose
 from tfaccel.core.errors import TfaccelError, UsageError, argument_names
-from tfaccel.core.stopping import Terminated, interrupt_code, stop_signals
+from tfaccel.core.stopping import Terminated, interrupt_code, last_words, stop_signals
 
 # The parser imports every command module, so each cli/<verb>.py imports its library inside
 # run(): `tfaccel devices` then loads none of the other commands' libraries (nor TensorFlow).
@@ -180,6 +180,7 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         with (
             json_document() if as_json else contextlib.nullcontext(),
+            last_words(print_json_error) if as_json else contextlib.nullcontext(),
             argument_names(getattr(args, "argument_flags", {})),
         ):
             try:

@@ -15,9 +15,19 @@ import contextlib
 import os
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import NoReturn
 
-__all__ = ["STOP_SIGNALS", "Terminated", "interrupt_code", "stop_signals"]
+from tfaccel.core.errors import TfaccelError
+
+__all__ = [
+    "STOP_SIGNALS",
+    "Terminated",
+    "hard_exit",
+    "interrupt_code",
+    "last_words",
+    "stop_signals",
+]
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
@@ -70,3 +80,32 @@ def _default_in_child() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_default_in_child)
+
+
+_last_words: list[Callable[[TfaccelError, int], object]] = []
+
+
+@contextlib.contextmanager
+def last_words(say: Callable[[TfaccelError, int], object]) -> Iterator[None]:
+    """While the block runs, :func:`hard_exit` calls ``say(error, exit_code)`` before it ends
+    the process: what must still be said where nothing unwinds (``--json``'s document, a
+    child's result file). The innermost first; one that returns True has passed the error
+    on to a process that will print it, and the line on stderr is left to that one."""
+    _last_words.append(say)
+    try:
+        yield
+    finally:
+        _last_words.remove(say)
+
+
+def hard_exit(error: TfaccelError, code: int) -> NoReturn:
+    """End the process at once (``os._exit``: from any thread, past a script that catches
+    every exception), after :func:`last_words` and ``tfaccel: error: ...`` on stderr."""
+    passed_on = False
+    for say in reversed(list(_last_words)):
+        with contextlib.suppress(Exception):
+            passed_on = say(error, code) is True or passed_on
+    if not passed_on:
+        with contextlib.suppress(OSError):
+            os.write(2, f"tfaccel: error: {error}\n".encode())
+    os._exit(code)

@@ -43,6 +43,7 @@ from typing import Any
 
 from tfaccel.core.checks import check_number
 from tfaccel.core.errors import TfaccelError, UsageError, argument
+from tfaccel.core.stopping import hard_exit
 from tfaccel.probe.deep import MAX_TIMEOUT_S
 from tfaccel.scripts import check_script, check_source, end_forked_child, script_traceback
 from tfaccel.workload.data import leading_dim
@@ -578,14 +579,20 @@ def _watch(
 
 def _hard_stop(name: str, timeout: float) -> None:
     """The script kept running past its time limit and the grace after it, catching the
-    exception that should stop it: say so and end the process (the script runs in it)."""
-    message = (
-        f"tfaccel: error: The script {name} did not reach model.fit within {timeout:g} s, and "
-        f"kept running {STOP_GRACE_S:g} s after it was told to stop (it catches every "
-        "exception, or handles SIGALRM itself): the process was stopped. Fix: give it more "
-        "time (the command's --timeout SECONDS), or let exceptions that are not errors "
-        "through its `except:` clauses (write `except Exception:`)\n"
+    exception that should stop it: say so and end the process (the script runs in it), after
+    the last words of whoever registered them (:func:`tfaccel.core.stopping.last_words`:
+    ``--json``'s document, an isolated capture's result)."""
+    hard_exit(
+        CaptureError(
+            f"The script {name} did not reach model.fit within {timeout:g} s, and kept "
+            f"running {STOP_GRACE_S:g} s after it was told to stop (it catches every "
+            "exception, or handles SIGALRM itself): the process was stopped",
+            reason="timeout",
+            expected="model.fit reached within the time limit, or the limit's exception let "
+            "through",
+            received=f"the script still running {STOP_GRACE_S:g} s after its time limit",
+            fix="give it more time (the command's --timeout SECONDS), or let exceptions that "
+            "are not errors through its `except:` clauses (write `except Exception:`)",
+        ),
+        2,
     )
-    with contextlib.suppress(OSError):
-        os.write(2, message.encode())
-    os._exit(2)

@@ -29,6 +29,7 @@ from typing import Any
 
 from tfaccel.core.errors import TfaccelError, UsageError
 from tfaccel.core.jsonout import dumps
+from tfaccel.core.stopping import last_words
 from tfaccel.scripts import check_script
 from tfaccel.workload.capture import DEFAULT_TIMEOUT_S, CaptureError, capture
 
@@ -195,17 +196,25 @@ def _task(name: str) -> Any:
 def _main(request_file: str, result_file: str) -> int:
     """The child: capture, run the task, write ``{"result": ...}`` or ``{"error": {...}}``."""
     request = json.loads(Path(request_file).read_text())
-    try:
-        workload = capture(
-            request["script"],
-            request["args"],
-            fit=request["fit"],
-            timeout=request["timeout"],
-            command=request["command"],
-        )
-        answer: dict[str, Any] = {"result": _task(request["task"])(workload, **request["options"])}
-    except TfaccelError as exc:
-        answer = {"error": _error_dict(exc)}
+
+    def said(error: TfaccelError, code: int) -> bool:  # a hard stop: the parent says it
+        Path(result_file).write_text(dumps({"error": _error_dict(error)}))
+        return True
+
+    with last_words(said):
+        try:
+            workload = capture(
+                request["script"],
+                request["args"],
+                fit=request["fit"],
+                timeout=request["timeout"],
+                command=request["command"],
+            )
+            answer: dict[str, Any] = {
+                "result": _task(request["task"])(workload, **request["options"])
+            }
+        except TfaccelError as exc:
+            answer = {"error": _error_dict(exc)}
     Path(result_file).write_text(dumps(answer))
     return 0
 
