@@ -67,9 +67,9 @@ ALIASING = frozenset(
     }
 )
 NOT_RUN = ALIASING | {"Const", "NoOp", "VarHandleOp", "Placeholder", "Shape"}
+"""Operations that launch no kernel of their own: views, constants, variable handles, inputs."""
 SIXTEEN_BIT = ("bfloat16", "float16", "half")
 """The 16-bit floating-point dtype names (``half`` is float16's other name)."""
-"""Operations that launch no kernel of their own: views, constants, variable handles, inputs."""
 # Matmul-class operations whose FLOPs are counted (2 per multiply-add).
 _MATMULS = frozenset({"MatMul", "BatchMatMulV2", "BatchMatMulV3", "BatchMatMul", "Einsum"})
 CONV_OPS = frozenset(

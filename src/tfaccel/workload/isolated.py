@@ -197,8 +197,11 @@ def _main(request_file: str, result_file: str) -> int:
     """The child: capture, run the task, write ``{"result": ...}`` or ``{"error": {...}}``."""
     request = json.loads(Path(request_file).read_text())
 
+    def answer_with(answer: dict[str, Any]) -> None:
+        Path(result_file).write_text(dumps(answer))
+
     def said(error: TfaccelError, code: int) -> bool:  # a hard stop: the parent says it
-        Path(result_file).write_text(dumps({"error": _error_dict(error)}))
+        answer_with({"error": _error_dict(error)})
         return True
 
     with last_words(said):
@@ -210,12 +213,9 @@ def _main(request_file: str, result_file: str) -> int:
                 timeout=request["timeout"],
                 command=request["command"],
             )
-            answer: dict[str, Any] = {
-                "result": _task(request["task"])(workload, **request["options"])
-            }
+            answer_with({"result": _task(request["task"])(workload, **request["options"])})
         except TfaccelError as exc:
-            answer = {"error": _error_dict(exc)}
-    Path(result_file).write_text(dumps(answer))
+            answer_with({"error": _error_dict(exc)})
     return 0
 
 
