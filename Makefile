@@ -57,9 +57,10 @@ gpu-check:
 	fi
 
 # The GPU checks that need no TensorFlow and install nothing: this source tree, $(PYTHON) and
-# the packages it already has (tfaccel selftest --gpu --offline).
+# the packages it already has (tfaccel selftest --gpu --offline). A PYTHONPATH already set (a
+# cluster's `module load`, packages unpacked by hand) is kept, after src.
 gpu-check-offline:
-	PYTHONPATH=src $(PYTHON) -m tfaccel selftest --gpu --offline $(GPU_CHECK_ARGS)
+	PYTHONPATH=src$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m tfaccel selftest --gpu --offline $(GPU_CHECK_ARGS)
 
 install: $(RUN_STAMP)
 install-dev: $(TEST_STAMP)

@@ -141,14 +141,34 @@ def test_vector_launch_rounds_short_vectors_to_a_warp_and_covers_long_ones() -> 
     assert _launch.vector_launch(10_000, small) == _launch.Launch((3,), (128,))  # kernel loops
 
 
-@given(n=st.integers(1, 10**9), threads=st.sampled_from([32, 64, 256, 1024]))
-@settings(max_examples=50, deadline=None)
-def test_vector_launch_respects_limits_and_covers_every_element(n: int, threads: int) -> None:
-    limits = DeviceLimits(threads, 65535, 65535, 48 * 1024)
+def test_vector_launch_gives_a_long_vector_one_wave_of_the_device() -> None:
+    h200 = DeviceLimits(1024, 2**31 - 1, 65535, 48 * 1024, resident_threads=132 * 2048)
+    # 2^28 elements: 1056 blocks of 256 (8 per multiprocessor), not a million of them
+    assert _launch.vector_launch(1 << 28, h200) == _launch.Launch((1056,), (256,))
+    assert _launch.vector_launch(10_000, h200) == _launch.Launch((40,), (256,))  # under a wave
+    tiny = DeviceLimits(1024, 2**31 - 1, 65535, 48 * 1024, resident_threads=100)
+    assert _launch.vector_launch(10_000, tiny) == _launch.Launch((1,), (256,))  # at least one
+
+
+@given(
+    n=st.integers(1, 10**9),
+    threads=st.sampled_from([32, 64, 256, 1024]),
+    resident=st.one_of(st.none(), st.integers(32, 300_000)),
+)
+@settings(max_examples=80, deadline=None)
+def test_vector_launch_respects_limits_and_covers_every_element(
+    n: int, threads: int, resident: int | None
+) -> None:
+    limits = DeviceLimits(threads, 65535, 65535, 48 * 1024, resident_threads=resident)
     launch = _launch.vector_launch(n, limits)
     assert launch.block[0] <= threads and launch.block[0] % 32 == 0
     assert launch.grid[0] <= limits.max_grid_x
-    assert launch.threads >= n or launch.grid[0] == limits.max_grid_x
+    wave = max(1, resident // launch.block[0]) if resident is not None else None
+    if wave is not None:
+        assert launch.grid[0] <= wave
+    # every element is covered: by one thread each, or by the kernel's grid-stride loop
+    # over a grid that was capped (by the device's maximum or by one wave)
+    assert launch.threads >= n or launch.grid[0] in (limits.max_grid_x, wave)
 
 
 @given(n=st.integers(1, 10**8), threads=st.sampled_from([64, 256, 1024]))
@@ -446,6 +466,39 @@ def test_vector_add_loops_when_the_grid_is_capped(
     a, b = _random((200,), np.float32, 1), _random((200,), np.float32, 2)
     out = _poisoned((200,), np.float32)
     _assert_matches(kernels.vector_add(a, b, out=out), a + b)
+
+
+@needs_kernels
+def test_vector_add_loops_over_one_wave_of_threads(
+    kcuda: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _small_limits(monkeypatch, kcuda, resident_threads=64)  # one block of 64: 200 elements
+    a, b = _random((200,), np.float32, 3), _random((200,), np.float32, 4)
+    out = _poisoned((200,), np.float32)
+    _assert_matches(kernels.vector_add(a, b, out=out), a + b)
+
+
+class _Device:
+    """A numba-cuda Device as its driver binding names the attributes (the hardware edge)."""
+
+    def __init__(self, **attributes: int) -> None:
+        self.__dict__.update(attributes)
+
+
+@pytest.mark.parametrize(
+    ("attributes", "expected"),
+    [
+        ({"MULTIPROCESSOR_COUNT": 132, "MAX_THREADS_PER_MULTIPROCESSOR": 2048}, 270_336),
+        ({"MULTIPROCESSOR_COUNT": 84, "MAX_THREADS_PER_MULTI_PROCESSOR": 1536}, 129_024),
+        ({"MULTIPROCESSOR_COUNT": 84}, None),
+    ],
+    ids=["cuda-bindings", "numba-ctypes", "neither"],
+)
+@needs_kernels
+def test_resident_threads_read_under_either_name(
+    kcuda: Any, attributes: dict[str, int], expected: int | None
+) -> None:
+    assert kcuda._resident_threads(_Device(**attributes)) == expected
 
 
 @needs_kernels

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from tfaccel import kernels
-from tfaccel.kernels import reference
+from tfaccel.kernels import _launch, reference
 
 pytestmark = pytest.mark.gpu
 
@@ -61,6 +61,18 @@ def test_matmul_on_the_gpu_at_larger_odd_shapes(tile: int, dtype: Any, gpu_backe
     kernels.matmul(a, b, tile=tile, out=out)
     rtol = 1e-4 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(out, reference.matmul(a, b), rtol=rtol, atol=1e-4)
+
+
+def test_vector_add_on_the_gpu_loops_over_one_wave(gpu_backend: Any) -> None:
+    limits = gpu_backend.device_limits()
+    assert limits.resident_threads is not None and limits.resident_threads >= 2048
+    n = 4 * limits.resident_threads + 77  # four waves and a ragged end
+    launch = _launch.vector_launch(n, limits)
+    assert launch.threads <= limits.resident_threads < n  # the kernel's loop covers the rest
+    rng = np.random.default_rng(5)
+    a, b = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
+    out = np.full(n, np.nan, dtype=np.float32)
+    np.testing.assert_array_equal(kernels.vector_add(a, b, out=out), a + b)
 
 
 def test_reduce_sum_on_the_gpu_over_many_blocks(gpu_backend: Any) -> None:

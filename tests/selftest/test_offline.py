@@ -370,7 +370,9 @@ MAKE = shutil.which("make")
 needs_make = pytest.mark.skipif(MAKE is None, reason="Requires: make")
 
 
-def _make(tmp_path: Path, *args: str, smi: bool) -> subprocess.CompletedProcess[str]:
+def _make(
+    tmp_path: Path, *args: str, smi: bool, pythonpath: str = ""
+) -> subprocess.CompletedProcess[str]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     if smi:  # nvidia-smi -L succeeds: a GPU, as far as make can tell
@@ -378,7 +380,7 @@ def _make(tmp_path: Path, *args: str, smi: bool) -> subprocess.CompletedProcess[
         (bin_dir / "nvidia-smi").chmod(0o755)
     path = os.pathsep.join([str(bin_dir), os.path.dirname(PY), "/usr/bin", "/bin"])
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS")}
-    env.update(PATH=path, PYTHONPATH="")
+    env.update(PATH=path, PYTHONPATH=pythonpath)
     return subprocess.run(
         [str(MAKE), "-s", "-C", str(ROOT), "gpu-check", *args],
         env=env,
@@ -414,6 +416,30 @@ def test_make_gpu_check_offline_says_why_and_runs_from_the_source_tree(tmp_path:
     doc = json.loads(rest[rest.index("{") :])
     assert doc["kind"] == "gpu-offline"
     assert not (tmp_path / "no-venv").exists()
+
+
+@needs_make
+def test_make_gpu_check_offline_keeps_the_pythonpath_it_was_given(tmp_path: Path) -> None:
+    # A cluster's `module load` or wheels unpacked by hand put packages on PYTHONPATH: the
+    # steps must still find them. Here an `nvtx` there that fails to import, so the nvtx
+    # step's reason shows which one the steps saw.
+    extra = tmp_path / "site"
+    (extra / "nvtx").mkdir(parents=True)
+    (extra / "nvtx" / "__init__.py").write_text("raise ImportError('the nvtx on PYTHONPATH')\n")
+    done = _make(
+        tmp_path,
+        "GPU_CHECK_OFFLINE=1",
+        f"PYTHON={PY}",
+        "VENV=" + str(tmp_path / "no-venv"),
+        "GPU_CHECK_ARGS=--list --json --out " + str(tmp_path / "out"),
+        smi=True,
+        pythonpath=str(extra),
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    rest = done.stdout.split("\n", 1)[1]
+    doc = json.loads(rest[rest.index("{") :])
+    nvtx = next(step for step in doc["steps"] if step["name"] == "nvtx")
+    assert "the nvtx on PYTHONPATH" in nvtx["skip"]
 
 
 # --- the devices step against nvidia-smi ---------------------------------------------------------

@@ -81,7 +81,7 @@ _warned_simulator = False
 
 @cuda.jit
 def vector_add_kernel(a: Any, b: Any, out: Any) -> None:
-    """``out[i] = a[i] + b[i]``: one thread per element, looping if the grid was capped."""
+    """``out[i] = a[i] + b[i]``: each thread takes every ``gridsize``-th element from its own."""
     for i in range(cuda.grid(1), out.shape[0], cuda.gridsize(1)):
         out[i] = a[i] + b[i]
 
@@ -296,8 +296,24 @@ def device_limits() -> DeviceLimits:
             max_grid_x=int(device.MAX_GRID_DIM_X),
             max_grid_y=int(device.MAX_GRID_DIM_Y),
             max_shared_bytes_per_block=int(device.MAX_SHARED_MEMORY_PER_BLOCK),
+            resident_threads=_resident_threads(device),
         )
     return limits
+
+
+def _resident_threads(device: Any) -> int | None:
+    """Multiprocessors x threads each holds; None where the driver's binding names neither.
+
+    numba-cuda reads ``CU_DEVICE_ATTRIBUTE_<name>``: CUDA's bindings spell the second
+    ``MAX_THREADS_PER_MULTIPROCESSOR``, numba's older ctypes binding
+    ``MAX_THREADS_PER_MULTI_PROCESSOR``.
+    """
+    for name in ("MAX_THREADS_PER_MULTIPROCESSOR", "MAX_THREADS_PER_MULTI_PROCESSOR"):
+        try:
+            return int(device.MULTIPROCESSOR_COUNT) * int(getattr(device, name))
+        except AttributeError:
+            continue
+    return None
 
 
 # --------------------------------------------------------------------------------------
