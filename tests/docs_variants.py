@@ -308,6 +308,29 @@ PY_BLOCKS = [
     ),
     Py(
         "docs/kernels.md",
+        "column_a[i] = slice_a[ty + i * tile, kk]",
+        "light",
+        prelude=KERNEL_PRELUDE
+        + textwrap.dedent(
+            """
+            tile, per, tx, ty = 4, 2, 1, 3
+            slice_a = rng.random((tile * per, tile))
+            slice_b = rng.random((tile, tile * per))
+            column_a, row_b, acc = np.zeros(per), np.zeros(per), np.zeros((per, per))
+            """
+        ),
+        reason="an excerpt: one thread's inner loop of the register-tiled matmul, run on "
+        "NumPy arrays standing for its shared slices and registers",
+        check=textwrap.dedent(
+            """
+            rows = [ty + i * tile for i in range(per)]
+            cols = [tx + j * tile for j in range(per)]
+            np.testing.assert_allclose(acc, slice_a[rows, :] @ slice_b[:, cols], rtol=1e-12)
+            """
+        ),
+    ),
+    Py(
+        "docs/kernels.md",
         "sums = cuda.shared.array(",
         "light",
         prelude=KERNEL_PRELUDE + "threads = 32\n",

@@ -189,6 +189,19 @@ def test_matmul_launch_has_one_block_per_output_tile() -> None:
     assert launch.grid == (2, 5) and launch.block == (8, 8)  # x: columns, y: rows
 
 
+def test_matmul_launch_with_several_outputs_per_thread_covers_larger_tiles() -> None:
+    # 2048 x 2048 with 16x16 threads each computing 8x8: 128x128 per block, 16 x 16 blocks
+    assert _launch.matmul_launch(2048, 2048, 16, 4, SIMULATOR_LIMITS, 8) == _launch.Launch(
+        (16, 16), (16, 16)
+    )
+    assert _launch.matmul_launch(33, 9, 4, 4, SIMULATOR_LIMITS, 2).grid == (2, 5)  # 8x8 tiles
+    # two 256x32 float64 slices: 128 KiB, over the 48 KiB a block may have
+    with pytest.raises(UsageError, match="shared memory") as err:
+        _launch.matmul_launch(64, 64, 32, 8, SIMULATOR_LIMITS, 8)
+    _assert_clear(err.value)
+    assert "per_thread=8" in str(err.value.received)
+
+
 def test_matmul_launch_rejects_tiles_the_device_cannot_run() -> None:
     with pytest.raises(UsageError, match="tile=33") as err:
         _launch.matmul_launch(64, 64, 33, 4, SIMULATOR_LIMITS)
@@ -383,6 +396,51 @@ def test_matmul_matches_numpy(m: int, k: int, n: int, tile: int, dtype: Any, kcu
     result = kernels.matmul(a, b, tile=tile, out=out)
     assert result is out
     _assert_matches(out, reference.matmul(a, b))
+
+
+@needs_kernels
+@pytest.mark.parametrize(
+    ("m", "k", "n", "tile", "per_thread", "dtype"),
+    [
+        (37, 19, 41, 4, 2, np.float32),  # partial tiles on every side
+        (37, 19, 41, 2, 8, np.float64),
+        (9, 23, 5, 4, 4, np.float32),  # smaller than one block's tile
+        (1, 1, 1, 2, 8, np.float32),
+        (32, 8, 32, 4, 8, np.float32),  # exact multiples: no partial tile
+    ],
+)
+def test_matmul_with_several_outputs_per_thread_matches_numpy(
+    m: int, k: int, n: int, tile: int, per_thread: int, dtype: Any, kcuda: Any
+) -> None:
+    a, b = _random((m, k), dtype, 3), _random((k, n), dtype, 4)
+    out = _poisoned((m, n), dtype)
+    assert kernels.matmul(a, b, tile=tile, per_thread=per_thread, out=out) is out
+    _assert_matches(out, reference.matmul(a, b))
+
+
+@needs_kernels
+def test_a_block_too_big_for_the_registers_is_a_usage_error(kcuda: Any) -> None:
+    class OutOfResources:  # a launch the GPU refuses, as numba-cuda's binding raises it
+        def __getitem__(self, config: Any) -> OutOfResources:
+            return self
+
+        def __call__(self, *args: Any) -> None:
+            raise RuntimeError(
+                "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: This indicates that a launch did not "
+                "occur because it did not have appropriate resources."
+            )
+
+    with pytest.raises(UsageError, match="more registers") as err:
+        kcuda._run(OutOfResources(), _launch.Launch(grid=(1, 1), block=(32, 32)))
+    _assert_clear(err.value)
+    assert "1024 threads" in str(err.value) and "per_thread" in str(err.value.fix)
+
+    class Other(OutOfResources):
+        def __call__(self, *args: Any) -> None:
+            raise RuntimeError("CUDA_ERROR_ILLEGAL_ADDRESS")
+
+    with pytest.raises(RuntimeError, match="ILLEGAL_ADDRESS"):  # not every launch error
+        kcuda._run(Other(), _launch.Launch(grid=(1,), block=(32,)))
 
 
 @needs_kernels

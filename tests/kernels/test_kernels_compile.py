@@ -47,14 +47,14 @@ ROOT = Path(__file__).resolve().parents[2]
 ITEMSIZE = {"float32": 4, "float64": 8, "int32": 4}
 # The kernel factories of tfaccel/kernels/cuda.py and the operation each one implements.
 KERNEL_OF = {
-    "vector_add_kernel": "vector_add",
-    "reduce_kernel": "reduce_sum",
-    "matmul_kernel": "matmul",
-    "bias_relu_kernel": "bias_relu",
+    "vector_add_kernel": ("vector_add",),
+    "reduce_kernel": ("reduce_sum",),
+    "matmul_kernel": ("matmul", "matmul per_thread"),
+    "bias_relu_kernel": ("bias_relu",),
 }
 # Builds per kernel: vector_add 3 dtypes; reduce_sum 3 dtypes x 6 blocks; matmul 2 x 3 tiles;
-# bias_relu 2 dtypes x 2 layouts.
-BUILDS = {"vector_add": 3, "reduce_sum": 18, "matmul": 6, "bias_relu": 4}
+# the register-tiled matmul 2 dtypes at tile 16, 8x8 per thread; bias_relu 2 dtypes x 2 layouts.
+BUILDS = {"vector_add": 3, "reduce_sum": 18, "matmul": 6, "matmul per_thread": 2, "bias_relu": 4}
 HUNGRY_LIVE_VALUES = 80
 
 # A test-only kernel that needs more registers than a thread may have: it loads 80 complex128
@@ -144,7 +144,8 @@ def test_every_kernel_variant_builds_a_cubin_for_every_target(
         "a kernel of tfaccel/kernels/cuda.py has no builds in resources.kernel_specs "
         f"(or KERNEL_OF here is stale): {_kernel_factories()}"
     )
-    assert set(KERNEL_OF.values()) == set(BUILDS) == {r.kernel for r in shipped}
+    names = {name for names in KERNEL_OF.values() for name in names}
+    assert names == set(BUILDS) == {r.kernel for r in shipped}
     assert list(report["targets"]) == list(DEFAULT_TARGETS)
     for target in DEFAULT_TARGETS:
         built = [r for r in shipped if r.target == target]
@@ -171,6 +172,13 @@ def test_registers_shared_memory_and_barriers_are_what_the_code_says(
             tile = int(rest.removeprefix("tile="))
             assert row.block_threads == tile * tile
             assert row.shared_bytes == 2 * tile * tile * size, row  # tile_a and tile_b
+            assert row.barriers >= 1, row
+        elif row.kernel == "matmul per_thread":
+            tile_text, per_text = rest.split()
+            tile = int(tile_text.removeprefix("tile="))
+            per = int(per_text.removeprefix("per_thread="))
+            assert row.block_threads == tile * tile
+            assert row.shared_bytes == 2 * tile * per * tile * size, row  # slice_a and slice_b
             assert row.barriers >= 1, row
         elif row.kernel == "reduce_sum":
             assert row.shared_bytes == row.block_threads * size, row  # one value per thread

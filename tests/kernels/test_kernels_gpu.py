@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from tfaccel import kernels
+from tfaccel.core.errors import UsageError
 from tfaccel.kernels import _launch, reference
 
 pytestmark = pytest.mark.gpu
@@ -61,6 +62,28 @@ def test_matmul_on_the_gpu_at_larger_odd_shapes(tile: int, dtype: Any, gpu_backe
     kernels.matmul(a, b, tile=tile, out=out)
     rtol = 1e-4 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(out, reference.matmul(a, b), rtol=rtol, atol=1e-4)
+
+
+@pytest.mark.parametrize("per_thread", [2, 4, 8])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_matmul_with_several_outputs_per_thread_on_the_gpu(
+    per_thread: int, dtype: Any, gpu_backend: Any
+) -> None:
+    rng = np.random.default_rng(per_thread)
+    a = rng.standard_normal((300, 257)).astype(dtype)
+    b = rng.standard_normal((257, 133)).astype(dtype)
+    tile = 16 if dtype == np.float32 or per_thread < 8 else 8  # float64: 48 KiB of shared
+    out = np.full((300, 133), np.nan, dtype=dtype)
+    kernels.matmul(a, b, tile=tile, per_thread=per_thread, out=out)
+    rtol = 1e-4 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(out, reference.matmul(a, b), rtol=rtol, atol=1e-4)
+
+
+def test_a_block_the_registers_cannot_hold_is_refused_clearly(gpu_backend: Any) -> None:
+    # 32x32 threads, each with 8x8 float32 sums in registers: over any GPU's 64K per block
+    a = np.ones((64, 64), np.float32)
+    with pytest.raises(UsageError, match="more registers"):
+        kernels.matmul(a, a, tile=32, per_thread=8)
 
 
 def test_vector_add_on_the_gpu_loops_over_one_wave(gpu_backend: Any) -> None:

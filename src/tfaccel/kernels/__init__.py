@@ -4,7 +4,8 @@ One API, two backends with the same function names (:mod:`~tfaccel.kernels.cuda`
 numba-cuda kernels, and :mod:`~tfaccel.kernels.reference`, their NumPy references):
 
 - ``vector_add(a, b)``: ``a + b`` for two vectors.
-- ``matmul(a, b, tile=16)``: ``a @ b`` with a tiled shared-memory kernel.
+- ``matmul(a, b, tile=16, per_thread=1)``: ``a @ b`` with a tiled shared-memory kernel,
+  each thread computing ``per_thread`` x ``per_thread`` outputs.
 - ``reduce_sum(x)``: the sum of a vector, by shared-memory tree reductions.
 - ``bias_relu(x, bias)``: ``max(0, x + bias)`` fused in one pass.
 
@@ -144,7 +145,15 @@ def vector_add(a: Any, b: Any, *, out: Any = None, fallback: Fallback = None) ->
     return result
 
 
-def matmul(a: Any, b: Any, tile: int = 16, *, out: Any = None, fallback: Fallback = None) -> Any:
+def matmul(
+    a: Any,
+    b: Any,
+    tile: int = 16,
+    *,
+    per_thread: int = 1,
+    out: Any = None,
+    fallback: Fallback = None,
+) -> Any:
     """``a @ b`` with a tiled shared-memory kernel; any shapes, tile a parameter.
 
     Args:
@@ -152,6 +161,9 @@ def matmul(a: Any, b: Any, tile: int = 16, *, out: Any = None, fallback: Fallbac
         b: (k, n) matrix of the same dtype.
         tile: side of the square tile, and of the (tile, tile) thread block:
             tile*tile must not exceed the device's threads per block (so tile <= 32).
+        per_thread: outputs each thread computes along each side, kept in registers: 1
+            (the textbook kernel), 2, 4 or 8. ``tile=16, per_thread=8`` was the fastest
+            measured on an H200, 2.7x the one-output kernel (docs/kernels.md).
         out: optional (m, n) array to write the result into; it is returned.
         fallback: ``"numpy"`` to use the NumPy reference where no kernel can run.
 
@@ -159,12 +171,14 @@ def matmul(a: Any, b: Any, tile: int = 16, *, out: Any = None, fallback: Fallbac
         A NumPy (m, n) array; a numba device array when an input was on the GPU; or ``out``.
 
     Raises:
-        UsageError: wrong ndim, dtype, inner dimensions, tile, or an empty input.
+        UsageError: wrong ndim, dtype, inner dimensions, tile, per_thread, an empty input,
+            or a block the device cannot run.
         KernelBackendError: numba-cuda missing, or no GPU and no simulator.
     """
     _checks.check_tile(tile)
+    _checks.check_per_thread(per_thread)
     _checks.matmul_operands(a, b)
-    result = _implementation(fallback).matmul(a, b, tile, out=out)
+    result = _implementation(fallback).matmul(a, b, tile, per_thread=per_thread, out=out)
     return result
 
 

@@ -166,6 +166,23 @@ def check_tile(tile: Any, op: str = "matmul") -> int:
     return int(tile)
 
 
+PER_THREAD = (1, 2, 4, 8)
+"""``matmul``'s outputs per thread along each side (1: the one-output-per-thread kernel)."""
+
+
+def check_per_thread(per_thread: Any, op: str = "matmul") -> int:
+    """Return ``per_thread`` as an int, or raise UsageError unless it is 1, 2, 4 or 8."""
+    if not is_int(per_thread) or int(per_thread) not in PER_THREAD:
+        raise UsageError(
+            f"{op}: per_thread must be 1, 2, 4 or 8 (each thread computes per_thread x "
+            "per_thread outputs)",
+            expected="one of 1, 2, 4, 8",
+            received=f"per_thread={per_thread!r}",
+            fix="pass per_thread=8 with tile=16 (the fastest measured), or leave it at 1",
+        )
+    return int(per_thread)
+
+
 def check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype[Any], op: str) -> Operand:
     """Check an ``out=`` buffer: a writeable, C-contiguous array of the result's shape and dtype.
 

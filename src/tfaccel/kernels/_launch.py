@@ -119,8 +119,11 @@ def finish_reduce_launch(partials: int, limits: DeviceLimits) -> Launch:
     return Launch(grid=(1,), block=(threads,))
 
 
-def matmul_launch(m: int, n: int, tile: int, itemsize: int, limits: DeviceLimits) -> Launch:
-    """One thread per element of the (m, n) result, one (tile, tile) block per output tile.
+def matmul_launch(
+    m: int, n: int, tile: int, itemsize: int, limits: DeviceLimits, per_thread: int = 1
+) -> Launch:
+    """A (tile, tile) block per (tile * per_thread)-square tile of the (m, n) result: one
+    output per thread, or per_thread x per_thread of them.
 
     x indexes columns and y rows, so neighbouring threads read neighbouring addresses.
 
@@ -137,19 +140,20 @@ def matmul_launch(m: int, n: int, tile: int, itemsize: int, limits: DeviceLimits
             received=f"tile={tile}",
             fix=f"pass tile={min(largest, 16)}",
         )
-    shared = 2 * tile * tile * itemsize
+    side = tile * per_thread
+    shared = 2 * side * tile * itemsize
     if shared > limits.max_shared_bytes_per_block:
         raise UsageError(
-            f"matmul: two {tile}x{tile} tiles need {shared} bytes of shared memory per block",
+            f"matmul: two {side}x{tile} tiles need {shared} bytes of shared memory per block",
             expected=f"at most {limits.max_shared_bytes_per_block} bytes",
-            received=f"tile={tile}, itemsize={itemsize}",
-            fix="pass a smaller tile, e.g. tile=16",
+            received=f"tile={tile}, per_thread={per_thread}, itemsize={itemsize}",
+            fix="pass a smaller tile or per_thread, e.g. tile=16",
         )
-    grid = (_ceil_div(n, tile), _ceil_div(m, tile))
+    grid = (_ceil_div(n, side), _ceil_div(m, side))
     if grid[0] > limits.max_grid_x or grid[1] > limits.max_grid_y:
         raise UsageError(
             "matmul: the result needs more blocks than one launch allows",
-            expected=f"at most {limits.max_grid_x} x {limits.max_grid_y} blocks of {tile}x{tile}",
+            expected=f"at most {limits.max_grid_x} x {limits.max_grid_y} blocks of {side}x{side}",
             received=f"a result of shape ({m}, {n}): {grid[0]} x {grid[1]} blocks",
             fix="use a larger tile, or split a into row blocks and call matmul on each",
         )

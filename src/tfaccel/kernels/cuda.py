@@ -94,8 +94,9 @@ def _cached(key: tuple[str, int, str], build: Callable[[], Any]) -> Any:
         return kernel
 
 
-def matmul_kernel(tile: int, dtype: np.dtype[Any]) -> Any:
-    """The tiled shared-memory matmul kernel for one tile size and dtype (built once).
+def matmul_kernel(tile: int, dtype: np.dtype[Any], per_thread: int = 1) -> Any:
+    """The tiled shared-memory matmul kernel for one tile size, dtype and number of outputs
+    per thread (built once); per_thread > 1 is :func:`_register_tiled`'s kernel.
 
     Each (tile, tile) block computes one (tile, tile) tile of ``c = a @ b``. It walks along
     k one tile at a time: its threads copy a tile of ``a`` and a tile of ``b`` into shared
@@ -139,7 +140,82 @@ def matmul_kernel(tile: int, dtype: np.dtype[Any]) -> Any:
 
         return cuda.jit(matmul_tiled)
 
+    if per_thread > 1:
+        return _cached(
+            (f"matmul-{per_thread}", tile, dtype.str), _register_tiled(tile, dtype, per_thread)
+        )
     return _cached(("matmul", tile, dtype.str), build)
+
+
+def _register_tiled(tile: int, dtype: np.dtype[Any], per: int) -> Callable[[], Any]:
+    """The builder of the register-tiled matmul: each thread of a (tile, tile) block keeps a
+    (per, per) block of outputs in registers.
+
+    The block computes a (side, side) tile of ``c``, side = tile * per. Along k it copies a
+    (side, tile) slice of ``a`` and a (tile, side) slice of ``b`` into shared memory (``per``
+    elements per thread each), then for each of the tile values of k every thread reads
+    ``per`` values of ``a`` and ``per`` of ``b`` from shared memory and adds ``per * per``
+    products: ``2 * per`` shared reads for ``per * per`` multiply-adds, where the one-output
+    kernel does 2 for 1. A thread's outputs are ``tile`` rows and columns apart, so the
+    threads of a warp still read and write neighbouring addresses.
+    """
+
+    def build() -> Any:
+        element = numba.from_dtype(dtype)
+        zero = dtype.type(0)
+        side = tile * per
+
+        def matmul_register_tiled(a: Any, b: Any, c: Any) -> None:
+            # One shared array per line: the simulator tells them apart by source line.
+            slice_a = cuda.shared.array(shape=(side, tile), dtype=element)
+            slice_b = cuda.shared.array(shape=(tile, side), dtype=element)
+            acc = cuda.local.array(shape=(per, per), dtype=element)
+            column_a = cuda.local.array(shape=per, dtype=element)
+            row_b = cuda.local.array(shape=per, dtype=element)
+            tx = cuda.threadIdx.x
+            ty = cuda.threadIdx.y
+            row0 = cuda.blockIdx.y * side
+            col0 = cuda.blockIdx.x * side
+            m = a.shape[0]
+            k = a.shape[1]
+            n = b.shape[1]
+            for i in range(per):
+                for j in range(per):
+                    acc[i, j] = zero
+            for start in range(0, k, tile):
+                # Outside the matrices a thread loads 0, so a partial tile adds nothing.
+                for r in range(per):
+                    row = row0 + ty + r * tile
+                    if row < m and start + tx < k:
+                        slice_a[ty + r * tile, tx] = a[row, start + tx]
+                    else:
+                        slice_a[ty + r * tile, tx] = zero
+                for r in range(per):
+                    col = col0 + tx + r * tile
+                    if start + ty < k and col < n:
+                        slice_b[ty, tx + r * tile] = b[start + ty, col]
+                    else:
+                        slice_b[ty, tx + r * tile] = zero
+                cuda.syncthreads()  # both slices are complete before anyone reads them
+                for kk in range(tile):
+                    for i in range(per):
+                        column_a[i] = slice_a[ty + i * tile, kk]
+                    for j in range(per):
+                        row_b[j] = slice_b[kk, tx + j * tile]
+                    for i in range(per):
+                        for j in range(per):
+                            acc[i, j] += column_a[i] * row_b[j]
+                cuda.syncthreads()  # everyone has read them before they are overwritten
+            for i in range(per):
+                row = row0 + ty + i * tile
+                for j in range(per):
+                    col = col0 + tx + j * tile
+                    if row < m and col < n:
+                        c[row, col] = acc[i, j]
+
+        return cuda.jit(matmul_register_tiled)
+
+    return build
 
 
 def reduce_kernel(threads: int, dtype: np.dtype[Any]) -> Any:
@@ -449,8 +525,9 @@ def _raised_inside_numba(exc: BaseException) -> bool:
 
 
 def _run(kernel: Any, launch: _launch.Launch, *args: Any) -> None:
-    """``kernel[grid, block](*args)``, turning a missing CUDA library, or a numba-cuda that
-    breaks on this NumPy while it compiles, into a clear error."""
+    """``kernel[grid, block](*args)``, turning a missing CUDA library, a numba-cuda that
+    breaks on this NumPy while it compiles, or a block too big for the GPU's registers into
+    a clear error."""
     try:
         kernel[launch.grid, launch.block](*args)
     except _library_errors() as exc:
@@ -465,6 +542,30 @@ def _run(kernel: Any, launch: _launch.Launch, *args: Any) -> None:
         if not _raised_inside_numba(exc):
             raise
         raise incompatible_numba(exc) from exc
+    except Exception as exc:
+        if not _out_of_resources(exc):
+            raise
+        raise _too_big_a_block(launch, exc) from exc
+
+
+def _out_of_resources(exc: BaseException) -> bool:
+    """A launch the multiprocessor cannot hold: more registers than a block may have
+    (``CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES``, 701), however numba-cuda's binding words it."""
+    text = f"{type(exc).__name__}: {exc}"
+    return "OUT_OF_RESOURCES" in text or "[701]" in text
+
+
+def _too_big_a_block(launch: _launch.Launch, exc: BaseException) -> UsageError:
+    threads = 1
+    for n in launch.block:
+        threads *= n
+    return UsageError(
+        f"the kernel's block of {threads} threads needs more registers than one block may "
+        "have on this GPU",
+        expected="fewer threads per block, or fewer outputs per thread",
+        received=f"block={launch.block}: {type(exc).__name__}: {str(exc).strip()[:200]}",
+        fix="pass a smaller tile (tile=16) or per_thread (per_thread=4)",
+    )
 
 
 def _scratch(n: int, dtype: np.dtype[Any]) -> Any:
@@ -494,13 +595,14 @@ def vector_add(a: Any, b: Any, *, out: Any = None) -> Any:
     return staged.deliver(result, out)
 
 
-def matmul(a: Any, b: Any, tile: int = 16, *, out: Any = None) -> Any:
+def matmul(a: Any, b: Any, tile: int = 16, *, per_thread: int = 1, out: Any = None) -> Any:
     """``a @ b`` with the tiled shared-memory kernel (see the reference's docstring).
 
     Args:
         a: (m, k) float32 or float64 matrix.
         b: (k, n) matrix of the same dtype.
-        tile: the side of the square tile and of the thread block (tile*tile threads).
+        tile: the side of the thread block (tile*tile threads) and of the k-slices.
+        per_thread: outputs per thread along each side (1, 2, 4 or 8).
         out: optional (m, n) array to write into.
 
     Raises:
@@ -508,11 +610,12 @@ def matmul(a: Any, b: Any, tile: int = 16, *, out: Any = None) -> Any:
         KernelBackendError: no GPU and no simulator.
     """
     tile = _checks.check_tile(tile)
+    per_thread = _checks.check_per_thread(per_thread)
     first, second = _checks.matmul_operands(a, b)
     _ready()
     m, n = first.shape[0], second.shape[1]
-    launch = _launch.matmul_launch(m, n, tile, first.dtype.itemsize, device_limits())
-    kernel = matmul_kernel(tile, first.dtype)
+    launch = _launch.matmul_launch(m, n, tile, first.dtype.itemsize, device_limits(), per_thread)
+    kernel = matmul_kernel(tile, first.dtype, per_thread)
     staged = _Staged(first, second)
     result = staged.output(out, (m, n), first.dtype, "matmul")
     _run(kernel, launch, *staged.arrays, result)

@@ -52,22 +52,24 @@ def vector_add(a: Any, b: Any, *, out: Any = None) -> Any:
     return _deliver(result, out, "vector_add")
 
 
-def matmul(a: Any, b: Any, tile: int = 16, *, out: Any = None) -> Any:
+def matmul(a: Any, b: Any, tile: int = 16, *, per_thread: int = 1, out: Any = None) -> Any:
     """``a @ b`` for an (m, k) and a (k, n) matrix of one float dtype.
 
     Args:
         a: (m, k) float32 or float64 matrix.
         b: (k, n) matrix of the same dtype.
         tile: checked like the kernel's tile size, otherwise unused.
+        per_thread: checked like the kernel's, otherwise unused.
         out: optional (m, n) array to write the result into (returned).
 
     Returns:
         A new NumPy (m, n) array, or ``out``.
 
     Raises:
-        UsageError: wrong ndim, dtype, inner dimensions, tile, or an empty input.
+        UsageError: wrong ndim, dtype, inner dimensions, tile, per_thread, or an empty input.
     """
     _checks.check_tile(tile)
+    _checks.check_per_thread(per_thread)
     first, second = _checks.matmul_operands(a, b)
     result = np.matmul(_checks.to_host(first), _checks.to_host(second))
     return _deliver(result.astype(first.dtype, copy=False), out, "matmul")

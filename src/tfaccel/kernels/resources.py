@@ -82,10 +82,16 @@ DEFAULT_OCCUPANCY_FLOOR = 0.5
 # Every kernel here is limited by memory traffic rather than arithmetic (even the tiled matmul,
 # one multiply-add per two shared-memory reads), so it needs many resident warps to hide the
 # latency of its loads: at least half of the SM's warp slots, on every target.
+# The register-tiled matmul (per_thread > 1) is the exception: each thread's per_thread^2
+# independent multiply-adds hide the latency that other kernels hide with resident warps, and
+# its registers hold it to a quarter of the slots (float32; an eighth for float64's 8x8) by
+# design. On an H200 it ran 2.7x the one-output matmul at 100% occupancy (docs/kernels.md).
+REGISTER_TILED_FLOOR = 0.125
 OCCUPANCY_FLOORS: Mapping[str, float] = {
     "vector_add": DEFAULT_OCCUPANCY_FLOOR,
     "reduce_sum": DEFAULT_OCCUPANCY_FLOOR,
     "matmul": DEFAULT_OCCUPANCY_FLOOR,
+    "matmul per_thread": REGISTER_TILED_FLOOR,
     "bias_relu": DEFAULT_OCCUPANCY_FLOOR,
 }
 
@@ -192,6 +198,15 @@ def kernel_specs() -> list[KernelSpec]:
                     tile * tile,
                 )
             )
+        specs.append(
+            KernelSpec(
+                "matmul per_thread",
+                f"{dtype} tile=16 per_thread=8",
+                kcuda.matmul_kernel(16, dtype, 8).py_func,
+                f"({matrix}, {matrix}, {matrix})",
+                256,
+            )
+        )
     block = _launch.ELEMENTWISE_BLOCK[0] * _launch.ELEMENTWISE_BLOCK[1]
     for dtype in FLOAT_DTYPES:
         layouts = {

@@ -546,7 +546,8 @@ def kernels_step(only: str | None = None, small: bool = False) -> dict[str, Any]
 
 
 def _performance() -> dict[str, Any]:
-    """vector_add's bandwidth against a device copy's, the tiled matmul against cuBLAS."""
+    """vector_add's bandwidth against a device copy's, the tiled matmuls (one output per
+    thread, and 8x8 per thread) against cuBLAS."""
     import numpy as np
     from numba import cuda
 
@@ -577,6 +578,10 @@ def _performance() -> dict[str, Any]:
     tiled_s = _median_s(lambda: kernels.matmul(x, y, 16, out=z), sync, 5)
     out["matmul_size"] = size
     out["matmul_tiled_tflops"] = round(flop / tiled_s / 1e12, 3)
+    w = cuda.device_array((size, size), np.float32)
+    register_s = _median_s(lambda: kernels.matmul(x, y, 16, per_thread=8, out=w), sync, 5)
+    out["matmul_register_tiled_tflops"] = round(flop / register_s / 1e12, 3)
+    out["matmul_register_tiled_of_tiled"] = round(tiled_s / register_s, 3)
     try:
         import cupy
     except Exception as exc:
@@ -588,6 +593,9 @@ def _performance() -> dict[str, Any]:
     ok = bool(cupy.allclose(tiled, cx @ cy, rtol=1e-3, atol=1e-2))
     out["matmul_cublas_tflops"] = round(flop / cublas_s / 1e12, 3)
     out["matmul_tiled_of_cublas"] = round(cublas_s / tiled_s, 3)
+    out["matmul_register_tiled_of_cublas"] = round(cublas_s / register_s, 3)
+    registered = cupy.asarray(w)
+    ok = ok and bool(cupy.allclose(registered, cx @ cy, rtol=1e-3, atol=1e-2))
     out["matmul_matches_cublas"] = ok
     return out
 
