@@ -49,6 +49,14 @@ def main(argv: list[str]) -> int:
         row = dict(old, predicted_bytes=new["peak"], peak_op=new["peak_op"], parts=new["parts"])
         row["error"] = (new["peak"] - measured) / measured
         row["predicted_step_s"], row["bound"] = new["step_s"], new["bound"]
+        row["time_not_predicted"] = new.get("time_not_predicted") or "-"
+        for key in ("measured_step_iqr_s", "now_step_s", "now_error"):
+            row.setdefault(key, None)  # step-time columns a re-prediction does not measure
+        row.setdefault("load", 0.0)
+        step = row.get("measured_step_s")
+        row["time_error"] = (
+            (new["step_s"] - step) / step if new["step_s"] is not None and step else None
+        )
         rows.append(row)
         print(bench_plan._line(row), flush=True)
     worked = bench_plan.summary([r for r in rows if not r["held_out"]])

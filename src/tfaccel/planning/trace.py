@@ -723,7 +723,107 @@ def _trace(
     )
     if isinstance(specs, StepData):
         records = _ready_early(graph, needed, records)
+    records = _pushed_down(graph, needed, folded, records, index)
     return records, placeholders, loop_records(graph, needed)
+
+
+_PUSH_FAMILY = {
+    "Mul": frozenset({"Mul"}),
+    "AddV2": frozenset({"AddV2", "Add"}),
+    "Add": frozenset({"AddV2", "Add"}),
+}
+"""Grappler's constant push-down: a parent of these types with a constant input, over a child
+of the same family (``ConstantFolding::ConstantPushDown``, its symmetric cases)."""
+
+
+def _grappler_name(tensor: Any) -> str:
+    """A tensor as a node's input string in a GraphDef: ``op`` or ``op:k``."""
+    return tensor.op.name if tensor.value_index == 0 else f"{tensor.op.name}:{tensor.value_index}"
+
+
+def _pushed_down(
+    graph: Any, needed: set[Any], folded: set[str], records: list[_Record], index: dict[str, int]
+) -> list[_Record]:
+    """``records`` after Grappler's constant push-down, where it lets a product of forward
+    tensors run in the forward pass and be held until the backward pass reads it.
+
+    ``parent(C, child(A, B))``, C a scalar constant, the child's result read by the parent
+    alone, neither A nor B constant, float32 or float64 (not 16-bit: Grappler leaves those
+    alone), becomes ``parent(X, child(C, Y))``. Which of A and B stays with C is decided by
+    the order of their names, as Grappler sorts a commutative operation's inputs: C stays with
+    the one whose name sorts first (read off TensorFlow's own rewritten graphs:
+    ``benchmarks/results/runtime_pushdown.py``). In an attention's softmax gradient
+    ``((dP - sum) * P) * c``, ``P`` is the forward softmax, named under the model's scope, and
+    ``dP - sum`` is named ``gradient_tape/...``: for a model whose name sorts before
+    ``gradient_tape`` (``functional``, ``attn``), TensorFlow computes ``c * P`` as soon as the
+    softmax is done and holds it, one more attention-score-sized buffer, through the forward
+    pass into the backward (the keras.io Transformer classifier: 4 such buffers at its peak in
+    TensorFlow's allocation log, 3 without this); for one that sorts after (``transformer``,
+    ``gru_attention``), ``(dP - sum) * c`` is computed in the backward pass and nothing is held.
+
+    Here the child is moved to run right after the later of the stays-with leaf's and the
+    constant's producers, with those two as its inputs, its result that leaf's size; the
+    parent reads the other leaf and the child.
+    """
+    position = {record[0]: n for n, record in enumerate(records)}
+    sizes = {out[0]: out[2] for record in records for out in record[4]}
+
+    def constant(op: Any) -> bool:
+        return op.type == "Const" or op.name in folded
+
+    moves: dict[str, tuple[str, tuple[int, ...], int]] = {}  # child -> after, inputs, size
+    parents: dict[str, tuple[int, ...]] = {}
+    for op in graph.get_operations():
+        family = _PUSH_FAMILY.get(op.type)
+        if family is None or op not in needed or len(op.inputs) != 2:
+            continue
+        if op.outputs[0].dtype.name not in ("float32", "float64"):
+            continue
+        consts = [t for t in op.inputs if constant(t.op)]
+        if len(consts) != 1 or consts[0].shape.num_elements() != 1:
+            continue
+        c = consts[0]
+        inner = op.inputs[1] if op.inputs[0] is c else op.inputs[0]
+        child = inner.op
+        if child.type not in family or len(child.inputs) != 2 or child.name in moves:
+            continue
+        if sum(1 for consumer in inner.consumers() if consumer in needed) != 1:
+            continue
+        if any(constant(t.op) for t in child.inputs) or child.name in parents:
+            continue
+        stays, lifted = sorted(child.inputs, key=_grappler_name)
+        names = (stays.name, lifted.name, c.name, inner.name)
+        if not all(name in index for name in names) or child.name not in position:
+            continue
+        if stays.op.name not in position or lifted.op.name not in position:
+            continue
+        after = max(position[stays.op.name], position.get(c.op.name, -1))
+        size = sizes.get(index[stays.name], 0)
+        moves[child.name] = (records[after][0], (index[stays.name], index[c.name]), size)
+        parents[op.name] = (index[lifted.name], index[inner.name])
+    for child in [c for c, (predecessor, _, _) in moves.items() if predecessor in moves]:
+        del moves[child]  # a move after a moved operation: left as it is
+        parents = {p: i for p, i in parents.items() if i[1] != index[f"{child}:0"]}
+    if not moves:
+        return records
+    changed: dict[str, _Record] = {}
+    for record in records:
+        if record[0] in moves:
+            _, inputs, size = moves[record[0]]
+            outputs = [(n, dtype, size, count) for n, dtype, _, count in record[4]]
+            changed[record[0]] = (record[0], record[1], record[2], inputs, outputs, *record[5:])
+        elif record[0] in parents:
+            changed[record[0]] = (record[0], record[1], record[2], parents[record[0]], *record[4:])
+    follows: dict[str, list[str]] = {}
+    for child, (predecessor, _, _) in moves.items():
+        follows.setdefault(predecessor, []).append(child)
+    result: list[_Record] = []
+    for record in records:
+        if record[0] in moves:
+            continue
+        result.append(changed.get(record[0], record))
+        result.extend(changed[child] for child in follows.get(record[0], []))
+    return result
 
 
 def _ready_early(graph: Any, needed: set[Any], records: list[_Record]) -> list[_Record]:
