@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import pytest
+
 from tfaccel.planning import CPU_ONEDNN_RULES, GPU_BFC_RULES, AllocatorRules, simulate
 from tfaccel.planning.memory import _folded_constants
 from tfaccel.planning.trace import OpInfo, StepGraph, TensorInfo, trace_step
@@ -153,6 +155,40 @@ def test_a_binary_element_wise_op_writes_over_a_dying_operand() -> None:
     for order in ("graph", "executor"):
         estimate = simulate(step, 10, rules=EXACT, margin=0.0, orders=(order,))
         assert estimate.peak_bytes == 3 * 1000  # x, a and b; the Mul writes over a or b
+
+
+@pytest.mark.parametrize(
+    ("activation", "gradient"), [("LeakyRelu", "LeakyReluGrad"), ("Selu", "SeluGrad")]
+)
+def test_a_leaky_relu_and_its_gradient_write_over_their_dying_input(
+    activation: str, gradient: str
+) -> None:
+    """TensorFlow's ``LeakyReluOp`` is a ``UnaryElementWiseOp`` and ``LeakyReluGradOp`` and
+    ``SeluGradOp`` ``BinaryElementWiseOp``s (``relu_op.h``): each writes over a dying input,
+    as ``Relu`` does. A generator's last block outside any tape: Conv -> LeakyRelu -> Conv, one
+    big buffer at a time; and a gradient over the incoming gradient it reads last."""
+    ops = [
+        OpInfo("x", "Placeholder", "other", (), (TensorInfo(0, "float32", 0, 100),)),
+        OpInfo("g/conv", "Conv2D", "forward", (0,), (TensorInfo(1, "float32", 0, 1000),)),
+        OpInfo("g/act", activation, "forward", (1,), (TensorInfo(2, "float32", 0, 1000),)),
+        OpInfo("g/out", "Sum", "forward", (2,), (TensorInfo(3, "float32", 4, 0),)),
+        OpInfo("gradient_tape/dy", "Exp", "backward", (0,), (TensorInfo(4, "float32", 0, 1000),)),
+        OpInfo(
+            "gradient_tape/dx", gradient, "backward", (4, 1), (TensorInfo(5, "float32", 0, 1000),)
+        ),
+        OpInfo("gradient_tape/s", "Sum", "backward", (5, 3), (TensorInfo(6, "float32", 4, 0),)),
+    ]
+    step = StepGraph(ops[:4], (0,), [], 0, 0, "SGD", "float32")
+    for order in ("graph", "executor"):
+        estimate = simulate(step, 10, rules=EXACT, margin=0.0, orders=(order,))
+        assert estimate.peak_bytes == 1000 + 10_000  # x and one buffer, not two
+    # The gradient reads dy and the conv output (held for it), both dying there: it writes over
+    # one of them, not a third buffer beside them (x, the conv output and dy at the peak).
+    ops[3] = OpInfo("g/out", "Sum", "forward", (2,), (TensorInfo(3, "float32", 4, 0),))
+    ops[2] = OpInfo("g/act", "Exp", "forward", (0,), (TensorInfo(2, "float32", 0, 1000),))
+    backward = StepGraph(ops, (0,), [], 0, 0, "SGD", "float32")
+    estimate = simulate(backward, 10, rules=EXACT, margin=0.0, orders=("graph",))
+    assert estimate.peak_bytes == 1000 + 2 * 10_000 + 4
 
 
 def _chain(later_reader: bool) -> StepGraph:
