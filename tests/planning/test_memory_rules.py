@@ -158,7 +158,8 @@ def test_a_binary_element_wise_op_writes_over_a_dying_operand() -> None:
 
 
 @pytest.mark.parametrize(
-    ("activation", "gradient"), [("LeakyRelu", "LeakyReluGrad"), ("Selu", "SeluGrad")]
+    ("activation", "gradient"),
+    [("LeakyRelu", "LeakyReluGrad"), ("Selu", "SeluGrad"), ("Erfc", "ReciprocalGrad")],
 )
 def test_a_leaky_relu_and_its_gradient_write_over_their_dying_input(
     activation: str, gradient: str

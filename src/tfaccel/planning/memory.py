@@ -88,7 +88,10 @@ __all__ = [
 # ``BinaryElementWiseOp``s (``tensorflow/core/kernels/relu_op.h``) like ``Relu`` and ``ReluGrad``:
 # left out, the keras.io DCGAN's generator, run outside its tape, kept its last 256 MiB
 # LeakyReLU beside the transposed convolution it reads (1168.5 MiB predicted, +25.4%; with them
-# 916.5, -1.6%) and the conditional GAN's was +13.2% (+4.6%).
+# 916.5, -1.6%) and the conditional GAN's was +13.2% (+4.6%). Every coefficient-wise kernel of
+# ``cwise_ops_common.h`` does the same where its output's dtype is its input's (``UnaryOp``:
+# ``Abs``, ``Erfc``, ``Reciprocal``...; ``BinaryOp``: ``FloorDiv``, ``Xlogy``...; the gradient
+# ``SimpleBinaryOp``s: ``ReciprocalGrad``...): the float ones a Keras step uses are listed.
 FORWARDING = frozenset(
     {
         "Relu",
@@ -105,6 +108,22 @@ FORWARDING = frozenset(
         "LeakyRelu",
         "LeakyReluGrad",
         "SeluGrad",
+        "Abs",
+        "Sign",
+        "Reciprocal",
+        "Log1p",
+        "Expm1",
+        "Erfc",
+        "Sin",
+        "Cos",
+        "Floor",
+        "Ceil",
+        "Round",
+        "ReciprocalGrad",
+        "FloorDiv",
+        "FloorMod",
+        "Xlogy",
+        "Xdivy",
         "SigmoidGrad",
         "TanhGrad",
         "Neg",
