@@ -400,8 +400,9 @@ def test_make_gpu_check_without_a_gpu_exits_0_at_once_installing_nothing(tmp_pat
     assert time.monotonic() - started < 10
 
 
-@needs_make
-def test_make_gpu_check_offline_says_why_and_runs_from_the_source_tree(tmp_path: Path) -> None:
+def _offline_list(tmp_path: Path, pythonpath: str = "") -> tuple[str, dict[str, Any]]:
+    """``make gpu-check`` with GPU_CHECK_OFFLINE=1 and ``--list --json``: its first line (why
+    it is offline) and the steps' JSON document."""
     done = _make(
         tmp_path,
         "GPU_CHECK_OFFLINE=1",
@@ -409,11 +410,17 @@ def test_make_gpu_check_offline_says_why_and_runs_from_the_source_tree(tmp_path:
         "VENV=" + str(tmp_path / "no-venv"),
         "GPU_CHECK_ARGS=--list --json --out " + str(tmp_path / "out"),
         smi=True,
+        pythonpath=pythonpath,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     first, rest = done.stdout.split("\n", 1)
+    return first, json.loads(rest[rest.index("{") :])
+
+
+@needs_make
+def test_make_gpu_check_offline_says_why_and_runs_from_the_source_tree(tmp_path: Path) -> None:
+    first, doc = _offline_list(tmp_path)
     assert first.startswith("make gpu-check: offline (GPU_CHECK_OFFLINE=1)")
-    doc = json.loads(rest[rest.index("{") :])
     assert doc["kind"] == "gpu-offline"
     assert not (tmp_path / "no-venv").exists()
 
@@ -426,18 +433,7 @@ def test_make_gpu_check_offline_keeps_the_pythonpath_it_was_given(tmp_path: Path
     extra = tmp_path / "site"
     (extra / "nvtx").mkdir(parents=True)
     (extra / "nvtx" / "__init__.py").write_text("raise ImportError('the nvtx on PYTHONPATH')\n")
-    done = _make(
-        tmp_path,
-        "GPU_CHECK_OFFLINE=1",
-        f"PYTHON={PY}",
-        "VENV=" + str(tmp_path / "no-venv"),
-        "GPU_CHECK_ARGS=--list --json --out " + str(tmp_path / "out"),
-        smi=True,
-        pythonpath=str(extra),
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    rest = done.stdout.split("\n", 1)[1]
-    doc = json.loads(rest[rest.index("{") :])
+    _, doc = _offline_list(tmp_path, pythonpath=str(extra))
     nvtx = next(step for step in doc["steps"] if step["name"] == "nvtx")
     assert "the nvtx on PYTHONPATH" in nvtx["skip"]
 
