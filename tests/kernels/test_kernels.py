@@ -431,9 +431,17 @@ def test_a_block_too_big_for_the_registers_is_a_usage_error(kcuda: Any) -> None:
             )
 
     with pytest.raises(UsageError, match="more registers") as err:
-        kcuda._run(OutOfResources(), _launch.Launch(grid=(1, 1), block=(32, 32)))
+        kcuda._run(
+            OutOfResources(),
+            _launch.Launch(grid=(1, 1), block=(32, 32)),
+            op="matmul",
+            given="tile=32, per_thread=4, dtype=float32",
+            smaller="pass tile=16 (256 threads) or a smaller per_thread (per_thread=2)",
+        )
     _assert_clear(err.value)
-    assert "1024 threads" in str(err.value) and "per_thread" in str(err.value.fix)
+    assert str(err.value).startswith("matmul: a block of 1024 threads")
+    assert "tile=32, per_thread=4" in str(err.value.received)
+    assert "per_thread=2" in str(err.value.fix)
 
     class Other(OutOfResources):
         def __call__(self, *args: Any) -> None:
@@ -530,9 +538,11 @@ def test_vector_add_loops_when_the_grid_is_capped(
 def test_vector_add_loops_over_one_wave_of_threads(
     kcuda: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _small_limits(monkeypatch, kcuda, resident_threads=64)  # one block of 64: 200 elements
-    a, b = _random((200,), np.float32, 3), _random((200,), np.float32, 4)
-    out = _poisoned((200,), np.float32)
+    _small_limits(monkeypatch, kcuda, resident_threads=64)  # under one block of 256
+    # 1000 elements: one block of 256 threads (not 4), each taking 4 elements a grid apart
+    assert _launch.vector_launch(1000, kcuda.device_limits()) == _launch.Launch((1,), (256,))
+    a, b = _random((1000,), np.float32, 3), _random((1000,), np.float32, 4)
+    out = _poisoned((1000,), np.float32)
     _assert_matches(kernels.vector_add(a, b, out=out), a + b)
 
 

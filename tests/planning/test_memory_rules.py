@@ -161,7 +161,7 @@ def test_a_binary_element_wise_op_writes_over_a_dying_operand() -> None:
     ("activation", "gradient"),
     [("LeakyRelu", "LeakyReluGrad"), ("Selu", "SeluGrad"), ("Erfc", "ReciprocalGrad")],
 )
-def test_a_leaky_relu_and_its_gradient_write_over_their_dying_input(
+def test_element_wise_kernels_and_their_gradients_write_over_their_dying_input(
     activation: str, gradient: str
 ) -> None:
     """TensorFlow's ``LeakyReluOp`` is a ``UnaryElementWiseOp`` and ``LeakyReluGradOp`` and

@@ -524,10 +524,18 @@ def _raised_inside_numba(exc: BaseException) -> bool:
     return any("/numba/" in name or "/numba_cuda/" in name for name in files[1:])
 
 
-def _run(kernel: Any, launch: _launch.Launch, *args: Any) -> None:
+def _run(
+    kernel: Any,
+    launch: _launch.Launch,
+    *args: Any,
+    op: str = "the kernel",
+    given: str = "",
+    smaller: str = "launch fewer threads per block",
+) -> None:
     """``kernel[grid, block](*args)``, turning a missing CUDA library, a numba-cuda that
     breaks on this NumPy while it compiles, or a block too big for the GPU's registers into
-    a clear error."""
+    a clear error (``op``, its ``given`` parameters and the ``smaller`` way to launch it
+    name the call in that last one)."""
     try:
         kernel[launch.grid, launch.block](*args)
     except _library_errors() as exc:
@@ -545,7 +553,7 @@ def _run(kernel: Any, launch: _launch.Launch, *args: Any) -> None:
     except Exception as exc:
         if not _out_of_resources(exc):
             raise
-        raise _too_big_a_block(launch, exc) from exc
+        raise _too_big_a_block(launch, exc, op, given or f"block={launch.block}", smaller) from exc
 
 
 def _out_of_resources(exc: BaseException) -> bool:
@@ -555,16 +563,20 @@ def _out_of_resources(exc: BaseException) -> bool:
     return "OUT_OF_RESOURCES" in text or "[701]" in text
 
 
-def _too_big_a_block(launch: _launch.Launch, exc: BaseException) -> UsageError:
+def _too_big_a_block(
+    launch: _launch.Launch, exc: BaseException, op: str, given: str, fix: str
+) -> UsageError:
+    """The error for a launch the GPU refused for want of registers: the operation, its
+    parameters, the block and the driver's words, and how to make the block smaller."""
     threads = 1
     for n in launch.block:
         threads *= n
     return UsageError(
-        f"the kernel's block of {threads} threads needs more registers than one block may "
-        "have on this GPU",
+        f"{op}: a block of {threads} threads needs more registers than one block may have on "
+        "this GPU",
         expected="fewer threads per block, or fewer outputs per thread",
-        received=f"block={launch.block}: {type(exc).__name__}: {str(exc).strip()[:200]}",
-        fix="pass a smaller tile (tile=16) or per_thread (per_thread=4)",
+        received=f"{given}, block={launch.block}: {type(exc).__name__}: {str(exc).strip()[:200]}",
+        fix=fix,
     )
 
 
@@ -618,7 +630,20 @@ def matmul(a: Any, b: Any, tile: int = 16, *, per_thread: int = 1, out: Any = No
     kernel = matmul_kernel(tile, first.dtype, per_thread)
     staged = _Staged(first, second)
     result = staged.output(out, (m, n), first.dtype, "matmul")
-    _run(kernel, launch, *staged.arrays, result)
+    smaller = (
+        f"pass tile=16 (256 threads) or a smaller per_thread (per_thread={per_thread // 2})"
+        if per_thread > 1
+        else "pass tile=16 (256 threads)"
+    )
+    _run(
+        kernel,
+        launch,
+        *staged.arrays,
+        result,
+        op="matmul",
+        given=f"tile={tile}, per_thread={per_thread}, dtype={first.dtype}",
+        smaller=smaller,
+    )
     return staged.deliver(result, out)
 
 

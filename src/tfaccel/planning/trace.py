@@ -762,8 +762,10 @@ def _pushed_down(
     ``gru_attention``), ``(dP - sum) * c`` is computed in the backward pass and nothing is held.
 
     Here the child is moved to run right after the later of the stays-with leaf's and the
-    constant's producers, with those two as its inputs, its result that leaf's size; the
-    parent reads the other leaf and the child.
+    constant's producers, in that leaf's phase (``c * P`` is a forward activation), with those
+    two as its inputs, its result that leaf's size; the parent reads the other leaf and the
+    child. (A moved child is read by its parent alone, which has a constant input and so is no
+    other move's child: moves never chain.)
     """
     position = {record[0]: n for n, record in enumerate(records)}
     sizes = {out[0]: out[2] for record in records for out in record[4]}
@@ -771,7 +773,8 @@ def _pushed_down(
     def constant(op: Any) -> bool:
         return op.type == "Const" or op.name in folded
 
-    moves: dict[str, tuple[str, tuple[int, ...], int]] = {}  # child -> after, inputs, size
+    # child -> the record it follows, its inputs, its size, the phase it now runs in
+    moves: dict[str, tuple[str, tuple[int, ...], int, str]] = {}
     parents: dict[str, tuple[int, ...]] = {}
     for op in graph.get_operations():
         family = _PUSH_FAMILY.get(op.type)
@@ -780,8 +783,8 @@ def _pushed_down(
         if op.outputs[0].dtype.name not in ("float32", "float64"):
             continue
         consts = [t for t in op.inputs if constant(t.op)]
-        if len(consts) != 1 or consts[0].shape.num_elements() != 1:
-            continue
+        if len(consts) != 1 or consts[0].shape.rank != 0:
+            continue  # a scalar (of any batch: the two traces must agree)
         c = consts[0]
         inner = op.inputs[1] if op.inputs[0] is c else op.inputs[0]
         child = inner.op
@@ -799,23 +802,21 @@ def _pushed_down(
             continue
         after = max(position[stays.op.name], position.get(c.op.name, -1))
         size = sizes.get(index[stays.name], 0)
-        moves[child.name] = (records[after][0], (index[stays.name], index[c.name]), size)
+        phase = records[position[stays.op.name]][2]
+        moves[child.name] = (records[after][0], (index[stays.name], index[c.name]), size, phase)
         parents[op.name] = (index[lifted.name], index[inner.name])
-    for child in [c for c, (predecessor, _, _) in moves.items() if predecessor in moves]:
-        del moves[child]  # a move after a moved operation: left as it is
-        parents = {p: i for p, i in parents.items() if i[1] != index[f"{child}:0"]}
     if not moves:
         return records
     changed: dict[str, _Record] = {}
     for record in records:
         if record[0] in moves:
-            _, inputs, size = moves[record[0]]
+            _, inputs, size, phase = moves[record[0]]
             outputs = [(n, dtype, size, count) for n, dtype, _, count in record[4]]
-            changed[record[0]] = (record[0], record[1], record[2], inputs, outputs, *record[5:])
+            changed[record[0]] = (record[0], record[1], phase, inputs, outputs, *record[5:])
         elif record[0] in parents:
             changed[record[0]] = (record[0], record[1], record[2], parents[record[0]], *record[4:])
     follows: dict[str, list[str]] = {}
-    for child, (predecessor, _, _) in moves.items():
+    for child, (predecessor, *_) in moves.items():
         follows.setdefault(predecessor, []).append(child)
     result: list[_Record] = []
     for record in records:
