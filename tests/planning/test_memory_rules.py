@@ -165,9 +165,10 @@ def test_element_wise_kernels_and_their_gradients_write_over_their_dying_input(
     activation: str, gradient: str
 ) -> None:
     """TensorFlow's ``LeakyReluOp`` is a ``UnaryElementWiseOp`` and ``LeakyReluGradOp`` and
-    ``SeluGradOp`` ``BinaryElementWiseOp``s (``relu_op.h``): each writes over a dying input,
-    as ``Relu`` does. A generator's last block outside any tape: Conv -> LeakyRelu -> Conv, one
-    big buffer at a time; and a gradient over the incoming gradient it reads last."""
+    ``SeluGradOp`` ``BinaryElementWiseOp``s (``relu_op.h``), ``Erfc`` a ``UnaryOp`` and
+    ``ReciprocalGrad`` a ``SimpleBinaryOp`` (``cwise_ops_common.h``): each writes over a dying
+    input, as ``Relu`` does. A generator's last block outside any tape: Conv -> activation ->
+    Sum, one big buffer at a time; and a gradient over an operand it reads last."""
     ops = [
         OpInfo("x", "Placeholder", "other", (), (TensorInfo(0, "float32", 0, 100),)),
         OpInfo("g/conv", "Conv2D", "forward", (0,), (TensorInfo(1, "float32", 0, 1000),)),

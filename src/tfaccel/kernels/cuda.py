@@ -16,6 +16,7 @@ compiled: the factories below build one kernel per (size, dtype) and keep it.
 from __future__ import annotations
 
 import importlib
+import math
 import sys
 import threading
 import warnings
@@ -568,12 +569,9 @@ def _too_big_a_block(
 ) -> UsageError:
     """The error for a launch the GPU refused for want of registers: the operation, its
     parameters, the block and the driver's words, and how to make the block smaller."""
-    threads = 1
-    for n in launch.block:
-        threads *= n
     return UsageError(
-        f"{op}: a block of {threads} threads needs more registers than one block may have on "
-        "this GPU",
+        f"{op}: a block of {math.prod(launch.block)} threads needs more registers than one "
+        "block may have on this GPU",
         expected="fewer threads per block, or fewer outputs per thread",
         received=f"{given}, block={launch.block}: {type(exc).__name__}: {str(exc).strip()[:200]}",
         fix=fix,

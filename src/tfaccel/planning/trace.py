@@ -788,18 +788,15 @@ def _pushed_down(
         c = consts[0]
         inner = op.inputs[1] if op.inputs[0] is c else op.inputs[0]
         child = inner.op
-        if child.type not in family or len(child.inputs) != 2 or child.name in moves:
+        if child.type not in family or len(child.inputs) != 2:
             continue
         if sum(1 for consumer in inner.consumers() if consumer in needed) != 1:
             continue
-        if any(constant(t.op) for t in child.inputs) or child.name in parents:
+        if any(constant(t.op) for t in child.inputs):
             continue
         stays, lifted = sorted(child.inputs, key=_grappler_name)
-        names = (stays.name, lifted.name, c.name, inner.name)
-        if not all(name in index for name in names) or child.name not in position:
-            continue
-        if stays.op.name not in position or lifted.op.name not in position:
-            continue
+        if not all(t.name in index for t in (stays, lifted, c, inner)):
+            continue  # a tensor the trace did not record (a loop's, a resource)
         after = max(position[stays.op.name], position.get(c.op.name, -1))
         size = sizes.get(index[stays.name], 0)
         phase = records[position[stays.op.name]][2]
