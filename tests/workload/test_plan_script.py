@@ -252,6 +252,53 @@ def test_a_sequential_without_input_and_sequences_of_any_length_are_planned_on_t
     assert any("not fully known" in n and "(6, 12)" in n for n in text["notes"])
 
 
+def test_a_model_rebuilt_on_its_data_is_compiled_as_the_script_compiled_it(
+    tmp_path: Path,
+) -> None:
+    """Sequences of any length: the plan traces a stand-in model built on the first batch. Its
+    step must be the one fit runs: the script's metrics (an accuracy's arg-max over the
+    outputs), loss weights and steps per execution, as for the same model with a fixed length,
+    which is traced as the script built it."""
+    from tfaccel.planning import trace_step
+    from tfaccel.planning.source import workload_model
+
+    script = _script(
+        tmp_path,
+        """
+        import keras
+        import numpy as np
+
+        def text_model(length):
+            tokens = keras.Input((length,), dtype="int32")
+            hidden = keras.layers.Embedding(50, 8, mask_zero=True)(tokens)
+            hidden = keras.layers.GlobalAveragePooling1D()(hidden)
+            model = keras.Model(tokens, keras.layers.Dense(5, activation="softmax")(hidden))
+            model.compile(
+                optimizer="adam",
+                loss="sparse_categorical_crossentropy",
+                loss_weights=0.5,
+                metrics=["accuracy", keras.metrics.SparseTopKCategoricalAccuracy(k=2)],
+                steps_per_execution=3,
+            )
+            return model
+
+        x, y = np.ones((24, 12), "int32"), np.zeros((24,), "int32")
+        text_model(None).fit(x, y, batch_size=6)
+        text_model(12).fit(x, y, batch_size=6)
+        """,
+    )
+    traced = []
+    for fit in (1, 2):
+        model, _, notes = workload_model(capture(script, fit=fit, timeout=120))
+        traced.append(trace_step(model, 6))
+        assert any("not fully known" in n for n in notes) == (fit == 1)
+    rebuilt, as_built = traced
+    assert sorted(op.type for op in rebuilt.ops) == sorted(op.type for op in as_built.ops)
+    assert any(op.type in ("ArgMax", "TopKV2", "InTopKV2") for op in rebuilt.ops)
+    assert rebuilt.metric_variables == as_built.metric_variables > 2  # the loss tracker's 2
+    assert rebuilt.steps_per_execution == as_built.steps_per_execution == 3
+
+
 def test_dict_inputs_and_the_second_fit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     script = _script(
         tmp_path,

@@ -11,6 +11,7 @@ what it captured, in the same process.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -133,8 +134,10 @@ def workload_model(workload: Workload) -> tuple[Any, Any, list[str]]:
     and compiled it. A model without them (subclassed, a Sequential never built) or with an
     open dimension (``keras.Input((None,))`` for sequences of any length) is called on
     ``keras.Input`` tensors shaped like the first training batch, inside a functional model
-    compiled with the script's optimizer and loss. A model the script did not compile (its own
-    loop, :func:`tfaccel.workload.mark`) gets the loop's optimizer and loss.
+    compiled as the script compiled its own: its metrics, loss weights and steps per execution
+    too, which ``fit``'s steps run with (``CompileArgs.step_kwargs``). A model the script did
+    not compile (its own loop, :func:`tfaccel.workload.mark`) gets the loop's optimizer and
+    loss.
 
     Raises:
         PlanError: the model cannot be called on inputs shaped like its data; a model with its
@@ -165,7 +168,7 @@ def workload_model(workload: Workload) -> tuple[Any, Any, list[str]]:
         optimizer = compiled.optimizer
         if optimizer is not None and not isinstance(optimizer, str):
             optimizer = keras.optimizers.deserialize(keras.optimizers.serialize(optimizer))
-        compiled = type(compiled)(optimizer=optimizer, loss=compiled.loss)
+        compiled = dataclasses.replace(compiled, optimizer=optimizer)
         notes.append(f"built under {strategy}: one replica's training step is planned")
     try:
         symbolic = bool(model.inputs) and bool(model.outputs)
@@ -203,7 +206,7 @@ def workload_model(workload: Workload) -> tuple[Any, Any, list[str]]:
     optimizer = None
     if compiled.optimizer is not None and compiled.loss is not None:
         if model is not workload.model or not getattr(model, "compiled", False):
-            model.compile(optimizer=compiled.optimizer, loss=compiled.loss)
+            model.compile(**compiled.step_kwargs())
     elif compiled.optimizer is not None:
         optimizer = compiled.optimizer
     return model, optimizer, notes

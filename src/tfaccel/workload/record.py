@@ -62,7 +62,7 @@ class CompileArgs:
 
     Attributes:
         optimizer: the optimizer object (None: the model was not compiled).
-        loss, metrics: as given to ``compile``.
+        loss, metrics, loss_weights, weighted_metrics: as given to ``compile``.
         steps_per_execution, jit_compile, run_eagerly: as given (``jit_compile`` "auto" when
             left to Keras).
     """
@@ -73,6 +73,8 @@ class CompileArgs:
     steps_per_execution: int = 1
     jit_compile: Any = "auto"
     run_eagerly: bool = False
+    loss_weights: Any = None
+    weighted_metrics: Any = None
 
     @classmethod
     def of(cls, model: Any) -> CompileArgs:
@@ -85,7 +87,25 @@ class CompileArgs:
             steps_per_execution=int(given.get("steps_per_execution") or 1),
             jit_compile=given.get("jit_compile", "auto"),
             run_eagerly=bool(given.get("run_eagerly", False)),
+            loss_weights=given.get("loss_weights"),
+            weighted_metrics=given.get("weighted_metrics"),
         )
+
+    def step_kwargs(self) -> dict[str, Any]:
+        """``compile`` arguments that give another model the training step the script's own
+        compile gave its model (the plan's stand-in for a model it cannot trace as built):
+        the optimizer, the loss and its weights, the metrics (``fit`` computes them in every
+        step: an accuracy's arg-max over a language model's logits is as large as them), the
+        steps per execution (``fit``'s loop shares its cost among them). Not ``run_eagerly``
+        or ``jit_compile``: the plan traces the step itself."""
+        return {
+            "optimizer": self.optimizer,
+            "loss": self.loss,
+            "loss_weights": self.loss_weights,
+            "metrics": self.metrics,
+            "weighted_metrics": self.weighted_metrics,
+            "steps_per_execution": self.steps_per_execution,
+        }
 
     @property
     def optimizer_config(self) -> dict[str, Any] | None:
@@ -105,6 +125,8 @@ class CompileArgs:
             "optimizer_config": _plain(self.optimizer_config),
             "loss": _name(self.loss),
             "metrics": _plain(_name(self.metrics)),
+            "weighted_metrics": _plain(_name(self.weighted_metrics)),
+            "loss_weights": _plain(self.loss_weights),
             "steps_per_execution": self.steps_per_execution,
             "jit_compile": self.jit_compile,
             "run_eagerly": self.run_eagerly,
