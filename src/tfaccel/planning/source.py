@@ -182,7 +182,10 @@ def workload_model(workload: Workload) -> tuple[Any, Any, list[str]]:
         try:
             inputs = _inputs_like(batch, keras)
             outputs = model(inputs)
+            names = list(getattr(model, "output_names", None) or [])
             model = keras.Model(inputs, outputs, name=model.name)
+            if len(names) == len(model.outputs):  # the stand-in's are the inner model's name:
+                model.output_names = names  # a loss or metrics keyed by output find theirs
         except Exception as exc:
             raise PlanError(
                 f"The model {model.name!r} could not be called on inputs shaped like its "
