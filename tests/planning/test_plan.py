@@ -244,6 +244,28 @@ def test_an_unknown_optimizer_is_planned_with_a_stated_assumption() -> None:
     assert result.memory.parts["optimizer_slots"] >= 2 * PARAMS * 4
 
 
+def test_another_optimizer_keeps_the_rest_of_the_models_compile() -> None:
+    """``optimizer=`` replaces the optimizer only: the step planned still computes the model's
+    metrics and runs its steps per execution, as ``fit`` would with that optimizer."""
+    import keras
+
+    from tfaccel.planning.api import _prepare
+
+    model = _tiny()
+    model.compile(
+        optimizer="adam",
+        loss="sparse_categorical_crossentropy",
+        metrics=["accuracy"],
+        steps_per_execution=4,
+    )
+    built, _ = _prepare(model, None, "sgd")
+    assert isinstance(built.optimizer, keras.optimizers.SGD)
+    assert built.steps_per_execution == 4
+    step = tfaccel.planning.trace_step(built, 8)
+    assert any(op.type == "ArgMax" for op in step.ops)
+    assert step.metric_variables > 2  # the loss tracker's 2 and the accuracy's
+
+
 def test_the_callers_model_is_left_as_it_was() -> None:
     model = _tiny("sgd")
     before = [w.copy() for w in model.get_weights()]

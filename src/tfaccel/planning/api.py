@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -42,6 +43,7 @@ from tfaccel.planning.trace import (
     remembered_step_data,
     trace_step,
 )
+from tfaccel.workload.record import CompileArgs
 
 __all__ = ["PRECISIONS", "PlanError", "plan", "plan_step"]
 
@@ -509,7 +511,10 @@ def _prepare(
         loss = getattr(model, "loss", None) or _loss_for(model)
         if not getattr(model, "loss", None):
             notes.append(f"the model was not compiled: planned with loss {loss!r}")
-        model.compile(optimizer=opt or keras.optimizers.Adam(), loss=loss)
+        # with the rest of its compile (metrics, loss weights, steps per execution) as it was
+        given = CompileArgs.of(model)
+        step = dataclasses.replace(given, optimizer=opt or keras.optimizers.Adam(), loss=loss)
+        model.compile(**step.step_kwargs())
         if opt is None:
             notes.append("no optimizer given: planned with Adam")
     return model, notes
