@@ -27,6 +27,7 @@ import json
 import os
 import subprocess
 import sys
+from typing import Any
 
 SHAPES = [
     # EfficientNetB0's depthwise layers at 224 x 224 input, batch 8 (3x3 and 5x5)
@@ -74,7 +75,7 @@ print(json.dumps({"grad_s": timed(grad), "forward_s": timed(forward), "out": out
 """
 
 
-def one(shape: tuple[int, ...]) -> dict[str, object]:
+def one(shape: tuple[int, ...]) -> dict[str, Any]:
     env = dict(os.environ, ONEDNN_VERBOSE="1", TF_ENABLE_ONEDNN_OPTS="1", TF_CPP_MIN_LOG_LEVEL="3")
     args = [str(v) for v in shape]
     done = subprocess.run(
@@ -86,7 +87,7 @@ def one(shape: tuple[int, ...]) -> dict[str, object]:
         if len(parts) > 7 and parts[5] == "convolution" and parts[7] == "backward_weights":
             kernel = parts[6]
             break
-    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     result["kernel"] = kernel
     return result
 
@@ -104,9 +105,9 @@ def main(argv: list[str]) -> int:
     for shape in SHAPES:
         batch, size, channels, kernel, _stride = shape
         found = one(shape)
-        out = int(found["out"])  # type: ignore[call-overload]
+        out = int(found["out"])
         flops = 2 * batch * out * out * channels * kernel * kernel
-        grad, fwd = float(found["grad_s"]), float(found["forward_s"])  # type: ignore[arg-type]
+        grad, fwd = float(found["grad_s"]), float(found["forward_s"])
         name = str(found["kernel"])
         fit = 16 * flops / args.rate + channels * kernel * kernel * args.block_ns * 1e-9
         fitted = "-" if name.startswith("jit_dw") else f"{fit * 1e3:.2f}"
